@@ -1,0 +1,57 @@
+/* kernels: the per-ISA kernel table. ref.c (scalar, always built),
+ * x86_avx2.c, x86_avx512.c, arm_neon.c fill tables with the same signatures;
+ * dispatch.c picks one from CPU features once. Kernels take pointers, lengths
+ * and strides only; they never include model headers. */
+#ifndef HACHI_KERNELS_H
+#define HACHI_KERNELS_H
+#include <stddef.h>
+#include <stdint.h>
+#include "quant.h"
+
+typedef enum hachi_isa { HACHI_ISA_REF = 0, HACHI_ISA_AVX2, HACHI_ISA_AVX512, HACHI_ISA_NEON, HACHI_ISA_COUNT } hachi_isa;
+
+/* x (n elements of the type) -> y (n floats) */
+typedef void (*hachi_to_float_fn)(const void *x, float *y, int64_t n);
+/* x (n floats) -> y (n elements of the type); n a multiple of the block size */
+typedef void (*hachi_from_float_fn)(const float *x, void *y, int64_t n);
+/* *s = dot(w, a): w a weight row of n elements, a n elements in the type's vec_dot_type */
+typedef void (*hachi_vec_dot_fn)(int64_t n, float *s, const void *w, const void *a);
+/* s[i] = dot(w, a_i) for i < na (na <= 16), a_i = (char *)a + i * a_stride: each weight
+ * block is loaded and unpacked once for all na activation rows. */
+typedef void (*hachi_vec_dot_multi_fn)(int64_t n, float *s, const void *w, const void *a,
+                                       size_t a_stride, int na);
+
+typedef struct hachi_type_kernels {
+    uint32_t vec_dot_type;            /* what activations are converted to: F32, Q8_0 or Q8_K */
+    hachi_to_float_fn to_float;       /* dequantize */
+    hachi_from_float_fn from_float;   /* quantize (reference quality) */
+    hachi_vec_dot_fn vec_dot;         /* NULL: the type cannot be used as a weight */
+    hachi_vec_dot_multi_fn vec_dot_multi;
+} hachi_type_kernels;
+
+typedef struct hachi_kernels {
+    hachi_isa isa;
+    const char *name;                 /* "ref", "avx2", "avx512", "neon" */
+    hachi_type_kernels t[HACHI_TYPE_COUNT];
+    /* fp16 KV cache and attention */
+    void (*f32_to_f16)(const float *x, uint16_t *y, int64_t n);
+    void (*f16_to_f32)(const uint16_t *x, float *y, int64_t n);
+    /* s[j] = dot(q_j, k) for j < m: one fp16 key row against m f32 query rows (stride q_stride) */
+    void (*dot_f16_multi)(int64_t n, float *s, const uint16_t *k, const float *q, int64_t q_stride, int m);
+    /* y_j += a[j] * v for j < m: one fp16 value row into m f32 rows (stride y_stride) */
+    void (*axpy_f16_multi)(int64_t n, const float *a, const uint16_t *v, float *y, int64_t y_stride, int m);
+} hachi_kernels;
+
+/* The table of one ISA: NULL when not compiled in or the CPU lacks it. */
+const hachi_kernels *hachi_kernels_get(hachi_isa isa);
+/* The best table for this CPU ($HACHI_ISA=ref|avx2|avx512|neon forces one if available). */
+const hachi_kernels *hachi_kernels_best(void);
+const char *hachi_isa_name(hachi_isa isa);
+
+/* Per-ISA fillers (each file defines its own; absent ISAs return NULL). */
+const hachi_kernels *hachi_kernels_ref(void);
+const hachi_kernels *hachi_kernels_avx2(void);
+const hachi_kernels *hachi_kernels_avx512(void);
+const hachi_kernels *hachi_kernels_neon(void);
+
+#endif

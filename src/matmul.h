@@ -1,0 +1,27 @@
+/* matmul: y = W x for n_tok activation rows, over any runnable weight type.
+ * x is converted once to W's vec_dot_type (Q8_0 / Q8_K / F32), rows are split
+ * over the pool. n_tok <= 16 reads each weight block once for all tokens
+ * (vec_dot_multi); larger n_tok is tiled so a weight tile stays in cache. */
+#ifndef HACHI_MATMUL_H
+#define HACHI_MATMUL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "kernels/kernels.h"
+#include "threads.h"
+
+typedef struct hachi_mat {
+    uint32_t type;          /* enum hachi_type */
+    int64_t rows, cols;     /* W is [rows][cols], a row is contiguous */
+    const void *data;
+    uint64_t row_bytes;
+} hachi_mat;
+
+/* Scratch bytes hachi_matmul needs for cols x n_tok activations of W's type. */
+size_t hachi_matmul_scratch_bytes(const hachi_kernels *k, uint32_t type, int64_t cols, int n_tok);
+/* y[t*ldy + r] = sum_c W[r][c] * x[t*ldx + c], t < n_tok, r < rows. */
+void hachi_matmul(hachi_pool *pool, const hachi_kernels *k, const hachi_mat *W,
+                  const float *x, int64_t ldx, int n_tok, float *y, int64_t ldy, void *scratch);
+/* Dequantize row r of W into out[cols]. */
+void hachi_mat_row(const hachi_kernels *k, const hachi_mat *W, int64_t r, float *out);
+
+#endif

@@ -1,0 +1,76 @@
+/* quant: ggml's tensor types with their exact block layouts, and the type
+ * traits table (block size, bytes per block, name). Layouts are byte-exact
+ * with ggml-common.h; each carries a static size assert and its formula. */
+#ifndef HACHI_QUANT_H
+#define HACHI_QUANT_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef uint16_t hachi_half;   /* IEEE fp16 bits */
+
+/* ggml type ids, as stored in GGUF tensor infos. */
+enum hachi_type {
+    HACHI_TYPE_F32 = 0, HACHI_TYPE_F16 = 1, HACHI_TYPE_Q4_0 = 2, HACHI_TYPE_Q4_1 = 3,
+    HACHI_TYPE_Q5_0 = 6, HACHI_TYPE_Q5_1 = 7, HACHI_TYPE_Q8_0 = 8, HACHI_TYPE_Q8_1 = 9,
+    HACHI_TYPE_Q2_K = 10, HACHI_TYPE_Q3_K = 11, HACHI_TYPE_Q4_K = 12, HACHI_TYPE_Q5_K = 13,
+    HACHI_TYPE_Q6_K = 14, HACHI_TYPE_Q8_K = 15, HACHI_TYPE_IQ2_XXS = 16, HACHI_TYPE_IQ2_XS = 17,
+    HACHI_TYPE_IQ3_XXS = 18, HACHI_TYPE_IQ1_S = 19, HACHI_TYPE_IQ4_NL = 20, HACHI_TYPE_IQ3_S = 21,
+    HACHI_TYPE_IQ2_S = 22, HACHI_TYPE_IQ4_XS = 23, HACHI_TYPE_I8 = 24, HACHI_TYPE_I16 = 25,
+    HACHI_TYPE_I32 = 26, HACHI_TYPE_I64 = 27, HACHI_TYPE_F64 = 28, HACHI_TYPE_IQ1_M = 29,
+    HACHI_TYPE_BF16 = 30, HACHI_TYPE_TQ1_0 = 34, HACHI_TYPE_TQ2_0 = 35, HACHI_TYPE_MXFP4 = 39,
+    HACHI_TYPE_COUNT = 40
+};
+
+#define QK4_0 32
+#define QK4_1 32
+#define QK5_0 32
+#define QK8_0 32
+#define QK_K 256
+#define K_SCALE_SIZE 12
+
+/* 4.5 bits/weight: x[j] = (qs[j] & 0xF) - 8) * d, x[j+16] = ((qs[j] >> 4) - 8) * d */
+typedef struct { hachi_half d; uint8_t qs[QK4_0 / 2]; } block_q4_0;
+_Static_assert(sizeof(block_q4_0) == 18, "block_q4_0 size");
+/* 5 bits/weight: x = (nibble) * d + m, nibble order as q4_0 */
+typedef struct { hachi_half d, m; uint8_t qs[QK4_1 / 2]; } block_q4_1;
+_Static_assert(sizeof(block_q4_1) == 20, "block_q4_1 size");
+/* 5.5 bits/weight: 5th bit of x[j] in qh bit j, of x[j+16] in qh bit j+16; x = (q - 16) * d */
+typedef struct { hachi_half d; uint8_t qh[4]; uint8_t qs[QK5_0 / 2]; } block_q5_0;
+_Static_assert(sizeof(block_q5_0) == 22, "block_q5_0 size");
+/* 8.5 bits/weight: x = qs[j] * d */
+typedef struct { hachi_half d; int8_t qs[QK8_0]; } block_q8_0;
+_Static_assert(sizeof(block_q8_0) == 34, "block_q8_0 size");
+/* 9 bits/weight: as q8_0, s = d * sum(qs) */
+typedef struct { hachi_half d, s; int8_t qs[QK8_0]; } block_q8_1;
+_Static_assert(sizeof(block_q8_1) == 36, "block_q8_1 size");
+
+/* 4.5 bits/weight: 8 sub-blocks of 32, 6-bit scale and min each packed in scales[12];
+ * x = d * sc * q - dmin * m */
+typedef struct { hachi_half d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[QK_K / 2]; } block_q4_K;
+_Static_assert(sizeof(block_q4_K) == 144, "block_q4_K size");
+/* 5.5 bits/weight: as q4_K plus the high bit of each weight in qh[32] */
+typedef struct { hachi_half d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2]; } block_q5_K;
+_Static_assert(sizeof(block_q5_K) == 176, "block_q5_K size");
+/* 6.5625 bits/weight: 16 sub-blocks of 16 with int8 scales; x = d * sc * (q - 32),
+ * low 4 bits in ql[128], high 2 bits in qh[64] */
+typedef struct { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; hachi_half d; } block_q6_K;
+_Static_assert(sizeof(block_q6_K) == 210, "block_q6_K size");
+/* activations for K-quant dots: x = d * qs, bsums[i] = sum of qs[16i..16i+15] */
+typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_K;
+_Static_assert(sizeof(block_q8_K) == 292, "block_q8_K size");
+
+typedef struct hachi_type_traits {
+    const char *name;        /* "q4_0", as ggml names it; NULL for unused ids */
+    int32_t blck_size;       /* elements per block */
+    int32_t type_size;       /* bytes per block */
+    bool runnable;           /* hachi has kernels for it */
+} hachi_type_traits;
+
+const hachi_type_traits *hachi_type_info(uint32_t type);   /* NULL for unknown ids */
+const char *hachi_type_name(uint32_t type);                 /* "unknown" for unknown ids */
+int  hachi_type_from_name(const char *name);                /* -1 if none */
+/* Bytes of a row of n elements; 0 when n is not a multiple of the block size or type unknown. */
+uint64_t hachi_row_size(uint32_t type, int64_t n);
+
+#endif

@@ -1,0 +1,20 @@
+/* threads: a persistent worker pool. hachi_pool_run(fn) runs fn(ctx, ith, nth)
+ * on every thread (the caller is thread 0) and returns when all are done; no
+ * thread is created per call. Workers spin briefly, then sleep. */
+#ifndef HACHI_THREADS_H
+#define HACHI_THREADS_H
+#include "hachi.h"
+
+typedef struct hachi_pool hachi_pool;
+typedef void (*hachi_task_fn)(void *ctx, int ith, int nth);
+
+hachi_status hachi_pool_create(int n_threads, hachi_pool **out);  /* n_threads >= 1 */
+void hachi_pool_free(hachi_pool *pool);
+int  hachi_pool_size(const hachi_pool *pool);
+void hachi_pool_run(hachi_pool *pool, hachi_task_fn fn, void *ctx);
+/* Number of physical cores (falls back to online CPUs). */
+int  hachi_physical_cores(void);
+/* Split [0, n) into nth near-equal parts (multiples of `align`): part ith is [*lo, *hi). */
+void hachi_split(int64_t n, int64_t align, int ith, int nth, int64_t *lo, int64_t *hi);
+
+#endif

@@ -1,0 +1,44 @@
+/* tokenizer: vocabularies from GGUF metadata and their encoders:
+ *   "llama"  SentencePiece-style: scores, byte fallback <0xNN>, dummy prefix
+ *   "gpt2"   byte-level BPE with merges and a pre-tokenizer
+ *   "gemma4" BPE with merges, spaces as U+2581, byte fallback, no dummy prefix
+ * Control / user-defined tokens are matched whole when parse_special is on. */
+#ifndef HACHI_TOKENIZER_H
+#define HACHI_TOKENIZER_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "hachi.h"
+#include "gguf.h"
+
+typedef struct hachi_tokenizer hachi_tokenizer;
+
+enum hachi_tok_kind { HACHI_TOK_SPM, HACHI_TOK_GPT2, HACHI_TOK_GEMMA4 };
+
+/* Build from tokenizer.ggml.* keys; g must outlive the tokenizer. */
+hachi_status hachi_tokenizer_load(const hachi_gguf *g, hachi_tokenizer **out);
+void hachi_tokenizer_free(hachi_tokenizer *t);
+
+int     hachi_tokenizer_kind(const hachi_tokenizer *t);
+int32_t hachi_tokenizer_n_vocab(const hachi_tokenizer *t);
+int32_t hachi_tokenizer_bos(const hachi_tokenizer *t);   /* -1 if none */
+int32_t hachi_tokenizer_eos(const hachi_tokenizer *t);
+bool    hachi_tokenizer_add_bos(const hachi_tokenizer *t); /* tokenizer.ggml.add_bos_token */
+bool    hachi_tokenizer_is_eog(const hachi_tokenizer *t, int32_t id);
+bool    hachi_tokenizer_is_control(const hachi_tokenizer *t, int32_t id);
+/* Id of the token whose piece is exactly text, or -1. */
+int32_t hachi_tokenizer_find(const hachi_tokenizer *t, const char *text);
+/* The raw vocabulary piece (as stored in GGUF). */
+const char *hachi_tokenizer_piece(const hachi_tokenizer *t, int32_t id, size_t *len);
+
+/* Encode text[0..len); *out is allocated with hachi_malloc (caller hachi_free's it). */
+hachi_status hachi_tokenizer_encode(const hachi_tokenizer *t, const char *text, size_t len,
+                                    bool add_bos, bool parse_special, int32_t **out, int32_t *n_out);
+/* The text bytes of one token (byte token -> its byte, U+2581 -> ' ', GPT-2 byte
+ * mapping undone; control tokens -> their piece). Returns length, -1 on a bad id;
+ * writes at most cap bytes. */
+int32_t hachi_tokenizer_token_text(const hachi_tokenizer *t, int32_t id, char *buf, int32_t cap);
+/* Whether the decoder strips one leading space from the first piece (SentencePiece dummy prefix). */
+bool    hachi_tokenizer_strips_leading_space(const hachi_tokenizer *t);
+
+#endif

@@ -1,0 +1,83 @@
+/* util: last-error text (thread-local), counted allocation, clock. */
+#include "util.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdatomic.h>
+#include <time.h>
+
+static _Thread_local char last_error[1024];
+static atomic_uint_fast64_t n_allocs;
+
+const char *hachi_last_error(void) { return last_error; }
+void hachi_clear_error(void) { last_error[0] = 0; }
+
+hachi_status hachi_fail(hachi_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+const char *hachi_status_str(hachi_status st) {
+    switch (st) {
+    case HACHI_OK: return "ok";
+    case HACHI_ERR_INVALID_ARG: return "invalid argument";
+    case HACHI_ERR_IO: return "I/O error";
+    case HACHI_ERR_FORMAT: return "malformed file";
+    case HACHI_ERR_UNSUPPORTED: return "unsupported";
+    case HACHI_ERR_NOMEM: return "out of memory";
+    case HACHI_ERR_CONTEXT_FULL: return "context full";
+    case HACHI_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown status";
+}
+
+void *hachi_malloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    atomic_fetch_add(&n_allocs, 1);
+    if (!p) hachi_fail(HACHI_ERR_NOMEM, "out of memory allocating %zu bytes", n);
+    return p;
+}
+
+void *hachi_calloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    atomic_fetch_add(&n_allocs, 1);
+    if (!p) hachi_fail(HACHI_ERR_NOMEM, "out of memory allocating %zu x %zu bytes", n, size);
+    return p;
+}
+
+void *hachi_aligned_alloc(size_t n) {
+    void *p = NULL;
+    atomic_fetch_add(&n_allocs, 1);
+    if (posix_memalign(&p, 64, n ? (n + 63) / 64 * 64 : 64) != 0) {
+        hachi_fail(HACHI_ERR_NOMEM, "out of memory allocating %zu bytes", n);
+        return NULL;
+    }
+    memset(p, 0, n);
+    return p;
+}
+
+void *hachi_realloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    atomic_fetch_add(&n_allocs, 1);
+    if (!q) hachi_fail(HACHI_ERR_NOMEM, "out of memory reallocating %zu bytes", n);
+    return q;
+}
+
+void hachi_free(void *p) { free(p); }
+
+char *hachi_strndup(const char *s, size_t n) {
+    char *d = hachi_malloc(n + 1);
+    if (d) { memcpy(d, s, n); d[n] = 0; }
+    return d;
+}
+
+uint64_t hachi_alloc_count(void) { return atomic_load(&n_allocs); }
+
+double hachi_time_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}

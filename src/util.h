@@ -1,0 +1,67 @@
+/* util: the library's error text, counted allocation, fp16/bf16 conversion.
+ * Every allocation in src/ goes through hachi_malloc/calloc/free so tests can
+ * assert that decoding allocates nothing (hachi_alloc_count). */
+#ifndef HACHI_UTIL_H
+#define HACHI_UTIL_H
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include "hachi.h"
+
+/* Set the thread-local last-error text and return st (so: `return hachi_fail(...)`). */
+hachi_status hachi_fail(hachi_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void hachi_clear_error(void);
+
+void *hachi_malloc(size_t n);             /* NULL on failure, error text set */
+void *hachi_calloc(size_t n, size_t size);
+void *hachi_aligned_alloc(size_t n);      /* 64-byte aligned, zeroed; free with hachi_free */
+void *hachi_realloc(void *p, size_t n);
+void  hachi_free(void *p);
+char *hachi_strndup(const char *s, size_t n);
+uint64_t hachi_alloc_count(void);         /* allocations made so far by the library */
+
+double hachi_time_ms(void);               /* monotonic clock */
+
+/* IEEE half <-> float, round to nearest even; bf16 by truncation-free rounding. */
+static inline float hachi_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0) {
+        if (man == 0) bits = sign;
+        else {  /* subnormal: normalise */
+            int e = -1;
+            do { e++; man <<= 1; } while (!(man & 0x400));
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+        }
+    } else if (exp == 31) bits = sign | 0x7f800000 | (man << 13);
+    else bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    float f; memcpy(&f, &bits, 4); return f;
+}
+static inline uint16_t hachi_f32_to_f16(float f) {
+    uint32_t x; memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, absx = x & 0x7fffffff;
+    if (absx > 0x7f800000) return (uint16_t)(sign | 0x7e00);            /* NaN */
+    if (absx >= 0x477ff000) return (uint16_t)(sign | 0x7c00);           /* overflow -> inf */
+    if (absx < 0x38800000) {                                            /* subnormal / zero */
+        if (absx < 0x33000000) return (uint16_t)sign;
+        uint32_t e = absx >> 23, m = (absx & 0x7fffff) | 0x800000;
+        uint32_t shift = 126 - e;   /* 14..24 */
+        uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (r & 1))) r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = absx + 0xc8000fffu + ((absx >> 13) & 1);               /* rebias + round */
+    return (uint16_t)(sign | (r >> 13));
+}
+static inline float hachi_bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16; float f; memcpy(&f, &bits, 4); return f;
+}
+static inline uint16_t hachi_f32_to_bf16(float f) {
+    uint32_t x; memcpy(&x, &f, 4);
+    if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 64);  /* quiet NaN */
+    return (uint16_t)((x + (0x7fff + ((x >> 16) & 1))) >> 16);
+}
+
+#define HACHI_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define HACHI_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#endif

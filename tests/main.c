@@ -1,0 +1,108 @@
+/* Test runner: runs every TEST (or those whose name contains argv[1]) and
+ * prints `N passed, N failed, N skipped` as its last line. */
+#include "test.h"
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct { const char *name, *file; test_fn fn; } test_case;
+static test_case tests[1024];
+static int n_tests;
+static int cur_failed, cur_skipped;
+static char skip_reason[512];
+
+void test_register(const char *name, const char *file, test_fn fn) {
+    if (n_tests < (int)(sizeof tests / sizeof tests[0]))
+        tests[n_tests++] = (test_case){name, file, fn};
+}
+
+void test_fail(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    if (cur_failed < 20) {
+        fprintf(stderr, "    %s:%d: ", file, line);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+    }
+    cur_failed++;
+}
+
+void test_skip(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(skip_reason, sizeof skip_reason, fmt, ap);
+    va_end(ap);
+    cur_skipped = 1;
+}
+
+int test_failed(void) { return cur_failed > 0; }
+
+const char *test_shared_dir(void) {
+    static char dir[1024];
+    struct stat st;
+    const char *env = getenv("HACHI_SHARED");
+    snprintf(dir, sizeof dir, "%s", env ? env : "../shared");
+    return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) ? dir : NULL;
+}
+
+const char *test_shared_path(const char *rel) {
+    static char bufs[8][1024];
+    static int k;
+    const char *dir = test_shared_dir();
+    struct stat st;
+    if (!dir) return NULL;
+    char *b = bufs[k++ % 8];
+    snprintf(b, 1024, "%s/%s", dir, rel);
+    return stat(b, &st) == 0 ? b : NULL;
+}
+
+const char *test_hachi_bin(void) {
+    const char *env = getenv("HACHI_BIN");
+    return env ? env : "build/hachi";
+}
+
+const char *test_tmpdir(void) {
+    static char dir[512];
+    if (!dir[0]) {
+        const char *t = getenv("TMPDIR");
+        snprintf(dir, sizeof dir, "%s/hachi-test-XXXXXX", t ? t : "/tmp");
+        if (!mkdtemp(dir)) { perror("mkdtemp"); exit(2); }
+    }
+    return dir;
+}
+
+int test_run(const char *cmd, char **out) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+        len += got;
+        if (cap - len < 2) { cap *= 2; char *nb = realloc(buf, cap); if (!nb) break; buf = nb; }
+    }
+    if (buf) buf[len] = 0;
+    int st = pclose(p);
+    if (out) *out = buf; else free(buf);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int main(int argc, char **argv) {
+    int passed = 0, failed = 0, skipped = 0;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (int i = 0; i < n_tests; i++) {
+        if (argc > 1 && !strstr(tests[i].name, argv[1])) continue;
+        cur_failed = 0; cur_skipped = 0; skip_reason[0] = 0;
+        fflush(stderr);
+        tests[i].fn();
+        if (cur_failed) { printf("FAIL %s (%d checks)\n", tests[i].name, cur_failed); failed++; }
+        else if (cur_skipped) { printf("skip %s: %s\n", tests[i].name, skip_reason); skipped++; }
+        else { printf("ok   %s\n", tests[i].name); passed++; }
+    }
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", test_tmpdir());
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", test_tmpdir());
+    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,25 @@
+#!/bin/sh
+# Runs the test binary of each build that exists (release, ASan/UBSan, aarch64
+# under qemu) and prints one closing line summing them: `N passed, N failed`.
+total_p=0; total_f=0; total_s=0; status=0
+run() {  # label, command...
+    label=$1; shift
+    echo "== $label"
+    out=$("$@" 2>&1); rc=$?
+    printf '%s\n' "$out" | grep -v '^ok ' 
+    line=$(printf '%s\n' "$out" | tail -n 1)
+    p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1/p')
+    f=$(echo "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\2/p')
+    s=$(echo "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\3/p')
+    if [ -z "$p" ]; then echo "$label: test binary crashed or printed no summary (rc=$rc)"; p=0; f=1; s=0; fi
+    [ "$rc" -ne 0 ] && status=1
+    total_p=$((total_p + p)); total_f=$((total_f + f)); total_s=$((total_s + s))
+}
+run release env HACHI_BIN=build/hachi build/test_hachi
+run asan env HACHI_BIN=build-asan/hachi ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/test_hachi
+if [ -x build-aarch64/test_hachi ] && command -v qemu-aarch64 >/dev/null 2>&1; then
+    run aarch64 env HACHI_BIN="qemu-aarch64 -L /usr/aarch64-linux-gnu build-aarch64/hachi" \
+        qemu-aarch64 -L /usr/aarch64-linux-gnu build-aarch64/test_hachi "${HACHI_AARCH64_TESTS:-}"
+fi
+echo "$total_p passed, $total_f failed, $total_s skipped"
+[ "$total_f" -eq 0 ] && [ $status -eq 0 ]

@@ -1,0 +1,35 @@
+/* hachi: the command-line tool's entry point; dispatches to tools/cmd_*.c. */
+#include <stdio.h>
+#include <string.h>
+#include "cli.h"
+
+static const struct { const char *name; int (*fn)(int, char **); const char *help; } commands[] = {
+    {"run", cmd_run, "generate text from a prompt"},
+    {"chat", cmd_chat, "interactive chat in one session"},
+    {"info", cmd_info, "architecture, hyperparameters, tokenizer, tensors, plan"},
+    {"tokenize", cmd_tokenize, "print the token ids of a text"},
+    {"eval", cmd_eval, "logits of a token sequence to a raw f32 file"},
+    {"perplexity", cmd_perplexity, "perplexity of a text file"},
+    {"bench", cmd_bench, "decode/prefill speed against the memory roofline"},
+    {"convert-llama2c", cmd_convert_llama2c, "llama2.c checkpoint + tokenizer -> GGUF"},
+    {"synth", cmd_synth, "write a random-weight model (e.g. E2B-shaped) as GGUF"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: hachi <command> [options]   (hachi <command> --help)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-16s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { usage(stderr); return 1; }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "hachi: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 1;
+}
