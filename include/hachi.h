@@ -84,6 +84,7 @@ typedef struct hachi_session_params {
     int32_t n_batch;        /* prefill chunk (tokens per forward), default 64 */
     const char *chunks;     /* profile chunk boundaries, e.g. "8,15,25"; NULL = DESIGN.md's */
     bool profile;           /* collect per-chunk timings */
+    bool kv_f32;            /* keep K/V in f32 instead of fp16 (twice the KV bytes; for exactness checks) */
 } hachi_session_params;
 
 hachi_session_params hachi_session_default_params(void);
@@ -124,6 +125,18 @@ void    hachi_sampler_free(hachi_sampler *s);
 int32_t hachi_sampler_sample(hachi_sampler *s, const float *logits);  /* allocates nothing */
 void    hachi_sampler_accept(hachi_sampler *s, int32_t token);         /* record for the penalty */
 void    hachi_sampler_reset(hachi_sampler *s);
+
+
+/* ---- chat ---------------------------------------------------------------------- */
+
+typedef enum hachi_chat_format { HACHI_CHAT_GEMMA4, HACHI_CHAT_GEMMA3, HACHI_CHAT_PLAIN } hachi_chat_format;
+/* The format of the model's vocabulary (and tokenizer.chat_template when present). */
+hachi_chat_format hachi_chat_detect(const hachi_model *model);
+/* The text to prefill for one user turn: on the first turn BOS and the system
+ * prompt, on later turns the end of the previous reply first. Writes at most cap
+ * bytes (NUL-terminated) and returns the full length; tokenize it with specials on. */
+int32_t hachi_chat_turn(const hachi_model *model, const char *system, const char *user, bool first,
+                        char *buf, int32_t cap);
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,61 @@
 /* model: hyperparameters and tensor binding from GGUF, per architecture
- * (gemma4, llama). Weights stay in the read-only mmap. */
+ * (gemma4, llama). Matrices stay in the read-only mmap (hachi_mat points into
+ * it); 1-D vectors (norm weights, rope_freqs) are small owned f32 copies. */
 #ifndef HACHI_MODEL_H
 #define HACHI_MODEL_H
 #include "hachi.h"
 #include "gguf.h"
+#include "matmul.h"
 #include "tokenizer.h"
+
+enum hachi_arch { HACHI_ARCH_LLAMA, HACHI_ARCH_GEMMA4 };
+
+typedef struct hachi_layer {
+    bool sliding;               /* gemma4: sliding-window layer; llama: false */
+    int head_dim;               /* per head, q/k/v (k and v equal) */
+    int n_ff;                   /* FFN width */
+    int kv_owner;               /* layer whose K/V cache this layer reads (itself if it owns one) */
+    hachi_mat wq;               /* [n_head*head_dim][n_embd] */
+    hachi_mat wk, wv;           /* [n_head_kv*head_dim][n_embd]; wv.data NULL: V = K; unused on shared layers */
+    hachi_mat wo;               /* [n_embd][n_head*head_dim] */
+    hachi_mat w_gate, w_up;     /* [n_ff][n_embd] */
+    hachi_mat w_down;           /* [n_embd][n_ff] */
+    float *attn_norm;           /* [n_embd] */
+    float *q_norm, *k_norm;     /* [head_dim] gemma4 */
+    float *post_attn_norm;      /* [n_embd] gemma4 */
+    float *ffn_norm;            /* [n_embd] */
+    float *post_ffw_norm;       /* [n_embd] gemma4 */
+    hachi_mat inp_gate;         /* [n_embd_pl][n_embd] gemma4 per-layer input gate */
+    hachi_mat proj;             /* [n_embd][n_embd_pl] gemma4 */
+    float *post_norm;           /* [n_embd] gemma4 */
+    float out_scale;            /* layer_output_scale (1 when absent) */
+} hachi_layer;
+
+struct hachi_model {
+    hachi_gguf *gguf;
+    hachi_tokenizer *tok;
+    const hachi_kernels *kern;
+    enum hachi_arch arch;
+    char arch_name[32];
+    char path[512];
+    int n_layer, n_embd, n_head, n_head_kv, n_vocab, n_ctx_train;
+    int head_dim_full, head_dim_swa;   /* llama: both = n_embd / n_head */
+    int n_rot;                         /* llama: rotated dims per head */
+    int window;                        /* gemma4 sliding window (0: none) */
+    int n_shared_kv;                   /* gemma4: last n layers reuse earlier caches */
+    int n_embd_pl;                     /* gemma4 per-layer input width (0: none) */
+    bool rope_neox;
+    float rope_base, rope_base_swa, rms_eps, softcap, attn_scale;
+    float *rope_freqs;                 /* [head_dim_full/2] or NULL */
+    hachi_mat tok_embd;                /* [n_vocab][n_embd] */
+    hachi_mat output;                  /* [n_vocab][n_embd] (= tok_embd when tied) */
+    float *output_norm;                /* [n_embd] */
+    hachi_mat pl_tok_embd;             /* [n_vocab][n_layer*n_embd_pl] */
+    hachi_mat pl_model_proj;           /* [n_layer*n_embd_pl][n_embd] */
+    float *pl_proj_norm;               /* [n_embd_pl] */
+    hachi_layer *layers;               /* [n_layer] */
+    size_t weight_bytes;               /* bytes of all matrices read per token (excl. embeddings rows) */
+};
 
 const hachi_tokenizer *hachi_model_tokenizer(const hachi_model *model);
 const hachi_gguf *hachi_model_gguf(const hachi_model *model);

@@ -73,4 +73,31 @@ int  hachi_type_from_name(const char *name);                /* -1 if none */
 /* Bytes of a row of n elements; 0 when n is not a multiple of the block size or type unknown. */
 uint64_t hachi_row_size(uint32_t type, int64_t n);
 
+/* Reference (de)quantization of one row of n elements (n a multiple of the block size),
+ * byte-exact with ggml's layouts (src/quant.c). The quantizers follow ggml's *_ref
+ * rounding; the K-quant scale search is a simpler least-squares search of the same kind.
+ * q8_K: d = max / -127 (ggml's current choice), bsums[i] = sum of qs[16i..16i+15]. */
+void hachi_quantize_row_f16_ref(const float *x, void *y, int64_t n);
+void hachi_quantize_row_bf16_ref(const float *x, void *y, int64_t n);
+void hachi_quantize_row_q4_0_ref(const float *x, void *y, int64_t n);
+void hachi_quantize_row_q4_1_ref(const float *x, void *y, int64_t n);
+void hachi_quantize_row_q5_0_ref(const float *x, void *y, int64_t n);
+void hachi_quantize_row_q8_0_ref(const float *x, void *y, int64_t n);
+void hachi_quantize_row_q4_K_ref(const float *x, void *y, int64_t n);
+void hachi_quantize_row_q5_K_ref(const float *x, void *y, int64_t n);
+void hachi_quantize_row_q6_K_ref(const float *x, void *y, int64_t n);
+void hachi_quantize_row_q8_K_ref(const float *x, void *y, int64_t n);
+void hachi_dequantize_row_f16(const void *x, float *y, int64_t n);
+void hachi_dequantize_row_bf16(const void *x, float *y, int64_t n);
+void hachi_dequantize_row_q4_0(const void *x, float *y, int64_t n);
+void hachi_dequantize_row_q4_1(const void *x, float *y, int64_t n);
+void hachi_dequantize_row_q5_0(const void *x, float *y, int64_t n);
+void hachi_dequantize_row_q8_0(const void *x, float *y, int64_t n);
+void hachi_dequantize_row_q4_K(const void *x, float *y, int64_t n);
+void hachi_dequantize_row_q5_K(const void *x, float *y, int64_t n);
+void hachi_dequantize_row_q6_K(const void *x, float *y, int64_t n);
+void hachi_dequantize_row_q8_K(const void *x, float *y, int64_t n);
+/* q4_K / q5_K: 6-bit scale and min of sub-block j (0..7) from the packed scales[12]. */
+void hachi_q4k_scale_min(int j, const uint8_t *scales, uint8_t *sc, uint8_t *m);
+
 #endif

@@ -1,6 +1,7 @@
 /* threads: a persistent worker pool. hachi_pool_run(fn) runs fn(ctx, ith, nth)
  * on every thread (the caller is thread 0) and returns when all are done; no
- * thread is created per call. Workers spin briefly, then sleep. */
+ * thread is created per call. Workers spin briefly, then sleep. A NULL pool
+ * runs tasks inline on the caller (nth = 1). */
 #ifndef HACHI_THREADS_H
 #define HACHI_THREADS_H
 #include "hachi.h"
@@ -12,6 +13,9 @@ hachi_status hachi_pool_create(int n_threads, hachi_pool **out);  /* n_threads >
 void hachi_pool_free(hachi_pool *pool);
 int  hachi_pool_size(const hachi_pool *pool);
 void hachi_pool_run(hachi_pool *pool, hachi_task_fn fn, void *ctx);
+/* Inside a task run by hachi_pool_run: wait until all nth threads reach it.
+ * Every thread of the run must call it the same number of times. No-op for 1 thread. */
+void hachi_pool_barrier(hachi_pool *pool);
 /* Number of physical cores (falls back to online CPUs). */
 int  hachi_physical_cores(void);
 /* Split [0, n) into nth near-equal parts (multiples of `align`): part ith is [*lo, *hi). */

@@ -35,10 +35,23 @@ const char *hachi_tokenizer_piece(const hachi_tokenizer *t, int32_t id, size_t *
 hachi_status hachi_tokenizer_encode(const hachi_tokenizer *t, const char *text, size_t len,
                                     bool add_bos, bool parse_special, int32_t **out, int32_t *n_out);
 /* The text bytes of one token (byte token -> its byte, U+2581 -> ' ', GPT-2 byte
- * mapping undone; control tokens -> their piece). Returns length, -1 on a bad id;
- * writes at most cap bytes. */
+ * mapping undone; control, user-defined, unknown, unused tokens -> their piece).
+ * Writes at most cap bytes and returns how many it wrote (a text longer than cap is
+ * cut; hachi_tokenizer_max_piece_len bounds it), -1 on a bad id. */
 int32_t hachi_tokenizer_token_text(const hachi_tokenizer *t, int32_t id, char *buf, int32_t cap);
 /* Whether the decoder strips one leading space from the first piece (SentencePiece dummy prefix). */
 bool    hachi_tokenizer_strips_leading_space(const hachi_tokenizer *t);
+/* tokenizer.ggml.token_type of id (1 normal, 2 unknown, 3 control, 4 user-defined,
+ * 5 unused, 6 byte), -1 on a bad id. Longest piece in bytes (bounds token_text). */
+int     hachi_tokenizer_token_type(const hachi_tokenizer *t, int32_t id);
+int32_t hachi_tokenizer_max_piece_len(const hachi_tokenizer *t);
+
+/* The streaming detokenizer behind hachi_detok_push/flush, on a tokenizer directly
+ * (d->model is not used). Control tokens produce nothing; the first piece loses one
+ * leading space when hachi_tokenizer_strips_leading_space; output is always whole
+ * UTF-8 (invalid bytes -> U+FFFD). out needs 3 bytes per byte of the token's text
+ * plus 12; what does not fit is dropped. */
+int32_t hachi_tokenizer_detok_push(const hachi_tokenizer *t, hachi_detok *d, int32_t id, char *out, int32_t cap);
+int32_t hachi_tokenizer_detok_flush(const hachi_tokenizer *t, hachi_detok *d, char *out, int32_t cap);
 
 #endif

@@ -87,3 +87,57 @@ char *cli_read_file(const char *cmd, const char *path, size_t *len) {
     *len = n;
     return buf;
 }
+
+void cli_opts_init(cli_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->sp = hachi_session_default_params();
+    o->smp = hachi_sampler_default_params();
+}
+
+int cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i) {
+    const char *a = argv[*i], *v;
+    long n;
+    double d;
+#define VAL() do { if (!(v = cli_value(cmd, argc, argv, i))) return -1; } while (0)
+    if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; return 1; }
+    if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
+        VAL();
+        if (!cli_int(cmd, a, v, 1, 32768, &n)) return -1;
+        o->sp.n_ctx = (int32_t)n; o->ctx_given = true; return 1;
+    }
+    if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+        VAL(); if (!cli_int(cmd, a, v, 1, 256, &n)) return -1; o->sp.n_threads = (int32_t)n; return 1;
+    }
+    if (!strcmp(a, "--batch")) { VAL(); if (!cli_int(cmd, a, v, 1, 512, &n)) return -1; o->sp.n_batch = (int32_t)n; return 1; }
+    if (!strcmp(a, "--chunks")) { VAL(); o->sp.chunks = v; return 1; }
+    if (!strcmp(a, "--profile")) { o->sp.profile = true; return 1; }
+    if (!strcmp(a, "--kv-f32")) { o->sp.kv_f32 = true; return 1; }
+    if (!strcmp(a, "--temp")) { VAL(); if (!cli_float(cmd, a, v, 0, 100, &d)) return -1; o->smp.temp = (float)d; return 1; }
+    if (!strcmp(a, "--top-k")) { VAL(); if (!cli_int(cmd, a, v, 0, 1 << 30, &n)) return -1; o->smp.top_k = (int32_t)n; return 1; }
+    if (!strcmp(a, "--top-p")) { VAL(); if (!cli_float(cmd, a, v, 0, 1, &d)) return -1; o->smp.top_p = (float)d; return 1; }
+    if (!strcmp(a, "--min-p")) { VAL(); if (!cli_float(cmd, a, v, 0, 1, &d)) return -1; o->smp.min_p = (float)d; return 1; }
+    if (!strcmp(a, "--repeat-penalty")) {
+        VAL(); if (!cli_float(cmd, a, v, 0.01, 100, &d)) return -1; o->smp.repeat_penalty = (float)d; return 1;
+    }
+    if (!strcmp(a, "--seed")) {
+        VAL(); if (!cli_int(cmd, a, v, 0, 0x7fffffffL, &n)) return -1; o->smp.seed = (uint64_t)n; return 1;
+    }
+#undef VAL
+    return 0;
+}
+
+hachi_model *cli_load_model(const char *cmd, const cli_opts *o, bool vocab_only) {
+    if (!o->model) { cli_error(cmd, "no model given (-m MODEL.gguf)"); return NULL; }
+    hachi_model_params mp = hachi_model_default_params();
+    mp.vocab_only = vocab_only;
+    hachi_model *m = NULL;
+    hachi_status st = hachi_model_load(o->model, &mp, &m);
+    if (st != HACHI_OK) { cli_lib_error(cmd, st, "cannot load model"); return NULL; }
+    return m;
+}
+
+int cli_ctx_for(int n_tokens) {
+    for (int c = 2048; c <= 32768; c *= 2)
+        if (n_tokens <= c) return c;
+    return 0;
+}

@@ -31,3 +31,19 @@ const char *cli_value(const char *cmd, int argc, char **argv, int *i);
 char *cli_read_file(const char *cmd, const char *path, size_t *len);
 
 #endif
+
+/* Flags shared by the model-running commands. */
+typedef struct cli_opts {
+    const char *model;              /* -m */
+    hachi_session_params sp;        /* -c -t --batch --chunks --profile */
+    hachi_sampler_params smp;       /* --temp --top-k --top-p --min-p --repeat-penalty --seed */
+    bool ctx_given;
+} cli_opts;
+
+void cli_opts_init(cli_opts *o);
+/* Consume argv[*i] (and its value) if it is a shared flag: 1 consumed, 0 not ours, -1 bad value. */
+int  cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i);
+/* Load o->model (error printed on failure). */
+hachi_model *cli_load_model(const char *cmd, const cli_opts *o, bool vocab_only);
+/* Smallest context mode holding n tokens (0 if none). */
+int cli_ctx_for(int n_tokens);

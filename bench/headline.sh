@@ -1,0 +1,17 @@
+#!/bin/sh
+# The headline benchmark (`make bench`): decode speed of a synthetic
+# E2B-shaped Q4_0 Gemma 4 at depths 128, 2048 and 8192 on 2 threads, against
+# the machine's measured read bandwidth. The model (random weights, real shape,
+# ~3 GB) is generated once into bench/cache/ ($HACHI_BENCH_CACHE overrides) and
+# reused; nothing is downloaded. Depths up to 2048 are filled by a real prefill,
+# 8192 by writing plausible K/V rows (--fill auto): a real 8192-token prefill
+# would take minutes on a 2-core machine and dense attention timing does not
+# depend on the K/V values. Results: the table on stdout, JSON in bench/last.json.
+# Extra arguments are passed to `hachi bench` (e.g. -r 5, --fill real).
+set -e
+cd "$(dirname "$0")/.."
+BIN=${HACHI_BIN:-build/hachi}
+THREADS=${HACHI_BENCH_THREADS:-2}
+[ -x "$BIN" ] || { echo "bench/headline.sh: $BIN not built (run make)" >&2; exit 1; }
+exec "$BIN" bench --synth e2b --type q4_0 --seed 1 --depth 128,2048,8192 -t "$THREADS" \
+    --fill auto --json bench/last.json "$@"

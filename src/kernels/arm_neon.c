@@ -1,0 +1,463 @@
+/* kernels/arm_neon: AArch64 NEON kernels, the hot path on ARM64. Int8 dots use sdot
+ * (vdotq_s32: 4 s8 products summed into each int32 lane) and are installed only when the
+ * CPU reports ASIMDDP; without it the int8 entries stay ref's while the float, fp16 and
+ * attention kernels (plain ASIMD) are still used. vec_dot_multi unpacks each weight block
+ * once for all rows for Q4_0, Q8_0, Q4_K, Q6_K, F16, F32; other types loop the dot. */
+#include "kernels/kernels.h"
+
+#if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
+#include <arm_neon.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include "util.h"
+
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+
+static inline float h2f(uint16_t h) { return hachi_f16_to_f32(h); }
+static inline float32x4_t load_f16(const uint16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+static inline float32x4_t load_bf16(const uint16_t *p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
+static inline float32x4_t load_f32(const float *p) { return vld1q_f32(p); }
+static inline float id_f32(float x) { return x; }
+static inline float bf2f(uint16_t h) { return hachi_bf16_to_f32(h); }
+
+/* ---------------- float weights ---------------- */
+
+#define FLOAT_DOT(name, wtype, load, scalar)                                                 \
+    void name(int64_t n, float *s, const void *vw, const void *va) {                        \
+        const wtype *w = vw;                                                                 \
+        const float *a = va;                                                                 \
+        float32x4_t c0 = vdupq_n_f32(0), c1 = c0, c2 = c0, c3 = c0;                         \
+        int64_t i = 0;                                                                       \
+        for (; i + 16 <= n; i += 16) {                                                       \
+            c0 = vfmaq_f32(c0, load(w + i), vld1q_f32(a + i));                               \
+            c1 = vfmaq_f32(c1, load(w + i + 4), vld1q_f32(a + i + 4));                       \
+            c2 = vfmaq_f32(c2, load(w + i + 8), vld1q_f32(a + i + 8));                       \
+            c3 = vfmaq_f32(c3, load(w + i + 12), vld1q_f32(a + i + 12));                     \
+        }                                                                                    \
+        for (; i + 4 <= n; i += 4) c0 = vfmaq_f32(c0, load(w + i), vld1q_f32(a + i));        \
+        float sum = vaddvq_f32(vaddq_f32(vaddq_f32(c0, c1), vaddq_f32(c2, c3)));            \
+        for (; i < n; i++) sum += scalar(w[i]) * a[i];                                       \
+        *s = sum;                                                                            \
+    }
+FLOAT_DOT(hachi_vec_dot_f32_neon, float, load_f32, id_f32)
+FLOAT_DOT(hachi_vec_dot_f16_neon, uint16_t, load_f16, h2f)
+FLOAT_DOT(hachi_vec_dot_bf16_neon, uint16_t, load_bf16, bf2f)
+
+/* each chunk of 16 weights is converted once, then fed to every row */
+#define FLOAT_MULTI(name, wtype, load, scalar)                                               \
+    static void name(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) { \
+        const wtype *w = vw;                                                                 \
+        float32x4_t acc[16];                                                                 \
+        for (int r = 0; r < na; r++) acc[r] = vdupq_n_f32(0);                                \
+        int64_t i = 0;                                                                       \
+        for (; i + 16 <= n; i += 16) {                                                       \
+            const float32x4_t w0 = load(w + i), w1 = load(w + i + 4), w2 = load(w + i + 8), w3 = load(w + i + 12); \
+            for (int r = 0; r < na; r++) {                                                   \
+                const float *a = (const float *)((const char *)va + (size_t)r * stride) + i; \
+                float32x4_t t = vmulq_f32(w0, vld1q_f32(a));                                 \
+                t = vfmaq_f32(t, w1, vld1q_f32(a + 4));                                      \
+                t = vfmaq_f32(t, w2, vld1q_f32(a + 8));                                      \
+                t = vfmaq_f32(t, w3, vld1q_f32(a + 12));                                     \
+                acc[r] = vaddq_f32(acc[r], t);                                               \
+            }                                                                                \
+        }                                                                                    \
+        for (int r = 0; r < na; r++) {                                                       \
+            const float *a = (const float *)((const char *)va + (size_t)r * stride);         \
+            float sum = vaddvq_f32(acc[r]);                                                  \
+            for (int64_t k = i; k < n; k++) sum += scalar(w[k]) * a[k];                      \
+            s[r] = sum;                                                                      \
+        }                                                                                    \
+    }
+FLOAT_MULTI(multi_f32, float, load_f32, id_f32)
+FLOAT_MULTI(multi_f16, uint16_t, load_f16, h2f)
+
+#define LOOP_MULTI(name, dot)                                                                \
+    static void name(int64_t n, float *s, const void *w, const void *a, size_t stride, int na) { \
+        for (int r = 0; r < na; r++) dot(n, s + r, w, (const char *)a + (size_t)r * stride); \
+    }
+
+/* ---------------- 32-element blocks x q8_0 ---------------- */
+
+/* q4_0 block -> elements 0..15 (low nibbles) in lo, 16..31 (high nibbles) in hi, minus 8 */
+static inline void q4_0_unpack(const uint8_t *qs, int8x16_t *lo, int8x16_t *hi) {
+    const uint8x16_t v = vld1q_u8(qs);
+    *lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0xF))), vdupq_n_s8(8));
+    *hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), vdupq_n_s8(8));
+}
+
+static inline int32x4_t dot32(int8x16_t x0, int8x16_t x1, const int8_t *y) {
+    return vdotq_s32(vdotq_s32(vdupq_n_s32(0), x0, vld1q_s8(y)), x1, vld1q_s8(y + 16));
+}
+
+void hachi_vec_dot_q4_0_q8_0_neon(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q4_0 *w = vw;
+    const block_q8_0 *a = va;
+    const int64_t nb = n / QK8_0;
+    float32x4_t acc0 = vdupq_n_f32(0), acc1 = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        int8x16_t l0, h0, l1, h1;
+        q4_0_unpack(w[i].qs, &l0, &h0);
+        q4_0_unpack(w[i + 1].qs, &l1, &h1);
+        acc0 = vmlaq_n_f32(acc0, vcvtq_f32_s32(dot32(l0, h0, a[i].qs)), h2f(w[i].d) * h2f(a[i].d));
+        acc1 = vmlaq_n_f32(acc1, vcvtq_f32_s32(dot32(l1, h1, a[i + 1].qs)), h2f(w[i + 1].d) * h2f(a[i + 1].d));
+    }
+    for (; i < nb; i++) {
+        int8x16_t l0, h0;
+        q4_0_unpack(w[i].qs, &l0, &h0);
+        acc0 = vmlaq_n_f32(acc0, vcvtq_f32_s32(dot32(l0, h0, a[i].qs)), h2f(w[i].d) * h2f(a[i].d));
+    }
+    *s = vaddvq_f32(vaddq_f32(acc0, acc1));
+}
+
+static inline void q8_rows(int8x16_t x0, int8x16_t x1, float dw, int64_t i, const void *va, size_t stride, int na,
+                           float32x4_t *acc) {
+    for (int r = 0; r < na; r++) {
+        const block_q8_0 *a = (const block_q8_0 *)((const char *)va + (size_t)r * stride) + i;
+        acc[r] = vmlaq_n_f32(acc[r], vcvtq_f32_s32(dot32(x0, x1, a->qs)), dw * h2f(a->d));
+    }
+}
+
+static void multi_q4_0(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
+    const block_q4_0 *w = vw;
+    float32x4_t acc[16];
+    for (int r = 0; r < na; r++) acc[r] = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / QK4_0; i++) {
+        int8x16_t lo, hi;
+        q4_0_unpack(w[i].qs, &lo, &hi);
+        q8_rows(lo, hi, h2f(w[i].d), i, va, stride, na, acc);
+    }
+    for (int r = 0; r < na; r++) s[r] = vaddvq_f32(acc[r]);
+}
+
+void hachi_vec_dot_q8_0_q8_0_neon(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q8_0 *w = vw;
+    const block_q8_0 *a = va;
+    const int64_t nb = n / QK8_0;
+    float32x4_t acc0 = vdupq_n_f32(0), acc1 = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const int32x4_t p0 = dot32(vld1q_s8(w[i].qs), vld1q_s8(w[i].qs + 16), a[i].qs);
+        const int32x4_t p1 = dot32(vld1q_s8(w[i + 1].qs), vld1q_s8(w[i + 1].qs + 16), a[i + 1].qs);
+        acc0 = vmlaq_n_f32(acc0, vcvtq_f32_s32(p0), h2f(w[i].d) * h2f(a[i].d));
+        acc1 = vmlaq_n_f32(acc1, vcvtq_f32_s32(p1), h2f(w[i + 1].d) * h2f(a[i + 1].d));
+    }
+    for (; i < nb; i++) {
+        const int32x4_t p0 = dot32(vld1q_s8(w[i].qs), vld1q_s8(w[i].qs + 16), a[i].qs);
+        acc0 = vmlaq_n_f32(acc0, vcvtq_f32_s32(p0), h2f(w[i].d) * h2f(a[i].d));
+    }
+    *s = vaddvq_f32(vaddq_f32(acc0, acc1));
+}
+
+static void multi_q8_0(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
+    const block_q8_0 *w = vw;
+    float32x4_t acc[16];
+    for (int r = 0; r < na; r++) acc[r] = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / QK8_0; i++)
+        q8_rows(vld1q_s8(w[i].qs), vld1q_s8(w[i].qs + 16), h2f(w[i].d), i, va, stride, na, acc);
+    for (int r = 0; r < na; r++) s[r] = vaddvq_f32(acc[r]);
+}
+
+/* q4_1: d*da*sum(q*qa) + m*da*sum(qa); nibbles 0..15 are valid s8 operands */
+void hachi_vec_dot_q4_1_q8_0_neon(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q4_1 *w = vw;
+    const block_q8_0 *a = va;
+    const int8x16_t ones = vdupq_n_s8(1);
+    float32x4_t acc = vdupq_n_f32(0), accm = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const uint8x16_t v = vld1q_u8(w[i].qs);
+        const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0xF))), hi = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+        const float da = h2f(a[i].d);
+        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(dot32(lo, hi, a[i].qs)), h2f(w[i].d) * da);
+        accm = vmlaq_n_f32(accm, vcvtq_f32_s32(dot32(ones, ones, a[i].qs)), h2f(w[i].m) * da);
+    }
+    *s = vaddvq_f32(vaddq_f32(acc, accm));
+}
+
+/* q5_0: byte e gets 0xF0 unless bit e of qh is set, so nibble | that reads as q - 16 */
+void hachi_vec_dot_q5_0_q8_0_neon(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q5_0 *w = vw;
+    const block_q8_0 *a = va;
+    static const uint8_t bits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    const uint8x16_t bm = vld1q_u8(bits), f0 = vdupq_n_u8(0xF0);
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const uint8_t *qh = w[i].qh;
+        const uint8x16_t h0 = vtstq_u8(vcombine_u8(vdup_n_u8(qh[0]), vdup_n_u8(qh[1])), bm);
+        const uint8x16_t h1 = vtstq_u8(vcombine_u8(vdup_n_u8(qh[2]), vdup_n_u8(qh[3])), bm);
+        const uint8x16_t v = vld1q_u8(w[i].qs);
+        const int8x16_t lo = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(v, vdupq_n_u8(0xF)), vbicq_u8(f0, h0)));
+        const int8x16_t hi = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(v, 4), vbicq_u8(f0, h1)));
+        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(dot32(lo, hi, a[i].qs)), h2f(w[i].d) * h2f(a[i].d));
+    }
+    *s = vaddvq_f32(acc);
+}
+
+/* ---------------- K-quants x q8_K ---------------- */
+
+/* scales[12] -> bytes 0..7: the 8 six-bit scales, bytes 8..15: the 8 six-bit mins */
+static inline void unpack_k_scales(const uint8_t *scales, uint32_t u[4]) {
+    const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+    memcpy(u, scales, 12);
+    u[3] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
+    const uint32_t m03 = u[1] & k1;
+    u[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
+    u[2] = m03;
+    u[0] &= k1;
+}
+
+/* sum over sub-blocks of min * (bsums pair) */
+static inline int32_t k_mins_dot(const uint32_t u[4], const int16_t *bsums) {
+    const int16x8_t pairs = vpaddq_s16(vld1q_s16(bsums), vld1q_s16(bsums + 8));
+    const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8((const uint8_t *)u + 8)));
+    const int32x4_t p = vmlal_s16(vmull_s16(vget_low_s16(mins), vget_low_s16(pairs)), vget_high_s16(mins), vget_high_s16(pairs));
+    return vaddvq_s32(p);
+}
+
+/* 32 bytes of q4_K nibbles: sub-block 2c in the low nibbles, 2c+1 in the high */
+static inline void q4k_unpack(const uint8_t *qs, int8x16_t q[4]) {
+    const uint8x16_t m4 = vdupq_n_u8(0xF), b0 = vld1q_u8(qs), b1 = vld1q_u8(qs + 16);
+    q[0] = vreinterpretq_s8_u8(vandq_u8(b0, m4));
+    q[1] = vreinterpretq_s8_u8(vandq_u8(b1, m4));
+    q[2] = vreinterpretq_s8_u8(vshrq_n_u8(b0, 4));
+    q[3] = vreinterpretq_s8_u8(vshrq_n_u8(b1, 4));
+}
+
+void hachi_vec_dot_q4_K_q8_K_neon(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q4_K *w = vw;
+    const block_q8_K *a = va;
+    float sum = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint32_t u[4];
+        unpack_k_scales(w[i].scales, u);
+        const uint8_t *sc = (const uint8_t *)u;
+        int32x4_t sumi = vdupq_n_s32(0);
+        for (int c = 0; c < 4; c++) {
+            int8x16_t q[4];
+            q4k_unpack(w[i].qs + 32 * c, q);
+            sumi = vmlaq_n_s32(sumi, dot32(q[0], q[1], a[i].qs + 64 * c), sc[2 * c]);
+            sumi = vmlaq_n_s32(sumi, dot32(q[2], q[3], a[i].qs + 64 * c + 32), sc[2 * c + 1]);
+        }
+        sum += a[i].d * (h2f(w[i].d) * (float)vaddvq_s32(sumi) - h2f(w[i].dmin) * (float)k_mins_dot(u, a[i].bsums));
+    }
+    *s = sum;
+}
+
+static void multi_q4_K(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
+    const block_q4_K *w = vw;
+    float acc[16] = {0};
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint32_t u[4];
+        unpack_k_scales(w[i].scales, u);
+        const uint8_t *sc = (const uint8_t *)u;
+        int8x16_t q[16];   /* sub-block k: q[2k], q[2k+1] */
+        for (int c = 0; c < 4; c++) {
+            int8x16_t t[4];
+            q4k_unpack(w[i].qs + 32 * c, t);
+            q[4 * c] = t[0]; q[4 * c + 1] = t[1]; q[4 * c + 2] = t[2]; q[4 * c + 3] = t[3];
+        }
+        const float dw = h2f(w[i].d), dmw = h2f(w[i].dmin);
+        for (int r = 0; r < na; r++) {
+            const block_q8_K *a = (const block_q8_K *)((const char *)va + (size_t)r * stride) + i;
+            int32x4_t sumi = vdupq_n_s32(0);
+            for (int k = 0; k < 8; k++) sumi = vmlaq_n_s32(sumi, dot32(q[2 * k], q[2 * k + 1], a->qs + 32 * k), sc[k]);
+            acc[r] += a->d * (dw * (float)vaddvq_s32(sumi) - dmw * (float)k_mins_dot(u, a->bsums));
+        }
+    }
+    memcpy(s, acc, (size_t)na * sizeof(float));
+}
+
+void hachi_vec_dot_q5_K_q8_K_neon(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q5_K *w = vw;
+    const block_q8_K *a = va;
+    const uint8x16_t m1 = vdupq_n_u8(1), m2 = vdupq_n_u8(2);
+    float sum = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint32_t u[4];
+        unpack_k_scales(w[i].scales, u);
+        const uint8_t *sc = (const uint8_t *)u;
+        uint8x16_t hb0 = vld1q_u8(w[i].qh), hb1 = vld1q_u8(w[i].qh + 16);
+        int32x4_t sumi = vdupq_n_s32(0);
+        for (int c = 0; c < 4; c++) {   /* bit 2c of qh[l]: sub-block 2c, bit 2c+1: sub-block 2c+1 */
+            int8x16_t q[4];
+            q4k_unpack(w[i].qs + 32 * c, q);
+            q[0] = vreinterpretq_s8_u8(vorrq_u8(vreinterpretq_u8_s8(q[0]), vshlq_n_u8(vandq_u8(hb0, m1), 4)));
+            q[1] = vreinterpretq_s8_u8(vorrq_u8(vreinterpretq_u8_s8(q[1]), vshlq_n_u8(vandq_u8(hb1, m1), 4)));
+            q[2] = vreinterpretq_s8_u8(vorrq_u8(vreinterpretq_u8_s8(q[2]), vshlq_n_u8(vandq_u8(hb0, m2), 3)));
+            q[3] = vreinterpretq_s8_u8(vorrq_u8(vreinterpretq_u8_s8(q[3]), vshlq_n_u8(vandq_u8(hb1, m2), 3)));
+            hb0 = vshrq_n_u8(hb0, 2);
+            hb1 = vshrq_n_u8(hb1, 2);
+            sumi = vmlaq_n_s32(sumi, dot32(q[0], q[1], a[i].qs + 64 * c), sc[2 * c]);
+            sumi = vmlaq_n_s32(sumi, dot32(q[2], q[3], a[i].qs + 64 * c + 32), sc[2 * c + 1]);
+        }
+        sum += a[i].d * (h2f(w[i].d) * (float)vaddvq_s32(sumi) - h2f(w[i].dmin) * (float)k_mins_dot(u, a[i].bsums));
+    }
+    *s = sum;
+}
+
+/* q6_K half of 128: quarter k, bytes 16g..16g+15 -> q[2k+g] (value - 32), scale index 2k+g */
+static inline void q6_unpack_half(const uint8_t *ql, const uint8_t *qh, int8x16_t q[8]) {
+    const uint8x16_t m4 = vdupq_n_u8(0xF), m2 = vdupq_n_u8(3);
+    const int8x16_t off = vdupq_n_s8(32);
+    for (int g = 0; g < 2; g++) {
+        const uint8x16_t l0 = vld1q_u8(ql + 16 * g), l1 = vld1q_u8(ql + 32 + 16 * g), h = vld1q_u8(qh + 16 * g);
+        const uint8x16_t v0 = vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(h, m2), 4));
+        const uint8x16_t v1 = vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 2), m2), 4));
+        const uint8x16_t v2 = vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 4), m2), 4));
+        const uint8x16_t v3 = vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(h, 6), 4));
+        q[0 + g] = vsubq_s8(vreinterpretq_s8_u8(v0), off);
+        q[2 + g] = vsubq_s8(vreinterpretq_s8_u8(v1), off);
+        q[4 + g] = vsubq_s8(vreinterpretq_s8_u8(v2), off);
+        q[6 + g] = vsubq_s8(vreinterpretq_s8_u8(v3), off);
+    }
+}
+
+static inline int32x4_t q6_rows16(const int8x16_t *q, const int8_t *sc, const int8_t *y, int32x4_t sumi) {
+    for (int k = 0; k < 16; k++)
+        sumi = vmlaq_n_s32(sumi, vdotq_s32(vdupq_n_s32(0), q[k], vld1q_s8(y + 16 * k)), sc[k]);
+    return sumi;
+}
+
+void hachi_vec_dot_q6_K_q8_K_neon(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q6_K *w = vw;
+    const block_q8_K *a = va;
+    float sum = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int8x16_t q[16];
+        q6_unpack_half(w[i].ql, w[i].qh, q);
+        q6_unpack_half(w[i].ql + 64, w[i].qh + 32, q + 8);
+        const int32x4_t sumi = q6_rows16(q, w[i].scales, a[i].qs, vdupq_n_s32(0));
+        sum += a[i].d * h2f(w[i].d) * (float)vaddvq_s32(sumi);
+    }
+    *s = sum;
+}
+
+static void multi_q6_K(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
+    const block_q6_K *w = vw;
+    float acc[16] = {0};
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int8x16_t q[16];
+        q6_unpack_half(w[i].ql, w[i].qh, q);
+        q6_unpack_half(w[i].ql + 64, w[i].qh + 32, q + 8);
+        const float dw = h2f(w[i].d);
+        for (int r = 0; r < na; r++) {
+            const block_q8_K *a = (const block_q8_K *)((const char *)va + (size_t)r * stride) + i;
+            acc[r] += a->d * dw * (float)vaddvq_s32(q6_rows16(q, w[i].scales, a->qs, vdupq_n_s32(0)));
+        }
+    }
+    memcpy(s, acc, (size_t)na * sizeof(float));
+}
+
+LOOP_MULTI(multi_bf16, hachi_vec_dot_bf16_neon)
+LOOP_MULTI(multi_q4_1, hachi_vec_dot_q4_1_q8_0_neon)
+LOOP_MULTI(multi_q5_0, hachi_vec_dot_q5_0_q8_0_neon)
+LOOP_MULTI(multi_q5_K, hachi_vec_dot_q5_K_q8_K_neon)
+
+/* ---------------- fp16 KV cache ---------------- */
+
+static void f32_to_f16(const float *x, uint16_t *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(y + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));
+    for (; i < n; i++) y[i] = hachi_f32_to_f16(x[i]);
+}
+
+static void f16_to_f32(const uint16_t *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, load_f16(x + i));
+    for (; i < n; i++) y[i] = h2f(x[i]);
+}
+
+static void to_float_f16(const void *x, float *y, int64_t n) { f16_to_f32(x, y, n); }
+
+static void dot_f16_multi(int64_t n, float *s, const uint16_t *k, const float *q, int64_t qs, int m) {
+    int j = 0;
+    for (; j + 4 <= m; j += 4) {
+        const float *q0 = q + j * qs, *q1 = q0 + qs, *q2 = q1 + qs, *q3 = q2 + qs;
+        float32x4_t c0 = vdupq_n_f32(0), c1 = c0, c2 = c0, c3 = c0;
+        int64_t i = 0;
+        for (; i + 4 <= n; i += 4) {
+            const float32x4_t kv = load_f16(k + i);
+            c0 = vfmaq_f32(c0, kv, vld1q_f32(q0 + i));
+            c1 = vfmaq_f32(c1, kv, vld1q_f32(q1 + i));
+            c2 = vfmaq_f32(c2, kv, vld1q_f32(q2 + i));
+            c3 = vfmaq_f32(c3, kv, vld1q_f32(q3 + i));
+        }
+        float s0 = vaddvq_f32(c0), s1 = vaddvq_f32(c1), s2 = vaddvq_f32(c2), s3 = vaddvq_f32(c3);
+        for (; i < n; i++) {
+            const float kv = h2f(k[i]);
+            s0 += kv * q0[i]; s1 += kv * q1[i]; s2 += kv * q2[i]; s3 += kv * q3[i];
+        }
+        s[j] = s0; s[j + 1] = s1; s[j + 2] = s2; s[j + 3] = s3;
+    }
+    for (; j < m; j++) hachi_vec_dot_f16_neon(n, s + j, k, q + j * qs);
+}
+
+static void axpy_f16_multi(int64_t n, const float *a, const uint16_t *v, float *y, int64_t ys, int m) {
+    int j = 0;
+    for (; j + 4 <= m; j += 4) {
+        float *y0 = y + j * ys, *y1 = y0 + ys, *y2 = y1 + ys, *y3 = y2 + ys;
+        int64_t i = 0;
+        for (; i + 4 <= n; i += 4) {
+            const float32x4_t vv = load_f16(v + i);
+            vst1q_f32(y0 + i, vfmaq_n_f32(vld1q_f32(y0 + i), vv, a[j]));
+            vst1q_f32(y1 + i, vfmaq_n_f32(vld1q_f32(y1 + i), vv, a[j + 1]));
+            vst1q_f32(y2 + i, vfmaq_n_f32(vld1q_f32(y2 + i), vv, a[j + 2]));
+            vst1q_f32(y3 + i, vfmaq_n_f32(vld1q_f32(y3 + i), vv, a[j + 3]));
+        }
+        for (; i < n; i++) {
+            const float vv = h2f(v[i]);
+            y0[i] += a[j] * vv; y1[i] += a[j + 1] * vv; y2[i] += a[j + 2] * vv; y3[i] += a[j + 3] * vv;
+        }
+    }
+    for (; j < m; j++) {
+        float *yj = y + j * ys;
+        int64_t i = 0;
+        for (; i + 4 <= n; i += 4) vst1q_f32(yj + i, vfmaq_n_f32(vld1q_f32(yj + i), load_f16(v + i), a[j]));
+        for (; i < n; i++) yj[i] += a[j] * h2f(v[i]);
+    }
+}
+
+/* ---------------- the table ---------------- */
+
+static hachi_kernels table;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void set(uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
+    table.t[type].vec_dot = dot;
+    table.t[type].vec_dot_multi = multi;
+}
+
+static void build(void) {
+    table = *hachi_kernels_ref();   /* cold entries (and int8 dots without sdot) stay ref's */
+    table.isa = HACHI_ISA_NEON;
+    table.name = "neon";
+    set(HACHI_TYPE_F32, hachi_vec_dot_f32_neon, multi_f32);
+    set(HACHI_TYPE_F16, hachi_vec_dot_f16_neon, multi_f16);
+    set(HACHI_TYPE_BF16, hachi_vec_dot_bf16_neon, multi_bf16);
+    table.t[HACHI_TYPE_F16].to_float = to_float_f16;
+    table.f32_to_f16 = f32_to_f16;
+    table.f16_to_f32 = f16_to_f32;
+    table.dot_f16_multi = dot_f16_multi;
+    table.axpy_f16_multi = axpy_f16_multi;
+    if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) {
+        set(HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_neon, multi_q4_0);
+        set(HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_neon, multi_q4_1);
+        set(HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_neon, multi_q5_0);
+        set(HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_neon, multi_q8_0);
+        set(HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_neon, multi_q4_K);
+        set(HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_neon, multi_q5_K);
+        set(HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_neon, multi_q6_K);
+    }
+}
+
+const hachi_kernels *hachi_kernels_neon(void) {
+    pthread_once(&table_once, build);
+    return &table;
+}
+
+#else
+const hachi_kernels *hachi_kernels_neon(void) { return NULL; }
+#endif

@@ -1,0 +1,243 @@
+/* kernels/ref: the scalar reference of every kernel, always compiled and the oracle the
+ * per-ISA files are tested against. Integer dots sum exactly per block, then scale in
+ * float as ggml does; float dots accumulate in double. Nothing here is hot unless the
+ * CPU has no SIMD table (or HACHI_ISA=ref). */
+#include <string.h>
+#include "kernels/kernels.h"
+#include "util.h"
+
+/* ---- float weights: activations stay f32 ---- */
+
+void hachi_vec_dot_f32_ref(int64_t n, float *s, const void *vw, const void *va) {
+    const float *w = vw, *a = va;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += (double)w[i] * a[i];
+    *s = (float)sum;
+}
+
+void hachi_vec_dot_f16_ref(int64_t n, float *s, const void *vw, const void *va) {
+    const uint16_t *w = vw;
+    const float *a = va;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += (double)hachi_f16_to_f32(w[i]) * a[i];
+    *s = (float)sum;
+}
+
+void hachi_vec_dot_bf16_ref(int64_t n, float *s, const void *vw, const void *va) {
+    const uint16_t *w = vw;
+    const float *a = va;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += (double)hachi_bf16_to_f32(w[i]) * a[i];
+    *s = (float)sum;
+}
+
+/* ---- 32-element blocks against q8_0 activations ---- */
+
+void hachi_vec_dot_q4_0_q8_0_ref(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q4_0 *w = vw;
+    const block_q8_0 *a = va;
+    float sum = 0;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        int sumi = 0;
+        for (int j = 0; j < 16; j++)   /* qs[j]: element j low nibble, j+16 high nibble */
+            sumi += ((w[i].qs[j] & 0xF) - 8) * a[i].qs[j] + ((w[i].qs[j] >> 4) - 8) * a[i].qs[j + 16];
+        sum += (float)sumi * (hachi_f16_to_f32(w[i].d) * hachi_f16_to_f32(a[i].d));
+    }
+    *s = sum;
+}
+
+/* x = q*d + m: dot = d*da*sum(q*qa) + m*da*sum(qa) */
+void hachi_vec_dot_q4_1_q8_0_ref(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q4_1 *w = vw;
+    const block_q8_0 *a = va;
+    float sum = 0;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        int sumi = 0, suma = 0;
+        for (int j = 0; j < 16; j++) {
+            sumi += (w[i].qs[j] & 0xF) * a[i].qs[j] + (w[i].qs[j] >> 4) * a[i].qs[j + 16];
+            suma += a[i].qs[j] + a[i].qs[j + 16];
+        }
+        const float da = hachi_f16_to_f32(a[i].d);
+        sum += (float)sumi * (hachi_f16_to_f32(w[i].d) * da) + (float)suma * (hachi_f16_to_f32(w[i].m) * da);
+    }
+    *s = sum;
+}
+
+void hachi_vec_dot_q5_0_q8_0_ref(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q5_0 *w = vw;
+    const block_q8_0 *a = va;
+    float sum = 0;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        uint32_t qh;
+        memcpy(&qh, w[i].qh, 4);
+        int sumi = 0;
+        for (int j = 0; j < 16; j++) {
+            const int x0 = ((w[i].qs[j] & 0xF) | (int)(((qh >> j) & 1) << 4)) - 16;
+            const int x1 = ((w[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4)) - 16;
+            sumi += x0 * a[i].qs[j] + x1 * a[i].qs[j + 16];
+        }
+        sum += (float)sumi * (hachi_f16_to_f32(w[i].d) * hachi_f16_to_f32(a[i].d));
+    }
+    *s = sum;
+}
+
+void hachi_vec_dot_q8_0_q8_0_ref(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q8_0 *w = vw;
+    const block_q8_0 *a = va;
+    float sum = 0;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        int sumi = 0;
+        for (int j = 0; j < QK8_0; j++) sumi += w[i].qs[j] * a[i].qs[j];
+        sum += (float)sumi * (hachi_f16_to_f32(w[i].d) * hachi_f16_to_f32(a[i].d));
+    }
+    *s = sum;
+}
+
+/* ---- K-quants against q8_K activations ---- */
+
+/* x = d*sc*q - dmin*m per sub-block of 32: dot = da*(d*sum(sc*q*qa) - dmin*sum(m*bsum)) */
+void hachi_vec_dot_q4_K_q8_K_ref(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q4_K *w = vw;
+    const block_q8_K *a = va;
+    float sum = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int sumi = 0, summ = 0;
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *q = w[i].qs + 32 * c;
+            const int8_t *qa = a[i].qs + 64 * c;
+            uint8_t s0, m0, s1, m1;
+            hachi_q4k_scale_min(2 * c, w[i].scales, &s0, &m0);
+            hachi_q4k_scale_min(2 * c + 1, w[i].scales, &s1, &m1);
+            int d0 = 0, d1 = 0;
+            for (int l = 0; l < 32; l++) {
+                d0 += (q[l] & 0xF) * qa[l];
+                d1 += (q[l] >> 4) * qa[l + 32];
+            }
+            sumi += s0 * d0 + s1 * d1;
+            summ += m0 * (a[i].bsums[4 * c] + a[i].bsums[4 * c + 1]) + m1 * (a[i].bsums[4 * c + 2] + a[i].bsums[4 * c + 3]);
+        }
+        sum += a[i].d * (hachi_f16_to_f32(w[i].d) * (float)sumi - hachi_f16_to_f32(w[i].dmin) * (float)summ);
+    }
+    *s = sum;
+}
+
+void hachi_vec_dot_q5_K_q8_K_ref(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q5_K *w = vw;
+    const block_q8_K *a = va;
+    float sum = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int sumi = 0, summ = 0;
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *q = w[i].qs + 32 * c, *qh = w[i].qh;
+            const int8_t *qa = a[i].qs + 64 * c;
+            uint8_t s0, m0, s1, m1;
+            hachi_q4k_scale_min(2 * c, w[i].scales, &s0, &m0);
+            hachi_q4k_scale_min(2 * c + 1, w[i].scales, &s1, &m1);
+            int d0 = 0, d1 = 0;
+            for (int l = 0; l < 32; l++) {
+                d0 += ((q[l] & 0xF) | (((qh[l] >> (2 * c)) & 1) << 4)) * qa[l];
+                d1 += ((q[l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4)) * qa[l + 32];
+            }
+            sumi += s0 * d0 + s1 * d1;
+            summ += m0 * (a[i].bsums[4 * c] + a[i].bsums[4 * c + 1]) + m1 * (a[i].bsums[4 * c + 2] + a[i].bsums[4 * c + 3]);
+        }
+        sum += a[i].d * (hachi_f16_to_f32(w[i].d) * (float)sumi - hachi_f16_to_f32(w[i].dmin) * (float)summ);
+    }
+    *s = sum;
+}
+
+void hachi_vec_dot_q6_K_q8_K_ref(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q6_K *w = vw;
+    const block_q8_K *a = va;
+    float sum = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int sumi = 0;
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = w[i].ql + 64 * h, *qh = w[i].qh + 32 * h;
+            const int8_t *sc = w[i].scales + 8 * h, *qa = a[i].qs + 128 * h;
+            for (int g = 0; g < 2; g++) {          /* l in [16g, 16g+16): scale index g */
+                int d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+                for (int l = 16 * g; l < 16 * g + 16; l++) {
+                    d0 += (((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32) * qa[l];
+                    d1 += (((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32) * qa[l + 32];
+                    d2 += (((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32) * qa[l + 64];
+                    d3 += (((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32) * qa[l + 96];
+                }
+                sumi += sc[g] * d0 + sc[g + 2] * d1 + sc[g + 4] * d2 + sc[g + 6] * d3;
+            }
+        }
+        sum += a[i].d * hachi_f16_to_f32(w[i].d) * (float)sumi;
+    }
+    *s = sum;
+}
+
+/* ---- multi-row: the reference just loops the single dot ---- */
+
+#define REF_MULTI(name, dot)                                                     \
+    static void name(int64_t n, float *s, const void *w, const void *a, size_t stride, int na) { \
+        for (int r = 0; r < na; r++) dot(n, s + r, w, (const char *)a + (size_t)r * stride);  \
+    }
+REF_MULTI(multi_f32, hachi_vec_dot_f32_ref)
+REF_MULTI(multi_f16, hachi_vec_dot_f16_ref)
+REF_MULTI(multi_bf16, hachi_vec_dot_bf16_ref)
+REF_MULTI(multi_q4_0, hachi_vec_dot_q4_0_q8_0_ref)
+REF_MULTI(multi_q4_1, hachi_vec_dot_q4_1_q8_0_ref)
+REF_MULTI(multi_q5_0, hachi_vec_dot_q5_0_q8_0_ref)
+REF_MULTI(multi_q8_0, hachi_vec_dot_q8_0_q8_0_ref)
+REF_MULTI(multi_q4_K, hachi_vec_dot_q4_K_q8_K_ref)
+REF_MULTI(multi_q5_K, hachi_vec_dot_q5_K_q8_K_ref)
+REF_MULTI(multi_q6_K, hachi_vec_dot_q6_K_q8_K_ref)
+
+/* ---- conversions and attention over an fp16 KV cache ---- */
+
+static void copy_f32(const void *x, float *y, int64_t n) { memcpy(y, x, (size_t)n * sizeof(float)); }
+static void copy_from_f32(const float *x, void *y, int64_t n) { memcpy(y, x, (size_t)n * sizeof(float)); }
+
+void hachi_f32_to_f16_ref(const float *x, uint16_t *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = hachi_f32_to_f16(x[i]);
+}
+
+void hachi_f16_to_f32_ref(const uint16_t *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = hachi_f16_to_f32(x[i]);
+}
+
+void hachi_dot_f16_multi_ref(int64_t n, float *s, const uint16_t *k, const float *q, int64_t q_stride, int m) {
+    for (int j = 0; j < m; j++) {
+        const float *qj = q + j * q_stride;
+        double sum = 0;
+        for (int64_t i = 0; i < n; i++) sum += (double)hachi_f16_to_f32(k[i]) * qj[i];
+        s[j] = (float)sum;
+    }
+}
+
+void hachi_axpy_f16_multi_ref(int64_t n, const float *a, const uint16_t *v, float *y, int64_t y_stride, int m) {
+    for (int j = 0; j < m; j++) {
+        float *yj = y + j * y_stride;
+        for (int64_t i = 0; i < n; i++) yj[i] += a[j] * hachi_f16_to_f32(v[i]);
+    }
+}
+
+#define T_ENTRY(vdt, tof, fromf, dot, multi) {vdt, tof, fromf, dot, multi}
+static const hachi_kernels ref_table = {
+    .isa = HACHI_ISA_REF,
+    .name = "ref",
+    .t = {
+        [HACHI_TYPE_F32]  = T_ENTRY(HACHI_TYPE_F32, copy_f32, copy_from_f32, hachi_vec_dot_f32_ref, multi_f32),
+        [HACHI_TYPE_F16]  = T_ENTRY(HACHI_TYPE_F32, hachi_dequantize_row_f16, hachi_quantize_row_f16_ref, hachi_vec_dot_f16_ref, multi_f16),
+        [HACHI_TYPE_BF16] = T_ENTRY(HACHI_TYPE_F32, hachi_dequantize_row_bf16, hachi_quantize_row_bf16_ref, hachi_vec_dot_bf16_ref, multi_bf16),
+        [HACHI_TYPE_Q4_0] = T_ENTRY(HACHI_TYPE_Q8_0, hachi_dequantize_row_q4_0, hachi_quantize_row_q4_0_ref, hachi_vec_dot_q4_0_q8_0_ref, multi_q4_0),
+        [HACHI_TYPE_Q4_1] = T_ENTRY(HACHI_TYPE_Q8_0, hachi_dequantize_row_q4_1, hachi_quantize_row_q4_1_ref, hachi_vec_dot_q4_1_q8_0_ref, multi_q4_1),
+        [HACHI_TYPE_Q5_0] = T_ENTRY(HACHI_TYPE_Q8_0, hachi_dequantize_row_q5_0, hachi_quantize_row_q5_0_ref, hachi_vec_dot_q5_0_q8_0_ref, multi_q5_0),
+        [HACHI_TYPE_Q8_0] = T_ENTRY(HACHI_TYPE_Q8_0, hachi_dequantize_row_q8_0, hachi_quantize_row_q8_0_ref, hachi_vec_dot_q8_0_q8_0_ref, multi_q8_0),
+        [HACHI_TYPE_Q4_K] = T_ENTRY(HACHI_TYPE_Q8_K, hachi_dequantize_row_q4_K, hachi_quantize_row_q4_K_ref, hachi_vec_dot_q4_K_q8_K_ref, multi_q4_K),
+        [HACHI_TYPE_Q5_K] = T_ENTRY(HACHI_TYPE_Q8_K, hachi_dequantize_row_q5_K, hachi_quantize_row_q5_K_ref, hachi_vec_dot_q5_K_q8_K_ref, multi_q5_K),
+        [HACHI_TYPE_Q6_K] = T_ENTRY(HACHI_TYPE_Q8_K, hachi_dequantize_row_q6_K, hachi_quantize_row_q6_K_ref, hachi_vec_dot_q6_K_q8_K_ref, multi_q6_K),
+        [HACHI_TYPE_Q8_K] = T_ENTRY(HACHI_TYPE_Q8_K, hachi_dequantize_row_q8_K, hachi_quantize_row_q8_K_ref, NULL, NULL),
+    },
+    .f32_to_f16 = hachi_f32_to_f16_ref,
+    .f16_to_f32 = hachi_f16_to_f32_ref,
+    .dot_f16_multi = hachi_dot_f16_multi_ref,
+    .axpy_f16_multi = hachi_axpy_f16_multi_ref,
+};
+
+const hachi_kernels *hachi_kernels_ref(void) { return &ref_table; }

@@ -1,0 +1,370 @@
+/* model: load a GGUF (mmap), read the architecture's hyperparameters and bind
+ * every tensor with its shape checked. Missing tensors, inconsistent shapes and
+ * tensor types hachi cannot run are named errors at load time. */
+#include "model.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "kernels/kernels.h"
+#include "util.h"
+
+typedef struct loader {
+    hachi_model *m;
+    char key[256];
+} loader;
+
+static const char *akey(loader *ld, const char *suffix) {
+    snprintf(ld->key, sizeof ld->key, "%s.%s", ld->m->arch_name, suffix);
+    return ld->key;
+}
+
+static hachi_status get_u32(loader *ld, const char *suffix, bool required, int *out) {
+    uint32_t v;
+    if (!hachi_gguf_get_u32(ld->m->gguf, akey(ld, suffix), &v)) {
+        if (!required) return HACHI_OK;
+        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': missing or non-integer key '%s'",
+                          ld->m->path, ld->key);
+    }
+    if (v > (1u << 30))
+        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': key '%s' = %u is out of range",
+                          ld->m->path, ld->key, v);
+    *out = (int)v;
+    return HACHI_OK;
+}
+
+static void get_f32(loader *ld, const char *suffix, float *out) {
+    hachi_gguf_get_f32(ld->m->gguf, akey(ld, suffix), out);
+}
+
+/* Bind a matrix [rows][cols]; rows/cols < 0 accept any (and return it). */
+static hachi_status bind_mat(loader *ld, hachi_mat *dst, const char *name, int64_t cols, int64_t rows,
+                             bool required) {
+    hachi_model *m = ld->m;
+    const hachi_gguf_tensor *t = hachi_gguf_find_tensor(m->gguf, name);
+    memset(dst, 0, sizeof *dst);
+    if (!t) {
+        if (!required) return HACHI_OK;
+        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': missing tensor '%s'", m->path, name);
+    }
+    if (t->n_dims > 2 || (cols >= 0 && t->ne[0] != cols) || (rows >= 0 && t->ne[1] != rows))
+        return hachi_fail(HACHI_ERR_FORMAT,
+                          "model '%s': tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]",
+                          m->path, name, (long long)t->ne[0], (long long)t->ne[1],
+                          (long long)cols, (long long)rows);
+    if (t->type >= HACHI_TYPE_COUNT || !m->kern->t[t->type].vec_dot)
+        return hachi_fail(HACHI_ERR_UNSUPPORTED,
+                          "model '%s': tensor '%s' has type %s, which hachi cannot run",
+                          m->path, name, hachi_type_name(t->type));
+    dst->type = t->type;
+    dst->cols = t->ne[0];
+    dst->rows = t->ne[1];
+    dst->data = t->data;
+    dst->row_bytes = hachi_row_size(t->type, t->ne[0]);
+    return HACHI_OK;
+}
+
+/* Copy a 1-D tensor of n values into an owned f32 array. */
+static hachi_status bind_vec(loader *ld, float **dst, const char *name, int64_t n, bool required) {
+    hachi_model *m = ld->m;
+    const hachi_gguf_tensor *t = hachi_gguf_find_tensor(m->gguf, name);
+    *dst = NULL;
+    if (!t) {
+        if (!required) return HACHI_OK;
+        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': missing tensor '%s'", m->path, name);
+    }
+    if (t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3] != n)
+        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': tensor '%s' has %lld values, expected %lld",
+                          m->path, name, (long long)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]),
+                          (long long)n);
+    if (t->type >= HACHI_TYPE_COUNT || !m->kern->t[t->type].to_float)
+        return hachi_fail(HACHI_ERR_UNSUPPORTED, "model '%s': tensor '%s' has type %s, which hachi cannot read",
+                          m->path, name, hachi_type_name(t->type));
+    if (!(*dst = hachi_malloc((size_t)n * sizeof(float)))) return HACHI_ERR_NOMEM;
+    m->kern->t[t->type].to_float(t->data, *dst, n);
+    return HACHI_OK;
+}
+
+#define TRY(x) do { hachi_status st_ = (x); if (st_ != HACHI_OK) return st_; } while (0)
+
+static hachi_status load_llama(loader *ld) {
+    hachi_model *m = ld->m;
+    char name[128];
+    m->n_head_kv = m->n_head;
+    TRY(get_u32(ld, "attention.head_count_kv", false, &m->n_head_kv));
+    if (m->n_head <= 0 || m->n_embd % m->n_head || m->n_head_kv <= 0 || m->n_head % m->n_head_kv)
+        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': inconsistent heads (n_embd %d, heads %d, kv heads %d)",
+                          m->path, m->n_embd, m->n_head, m->n_head_kv);
+    int hd = m->n_embd / m->n_head, n_ff = 0;
+    m->head_dim_full = m->head_dim_swa = hd;
+    m->n_rot = hd;
+    TRY(get_u32(ld, "rope.dimension_count", false, &m->n_rot));
+    TRY(get_u32(ld, "feed_forward_length", true, &n_ff));
+    if (m->n_rot > hd || m->n_rot % 2)
+        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': rope.dimension_count %d invalid for head dim %d",
+                          m->path, m->n_rot, hd);
+    m->rms_eps = 1e-5f;
+    m->rope_base = 10000.0f;
+    get_f32(ld, "attention.layer_norm_rms_epsilon", &m->rms_eps);
+    get_f32(ld, "rope.freq_base", &m->rope_base);
+    m->rope_base_swa = m->rope_base;
+    m->attn_scale = 1.0f / sqrtf((float)hd);
+    m->rope_neox = false;
+    for (int l = 0; l < m->n_layer; l++) {
+        hachi_layer *L = &m->layers[l];
+        L->head_dim = hd;
+        L->n_ff = n_ff;
+        L->kv_owner = l;
+        L->out_scale = 1.0f;
+#define LN(s) (snprintf(name, sizeof name, "blk.%d." s, l), name)
+        TRY(bind_mat(ld, &L->wq, LN("attn_q.weight"), m->n_embd, m->n_head * hd, true));
+        TRY(bind_mat(ld, &L->wk, LN("attn_k.weight"), m->n_embd, m->n_head_kv * hd, true));
+        TRY(bind_mat(ld, &L->wv, LN("attn_v.weight"), m->n_embd, m->n_head_kv * hd, true));
+        TRY(bind_mat(ld, &L->wo, LN("attn_output.weight"), m->n_head * hd, m->n_embd, true));
+        TRY(bind_mat(ld, &L->w_gate, LN("ffn_gate.weight"), m->n_embd, n_ff, true));
+        TRY(bind_mat(ld, &L->w_up, LN("ffn_up.weight"), m->n_embd, n_ff, true));
+        TRY(bind_mat(ld, &L->w_down, LN("ffn_down.weight"), n_ff, m->n_embd, true));
+        TRY(bind_vec(ld, &L->attn_norm, LN("attn_norm.weight"), m->n_embd, true));
+        TRY(bind_vec(ld, &L->ffn_norm, LN("ffn_norm.weight"), m->n_embd, true));
+#undef LN
+    }
+    return HACHI_OK;
+}
+
+static hachi_status load_gemma4(loader *ld) {
+    hachi_model *m = ld->m;
+    const hachi_gguf *g = m->gguf;
+    char name[128];
+    m->n_head_kv = 1;
+    TRY(get_u32(ld, "attention.head_count_kv", false, &m->n_head_kv));
+    TRY(get_u32(ld, "attention.key_length", true, &m->head_dim_full));
+    TRY(get_u32(ld, "attention.key_length_swa", true, &m->head_dim_swa));
+    TRY(get_u32(ld, "attention.sliding_window", true, &m->window));
+    TRY(get_u32(ld, "attention.shared_kv_layers", false, &m->n_shared_kv));
+    TRY(get_u32(ld, "embedding_length_per_layer_input", false, &m->n_embd_pl));
+    int vl = m->head_dim_full, vl_swa = m->head_dim_swa;
+    TRY(get_u32(ld, "attention.value_length", false, &vl));
+    TRY(get_u32(ld, "attention.value_length_swa", false, &vl_swa));
+    if (vl != m->head_dim_full || vl_swa != m->head_dim_swa)
+        return hachi_fail(HACHI_ERR_UNSUPPORTED, "model '%s': value_length differs from key_length", m->path);
+    if (m->n_head <= 0 || m->n_head_kv <= 0 || m->n_head % m->n_head_kv || m->head_dim_full <= 0 ||
+        m->head_dim_swa <= 0 || m->head_dim_full % 2 || m->head_dim_swa % 2 || m->window <= 0 ||
+        m->n_shared_kv >= m->n_layer)
+        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': inconsistent gemma4 attention hyperparameters", m->path);
+    m->rms_eps = 1e-6f;
+    m->rope_base = 1e6f;
+    m->rope_base_swa = 1e4f;
+    m->softcap = 0.0f;
+    get_f32(ld, "attention.layer_norm_rms_epsilon", &m->rms_eps);
+    get_f32(ld, "rope.freq_base", &m->rope_base);
+    get_f32(ld, "rope.freq_base_swa", &m->rope_base_swa);
+    get_f32(ld, "final_logit_softcapping", &m->softcap);
+    m->attn_scale = 1.0f;
+    m->rope_neox = true;
+    m->n_rot = m->head_dim_full;
+
+    const hachi_gguf_value *pat = hachi_gguf_get(g, akey(ld, "attention.sliding_window_pattern"));
+    const hachi_gguf_value *ffl = hachi_gguf_get(g, akey(ld, "feed_forward_length"));
+    if (!pat || pat->type != HACHI_GGUF_ARRAY || pat->arr.n != (uint64_t)m->n_layer)
+        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': '%s.attention.sliding_window_pattern' must be a bool array of %d",
+                          m->path, m->arch_name, m->n_layer);
+    int n_ff_scalar = 0;
+    if (!ffl) return hachi_fail(HACHI_ERR_FORMAT, "model '%s': missing '%s.feed_forward_length'", m->path, m->arch_name);
+    if (ffl->type != HACHI_GGUF_ARRAY) TRY(get_u32(ld, "feed_forward_length", true, &n_ff_scalar));
+    else if (ffl->arr.n != (uint64_t)m->n_layer)
+        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': feed_forward_length has %llu entries, expected %d",
+                          m->path, (unsigned long long)ffl->arr.n, m->n_layer);
+
+    TRY(bind_vec(ld, &m->rope_freqs, "rope_freqs.weight", m->head_dim_full / 2, false));
+    int n_own = m->n_layer - m->n_shared_kv;
+    int last_own_swa = -1, last_own_full = -1;
+    for (int l = 0; l < m->n_layer; l++) {
+        hachi_layer *L = &m->layers[l];
+        bool sl;
+        int64_t ff = n_ff_scalar;
+        if (!hachi_gguf_arr_bool(pat, l, &sl))
+            return hachi_fail(HACHI_ERR_FORMAT, "model '%s': sliding_window_pattern[%d] is not a bool", m->path, l);
+        if (ffl->type == HACHI_GGUF_ARRAY && (!hachi_gguf_arr_i64(ffl, l, &ff) || ff <= 0 || ff > (1 << 24)))
+            return hachi_fail(HACHI_ERR_FORMAT, "model '%s': feed_forward_length[%d] invalid", m->path, l);
+        L->sliding = sl;
+        L->head_dim = sl ? m->head_dim_swa : m->head_dim_full;
+        L->n_ff = (int)ff;
+        L->out_scale = 1.0f;
+        if (l < n_own) {
+            L->kv_owner = l;
+            if (sl) last_own_swa = l; else last_own_full = l;
+        } else {
+            L->kv_owner = sl ? last_own_swa : last_own_full;
+            if (L->kv_owner < 0)
+                return hachi_fail(HACHI_ERR_FORMAT, "model '%s': shared layer %d has no earlier %s layer owning a KV cache",
+                                  m->path, l, sl ? "sliding" : "full");
+        }
+        int hd = L->head_dim;
+        bool own = L->kv_owner == l;
+#define LN(s) (snprintf(name, sizeof name, "blk.%d." s, l), name)
+        TRY(bind_vec(ld, &L->attn_norm, LN("attn_norm.weight"), m->n_embd, true));
+        TRY(bind_mat(ld, &L->wq, LN("attn_q.weight"), m->n_embd, (int64_t)m->n_head * hd, true));
+        TRY(bind_vec(ld, &L->q_norm, LN("attn_q_norm.weight"), hd, true));
+        if (own) {
+            TRY(bind_mat(ld, &L->wk, LN("attn_k.weight"), m->n_embd, (int64_t)m->n_head_kv * hd, true));
+            TRY(bind_mat(ld, &L->wv, LN("attn_v.weight"), m->n_embd, (int64_t)m->n_head_kv * hd, false));
+            TRY(bind_vec(ld, &L->k_norm, LN("attn_k_norm.weight"), hd, true));
+        }
+        TRY(bind_mat(ld, &L->wo, LN("attn_output.weight"), (int64_t)m->n_head * hd, m->n_embd, true));
+        TRY(bind_vec(ld, &L->post_attn_norm, LN("post_attention_norm.weight"), m->n_embd, true));
+        TRY(bind_vec(ld, &L->ffn_norm, LN("ffn_norm.weight"), m->n_embd, true));
+        TRY(bind_mat(ld, &L->w_gate, LN("ffn_gate.weight"), m->n_embd, ff, true));
+        TRY(bind_mat(ld, &L->w_up, LN("ffn_up.weight"), m->n_embd, ff, true));
+        TRY(bind_mat(ld, &L->w_down, LN("ffn_down.weight"), ff, m->n_embd, true));
+        TRY(bind_vec(ld, &L->post_ffw_norm, LN("post_ffw_norm.weight"), m->n_embd, true));
+        if (m->n_embd_pl > 0) {
+            TRY(bind_mat(ld, &L->inp_gate, LN("inp_gate.weight"), m->n_embd, m->n_embd_pl, true));
+            TRY(bind_mat(ld, &L->proj, LN("proj.weight"), m->n_embd_pl, m->n_embd, true));
+            TRY(bind_vec(ld, &L->post_norm, LN("post_norm.weight"), m->n_embd, true));
+        }
+        float *scale = NULL;
+        TRY(bind_vec(ld, &scale, LN("layer_output_scale.weight"), 1, false));
+        if (scale) { L->out_scale = scale[0]; hachi_free(scale); }
+#undef LN
+    }
+    if (m->n_embd_pl > 0) {
+        int64_t w = (int64_t)m->n_layer * m->n_embd_pl;
+        TRY(bind_mat(ld, &m->pl_tok_embd, "per_layer_token_embd.weight", w, m->n_vocab, true));
+        TRY(bind_mat(ld, &m->pl_model_proj, "per_layer_model_proj.weight", m->n_embd, w, true));
+        TRY(bind_vec(ld, &m->pl_proj_norm, "per_layer_proj_norm.weight", m->n_embd_pl, true));
+    }
+    return HACHI_OK;
+}
+
+hachi_model_params hachi_model_default_params(void) {
+    hachi_model_params p = {0};
+    return p;
+}
+
+static hachi_status load(hachi_model *m, const hachi_model_params *p) {
+    loader ld = {.m = m};
+    hachi_gguf_str arch;
+    TRY(hachi_tokenizer_load(m->gguf, &m->tok));
+    m->n_vocab = hachi_tokenizer_n_vocab(m->tok);
+    if (!hachi_gguf_get_str(m->gguf, "general.architecture", &arch)) {
+        if (p->vocab_only) { snprintf(m->arch_name, sizeof m->arch_name, "none"); return HACHI_OK; }
+        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': missing key 'general.architecture'", m->path);
+    }
+    snprintf(m->arch_name, sizeof m->arch_name, "%.*s", (int)HACHI_MIN(arch.len, 31), arch.ptr);
+    if (p->vocab_only) return HACHI_OK;
+    if (hachi_gguf_str_eq(arch, "llama")) m->arch = HACHI_ARCH_LLAMA;
+    else if (hachi_gguf_str_eq(arch, "gemma4")) m->arch = HACHI_ARCH_GEMMA4;
+    else return hachi_fail(HACHI_ERR_UNSUPPORTED, "model '%s': architecture '%s' is not supported (hachi runs gemma4 and llama)",
+                           m->path, m->arch_name);
+
+    TRY(get_u32(&ld, "block_count", true, &m->n_layer));
+    TRY(get_u32(&ld, "embedding_length", true, &m->n_embd));
+    TRY(get_u32(&ld, "attention.head_count", true, &m->n_head));
+    m->n_ctx_train = 2048;
+    TRY(get_u32(&ld, "context_length", false, &m->n_ctx_train));
+    if (m->n_layer <= 0 || m->n_layer > 1024 || m->n_embd <= 0)
+        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': invalid block_count %d or embedding_length %d",
+                          m->path, m->n_layer, m->n_embd);
+    if (!(m->layers = hachi_calloc((size_t)m->n_layer, sizeof *m->layers))) return HACHI_ERR_NOMEM;
+
+    TRY(bind_mat(&ld, &m->tok_embd, "token_embd.weight", m->n_embd, m->n_vocab, true));
+    TRY(bind_vec(&ld, &m->output_norm, "output_norm.weight", m->n_embd, true));
+    TRY(bind_mat(&ld, &m->output, "output.weight", m->n_embd, m->n_vocab, false));
+    if (!m->output.data) m->output = m->tok_embd;
+    TRY(m->arch == HACHI_ARCH_GEMMA4 ? load_gemma4(&ld) : load_llama(&ld));
+
+    /* bytes of weights read per decoded token */
+    size_t b = m->output.rows * m->output.row_bytes;
+    if (m->pl_model_proj.data) b += m->pl_model_proj.rows * m->pl_model_proj.row_bytes;
+    for (int l = 0; l < m->n_layer; l++) {
+        const hachi_layer *L = &m->layers[l];
+        const hachi_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                                   &L->inp_gate, &L->proj};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+            if (mats[i]->data && (L->kv_owner == l || (mats[i] != &L->wk && mats[i] != &L->wv)))
+                b += mats[i]->rows * mats[i]->row_bytes;
+    }
+    m->weight_bytes = b;
+    return HACHI_OK;
+}
+
+hachi_status hachi_model_load(const char *path, const hachi_model_params *params, hachi_model **out) {
+    hachi_model_params def = hachi_model_default_params();
+    hachi_status st;
+    if (!out || !path) return hachi_fail(HACHI_ERR_INVALID_ARG, "hachi_model_load: NULL argument");
+    *out = NULL;
+    hachi_model *m = hachi_calloc(1, sizeof *m);
+    if (!m) return HACHI_ERR_NOMEM;
+    snprintf(m->path, sizeof m->path, "%s", path);
+    m->kern = hachi_kernels_best();
+    st = hachi_gguf_open(path, &m->gguf);
+    if (st == HACHI_OK) st = load(m, params ? params : &def);
+    if (st != HACHI_OK) { hachi_model_free(m); return st; }
+    *out = m;
+    return HACHI_OK;
+}
+
+void hachi_model_free(hachi_model *m) {
+    if (!m) return;
+    if (m->layers) {
+        for (int l = 0; l < m->n_layer; l++) {
+            hachi_layer *L = &m->layers[l];
+            float *vecs[] = {L->attn_norm, L->q_norm, L->k_norm, L->post_attn_norm, L->ffn_norm,
+                             L->post_ffw_norm, L->post_norm};
+            for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) hachi_free(vecs[i]);
+        }
+        hachi_free(m->layers);
+    }
+    hachi_free(m->rope_freqs);
+    hachi_free(m->output_norm);
+    hachi_free(m->pl_proj_norm);
+    hachi_tokenizer_free(m->tok);
+    hachi_gguf_free(m->gguf);
+    hachi_free(m);
+}
+
+const hachi_tokenizer *hachi_model_tokenizer(const hachi_model *m) { return m ? m->tok : NULL; }
+const hachi_gguf *hachi_model_gguf(const hachi_model *m) { return m ? m->gguf : NULL; }
+const char *hachi_model_arch(const hachi_model *m) { return m ? m->arch_name : ""; }
+int32_t hachi_model_n_vocab(const hachi_model *m) { return m ? m->n_vocab : 0; }
+int32_t hachi_model_n_ctx_train(const hachi_model *m) { return m ? m->n_ctx_train : 0; }
+int32_t hachi_model_bos(const hachi_model *m) { return m ? hachi_tokenizer_bos(m->tok) : -1; }
+int32_t hachi_model_eos(const hachi_model *m) { return m ? hachi_tokenizer_eos(m->tok) : -1; }
+bool hachi_model_is_eog(const hachi_model *m, int32_t t) { return m && hachi_tokenizer_is_eog(m->tok, t); }
+
+void hachi_model_print_info(const hachi_model *m, void *file) {
+    FILE *f = file;
+    const hachi_gguf *g = m->gguf;
+    hachi_gguf_str tm = {"?", 1};
+    hachi_gguf_get_str(g, "tokenizer.ggml.model", &tm);
+    fprintf(f, "file:          %s (GGUF v%u, %zu bytes)\n", m->path, hachi_gguf_version(g), hachi_gguf_file_size(g));
+    fprintf(f, "architecture:  %s\n", m->arch_name);
+    fprintf(f, "tokenizer:     %.*s, %d tokens, bos %d, eos %d\n", (int)tm.len, tm.ptr, m->n_vocab,
+            hachi_tokenizer_bos(m->tok), hachi_tokenizer_eos(m->tok));
+    if (m->layers) {
+        fprintf(f, "layers:        %d\nembedding:     %d\nheads:         %d (kv heads %d)\n",
+                m->n_layer, m->n_embd, m->n_head, m->n_head_kv);
+        fprintf(f, "head dim:      %d", m->head_dim_full);
+        if (m->arch == HACHI_ARCH_GEMMA4) fprintf(f, " full, %d sliding (window %d)", m->head_dim_swa, m->window);
+        fprintf(f, "\ncontext train: %d\nrope:          %s, base %g", m->n_ctx_train,
+                m->rope_neox ? "neox" : "normal", m->rope_base);
+        if (m->arch == HACHI_ARCH_GEMMA4)
+            fprintf(f, " (sliding %g)%s", m->rope_base_swa, m->rope_freqs ? ", proportional rope_freqs" : "");
+        fprintf(f, "\nrms eps:       %g\n", m->rms_eps);
+        if (m->arch == HACHI_ARCH_GEMMA4)
+            fprintf(f, "kv shared:     last %d layers\nper-layer in:  %d\nsoftcap:       %g\n",
+                    m->n_shared_kv, m->n_embd_pl, m->softcap);
+        fprintf(f, "output:        %s\nweights/token: %.1f MB\n", m->output.data == m->tok_embd.data ? "tied" : "separate",
+                m->weight_bytes / 1e6);
+    }
+    fprintf(f, "tensors:       %lld\n", (long long)hachi_gguf_n_tensors(g));
+    for (int64_t i = 0; i < hachi_gguf_n_tensors(g); i++) {
+        const hachi_gguf_tensor *t = hachi_gguf_tensor_at(g, i);
+        char shape[96];
+        int n = snprintf(shape, sizeof shape, "[%lld", (long long)t->ne[0]);
+        for (uint32_t d = 1; d < t->n_dims && n < (int)sizeof shape; d++)
+            n += snprintf(shape + n, sizeof shape - n, ", %lld", (long long)t->ne[d]);
+        snprintf(shape + HACHI_MIN(n, (int)sizeof shape - 2), 2, "]");
+        fprintf(f, "  %-36s %-6s %-22s %12llu bytes\n", t->name, hachi_type_name(t->type), shape,
+                (unsigned long long)t->nbytes);
+    }
+}

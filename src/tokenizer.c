@@ -1,0 +1,1017 @@
+/* tokenizer: vocabularies from GGUF tokenizer.ggml.* metadata, their encoders
+ * and the streaming detokenizer.
+ *
+ *   "llama"  SentencePiece-style: spaces -> U+2581, dummy prefix, pairs merged by
+ *            highest vocabulary score, characters left unknown -> <0xNN> bytes.
+ *   "gpt2"   byte-level BPE: GPT-2 pre-tokenizer regex (hand-coded over Unicode
+ *            range tables), bytes mapped to printable code points, merges by rank.
+ *   "gemma4" BPE by merge rank over the whole fragment, spaces -> U+2581, no
+ *            pre-split, no dummy prefix, <0xNN> byte fallback for missing characters.
+ * All three share one merge loop (a heap of adjacent-symbol bigrams over a linked
+ * list of symbols). Control / unknown tokens are matched whole in the text when
+ * parse_special is on, user-defined tokens always (as llama.cpp does).
+ * Loading builds open-addressing hash tables (piece -> id, (left id, right id) ->
+ * merge) over strings that stay in the GGUF buffer. Nothing here is hot. */
+#include "tokenizer.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "model.h"
+#include "unicode_tables.h"
+#include "util.h"
+
+enum { TT_UNDEF = 0, TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
+
+typedef struct {
+    uint32_t hash;          /* FNV-1a of the merge text "left right" */
+    int32_t rank;           /* its index in tokenizer.ggml.merges; -1 = empty slot */
+} merge_slot;
+
+typedef struct {
+    uint32_t id1;           /* token id + 1; 0 = empty slot */
+    uint32_t hash;          /* FNV-1a of the piece (checked before touching the piece) */
+} tok_slot;
+
+struct hachi_tokenizer {
+    int kind;                       /* enum hachi_tok_kind */
+    int32_t n_vocab;
+    const hachi_gguf_str *pieces;   /* [n_vocab] raw pieces, pointing into the GGUF */
+    float *scores;                  /* [n_vocab] SentencePiece scores (0 when absent) */
+    uint8_t *types;                 /* [n_vocab] tokenizer.ggml.token_type */
+    tok_slot *tok_hash;             /* [tok_mask+1] piece -> id */
+    uint32_t tok_mask;
+    const hachi_gguf_str *merge_strs; /* [n_merges] "left right", pointing into the GGUF */
+    merge_slot *merges;             /* [merge_mask+1] merge text -> rank */
+    uint32_t merge_mask;
+    int32_t n_merges, n_merges_total; /* distinct rules, entries of tokenizer.ggml.merges */
+    bool no_split;                  /* never split the merge loop (see find_pre_space) */
+    int32_t byte_tok[256];          /* id of <0xNN>, -1 if absent */
+    int32_t *specials;              /* [n_specials] control/unknown/user-defined ids, longest first */
+    int32_t n_specials;
+    int32_t eog[16];                /* end-of-generation ids (EOS, end of turn, ...) */
+    int32_t n_eog;
+    int32_t bos, eos, unk;
+    bool add_bos, add_space_prefix;
+    int32_t max_piece;              /* longest piece in bytes */
+    uint32_t *pre_space;            /* [n_pre_space] sorted code points other than U+2581 that some
+                                     * piece (SPM) or merge result (BPE) has right before a U+2581 */
+    int32_t n_pre_space;
+    uint16_t byte_cp[256];          /* GPT-2: byte -> printable code point */
+    int16_t cp_byte[324];           /* GPT-2: code point -> byte, -1 if not a mapped one */
+};
+
+/* ---- hashing -------------------------------------------------------------------------- */
+
+static uint32_t fnv1a(const void *p, size_t n, uint32_t h) {
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 16777619u;
+    return h;
+}
+#define FNV_SEED 2166136261u
+
+static uint32_t pow2_at_least(uint64_t n) {
+    uint64_t c = 16;
+    while (c < n) c <<= 1;
+    return (uint32_t)c;
+}
+
+static int32_t find_hashed(const hachi_tokenizer *t, uint32_t h, const char *s, size_t n) {
+    for (uint32_t i = h & t->tok_mask;; i = (i + 1) & t->tok_mask) {
+        const tok_slot *e = &t->tok_hash[i];
+        if (!e->id1) return -1;
+        if (e->hash != h) continue;
+        const hachi_gguf_str *p = &t->pieces[e->id1 - 1];
+        if (p->len == n && (n == 0 || !memcmp(p->ptr, s, n))) return (int32_t)(e->id1 - 1);
+    }
+}
+
+/* Id of the token whose piece is s[0..n), or -1. */
+static int32_t find_span(const hachi_tokenizer *t, const char *s, size_t n) {
+    return find_hashed(t, fnv1a(s, n, FNV_SEED), s, n);
+}
+
+/* Rank of the merge rule "a b" for the adjacent texts a[0..na) and a[na..na+nb), or -1. */
+static int32_t find_merge(const hachi_tokenizer *t, const char *a, size_t na, size_t nb) {
+    if (!t->merges) return -1;
+    uint32_t h = fnv1a(a + na, nb, fnv1a(" ", 1, fnv1a(a, na, FNV_SEED)));
+    for (uint32_t i = h & t->merge_mask;; i = (i + 1) & t->merge_mask) {
+        const merge_slot *m = &t->merges[i];
+        if (m->rank < 0) return -1;
+        if (m->hash != h) continue;
+        const hachi_gguf_str *ms = &t->merge_strs[m->rank];
+        if (ms->len == na + 1 + nb && ms->ptr[na] == ' ' && !memcmp(ms->ptr, a, na) &&
+            !memcmp(ms->ptr + na + 1, a + na, nb) && (na < 2 || !memchr(ms->ptr + 1, ' ', na - 1)))
+            return m->rank;   /* (the rule splits at its first space after the first byte) */
+    }
+}
+
+/* ---- UTF-8 and Unicode classes ---------------------------------------------------------- */
+
+/* Length of the UTF-8 sequence a lead byte announces (1 for stray continuation bytes),
+ * the way llama.cpp cuts text into initial symbols. */
+static size_t utf8_len(unsigned char c) {
+    static const uint8_t lens[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    return lens[c >> 4];
+}
+
+/* Strictly decode one code point at s[0..n); returns its length, 0 if invalid there. */
+static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
+    unsigned char c = s[0];
+    if (c < 0x80) { *cp = c; return 1; }
+    size_t len;
+    uint32_t v, lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) { len = 2; v = c & 0x1F; }
+    else if (c >= 0xE0 && c <= 0xEF) { len = 3; v = c & 0x0F; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
+    else if (c >= 0xF0 && c <= 0xF4) { len = 4; v = c & 0x07; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
+    else return 0;
+    if (n < len) return 0;
+    for (size_t i = 1; i < len; i++) {
+        unsigned char d = s[i];
+        if (d < (i == 1 ? lo : 0x80) || d > (i == 1 ? hi : 0xBF)) return 0;
+        v = v << 6 | (d & 0x3F);
+    }
+    *cp = v;
+    return len;
+}
+
+static size_t utf8_encode(uint32_t cp, char *out) {
+    if (cp < 0x80) { out[0] = (char)cp; return 1; }
+    if (cp < 0x800) { out[0] = (char)(0xC0 | cp >> 6); out[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | cp >> 12); out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | cp >> 18); out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+static bool in_ranges(const uint32_t (*r)[2], size_t n, uint32_t cp) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cp < r[mid][0]) hi = mid;
+        else if (cp > r[mid][1]) lo = mid + 1;
+        else return true;
+    }
+    return false;
+}
+
+enum { CF_LETTER = 1, CF_NUMBER = 2, CF_SPACE = 4, CF_OTHER = 8 };   /* 0 = past the fragment */
+
+static unsigned cp_flags(uint32_t cp) {
+    if (cp < 0x80) {
+        if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z')) return CF_LETTER;
+        if (cp >= '0' && cp <= '9') return CF_NUMBER;
+        if (cp == ' ' || (cp >= 0x09 && cp <= 0x0D)) return CF_SPACE;
+        return CF_OTHER;
+    }
+    /* llama.cpp's whitespace set */
+    if (cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
+        cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000)
+        return CF_SPACE;
+    if (in_ranges(hachi_ucd_letter, sizeof hachi_ucd_letter / sizeof hachi_ucd_letter[0], cp)) return CF_LETTER;
+    if (in_ranges(hachi_ucd_number, sizeof hachi_ucd_number / sizeof hachi_ucd_number[0], cp)) return CF_NUMBER;
+    return CF_OTHER;
+}
+
+/* ---- loading ---------------------------------------------------------------------------- */
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int parse_byte_piece(const hachi_gguf_str *p) {
+    static const char hex[] = "0123456789ABCDEF";
+    if (p->len != 6 || memcmp(p->ptr, "<0x", 3) || p->ptr[5] != '>') return -1;
+    const char *h1 = memchr(hex, p->ptr[3], 16), *h2 = memchr(hex, p->ptr[4], 16);
+    if (!h1 || !h2 || !p->ptr[3] || !p->ptr[4]) return -1;
+    return (int)((h1 - hex) * 16 + (h2 - hex));
+}
+
+static hachi_status get_id(const hachi_gguf *g, const char *key, int32_t n_vocab, int32_t *out) {
+    const hachi_gguf_value *v = hachi_gguf_get(g, key);
+    int64_t id;
+    if (!v) return HACHI_OK;
+    if (!hachi_gguf_get_i64(g, key, &id))
+        return hachi_fail(HACHI_ERR_FORMAT, "%s: expected an integer token id", key);
+    if (id == -1 || id == 0xFFFFFFFFll) { *out = -1; return HACHI_OK; }
+    if (id < 0 || id >= n_vocab)
+        return hachi_fail(HACHI_ERR_FORMAT, "%s = %lld is outside the vocabulary (%d tokens)", key,
+                          (long long)id, n_vocab);
+    *out = (int32_t)id;
+    return HACHI_OK;
+}
+
+/* Merge rules keyed by their text: a rule "l r" applies to two adjacent symbols whose
+ * texts are l and r (as llama.cpp compares strings; parts need not be tokens). */
+static hachi_status load_merges(hachi_tokenizer *t, const hachi_gguf_value *mv) {
+    const char *key = "tokenizer.ggml.merges";
+    if (mv->type != HACHI_GGUF_ARRAY || mv->arr.type != HACHI_GGUF_STRING)
+        return hachi_fail(HACHI_ERR_FORMAT, "%s: expected an array of strings", key);
+    if (mv->arr.n >= INT32_MAX / 4) return hachi_fail(HACHI_ERR_FORMAT, "%s: too many entries", key);
+    uint32_t size = pow2_at_least(mv->arr.n * 2 + 1);
+    t->merges = hachi_malloc((size_t)size * sizeof *t->merges);
+    if (!t->merges) return HACHI_ERR_NOMEM;
+    memset(t->merges, 0xff, (size_t)size * sizeof *t->merges);   /* rank -1 everywhere */
+    t->merge_mask = size - 1;
+    t->merge_strs = mv->arr.strs;
+    t->n_merges_total = (int32_t)mv->arr.n;
+    for (uint64_t i = 0; i < mv->arr.n; i++) {
+        const hachi_gguf_str *s = &mv->arr.strs[i];
+        const char *sp = s->len > 1 ? memchr(s->ptr + 1, ' ', s->len - 1) : NULL;
+        if (!sp)
+            return hachi_fail(HACHI_ERR_FORMAT, "%s[%llu]: '%.*s' has no space between its two parts", key,
+                              (unsigned long long)i, (int)HACHI_MIN(s->len, 64), s->len ? s->ptr : "");
+        uint32_t h = fnv1a(s->ptr, s->len, FNV_SEED);
+        for (uint32_t j = h & t->merge_mask;; j = (j + 1) & t->merge_mask) {
+            merge_slot *m = &t->merges[j];
+            if (m->rank < 0) { *m = (merge_slot){h, (int32_t)i}; t->n_merges++; break; }
+            const hachi_gguf_str *o = &t->merge_strs[m->rank];
+            if (m->hash == h && o->len == s->len && !memcmp(o->ptr, s->ptr, s->len)) break;   /* duplicate: first wins */
+        }
+    }
+    return HACHI_OK;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static bool has_pre_space(const hachi_tokenizer *t, uint32_t cp) {
+    return t->n_pre_space && bsearch(&cp, t->pre_space, (size_t)t->n_pre_space, sizeof cp, cmp_u32);
+}
+
+/* Record the code point before each inner U+2581 of s[0..n) (see pre_space). */
+static hachi_status note_pre_space(hachi_tokenizer *t, const char *s, size_t n, int32_t *cap) {
+    for (size_t q = 1; q + 3 <= n; q++) {
+        const char *hit = memmem(s + q, n - q, "\xe2\x96\x81", 3);
+        if (!hit) break;
+        q = (size_t)(hit - s);
+        size_t b = q;
+        while (b > 0 && q - b < 4 && ((unsigned char)s[b - 1] & 0xC0) == 0x80) b--;
+        if (b > 0) b--;
+        uint32_t cp;
+        size_t l = utf8_decode((const unsigned char *)s + b, q - b, &cp);
+        if (l != q - b) { t->no_split = true; continue; }   /* not a whole code point: never split */
+        if (cp == 0x2581 || has_pre_space(t, cp)) continue;
+        if (t->n_pre_space == *cap) {
+            int32_t c = *cap ? 2 * *cap : 16;
+            uint32_t *np = hachi_realloc(t->pre_space, (size_t)c * sizeof *np);
+            if (!np) return HACHI_ERR_NOMEM;
+            t->pre_space = np;
+            *cap = c;
+        }
+        t->pre_space[t->n_pre_space++] = cp;
+        qsort(t->pre_space, (size_t)t->n_pre_space, sizeof cp, cmp_u32);
+    }
+    return HACHI_OK;
+}
+
+/* Where no piece (SPM) or merge result (BPE) joins a character to a following U+2581,
+ * no merge can cross that boundary: the merge loop then runs on the pieces between
+ * such boundaries separately (same result, small heaps on long texts). */
+static hachi_status find_pre_space(hachi_tokenizer *t) {
+    int32_t cap = 0;
+    hachi_status st;
+    char buf[1024];
+    if (t->kind == HACHI_TOK_SPM) {
+        for (int32_t i = 0; i < t->n_vocab; i++)
+            if ((st = note_pre_space(t, t->pieces[i].ptr, t->pieces[i].len, &cap))) return st;
+        return HACHI_OK;
+    }
+    for (int32_t i = 0; i < t->n_merges_total; i++) {
+        const hachi_gguf_str *m = &t->merge_strs[i];
+        if (m->len < 4 || !memmem(m->ptr + 1, m->len - 1, "\xe2\x96\x81", 3)) continue;   /* no inner U+2581 */
+        const char *sp = memchr(m->ptr + 1, ' ', m->len - 1);
+        size_t nl = (size_t)(sp - m->ptr), n = m->len - 1;
+        if (n > sizeof buf) {   /* too long to join here: splitting stays safe only if we give up */
+            t->n_pre_space = 0;
+            hachi_free(t->pre_space);
+            t->pre_space = NULL;
+            t->no_split = true;
+            return HACHI_OK;
+        }
+        memcpy(buf, m->ptr, nl);
+        memcpy(buf + nl, sp + 1, n - nl);
+        if ((st = note_pre_space(t, buf, n, &cap))) return st;
+    }
+    return HACHI_OK;
+}
+
+static void find_eog(hachi_tokenizer *t) {
+    static const char *const names[] = {"<end_of_turn>", "<turn|>", "<|tool_response>", "<eot_id>",
+                                        "<|eot_id|>", "<|im_end|>", "<|end|>"};
+    if (t->eos >= 0) t->eog[t->n_eog++] = t->eos;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        int32_t id = hachi_tokenizer_find(t, names[i]);
+        if (id >= 0 && id != t->eos && t->n_eog < 16) t->eog[t->n_eog++] = id;
+    }
+}
+
+hachi_status hachi_tokenizer_load(const hachi_gguf *g, hachi_tokenizer **out) {
+    hachi_gguf_str model;
+    hachi_status st;
+    *out = NULL;
+    if (!hachi_gguf_get_str(g, "tokenizer.ggml.model", &model))
+        return hachi_fail(HACHI_ERR_FORMAT, "missing key tokenizer.ggml.model (no tokenizer in this GGUF)");
+    int kind;
+    if (hachi_gguf_str_eq(model, "llama")) kind = HACHI_TOK_SPM;
+    else if (hachi_gguf_str_eq(model, "gpt2")) kind = HACHI_TOK_GPT2;
+    else if (hachi_gguf_str_eq(model, "gemma4")) kind = HACHI_TOK_GEMMA4;
+    else
+        return hachi_fail(HACHI_ERR_UNSUPPORTED, "tokenizer.ggml.model '%.*s' is not supported (llama, gpt2, gemma4)",
+                          (int)HACHI_MIN(model.len, 64), model.ptr);
+
+    const hachi_gguf_value *tv = hachi_gguf_get(g, "tokenizer.ggml.tokens");
+    if (!tv) return hachi_fail(HACHI_ERR_FORMAT, "missing key tokenizer.ggml.tokens");
+    if (tv->type != HACHI_GGUF_ARRAY || tv->arr.type != HACHI_GGUF_STRING || tv->arr.n == 0 ||
+        tv->arr.n >= INT32_MAX / 4)
+        return hachi_fail(HACHI_ERR_FORMAT, "tokenizer.ggml.tokens: expected a non-empty array of strings");
+
+    hachi_tokenizer *t = hachi_calloc(1, sizeof *t);
+    if (!t) return HACHI_ERR_NOMEM;
+    t->kind = kind;
+    t->n_vocab = (int32_t)tv->arr.n;
+    t->pieces = tv->arr.strs;
+    t->bos = t->eos = t->unk = -1;
+    int32_t n = t->n_vocab;
+
+    t->scores = hachi_calloc((size_t)n, sizeof *t->scores);
+    t->types = hachi_malloc((size_t)n);
+    uint32_t hsize = pow2_at_least((uint64_t)n * 2 + 1);
+    t->tok_hash = hachi_calloc(hsize, sizeof *t->tok_hash);
+    t->tok_mask = hsize - 1;
+    if (!t->scores || !t->types || !t->tok_hash) { st = HACHI_ERR_NOMEM; goto fail; }
+
+    /* piece -> id; on duplicate pieces the last id wins (as llama.cpp's map assignment) */
+    for (int32_t i = 0; i < n; i++) {
+        const hachi_gguf_str *p = &t->pieces[i];
+        if (p->len > (uint64_t)t->max_piece) t->max_piece = (int32_t)HACHI_MIN(p->len, (uint64_t)INT32_MAX);
+        uint32_t h = fnv1a(p->ptr, p->len, FNV_SEED);
+        for (uint32_t j = h & t->tok_mask;; j = (j + 1) & t->tok_mask) {
+            tok_slot *e = &t->tok_hash[j];
+            if (!e->id1) { *e = (tok_slot){(uint32_t)i + 1, h}; break; }
+            const hachi_gguf_str *q = &t->pieces[e->id1 - 1];
+            if (e->hash == h && q->len == p->len && (p->len == 0 || !memcmp(q->ptr, p->ptr, p->len))) {
+                e->id1 = (uint32_t)i + 1;
+                break;
+            }
+        }
+    }
+
+    const hachi_gguf_value *sv = hachi_gguf_get(g, "tokenizer.ggml.scores");
+    if (sv) {
+        if (sv->type != HACHI_GGUF_ARRAY || sv->arr.n != (uint64_t)n) {
+            st = hachi_fail(HACHI_ERR_FORMAT, "tokenizer.ggml.scores: %llu entries for %d tokens",
+                            sv->type == HACHI_GGUF_ARRAY ? (unsigned long long)sv->arr.n : 0ull, n);
+            goto fail;
+        }
+        for (int32_t i = 0; i < n; i++) {
+            double d;
+            if (!hachi_gguf_arr_f64(sv, (uint64_t)i, &d)) {
+                st = hachi_fail(HACHI_ERR_FORMAT, "tokenizer.ggml.scores: element %d is not a number", i);
+                goto fail;
+            }
+            t->scores[i] = (float)d;
+        }
+    }
+
+    for (int i = 0; i < 256; i++) t->byte_tok[i] = -1;
+    const hachi_gguf_value *yv = hachi_gguf_get(g, "tokenizer.ggml.token_type");
+    if (yv) {
+        if (yv->type != HACHI_GGUF_ARRAY || yv->arr.n != (uint64_t)n) {
+            st = hachi_fail(HACHI_ERR_FORMAT, "tokenizer.ggml.token_type: %llu entries for %d tokens",
+                            yv->type == HACHI_GGUF_ARRAY ? (unsigned long long)yv->arr.n : 0ull, n);
+            goto fail;
+        }
+        for (int32_t i = 0; i < n; i++) {
+            int64_t ty;
+            if (!hachi_gguf_arr_i64(yv, (uint64_t)i, &ty) || ty < 0 || ty > TT_BYTE) {
+                st = hachi_fail(HACHI_ERR_FORMAT, "tokenizer.ggml.token_type: element %d is not a token type (0-6)", i);
+                goto fail;
+            }
+            t->types[i] = (uint8_t)ty;
+        }
+    } else {
+        memset(t->types, TT_NORMAL, (size_t)n);
+    }
+    for (int32_t i = 0; i < n; i++) {
+        int b = kind == HACHI_TOK_GPT2 ? -1 : parse_byte_piece(&t->pieces[i]);
+        if (b >= 0 && (!yv || t->types[i] == TT_BYTE)) { t->byte_tok[b] = i; if (!yv) t->types[i] = TT_BYTE; }
+    }
+
+    if (kind == HACHI_TOK_SPM) { t->bos = 1 < n ? 1 : -1; t->eos = 2 < n ? 2 : -1; t->unk = 0; }
+    if ((st = get_id(g, "tokenizer.ggml.bos_token_id", n, &t->bos)) ||
+        (st = get_id(g, "tokenizer.ggml.eos_token_id", n, &t->eos)) ||
+        (st = get_id(g, "tokenizer.ggml.unknown_token_id", n, &t->unk)))
+        goto fail;
+    if (!yv) {   /* no types stored: the special ids are at least control tokens */
+        if (t->bos >= 0) t->types[t->bos] = TT_CONTROL;
+        if (t->eos >= 0) t->types[t->eos] = TT_CONTROL;
+        if (t->unk >= 0) t->types[t->unk] = TT_UNKNOWN;
+    }
+    t->add_bos = kind != HACHI_TOK_GPT2;
+    t->add_space_prefix = kind == HACHI_TOK_SPM;
+    hachi_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos);
+    hachi_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix);
+
+    if (kind != HACHI_TOK_SPM) {
+        const hachi_gguf_value *mv = hachi_gguf_get(g, "tokenizer.ggml.merges");
+        if (!mv) { st = hachi_fail(HACHI_ERR_FORMAT, "missing key tokenizer.ggml.merges (needed by '%.*s')",
+                                   (int)model.len, model.ptr); goto fail; }
+        if ((st = load_merges(t, mv))) goto fail;
+    }
+
+    if (kind == HACHI_TOK_GPT2) {
+        int k = 0;
+        for (int i = 0; i < 324; i++) t->cp_byte[i] = -1;
+        for (int b = 0; b < 256; b++) {
+            bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+            t->byte_cp[b] = (uint16_t)(printable ? b : 256 + k++);
+            t->cp_byte[t->byte_cp[b]] = (int16_t)b;
+        }
+    }
+
+    int32_t ns = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int ty = t->types[i];
+        if ((ty == TT_CONTROL || ty == TT_USER || ty == TT_UNKNOWN) && t->pieces[i].len) ns++;
+    }
+    /* longest first, then by id: key = (~len, id) */
+    uint64_t *keys = hachi_malloc((size_t)HACHI_MAX(ns, 1) * sizeof *keys);
+    t->specials = hachi_malloc((size_t)HACHI_MAX(ns, 1) * sizeof *t->specials);
+    if (!keys || !t->specials) { hachi_free(keys); st = HACHI_ERR_NOMEM; goto fail; }
+    for (int32_t i = 0; i < n; i++) {
+        int ty = t->types[i];
+        uint64_t len = HACHI_MIN(t->pieces[i].len, (uint64_t)UINT32_MAX);
+        if ((ty == TT_CONTROL || ty == TT_USER || ty == TT_UNKNOWN) && len)
+            keys[t->n_specials++] = (uint64_t)(UINT32_MAX - (uint32_t)len) << 32 | (uint32_t)i;
+    }
+    qsort(keys, (size_t)t->n_specials, sizeof *keys, cmp_u64);
+    if (kind != HACHI_TOK_GPT2 && (st = find_pre_space(t))) { hachi_free(keys); goto fail; }
+    for (int32_t i = 0; i < t->n_specials; i++) t->specials[i] = (int32_t)(keys[i] & 0xFFFFFFFFu);
+    hachi_free(keys);
+    find_eog(t);
+    *out = t;
+    return HACHI_OK;
+fail:
+    hachi_tokenizer_free(t);
+    return st;
+}
+
+void hachi_tokenizer_free(hachi_tokenizer *t) {
+    if (!t) return;
+    hachi_free(t->scores);
+    hachi_free(t->types);
+    hachi_free(t->tok_hash);
+    hachi_free(t->merges);
+    hachi_free(t->specials);
+    hachi_free(t->pre_space);
+    hachi_free(t);
+}
+
+/* ---- queries ------------------------------------------------------------------------------ */
+
+int     hachi_tokenizer_kind(const hachi_tokenizer *t) { return t ? t->kind : -1; }
+int32_t hachi_tokenizer_n_vocab(const hachi_tokenizer *t) { return t ? t->n_vocab : 0; }
+int32_t hachi_tokenizer_bos(const hachi_tokenizer *t) { return t ? t->bos : -1; }
+int32_t hachi_tokenizer_eos(const hachi_tokenizer *t) { return t ? t->eos : -1; }
+bool    hachi_tokenizer_add_bos(const hachi_tokenizer *t) { return t && t->add_bos; }
+bool    hachi_tokenizer_strips_leading_space(const hachi_tokenizer *t) {
+    return t && t->kind == HACHI_TOK_SPM && t->add_space_prefix;
+}
+int32_t hachi_tokenizer_max_piece_len(const hachi_tokenizer *t) { return t ? t->max_piece : 0; }
+int     hachi_tokenizer_token_type(const hachi_tokenizer *t, int32_t id) {
+    return t && id >= 0 && id < t->n_vocab ? t->types[id] : -1;
+}
+
+bool hachi_tokenizer_is_eog(const hachi_tokenizer *t, int32_t id) {
+    if (!t || id < 0) return false;
+    for (int i = 0; i < t->n_eog; i++)
+        if (t->eog[i] == id) return true;
+    return false;
+}
+
+bool hachi_tokenizer_is_control(const hachi_tokenizer *t, int32_t id) {
+    return t && id >= 0 && id < t->n_vocab && t->types[id] == TT_CONTROL;
+}
+
+int32_t hachi_tokenizer_find(const hachi_tokenizer *t, const char *text) {
+    return t && text ? find_span(t, text, strlen(text)) : -1;
+}
+
+const char *hachi_tokenizer_piece(const hachi_tokenizer *t, int32_t id, size_t *len) {
+    if (!t || id < 0 || id >= t->n_vocab) { if (len) *len = 0; return NULL; }
+    if (len) *len = (size_t)t->pieces[id].len;
+    return t->pieces[id].ptr;
+}
+
+/* ---- encoding: shared merge loop ------------------------------------------------------- */
+
+typedef struct {
+    int32_t prev, next;     /* linked list over live symbols; -1 = none */
+    uint32_t off, n;        /* bytes text[off..off+n); n = 0 once merged away */
+} tsym;
+
+typedef struct {
+    double key;             /* higher first: SPM score, BPE -rank */
+    int32_t left, right;
+    uint32_t size;          /* bytes of the pair when queued (stale check) */
+} tbigram;
+
+typedef struct {            /* one cached piece: key text and its ids in the arenas */
+    uint32_t hash, key_off, ids_off;
+    uint16_t key_len, n_ids;    /* key_len 0 = empty slot */
+} cache_slot;
+
+enum { CACHE_SLOTS = 8192, CACHE_MAX_KEY = 64 };
+
+typedef struct {            /* scratch of one encode call */
+    tsym *sym; size_t cap_sym;
+    tbigram *heap; size_t n_heap, cap_heap;
+    int32_t *out; size_t n_out, cap_out;
+    char *buf; size_t cap_buf;
+    /* pieces between hard boundaries repeat (words): their ids, by text */
+    cache_slot *cache; size_t n_cache;
+    char *ckeys; size_t n_ckeys, cap_ckeys;
+    int32_t *cids; size_t n_cids, cap_cids;
+} work;
+
+static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return true;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    void *q = hachi_realloc(*p, c * elem);
+    if (!q) return false;
+    *p = q;
+    *cap = c;
+    return true;
+}
+
+static hachi_status emit(work *w, int32_t id) {
+    if (!grow((void **)&w->out, &w->cap_out, w->n_out + 1, sizeof *w->out)) return HACHI_ERR_NOMEM;
+    w->out[w->n_out++] = id;
+    return HACHI_OK;
+}
+
+static bool bigram_before(const tbigram *a, const tbigram *b) {
+    return a->key > b->key || (a->key == b->key && a->left < b->left);
+}
+
+static hachi_status heap_push(work *w, tbigram b) {
+    if (!grow((void **)&w->heap, &w->cap_heap, w->n_heap + 1, sizeof *w->heap)) return HACHI_ERR_NOMEM;
+    size_t i = w->n_heap++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!bigram_before(&b, &w->heap[p])) break;
+        w->heap[i] = w->heap[p];
+        i = p;
+    }
+    w->heap[i] = b;
+    return HACHI_OK;
+}
+
+static tbigram heap_pop(work *w) {
+    tbigram top = w->heap[0], last = w->heap[--w->n_heap];
+    size_t i = 0, n = w->n_heap;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && bigram_before(&w->heap[c + 1], &w->heap[c])) c++;
+        if (!bigram_before(&w->heap[c], &last)) break;
+        w->heap[i] = w->heap[c];
+        i = c;
+    }
+    if (n) w->heap[i] = last;
+    return top;
+}
+
+/* Queue the pair (l, r) if it can merge: SPM when the joined text is a token (by
+ * its score), BPE when the two tokens have a merge rule (by rank). */
+static hachi_status try_pair(const hachi_tokenizer *t, work *w, const char *text, int32_t l, int32_t r) {
+    if (l < 0 || r < 0) return HACHI_OK;
+    const tsym *L = &w->sym[l], *R = &w->sym[r];
+    tbigram b = {.left = l, .right = r, .size = L->n + R->n};
+    if (t->kind == HACHI_TOK_SPM) {
+        int32_t id = find_span(t, text + L->off, b.size);
+        if (id < 0) return HACHI_OK;
+        b.key = t->scores[id];
+    } else {
+        int32_t rank = find_merge(t, text + L->off, L->n, R->n);
+        if (rank < 0) return HACHI_OK;
+        b.key = -(double)rank;
+    }
+    return heap_push(w, b);
+}
+
+/* One byte as a token: <0xNN>, else the one-byte piece, else <unk>, else nothing. */
+static hachi_status emit_byte(const hachi_tokenizer *t, work *w, unsigned char c) {
+    int32_t id = t->byte_tok[c];
+    if (id < 0) id = find_span(t, (const char *)&c, 1);
+    if (id < 0) id = t->unk;
+    return id >= 0 ? emit(w, id) : HACHI_OK;
+}
+
+/* Merge text[0..len) (already escaped / byte-mapped) and append its tokens. */
+static hachi_status merge_text(const hachi_tokenizer *t, work *w, const char *text, size_t len) {
+    hachi_status st;
+    if (!len) return HACHI_OK;
+    if (len >= INT32_MAX) return hachi_fail(HACHI_ERR_INVALID_ARG, "tokenize: text of %zu bytes is too long", len);
+    if (!grow((void **)&w->sym, &w->cap_sym, len, sizeof *w->sym)) return HACHI_ERR_NOMEM;
+    int32_t n = 0;
+    for (size_t off = 0; off < len;) {
+        size_t cl = HACHI_MIN(utf8_len((unsigned char)text[off]), len - off);
+        w->sym[n] = (tsym){n - 1, n + 1, (uint32_t)off, (uint32_t)cl};
+        off += cl;
+        n++;
+    }
+    w->sym[n - 1].next = -1;
+    w->n_heap = 0;
+    for (int32_t i = 1; i < n; i++)
+        if ((st = try_pair(t, w, text, i - 1, i))) return st;
+    while (w->n_heap) {
+        tbigram b = heap_pop(w);
+        tsym *L = &w->sym[b.left], *R = &w->sym[b.right];
+        if (!L->n || !R->n || L->n + R->n != b.size) continue;   /* stale */
+        L->n += R->n;
+        R->n = 0;
+        L->next = R->next;
+        if (R->next >= 0) w->sym[R->next].prev = b.left;
+        if ((st = try_pair(t, w, text, L->prev, b.left)) || (st = try_pair(t, w, text, b.left, L->next))) return st;
+    }
+    for (int32_t i = 0; i != -1; i = w->sym[i].next) {
+        const tsym *s = &w->sym[i];
+        int32_t id = find_span(t, text + s->off, s->n);
+        if (id >= 0) { if ((st = emit(w, id))) return st; continue; }
+        for (uint32_t k = 0; k < s->n; k++)
+            if ((st = emit_byte(t, w, (unsigned char)text[s->off + k]))) return st;
+    }
+    return HACHI_OK;
+}
+
+/* merge_text through the per-call cache of short pieces. */
+static hachi_status merge_cached(const hachi_tokenizer *t, work *w, const char *text, size_t len) {
+    if (len == 0 || len > CACHE_MAX_KEY) return merge_text(t, w, text, len);
+    if (!w->cache && !(w->cache = hachi_calloc(CACHE_SLOTS, sizeof *w->cache))) return HACHI_ERR_NOMEM;
+    uint32_t h = fnv1a(text, len, FNV_SEED), i;
+    for (i = h & (CACHE_SLOTS - 1); w->cache[i].key_len; i = (i + 1) & (CACHE_SLOTS - 1)) {
+        const cache_slot *c = &w->cache[i];
+        if (c->hash == h && c->key_len == len && !memcmp(w->ckeys + c->key_off, text, len)) {
+            if (!grow((void **)&w->out, &w->cap_out, w->n_out + c->n_ids, sizeof *w->out)) return HACHI_ERR_NOMEM;
+            memcpy(w->out + w->n_out, w->cids + c->ids_off, c->n_ids * sizeof *w->out);
+            w->n_out += c->n_ids;
+            return HACHI_OK;
+        }
+    }
+    size_t n0 = w->n_out, nids;
+    hachi_status st = merge_text(t, w, text, len);
+    if (st) return st;
+    nids = w->n_out - n0;
+    if (w->n_cache >= CACHE_SLOTS * 3 / 4 || nids > UINT16_MAX) return HACHI_OK;   /* full: just stop caching */
+    if (!grow((void **)&w->ckeys, &w->cap_ckeys, w->n_ckeys + len, 1) ||
+        !grow((void **)&w->cids, &w->cap_cids, w->n_cids + nids, sizeof *w->cids))
+        return HACHI_ERR_NOMEM;
+    memcpy(w->ckeys + w->n_ckeys, text, len);
+    memcpy(w->cids + w->n_cids, w->out + n0, nids * sizeof *w->cids);
+    w->cache[i] = (cache_slot){h, (uint32_t)w->n_ckeys, (uint32_t)w->n_cids, (uint16_t)len, (uint16_t)nids};
+    w->n_ckeys += len;
+    w->n_cids += nids;
+    w->n_cache++;
+    return HACHI_OK;
+}
+
+/* merge_text over the pieces between hard boundaries: a U+2581 symbol after a
+ * symbol that is one code point no piece/merge puts before a U+2581. */
+static hachi_status merge_split(const hachi_tokenizer *t, work *w, const char *text, size_t len) {
+    hachi_status st;
+    size_t start = 0, prev = 0, prev_len = 0;
+    if (t->no_split) return merge_text(t, w, text, len);
+    for (size_t off = 0; off < len;) {
+        size_t cl = HACHI_MIN(utf8_len((unsigned char)text[off]), len - off);
+        if (cl == 3 && off > start && !memcmp(text + off, "\xe2\x96\x81", 3)) {
+            uint32_t cp;
+            if (utf8_decode((const unsigned char *)text + prev, prev_len, &cp) == prev_len && cp != 0x2581 &&
+                !has_pre_space(t, cp)) {
+                if ((st = merge_cached(t, w, text + start, off - start))) return st;
+                start = off;
+            }
+        }
+        prev = off;
+        prev_len = cl;
+        off += cl;
+    }
+    return merge_cached(t, w, text + start, len - start);
+}
+
+/* ---- encoding: per tokenizer kind ------------------------------------------------------- */
+
+/* Spaces -> U+2581 into w->buf, with an optional leading U+2581. */
+static hachi_status escape_spaces(work *w, const char *s, size_t n, bool prefix, size_t *out_len) {
+    if (!grow((void **)&w->buf, &w->cap_buf, 3 * n + 3, 1)) return HACHI_ERR_NOMEM;
+    size_t k = 0;
+    if (prefix) { memcpy(w->buf, "\xe2\x96\x81", 3); k = 3; }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ') { memcpy(w->buf + k, "\xe2\x96\x81", 3); k += 3; }
+        else w->buf[k++] = s[i];
+    }
+    *out_len = k;
+    return HACHI_OK;
+}
+
+/* GPT-2: the pre-tokenizer regex
+ *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * over code points (an invalid byte counts as one "other" code point); each piece's
+ * bytes are mapped to printable code points and merged. */
+static hachi_status encode_gpt2(const hachi_tokenizer *t, work *w, const char *s, size_t n) {
+    hachi_status st = HACHI_OK;
+    uint32_t *cps = hachi_malloc((n + 1) * sizeof *cps);
+    uint32_t *offs = hachi_malloc((n + 1) * sizeof *offs);
+    unsigned char *fl = hachi_malloc(n + 1);
+    if (!cps || !offs || !fl) { st = HACHI_ERR_NOMEM; goto out; }
+    size_t m = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t l = utf8_decode((const unsigned char *)s + i, n - i, &cp);
+        offs[m] = (uint32_t)i;
+        if (l) { cps[m] = cp; fl[m] = (unsigned char)cp_flags(cp); }
+        else { cps[m] = 0xFFFD; fl[m] = CF_OTHER; l = 1; }
+        m++;
+        i += l;
+    }
+    offs[m] = (uint32_t)n;
+    fl[m] = 0;
+    cps[m] = 0;
+#define CP(p) ((p) < m ? cps[p] : 0xFFFFFFFFu)
+#define FL(p) ((p) < m ? fl[p] : 0u)
+    for (size_t pos = 0; pos < m;) {
+        uint32_t c = cps[pos];
+        size_t end = 0;
+        if (c == '\'' && pos + 1 < m) {
+            uint32_t c1 = CP(pos + 1), c2 = CP(pos + 2);
+            if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') end = pos + 2;
+            else if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) end = pos + 3;
+        }
+        if (!end) {
+            unsigned f2 = c == ' ' ? FL(pos + 1) : fl[pos];
+            size_t p = pos + (c == ' ');
+            if (f2 & CF_LETTER) { while (FL(p) & CF_LETTER) p++; end = p; }
+            else if (f2 & CF_NUMBER) { while (FL(p) & CF_NUMBER) p++; end = p; }
+            else if (f2 & CF_OTHER) { while (FL(p) & CF_OTHER) p++; end = p; }
+            else {
+                size_t k = 0;
+                while (FL(pos + k) & CF_SPACE) k++;
+                if (k > 1 && pos + k < m) end = pos + k - 1;     /* \s+(?!\S) */
+                else if (k > 0) end = pos + k;                   /* \s+ */
+                else end = pos + 1;
+            }
+        }
+        /* map the piece's bytes to code points and merge */
+        size_t b0 = offs[pos], b1 = offs[end];
+        if (!grow((void **)&w->buf, &w->cap_buf, 2 * (b1 - b0) + 1, 1)) { st = HACHI_ERR_NOMEM; goto out; }
+        size_t k = 0;
+        for (size_t i = b0; i < b1; i++) k += utf8_encode(t->byte_cp[(unsigned char)s[i]], w->buf + k);
+        if ((st = merge_cached(t, w, w->buf, k))) goto out;
+        pos = end;
+    }
+#undef CP
+#undef FL
+out:
+    hachi_free(cps);
+    hachi_free(offs);
+    hachi_free(fl);
+    return st;
+}
+
+/* ---- special-token partition --------------------------------------------------------------- */
+
+typedef struct { size_t off, len; int32_t tok; } frag;   /* tok -1 = raw text */
+
+/* Split text into raw fragments and whole special tokens, longest token first
+ * (each token splits every raw fragment at its non-overlapping occurrences). */
+static hachi_status partition(const hachi_tokenizer *t, const char *text, size_t len, bool parse_special,
+                              frag **out, size_t *n_out) {
+    size_t cap = 8, n = 1;
+    frag *f = hachi_malloc(cap * sizeof *f);
+    if (!f) return HACHI_ERR_NOMEM;
+    f[0] = (frag){0, len, -1};
+    bool present[256] = {false};
+    for (size_t i = 0; i < len; i++) present[(unsigned char)text[i]] = true;
+    for (int32_t s = 0; s < t->n_specials; s++) {
+        int32_t id = t->specials[s];
+        int ty = t->types[id];
+        if (!parse_special && ty != TT_USER) continue;
+        const hachi_gguf_str *p = &t->pieces[id];
+        if (p->len > len || !present[(unsigned char)p->ptr[0]]) continue;
+        for (size_t i = 0; i < n; i++) {
+            if (f[i].tok >= 0 || f[i].len < p->len) continue;
+            const char *base = text + f[i].off;
+            const char *hit = memmem(base, f[i].len, p->ptr, p->len);
+            if (!hit) continue;
+            /* split f[i] into [before][token][after]; the after part is scanned next */
+            size_t before = (size_t)(hit - base), after = f[i].len - before - p->len;
+            if (!grow((void **)&f, &cap, n + 2, sizeof *f)) { hachi_free(f); return HACHI_ERR_NOMEM; }
+            size_t ins = (before ? 1 : 0) + 1 + (after ? 1 : 0) - 1;   /* extra slots needed */
+            memmove(&f[i + 1 + ins], &f[i + 1], (n - i - 1) * sizeof *f);
+            size_t off = f[i].off, j = i;
+            if (before) f[j++] = (frag){off, before, -1};
+            f[j++] = (frag){off + before, p->len, id};
+            if (after) f[j++] = (frag){off + before + p->len, after, -1};
+            n += ins;
+            i = j - 1 - (after ? 1 : 0);   /* continue with the after fragment */
+        }
+    }
+    *out = f;
+    *n_out = n;
+    return HACHI_OK;
+}
+
+hachi_status hachi_tokenizer_encode(const hachi_tokenizer *t, const char *text, size_t len,
+                                    bool add_bos, bool parse_special, int32_t **out, int32_t *n_out) {
+    work w = {0};
+    frag *f = NULL;
+    size_t nf = 0;
+    hachi_status st;
+    *out = NULL;
+    *n_out = 0;
+    if (!t || (!text && len)) return hachi_fail(HACHI_ERR_INVALID_ARG, "tokenize: no tokenizer or no text");
+    if (len >= INT32_MAX / 4) return hachi_fail(HACHI_ERR_INVALID_ARG, "tokenize: text of %zu bytes is too long", len);
+    if (add_bos && t->bos >= 0 && (st = emit(&w, t->bos))) goto out;
+    if (len && (st = partition(t, text, len, parse_special, &f, &nf))) goto out;
+    bool prev_special = true;   /* SPM: a dummy prefix at the start and after a special token */
+    for (size_t i = 0; i < nf; i++) {
+        if (f[i].tok >= 0) {
+            if ((st = emit(&w, f[i].tok))) goto out;
+            prev_special = true;
+            continue;
+        }
+        const char *s = text + f[i].off;
+        size_t k;
+        switch (t->kind) {
+        case HACHI_TOK_SPM:
+        case HACHI_TOK_GEMMA4:
+            if ((st = escape_spaces(&w, s, f[i].len, t->add_space_prefix && prev_special, &k)) ||
+                (st = merge_split(t, &w, w.buf, k)))
+                goto out;
+            break;
+        default:
+            if ((st = encode_gpt2(t, &w, s, f[i].len))) goto out;
+        }
+        prev_special = false;
+    }
+    if (!w.n_out && !grow((void **)&w.out, &w.cap_out, 1, sizeof *w.out)) { st = HACHI_ERR_NOMEM; goto out; }
+    *out = w.out;
+    *n_out = (int32_t)w.n_out;
+    w.out = NULL;
+    st = HACHI_OK;
+out:
+    hachi_free(f);
+    hachi_free(w.sym);
+    hachi_free(w.heap);
+    hachi_free(w.buf);
+    hachi_free(w.out);
+    hachi_free(w.cache);
+    hachi_free(w.ckeys);
+    hachi_free(w.cids);
+    return st;
+}
+
+/* ---- decoding ------------------------------------------------------------------------------ */
+
+int32_t hachi_tokenizer_token_text(const hachi_tokenizer *t, int32_t id, char *buf, int32_t cap) {
+    if (!t || id < 0 || id >= t->n_vocab || cap < 0) return -1;
+    const hachi_gguf_str *p = &t->pieces[id];
+    int ty = t->types[id];
+    int32_t k = 0;
+#define PUT(c) do { char c_ = (char)(c); if (k < cap) buf[k] = c_; k++; } while (0)
+    if (ty == TT_BYTE && t->kind != HACHI_TOK_GPT2) {
+        int b = parse_byte_piece(p);
+        if (b >= 0) { PUT(b); return HACHI_MIN(k, cap); }
+    }
+    if (ty == TT_NORMAL || ty == TT_UNDEF) {
+        if (t->kind == HACHI_TOK_GPT2) {
+            for (size_t i = 0; i < p->len;) {
+                uint32_t cp;
+                size_t l = utf8_decode((const unsigned char *)p->ptr + i, p->len - i, &cp);
+                if (l && cp < 324 && t->cp_byte[cp] >= 0) { PUT(t->cp_byte[cp]); i += l; continue; }
+                if (!l) l = 1;
+                for (size_t j = 0; j < l; j++) PUT(p->ptr[i + j]);
+                i += l;
+            }
+        } else {
+            for (size_t i = 0; i < p->len;) {
+                if (i + 3 <= p->len && !memcmp(p->ptr + i, "\xe2\x96\x81", 3)) { PUT(' '); i += 3; }
+                else PUT(p->ptr[i++]);
+            }
+        }
+        return HACHI_MIN(k, cap);
+    }
+    for (size_t i = 0; i < p->len; i++) PUT(p->ptr[i]);   /* control, user-defined, unknown, unused: raw */
+#undef PUT
+    return HACHI_MIN(k, cap);
+}
+
+/* Bytes of s[0..n) that form a valid start of a UTF-8 sequence (0 when s[0] cannot
+ * begin one); *need is the length of the whole sequence. */
+static size_t utf8_valid_prefix(const unsigned char *s, size_t n, size_t *need) {
+    unsigned char c = s[0], lo = 0x80, hi = 0xBF;
+    if (c < 0x80) { *need = 1; return 1; }
+    if (c >= 0xC2 && c <= 0xDF) *need = 2;
+    else if (c >= 0xE0 && c <= 0xEF) { *need = 3; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
+    else if (c >= 0xF0 && c <= 0xF4) { *need = 4; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
+    else { *need = 1; return 0; }
+    size_t k = 1;
+    while (k < *need && k < n && s[k] >= (k == 1 ? lo : 0x80) && s[k] <= (k == 1 ? hi : 0xBF)) k++;
+    return k;
+}
+
+/* Streaming UTF-8 over b[0..n) (pending bytes first): whole code points go to out,
+ * each maximal invalid subpart becomes U+FFFD, and an incomplete sequence at the
+ * end is kept in the detokenizer (unless final, when it too becomes U+FFFD). */
+static int32_t utf8_drain(hachi_detok *d, const unsigned char *b, size_t n, bool final, char *out, int32_t cap) {
+    int32_t w = 0;
+    size_t i = 0;
+    d->n_pending = 0;
+    while (i < n) {
+        size_t need, k = utf8_valid_prefix(b + i, n - i, &need);
+        const void *src = b + i;
+        size_t len = k;
+        if (k < need) {                      /* invalid or cut short */
+            if (k && i + k == n && !final) { /* a valid start that runs to the end: wait */
+                memcpy(d->pending, b + i, k);
+                d->n_pending = (int32_t)k;
+                break;
+            }
+            src = "\xef\xbf\xbd";
+            len = 3;
+            if (!k) k = 1;
+        }
+        if (w + (int32_t)len > cap) break;   /* out of room: the rest is dropped */
+        memcpy(out + w, src, len);
+        w += (int32_t)len;
+        i += k;
+    }
+    return w;
+}
+
+int32_t hachi_tokenizer_detok_push(const hachi_tokenizer *t, hachi_detok *d, int32_t id, char *out, int32_t cap) {
+    unsigned char buf[8 + 1024];
+    if (!t || !d || id < 0 || id >= t->n_vocab || t->types[id] == TT_CONTROL) return 0;
+    int32_t np = HACHI_MIN(HACHI_MAX(d->n_pending, 0), 8);
+    memcpy(buf, d->pending, (size_t)np);
+    int32_t n = hachi_tokenizer_token_text(t, id, (char *)buf + np, 1024);
+    if (n <= 0) return 0;
+    unsigned char *s = buf + np;
+    if (d->at_start) {
+        d->at_start = false;
+        if (hachi_tokenizer_strips_leading_space(t) && s[0] == ' ') { memmove(s, s + 1, (size_t)--n); }
+    }
+    return utf8_drain(d, buf, (size_t)(np + n), false, out, cap);
+}
+
+int32_t hachi_tokenizer_detok_flush(const hachi_tokenizer *t, hachi_detok *d, char *out, int32_t cap) {
+    unsigned char buf[8];
+    (void)t;
+    if (!d) return 0;
+    int32_t np = HACHI_MIN(HACHI_MAX(d->n_pending, 0), 8);
+    memcpy(buf, d->pending, (size_t)np);
+    return utf8_drain(d, buf, (size_t)np, true, out, cap);
+}
+
+/* ---- public API (include/hachi.h) --------------------------------------------------------- */
+
+hachi_status hachi_tokenize(const hachi_model *model, const char *text, size_t len, bool add_bos,
+                            bool parse_special, int32_t *out, int32_t cap, int32_t *n_out) {
+    const hachi_tokenizer *t = hachi_model_tokenizer(model);
+    int32_t *ids, n;
+    if (n_out) *n_out = 0;
+    if (!t) return hachi_fail(HACHI_ERR_INVALID_ARG, "tokenize: no model");
+    if (cap < 0 || (cap > 0 && !out)) return hachi_fail(HACHI_ERR_INVALID_ARG, "tokenize: bad output buffer");
+    hachi_status st = hachi_tokenizer_encode(t, text, len, add_bos, parse_special, &ids, &n);
+    if (st) return st;
+    if (n > 0) memcpy(out, ids, (size_t)HACHI_MIN(n, cap) * sizeof *ids);
+    if (n_out) *n_out = n;
+    hachi_free(ids);
+    return HACHI_OK;
+}
+
+int32_t hachi_token_to_text(const hachi_model *model, int32_t token, char *buf, int32_t cap) {
+    return hachi_tokenizer_token_text(hachi_model_tokenizer(model), token, buf, cap);
+}
+
+void hachi_detok_init(hachi_detok *d, const hachi_model *model) {
+    memset(d, 0, sizeof *d);
+    d->model = model;
+    d->at_start = true;
+}
+
+int32_t hachi_detok_push(hachi_detok *d, int32_t token, char *out, int32_t cap) {
+    return hachi_tokenizer_detok_push(hachi_model_tokenizer(d->model), d, token, out, cap);
+}
+
+int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap) {
+    return hachi_tokenizer_detok_flush(hachi_model_tokenizer(d->model), d, out, cap);
+}

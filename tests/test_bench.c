@@ -1,0 +1,131 @@
+/* test_bench: `hachi bench` end to end on a tiny synthetic model (made into a
+ * scratch cache directory, one thread: quick even on a loaded machine): the
+ * JSON it writes has every required key, each number finite and positive; a
+ * second run reuses the cached model; bad flags give one `hachi bench: ...`
+ * line and exit 1. Also the bandwidth measurement on a small buffer. It never
+ * asserts a speed (DESIGN.md section 5). */
+#include "test.h"
+#include <math.h>
+#include "bandwidth.h"
+
+/* The number after the n-th (0-based) occurrence of "key": in json, NAN if absent or null. */
+static double json_num_at(const char *json, const char *key, int nth) {
+    char pat[80];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = json;
+    for (int i = 0; i <= nth; i++) {
+        if (!(p = strstr(p, pat))) return NAN;
+        p += strlen(pat);
+    }
+    while (*p == ' ') p++;
+    char *end;
+    double v = strtod(p, &end);
+    return end == p ? NAN : v;
+}
+
+static int count(const char *s, const char *sub) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, sub)); p += strlen(sub)) n++;
+    return n;
+}
+
+#define CHECK_POS(json, key, nth)                                                         \
+    do {                                                                                  \
+        double v_ = json_num_at(json, key, nth);                                          \
+        CHECKF(isfinite(v_) && v_ > 0, "%s[%d] = %g, want finite > 0", key, nth, v_);     \
+    } while (0)
+
+TEST(bench_json_tiny) {
+    const char *bin = test_hachi_bin(), *dir = test_tmpdir();
+    char cmd[2048], json_path[600];
+    snprintf(json_path, sizeof json_path, "%s/bench.json", dir);
+    snprintf(cmd, sizeof cmd,
+             "HACHI_BENCH_CACHE='%s/bench-cache' %s bench --synth tiny --depth 16,64 -n 4 -r 2 -t 1 "
+             "--prefill-n 64 --bw-mb 64 --json '%s' 2>&1",
+             dir, bin, json_path);
+    char *out = NULL;
+    int rc = test_run(cmd, &out);
+    CHECKF(rc == 0, "bench exited %d:\n%s", rc, out ? out : "");
+    if (out) {
+        CHECKF(strstr(out, "roofline") && strstr(out, "[profile]") && strstr(out, "verify"),
+               "table, verify or profile line missing:\n%s", out);
+        CHECKF(strstr(out, "synthesizing"), "no progress line while synthesizing:\n%s", out);
+    }
+    free(out);
+    if (rc != 0) return;
+
+    FILE *f = fopen(json_path, "r");
+    CHECKF(f, "no JSON at %s", json_path);
+    if (!f) return;
+    char *json = calloc(1, 1 << 16);
+    size_t n = json ? fread(json, 1, (1 << 16) - 1, f) : 0;
+    fclose(f);
+    CHECK(n > 0);
+    if (!json || !n) { free(json); return; }
+    CHECK(json[0] == '{' && strstr(json, "}\n"));
+    static const char *keys[] = {"bandwidth_gbs", "threads", "model", "path", "type", "depths", "prefill_tps",
+                                 "verify", "rss_bytes", "profile"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char pat[64];
+        snprintf(pat, sizeof pat, "\"%s\":", keys[i]);
+        CHECKF(strstr(json, pat), "key %s missing", keys[i]);
+    }
+    CHECK_POS(json, "bandwidth_gbs", 0);
+    CHECK(json_num_at(json, "threads", 0) == 1);
+    CHECK(strstr(json, "\"type\": \"q4_0\""));
+    static const char *dkeys[] = {"decode_tps_median", "decode_tps_min", "decode_tps_max", "ms_per_token",
+                                  "bytes_per_token", "achieved_gbs", "roofline_pct"};
+    CHECKF(count(json, "\"depth\":") == 3, "want 2 depth rows + the profile's depth");   /* 2 rows + profile */
+    CHECK(json_num_at(json, "depth", 0) == 16 && json_num_at(json, "depth", 1) == 64);
+    for (int d = 0; d < 2; d++)
+        for (size_t i = 0; i < sizeof dkeys / sizeof dkeys[0]; i++) CHECK_POS(json, dkeys[i], d);
+    for (int d = 0; d < 2; d++)
+        CHECK(json_num_at(json, "decode_tps_min", d) <= json_num_at(json, "decode_tps_max", d));
+    /* KV bytes grow with depth; weights do not change */
+    CHECK(json_num_at(json, "kv_bytes_per_token", 1) > json_num_at(json, "kv_bytes_per_token", 0));
+    CHECK_POS(json, "prefill_tps", 0);
+    CHECK(json_num_at(json, "prefill_tokens", 0) == 64);
+    CHECKF(count(json, "\"rel_cost\":") == 5, "want 5 verify entries");
+    CHECK(json_num_at(json, "k", 4) == 16);
+    CHECK(json_num_at(json, "rel_cost", 0) == 1);
+    for (int i = 0; i < 5; i++) CHECK_POS(json, "rel_cost", i);
+    CHECK_POS(json, "rss_bytes", 0);
+    static const char *pkeys[] = {"emb", "ple", "c1", "c2", "c3", "c4", "head", "total"};
+    for (size_t i = 0; i < sizeof pkeys / sizeof pkeys[0]; i++) {
+        double v = json_num_at(json, pkeys[i], 0);
+        CHECKF(isfinite(v) && v >= 0, "profile %s = %g", pkeys[i], v);
+    }
+    CHECK_POS(json, "total", 0);
+    free(json);
+
+    /* the second run reuses the cached model: no synthesis */
+    snprintf(cmd, sizeof cmd,
+             "HACHI_BENCH_CACHE='%s/bench-cache' %s bench --synth tiny --depth 8 -n 2 -r 1 --no-prefill "
+             "--no-verify --no-profile --bw-mb 16 2>&1",
+             dir, bin);
+    rc = test_run(cmd, &out);
+    CHECKF(rc == 0 && out && strstr(out, "cached") && !strstr(out, "synthesizing") && strstr(out, "fill: fast"),
+           "second run (rc %d):\n%s", rc, out ? out : "");
+    free(out);
+}
+
+TEST(bench_bad_flags) {
+    static const char *bad[] = {"--synth tiny --depth x", "--synth tiny -n 0", "--synth huge", "--depth 16",
+                                "--synth tiny --fill slow", "--synth tiny --bogus", "--synth tiny -m x.gguf",
+                                "--synth tiny --depth 40000"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "%s bench %s 2>&1", test_hachi_bin(), bad[i]);
+        char *out = NULL;
+        int rc = test_run(cmd, &out);
+        CHECKF(rc == 1, "'%s': exit %d, want 1", bad[i], rc);
+        CHECKF(out && !strncmp(out, "hachi bench: ", 13) && count(out, "\n") == 1, "'%s': output\n%s", bad[i],
+               out ? out : "");
+        free(out);
+    }
+}
+
+TEST(bench_bandwidth_small) {
+    double bw = hachi_measure_read_bandwidth_sized(2, (size_t)8 << 20, 2);
+    CHECKF(isfinite(bw) && bw > 0, "bandwidth %g", bw);
+}

@@ -1,0 +1,351 @@
+/* Kernel tests: every weight type x every ISA table this CPU can run, against (a) the ref
+ * table on the same quantized inputs and (b) a double-precision dot of the dequantized
+ * inputs; plus quantize round-trip bounds, exhaustive fp16 conversion, the fp16 attention
+ * kernels and dispatch. Sizes: one block, odd block counts, 4096 and 12288. */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernels/kernels.h"
+#include "quant.h"
+#include "test.h"
+#include "util.h"
+
+/* Kernel rounding budget, relative to sum|w_i a_i|: integer block sums are exact, so the
+ * error is the float scaling and accumulation of at most n/32 partial sums (ref adds them
+ * in order, SIMD in 2-8 interleaved lanes); 128 ulps covers 12288-element rows with room. */
+#define KERNEL_EPS (128 * FLT_EPSILON)
+/* fp16 attention kernels: f32 accumulation of n <= 512 products, compared to double. */
+#define F16_ATTN_EPS (64 * FLT_EPSILON)
+
+static const uint32_t weight_types[] = {
+    HACHI_TYPE_F32, HACHI_TYPE_F16, HACHI_TYPE_BF16, HACHI_TYPE_Q8_0, HACHI_TYPE_Q4_0,
+    HACHI_TYPE_Q4_1, HACHI_TYPE_Q5_0, HACHI_TYPE_Q4_K, HACHI_TYPE_Q5_K, HACHI_TYPE_Q6_K,
+};
+#define N_WEIGHT_TYPES (sizeof weight_types / sizeof weight_types[0])
+
+/* Format epsilon: bound on rms(x - dequant(quant(x))) / rms(x) for the test data (uniform
+ * in [-1,1] times a per-32 scale); about step/sqrt(12) of each format's grid, with margin. */
+static double format_eps(uint32_t type) {
+    switch (type) {
+    case HACHI_TYPE_F32: return 0;
+    case HACHI_TYPE_F16: return 3e-4;     /* 11-bit mantissa */
+    case HACHI_TYPE_BF16: return 2.5e-3;  /* 8-bit mantissa */
+    case HACHI_TYPE_Q8_0: return 0.006;   /* step amax/127 */
+    case HACHI_TYPE_Q8_K: return 0.011;   /* step max/127 over 256 */
+    case HACHI_TYPE_Q4_0: return 0.08;    /* step amax/8 */
+    case HACHI_TYPE_Q4_1: return 0.075;   /* step (max-min)/15 */
+    case HACHI_TYPE_Q5_0: return 0.04;    /* step amax/16 */
+    case HACHI_TYPE_Q4_K: return 0.07;    /* (max-min)/15 per 32, 6-bit scales */
+    case HACHI_TYPE_Q5_K: return 0.035;   /* (max-min)/31 per 32 */
+    case HACHI_TYPE_Q6_K: return 0.018;   /* amax/32 per 16, 8-bit scales */
+    default: return 0;
+    }
+}
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint32_t rng_u32(void) {
+    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+static float rng_unit(void) { return (float)(rng_u32() & 0xFFFFFF) / 8388608.0f - 1.0f; }  /* [-1,1) */
+
+/* uniform [-1,1) times a scale 2^(-3..3) changing every 32 elements; block 1 zero when zero_blk */
+static void fill(float *x, int64_t n, int zero_blk) {
+    float sc = 1;
+    for (int64_t i = 0; i < n; i++) {
+        if (i % 32 == 0) sc = ldexpf(1.0f, (int)(rng_u32() % 7) - 3);
+        x[i] = rng_unit() * sc;
+    }
+    if (zero_blk && n >= 3 * QK_K) memset(x + QK_K, 0, QK_K * sizeof(float));
+}
+
+static int64_t row_bytes(uint32_t type, int64_t n) { return (int64_t)hachi_row_size(type, n); }
+
+/* One weight type on one ISA at one size. Returns 0 on failure (already reported). */
+static int check_type(const hachi_kernels *K, const hachi_kernels *R, uint32_t type, int64_t n) {
+    const hachi_type_kernels *kt = &K->t[type], *rt = &R->t[type];
+    const char *tn = hachi_type_name(type), *isa = K->name;
+    enum { NA = 16 };
+    int ok = 1;
+    if (!kt->vec_dot || !kt->vec_dot_multi || !kt->to_float || !kt->from_float) {
+        test_fail(__FILE__, __LINE__, "%s/%s: incomplete table", tn, isa);
+        return 0;
+    }
+    const uint32_t vdt = rt->vec_dot_type;
+    CHECKF(kt->vec_dot_type == vdt, "%s/%s: vec_dot_type %u, ref %u", tn, isa, kt->vec_dot_type, vdt);
+    const int64_t wb = row_bytes(type, n), ab = row_bytes(vdt, n);
+    float *w = malloc((size_t)n * 4), *wd = malloc((size_t)n * 4), *wd2 = malloc((size_t)n * 4);
+    float *a = malloc((size_t)n * 4 * NA), *ad = malloc((size_t)n * 4 * NA);
+    char *wq = malloc((size_t)wb), *wq2 = malloc((size_t)wb), *aq = malloc((size_t)ab * NA);
+    fill(w, n, 1);
+    rt->from_float(w, wq, n);
+    rt->to_float(wq, wd, n);
+    /* this ISA's quantizer and dequantizer agree with ref */
+    kt->from_float(w, wq2, n);
+    CHECKF(!memcmp(wq, wq2, (size_t)wb), "%s/%s n=%lld: from_float differs from ref", tn, isa, (long long)n);
+    kt->to_float(wq, wd2, n);
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&wd[i], &wd2[i], 4)) {
+            test_fail(__FILE__, __LINE__, "%s/%s n=%lld: to_float[%lld] = %g, ref %g", tn, isa, (long long)n,
+                      (long long)i, wd2[i], wd[i]);
+            ok = 0;
+            break;
+        }
+    for (int r = 0; r < NA; r++) {
+        fill(a + r * n, n, 0);
+        R->t[vdt].from_float(a + r * n, aq + r * ab, n);
+        R->t[vdt].to_float(aq + r * ab, ad + r * n, n);
+    }
+    float want[NA];
+    double exact[NA], tol[NA];
+    for (int r = 0; r < NA; r++) {
+        double sum = 0, mag = 0;
+        for (int64_t i = 0; i < n; i++) {
+            sum += (double)wd[i] * ad[r * n + i];
+            mag += fabs((double)wd[i] * ad[r * n + i]);
+        }
+        exact[r] = sum;
+        tol[r] = KERNEL_EPS * mag + 1e-30;
+        rt->vec_dot(n, &want[r], wq, aq + r * ab);
+        float got;
+        kt->vec_dot(n, &got, wq, aq + r * ab);
+        if (fabs((double)got - want[r]) > tol[r] || fabs((double)got - exact[r]) > tol[r]) {
+            test_fail(__FILE__, __LINE__, "%s/%s n=%lld vec_dot row %d: got %.9g, ref %.9g, exact %.9g (tol %.3g)",
+                      tn, isa, (long long)n, r, got, want[r], exact[r], tol[r]);
+            ok = 0;
+        }
+    }
+    static const int nas[] = {1, 3, 8, 16};
+    for (size_t k = 0; k < sizeof nas / sizeof nas[0]; k++) {
+        float s[NA + 1];
+        s[nas[k]] = 12345.0f;   /* guard: must stay untouched */
+        kt->vec_dot_multi(n, s, wq, aq, (size_t)ab, nas[k]);
+        int worst = -1;
+        double worst_err = 0;
+        for (int r = 0; r < nas[k]; r++) {
+            const double e = HACHI_MAX(fabs((double)s[r] - want[r]), fabs((double)s[r] - exact[r]));
+            if (e > tol[r] && (worst < 0 || e / tol[r] > worst_err)) { worst = r; worst_err = e / tol[r]; }
+        }
+        if (worst >= 0) {
+            test_fail(__FILE__, __LINE__, "%s/%s n=%lld vec_dot_multi na=%d: worst row %d got %.9g, ref %.9g, exact %.9g (tol %.3g)",
+                      tn, isa, (long long)n, nas[k], worst, s[worst], want[worst], exact[worst], tol[worst]);
+            ok = 0;
+        }
+        CHECKF(s[nas[k]] == 12345.0f, "%s/%s vec_dot_multi na=%d wrote past s[na-1]", tn, isa, nas[k]);
+    }
+    free(w); free(wd); free(wd2); free(a); free(ad); free(wq); free(wq2); free(aq);
+    return ok;
+}
+
+static void check_isa_all_types(const hachi_kernels *K) {
+    const hachi_kernels *R = hachi_kernels_ref();
+    static const int64_t sizes_f[] = {1, 7, 33, 100, 4096, 12288};
+    static const int64_t sizes_32[] = {32, 96, 224, 4096, 12288};
+    static const int64_t sizes_k[] = {256, 768, 1792, 4096, 12288};
+    for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
+        const uint32_t type = weight_types[t];
+        const int32_t bs = hachi_type_info(type)->blck_size;
+        const int64_t *sz = bs == 1 ? sizes_f : bs == 32 ? sizes_32 : sizes_k;
+        const size_t nsz = bs == 1 ? 6 : 5;
+        for (size_t i = 0; i < nsz; i++)
+            if (!check_type(K, R, type, sz[i])) break;   /* one report per type is enough */
+    }
+    /* activation types: the ISA's quantizer must be byte-identical to ref */
+    static const uint32_t act[] = {HACHI_TYPE_Q8_0, HACHI_TYPE_Q8_K, HACHI_TYPE_F32};
+    for (size_t t = 0; t < 3; t++) {
+        const int64_t n = 4096, b = row_bytes(act[t], n);
+        float *x = malloc(n * 4);
+        char *q1 = malloc((size_t)b), *q2 = malloc((size_t)b);
+        fill(x, n, 1);
+        R->t[act[t]].from_float(x, q1, n);
+        CHECKF(K->t[act[t]].from_float != NULL, "%s/%s: no from_float", hachi_type_name(act[t]), K->name);
+        if (K->t[act[t]].from_float) {
+            K->t[act[t]].from_float(x, q2, n);
+            CHECKF(!memcmp(q1, q2, (size_t)b), "%s/%s: activation quantizer differs from ref",
+                   hachi_type_name(act[t]), K->name);
+        }
+        free(x); free(q1); free(q2);
+    }
+}
+
+/* fp16 conversions (exhaustive) and the attention kernels of one ISA against double. */
+static void check_fp16(const hachi_kernels *K) {
+    uint16_t *h = malloc(65536 * 2), *h2 = malloc(65536 * 2);
+    float *f = malloc(65536 * 4);
+    for (int i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    K->f16_to_f32(h, f, 65536);
+    int bad = 0;
+    for (int i = 0; i < 65536 && bad < 5; i++) {
+        const float want = hachi_f16_to_f32((uint16_t)i);
+        if (isnan(want) ? !isnan(f[i]) : memcmp(&want, &f[i], 4)) {
+            test_fail(__FILE__, __LINE__, "%s f16_to_f32(0x%04x) = %g, want %g", K->name, i, f[i], want);
+            bad++;
+        }
+    }
+    /* every half's value must convert back to itself (NaNs excepted) */
+    K->f32_to_f16(f, h2, 65536);
+    for (int i = 0; i < 65536 && bad < 5; i++)
+        if (!isnan(f[i]) && h2[i] != (uint16_t)i) {
+            test_fail(__FILE__, __LINE__, "%s f32_to_f16(%g) = 0x%04x, want 0x%04x", K->name, f[i], h2[i], i);
+            bad++;
+        }
+    /* random float bit patterns (rounding, overflow, subnormals), and odd lengths */
+    enum { NR = 1 << 16 };
+    float *x = malloc(NR * 4);
+    uint16_t *hx = malloc(NR * 2);
+    for (int i = 0; i < NR; i++) {
+        uint32_t u = rng_u32();
+        if (i & 1) u = (u & 0x8FFFFFFFu) | 0x30000000u;   /* bias towards the half range */
+        memcpy(&x[i], &u, 4);
+        if (isnan(x[i])) x[i] = 1.0f;
+    }
+    K->f32_to_f16(x, hx, NR - 3);
+    for (int i = 0; i < NR - 3 && bad < 5; i++)
+        if (hx[i] != hachi_f32_to_f16(x[i])) {
+            test_fail(__FILE__, __LINE__, "%s f32_to_f16(%.9g) = 0x%04x, want 0x%04x", K->name, x[i], hx[i],
+                      hachi_f32_to_f16(x[i]));
+            bad++;
+        }
+    free(x); free(hx); free(h); free(h2); free(f);
+
+    static const int64_t ns[] = {1, 7, 64, 100, 256, 512};
+    static const int ms[] = {1, 3, 8, 13};
+    for (size_t ni = 0; ni < 6; ni++)
+        for (size_t mi = 0; mi < 4; mi++) {
+            const int64_t n = ns[ni], stride = n + 5;
+            const int m = ms[mi];
+            uint16_t *k = malloc((size_t)n * 2);
+            float *q = malloc((size_t)(stride * m) * 4), *y = malloc((size_t)(stride * m) * 4);
+            double *yd = malloc((size_t)(stride * m) * sizeof(double));
+            float s[16], av[16];
+            for (int64_t i = 0; i < n; i++) k[i] = hachi_f32_to_f16(rng_unit());
+            for (int64_t i = 0; i < stride * m; i++) { q[i] = rng_unit(); y[i] = rng_unit(); yd[i] = y[i]; }
+            for (int j = 0; j < m; j++) av[j] = rng_unit();
+            K->dot_f16_multi(n, s, k, q, stride, m);
+            K->axpy_f16_multi(n, av, k, y, stride, m);
+            for (int j = 0; j < m; j++) {
+                double sum = 0, mag = 0, worst = 0, wtol = 0;
+                int64_t wi = -1;
+                for (int64_t i = 0; i < n; i++) {
+                    const double kv = hachi_f16_to_f32(k[i]);
+                    sum += kv * q[j * stride + i];
+                    mag += fabs(kv * q[j * stride + i]);
+                    const double want = yd[j * stride + i] + (double)av[j] * kv;
+                    const double t = 4 * FLT_EPSILON * (fabs(yd[j * stride + i]) + fabs(av[j] * kv)) + 1e-30;
+                    const double e = fabs(y[j * stride + i] - want);
+                    if (e > t && e / t > worst) { worst = e / t; wi = i; wtol = t; }
+                }
+                CHECKF(fabs(s[j] - sum) <= F16_ATTN_EPS * mag + 1e-30,
+                       "%s dot_f16_multi n=%lld m=%d row %d: got %.9g want %.9g", K->name, (long long)n, m, j, s[j], sum);
+                CHECKF(wi < 0, "%s axpy_f16_multi n=%lld m=%d row %d: worst index %lld off by %.3g (tol %.3g)",
+                       K->name, (long long)n, m, j, (long long)wi, worst * wtol, wtol);
+                /* the padding between rows is untouched */
+                for (int64_t i = n; i < stride; i++)
+                    if (y[j * stride + i] != (float)yd[j * stride + i]) {
+                        test_fail(__FILE__, __LINE__, "%s axpy_f16_multi wrote past row end", K->name);
+                        break;
+                    }
+            }
+            free(k); free(q); free(y); free(yd);
+        }
+}
+
+TEST(kernels_roundtrip) {
+    const hachi_kernels *R = hachi_kernels_ref();
+    static const uint32_t types[] = {HACHI_TYPE_F32, HACHI_TYPE_F16, HACHI_TYPE_BF16, HACHI_TYPE_Q8_0,
+                                     HACHI_TYPE_Q4_0, HACHI_TYPE_Q4_1, HACHI_TYPE_Q5_0, HACHI_TYPE_Q4_K,
+                                     HACHI_TYPE_Q5_K, HACHI_TYPE_Q6_K, HACHI_TYPE_Q8_K};
+    const int64_t n = 8192;
+    float *x = malloc(n * 4), *y = malloc(n * 4);
+    char *q = malloc((size_t)row_bytes(HACHI_TYPE_F32, n));
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const uint32_t type = types[t];
+        CHECKF(row_bytes(type, n) > 0, "%s: row size", hachi_type_name(type));
+        fill(x, n, 1);
+        R->t[type].from_float(x, q, n);
+        R->t[type].to_float(q, y, n);
+        double err = 0, ref = 0, worst = 0;
+        int64_t wi = 0;
+        for (int64_t i = 0; i < n; i++) {
+            err += (double)(x[i] - y[i]) * (x[i] - y[i]);
+            ref += (double)x[i] * x[i];
+            if (fabs(x[i] - y[i]) > worst) { worst = fabs(x[i] - y[i]); wi = i; }
+            if (!isfinite(y[i])) { test_fail(__FILE__, __LINE__, "%s: y[%lld] not finite", hachi_type_name(type), (long long)i); break; }
+        }
+        for (int64_t i = QK_K; i < 2 * QK_K; i++)
+            if (y[i] != 0) { test_fail(__FILE__, __LINE__, "%s: zero block dequantizes to %g", hachi_type_name(type), y[i]); break; }
+        const double rel = sqrt(err / ref);
+        CHECKF(rel <= format_eps(type), "%s: rms rel error %.4g > %.4g (worst index %lld: %g -> %g)",
+               hachi_type_name(type), rel, format_eps(type), (long long)wi, x[wi], y[wi]);
+    }
+    free(x); free(y); free(q);
+}
+
+TEST(kernels_ref) {
+    const hachi_kernels *R = hachi_kernels_ref();
+    CHECK(R && R->isa == HACHI_ISA_REF && !strcmp(R->name, "ref"));
+    check_isa_all_types(R);   /* against itself: checks the double-precision dot (b) */
+}
+
+TEST(kernels_avx2) {
+#if defined(__x86_64__)
+    const hachi_kernels *K = hachi_kernels_get(HACHI_ISA_AVX2);
+    if (!K) SKIP("CPU lacks AVX2/FMA/F16C");
+    CHECK(K->isa == HACHI_ISA_AVX2);
+    check_isa_all_types(K);
+#else
+    SKIP("not an x86-64 build");
+#endif
+}
+
+TEST(kernels_avx512) {
+#if defined(__x86_64__)
+    const hachi_kernels *K = hachi_kernels_get(HACHI_ISA_AVX512);
+    if (!K) SKIP("CPU lacks AVX-512");
+    CHECK(K->isa == HACHI_ISA_AVX512);
+    check_isa_all_types(K);
+#else
+    SKIP("not an x86-64 build");
+#endif
+}
+
+TEST(kernels_neon) {
+#if defined(__aarch64__)
+    const hachi_kernels *K = hachi_kernels_get(HACHI_ISA_NEON);
+    CHECK(K != NULL);
+    if (!K) return;
+    CHECK(K->isa == HACHI_ISA_NEON);
+    check_isa_all_types(K);
+#else
+    SKIP("not an aarch64 build");
+#endif
+}
+
+TEST(kernels_fp16) {
+    for (int i = 0; i < HACHI_ISA_COUNT; i++) {
+        const hachi_kernels *K = hachi_kernels_get((hachi_isa)i);
+        if (K) check_fp16(K);
+    }
+}
+
+TEST(kernels_dispatch) {
+    const hachi_kernels *best = hachi_kernels_best();
+    CHECK(best != NULL);
+    CHECK(hachi_kernels_get(HACHI_ISA_REF) == hachi_kernels_ref());
+    for (int i = 0; i < HACHI_ISA_COUNT; i++) {
+        const hachi_kernels *K = hachi_kernels_get((hachi_isa)i);
+        if (!K) continue;
+        CHECKF(K->isa == (hachi_isa)i && !strcmp(K->name, hachi_isa_name((hachi_isa)i)), "table %d names", i);
+        for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
+            const hachi_type_kernels *tk = &K->t[weight_types[t]];
+            CHECKF(tk->vec_dot && tk->vec_dot_multi && tk->to_float && tk->from_float,
+                   "%s: %s entry incomplete", K->name, hachi_type_name(weight_types[t]));
+        }
+        CHECKF(K->f32_to_f16 && K->f16_to_f32 && K->dot_f16_multi && K->axpy_f16_multi, "%s: fp16 entries", K->name);
+        CHECKF(K->t[HACHI_TYPE_Q8_K].from_float && K->t[HACHI_TYPE_Q8_0].from_float && K->t[HACHI_TYPE_F32].from_float,
+               "%s: activation quantizers", K->name);
+    }
+    CHECK(!strcmp(hachi_isa_name(HACHI_ISA_AVX512), "avx512"));
+}

@@ -1,0 +1,165 @@
+/* Tests for matmul: for every ISA table this machine has, several weight types
+ * and awkward shapes (rows not a multiple of the thread count, n_tok around
+ * the 16-row multi kernel and the prefill tiling), hachi_matmul with pools of
+ * 1, 2 and 3 threads against a naive loop of the reference vec_dot over the
+ * same quantized activations; n_tok outputs against n_tok 1-token calls;
+ * output padding untouched; no allocation; hachi_mat_row against to_float. */
+#include "test.h"
+#include "matmul.h"
+#include "util.h"
+#include <math.h>
+
+static uint64_t mm_rng(uint64_t *x) { *x = *x * 6364136223846793005ull + 1442695040888963407ull; return *x >> 33; }
+static float mm_uniform(uint64_t *x) { return (float)(mm_rng(x) % 2000001) / 1000000.0f - 1.0f; }
+
+typedef struct mm_case {
+    uint32_t type;
+    int64_t rows, cols;
+    const int *n_toks;
+    int n_n_toks;
+} mm_case;
+
+/* Reference: y[t][r] = ref vec_dot(W row r, activation row t) with activations
+ * quantized by the ref table; norm[t][r] = |w_r| |x_t| (dequantized), the tolerance scale. */
+static void mm_reference(const hachi_kernels *ref, const hachi_mat *W, const float *x, int64_t ldx, int n_tok,
+                         void *act, float *y, float *norm) {
+    const hachi_type_kernels *kt = &ref->t[W->type];
+    uint32_t vdt = kt->vec_dot_type;
+    size_t stride = vdt == HACHI_TYPE_F32 ? (size_t)W->cols * 4 : (size_t)hachi_row_size(vdt, W->cols);
+    for (int t = 0; t < n_tok; t++)
+        ref->t[vdt].from_float(x + t * ldx, (char *)act + t * stride, W->cols);
+    float *wrow = hachi_malloc((size_t)W->cols * sizeof(float));
+    if (!wrow) return;
+    for (int64_t r = 0; r < W->rows; r++) {
+        kt->to_float((const char *)W->data + r * W->row_bytes, wrow, W->cols);
+        double wn = 0;
+        for (int64_t c = 0; c < W->cols; c++) wn += (double)wrow[c] * wrow[c];
+        for (int t = 0; t < n_tok; t++) {
+            double xn = 0;
+            for (int64_t c = 0; c < W->cols; c++) xn += (double)x[t * ldx + c] * x[t * ldx + c];
+            kt->vec_dot(W->cols, &y[t * W->rows + r], (const char *)W->data + r * W->row_bytes,
+                        (const char *)act + t * stride);
+            norm[t * W->rows + r] = (float)sqrt(wn * xn);
+        }
+    }
+    hachi_free(wrow);
+}
+
+static void mm_run_case(const hachi_kernels *k, const hachi_kernels *ref, hachi_pool **pools, int n_pools,
+                        const mm_case *mc, uint64_t seed) {
+    const int64_t rows = mc->rows, cols = mc->cols, ldx = cols + 3, ldy = rows + 5;
+    int max_tok = 0;
+    for (int i = 0; i < mc->n_n_toks; i++) max_tok = HACHI_MAX(max_tok, mc->n_toks[i]);
+    uint64_t row_bytes = hachi_row_size(mc->type, cols);
+    float *wf = hachi_malloc((size_t)(rows * cols) * sizeof(float));
+    void *wq = hachi_aligned_alloc((size_t)(rows * row_bytes));
+    float *x = hachi_malloc((size_t)(max_tok * ldx) * sizeof(float));
+    float *y = hachi_malloc((size_t)(max_tok * ldy) * sizeof(float));
+    float *y1 = hachi_malloc((size_t)(max_tok * ldy) * sizeof(float));
+    float *yr = hachi_malloc((size_t)(max_tok * rows) * sizeof(float));
+    float *nr = hachi_malloc((size_t)(max_tok * rows) * sizeof(float));
+    void *act = hachi_aligned_alloc((size_t)max_tok * (size_t)cols * 4 + 4096);
+    size_t scratch_bytes = hachi_matmul_scratch_bytes(k, mc->type, cols, max_tok);
+    void *scratch = hachi_aligned_alloc(scratch_bytes + 1);
+    if (!wf || !wq || !x || !y || !y1 || !yr || !nr || !act || !scratch) goto out;
+
+    for (int64_t i = 0; i < rows * cols; i++) wf[i] = mm_uniform(&seed) * (1.0f + (float)(i % 7));
+    for (int64_t r = 0; r < rows; r++) ref->t[mc->type].from_float(wf + r * cols, (char *)wq + r * row_bytes, cols);
+    for (int64_t i = 0; i < max_tok * ldx; i++) x[i] = mm_uniform(&seed) * 2.0f;
+    hachi_mat W = {.type = mc->type, .rows = rows, .cols = cols, .data = wq, .row_bytes = row_bytes};
+    CHECK(scratch_bytes == (k->t[mc->type].vec_dot_type == HACHI_TYPE_F32 ? 0
+          : (size_t)hachi_row_size(k->t[mc->type].vec_dot_type, cols) * (size_t)max_tok));
+
+    /* same ISA as the reference: only summation order may differ */
+    const float rel = k == ref ? 1e-5f : 2e-3f;
+    for (int ni = 0; ni < mc->n_n_toks; ni++) {
+        const int n_tok = mc->n_toks[ni];
+        mm_reference(ref, &W, x, ldx, n_tok, act, yr, nr);
+        /* the 1-token calls, one at a time, on the 2-thread pool */
+        for (int t = 0; t < n_tok; t++)
+            hachi_matmul(pools[n_pools > 1 ? 1 : 0], k, &W, x + t * ldx, ldx, 1, y1 + t * ldy, ldy, scratch);
+        for (int pi = 0; pi < n_pools; pi++) {
+            for (int64_t i = 0; i < max_tok * ldy; i++) y[i] = NAN;
+            uint64_t a0 = hachi_alloc_count();
+            hachi_matmul(pools[pi], k, &W, x, ldx, n_tok, y, ldy, scratch);
+            CHECK(hachi_alloc_count() == a0);
+            int bad = 0, bad1 = 0, pad = 0;
+            double worst = 0;
+            int64_t worst_at = -1;
+            for (int t = 0; t < n_tok; t++) {
+                for (int64_t r = 0; r < rows; r++) {
+                    float got = y[t * ldy + r], want = yr[t * rows + r], tol = rel * nr[t * rows + r] + 1e-6f;
+                    double e = fabs((double)got - want) / tol;
+                    if (!(e <= 1.0)) bad++;
+                    if (!(e <= worst)) { worst = e; worst_at = t * rows + r; }
+                    if (!(fabsf(got - y1[t * ldy + r]) <= 1e-5f * nr[t * rows + r] + 1e-6f)) bad1++;
+                }
+                for (int64_t r = rows; r < ldy; r++) pad += !isnan(y[t * ldy + r]);
+            }
+            CHECKF(bad == 0, "%s %s %lldx%lld n_tok %d pool %d: %d outputs off (worst %.2f x tol at %lld)",
+                   k->name, hachi_type_name(mc->type), (long long)rows, (long long)cols, n_tok,
+                   hachi_pool_size(pools[pi]), bad, worst, (long long)worst_at);
+            CHECKF(bad1 == 0, "%s %s %lldx%lld n_tok %d pool %d: %d outputs differ from 1-token calls",
+                   k->name, hachi_type_name(mc->type), (long long)rows, (long long)cols, n_tok,
+                   hachi_pool_size(pools[pi]), bad1);
+            CHECKF(pad == 0, "%s %s: %d writes past rows in y", k->name, hachi_type_name(mc->type), pad);
+        }
+    }
+    /* hachi_mat_row is to_float of the row */
+    {
+        int64_t r = rows / 2;
+        float *got = wf, *want = wf + cols;     /* wf (rows x cols floats) is free now */
+        hachi_mat_row(k, &W, r, got);
+        ref->t[mc->type].to_float((const char *)wq + r * row_bytes, want, cols);
+        int bad = 0;
+        for (int64_t c = 0; c < cols; c++) bad += !(fabsf(got[c] - want[c]) <= 1e-6f * fabsf(want[c]));
+        CHECKF(bad == 0, "%s %s: mat_row differs in %d values", k->name, hachi_type_name(mc->type), bad);
+    }
+out:
+    hachi_free(wf); hachi_free(wq); hachi_free(x); hachi_free(y); hachi_free(y1);
+    hachi_free(yr); hachi_free(nr); hachi_free(act); hachi_free(scratch);
+}
+
+TEST(matmul_vs_reference) {
+    static const int all_toks[] = {1, 2, 5, 16, 17, 64, 100};
+    static const int few_toks[] = {1, 3, 17, 40};
+    static const uint32_t types[] = {HACHI_TYPE_F32, HACHI_TYPE_F16, HACHI_TYPE_Q8_0,
+                                     HACHI_TYPE_Q4_0, HACHI_TYPE_Q4_K, HACHI_TYPE_Q6_K};
+    const hachi_kernels *ref = hachi_kernels_ref();
+    hachi_pool *pools[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++) {
+        CHECK(hachi_pool_create(i + 1, &pools[i]) == HACHI_OK);
+        if (!pools[i]) goto out;
+    }
+    for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
+        const hachi_kernels *k = hachi_kernels_get((hachi_isa)isa);
+        if (!k) continue;
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+            if (!k->t[types[ti]].vec_dot) { CHECKF(0, "%s lacks %s", k->name, hachi_type_name(types[ti])); continue; }
+            const mm_case cases[] = {
+                {types[ti], 37, 256, all_toks, 7},
+                {types[ti], 13, 1536, all_toks, 7},
+                {types[ti], 21, 2048 + 256, few_toks, 4},
+            };
+            for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+                mm_run_case(k, ref, pools, 3, &cases[ci], 1000 + ti * 10 + ci);
+        }
+    }
+out:
+    for (int i = 0; i < 3; i++) hachi_pool_free(pools[i]);
+}
+
+/* Prefill tiling: rows well past one L2 tile and n_tok not a multiple of 16. */
+TEST(matmul_prefill_tiles) {
+    static const int toks[] = {33};
+    const hachi_kernels *k = hachi_kernels_best(), *ref = hachi_kernels_ref();
+    hachi_pool *pools[2] = {NULL, NULL};
+    CHECK(hachi_pool_create(1, &pools[0]) == HACHI_OK);
+    CHECK(hachi_pool_create(2, &pools[1]) == HACHI_OK);
+    if (pools[0] && pools[1]) {
+        const mm_case mc = {HACHI_TYPE_Q8_0, 2501, 256, toks, 1};   /* 272 B/row: 963 rows a tile */
+        mm_run_case(k, ref, pools, 2, &mc, 77);
+    }
+    hachi_pool_free(pools[0]);
+    hachi_pool_free(pools[1]);
+}

@@ -1,0 +1,285 @@
+/* test_synth: the tiny random Gemma 4 in every weight mix: tensor names, shapes
+ * and types as llama.cpp lays them out, the metadata keys the oracle file uses,
+ * value scales, byte-identical output for one seed (any thread count), and
+ * clean failures for bad parameters. */
+#include "test.h"
+#include <math.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "gguf.h"
+#include "kernels/kernels.h"
+#include "quant.h"
+#include "synth.h"
+
+static const char *tmp_file(const char *fmt, const char *arg) {
+    static char bufs[4][1024];
+    static int k;
+    char name[256], *b = bufs[k++ % 4];
+    snprintf(name, sizeof name, fmt, arg);
+    snprintf(b, 1024, "%s/%s", test_tmpdir(), name);
+    return b;
+}
+
+static int64_t get_int(const hachi_gguf *g, const char *key) {
+    int64_t v = -1;
+    return hachi_gguf_get_i64(g, key, &v) ? v : -1;
+}
+
+static hachi_status synth(const char *type, uint64_t seed, int threads, const char *out) {
+    hachi_synth_params p = hachi_synth_default_params();
+    p.shape = "tiny";
+    p.type = type;
+    p.seed = seed;
+    p.n_threads = threads;
+    return hachi_synth(&p, out, NULL, NULL);
+}
+
+/* Checks one tensor's shape and type; returns it (or NULL). */
+static const hachi_gguf_tensor *expect(const hachi_gguf *g, const char *name, uint32_t type,
+                                       int64_t ne0, int64_t ne1) {
+    const hachi_gguf_tensor *t = hachi_gguf_find_tensor(g, name);
+    CHECKF(t, "%s missing", name);
+    if (!t) return NULL;
+    CHECKF(t->ne[0] == ne0 && t->ne[1] == ne1 && t->n_dims == (ne1 == 1 ? 1u : 2u),
+           "%s: [%lld, %lld] (%u dims), want [%lld, %lld]", name, (long long)t->ne[0], (long long)t->ne[1],
+           t->n_dims, (long long)ne0, (long long)ne1);
+    CHECKF(t->type == type, "%s: type %s, want %s", name, hachi_type_name(t->type), hachi_type_name(type));
+    return t;
+}
+
+/* Mean and standard deviation of a tensor's dequantized values. */
+static void stats(const hachi_gguf_tensor *t, double *mean, double *sd) {
+    const hachi_kernels *k = hachi_kernels_get(HACHI_ISA_REF);
+    int64_t n = t->ne[0] * t->ne[1];
+    float *x = malloc((size_t)n * sizeof(float));
+    *mean = *sd = NAN;
+    if (!x) return;
+    if (t->type == HACHI_TYPE_F32) memcpy(x, t->data, (size_t)n * 4);
+    else k->t[t->type].to_float(t->data, x, n);
+    double s = 0, s2 = 0;
+    for (int64_t i = 0; i < n; i++) { s += x[i]; s2 += (double)x[i] * x[i]; }
+    *mean = s / (double)n;
+    *sd = sqrt(s2 / (double)n - *mean * *mean);
+    free(x);
+}
+
+static const struct { const char *name; uint32_t mat, embd, ftype; } mixes[] = {
+    {"f32", HACHI_TYPE_F32, HACHI_TYPE_F32, 0},
+    {"f16", HACHI_TYPE_F16, HACHI_TYPE_F16, 1},
+    {"bf16", HACHI_TYPE_BF16, HACHI_TYPE_BF16, 32},
+    {"q8_0", HACHI_TYPE_Q8_0, HACHI_TYPE_Q8_0, 7},
+    {"q4_0", HACHI_TYPE_Q4_0, HACHI_TYPE_Q6_K, 2},
+    {"q4_k_m", HACHI_TYPE_Q4_K, HACHI_TYPE_Q6_K, 15},
+};
+
+static void check_metadata(const hachi_gguf *g, uint32_t ftype) {
+    hachi_gguf_str s;
+    float f = 0;
+    CHECK(hachi_gguf_get_str(g, "general.architecture", &s) && hachi_gguf_str_eq(s, "gemma4"));
+    CHECK(get_int(g, "general.file_type") == ftype);
+    CHECK(get_int(g, "gemma4.block_count") == 10);
+    CHECK(get_int(g, "gemma4.context_length") == 4096);
+    CHECK(get_int(g, "gemma4.embedding_length") == 256);
+    CHECK(get_int(g, "gemma4.attention.head_count") == 4);
+    CHECK(get_int(g, "gemma4.attention.head_count_kv") == 1);
+    CHECK(get_int(g, "gemma4.attention.key_length") == 128);
+    CHECK(get_int(g, "gemma4.attention.value_length") == 128);
+    CHECK(get_int(g, "gemma4.attention.key_length_swa") == 64);
+    CHECK(get_int(g, "gemma4.attention.value_length_swa") == 64);
+    CHECK(get_int(g, "gemma4.rope.dimension_count") == 128);
+    CHECK(get_int(g, "gemma4.rope.dimension_count_swa") == 64);
+    CHECK(get_int(g, "gemma4.attention.sliding_window") == 16);
+    CHECK(get_int(g, "gemma4.attention.shared_kv_layers") == 5);
+    CHECK(get_int(g, "gemma4.embedding_length_per_layer_input") == 128);
+    CHECK(get_int(g, "gemma4.vocab_size") == 1024);
+    CHECK(hachi_gguf_get_f32(g, "gemma4.rope.freq_base", &f) && f == 1e6f);
+    CHECK(hachi_gguf_get_f32(g, "gemma4.rope.freq_base_swa", &f) && f == 1e4f);
+    CHECK(hachi_gguf_get_f32(g, "gemma4.attention.layer_norm_rms_epsilon", &f) && f == 1e-6f);
+    CHECK(hachi_gguf_get_f32(g, "gemma4.final_logit_softcapping", &f) && f == 30.0f);
+    const hachi_gguf_value *ff = hachi_gguf_get(g, "gemma4.feed_forward_length");
+    const hachi_gguf_value *pat = hachi_gguf_get(g, "gemma4.attention.sliding_window_pattern");
+    CHECK(ff && ff->type == HACHI_GGUF_ARRAY && ff->arr.type == HACHI_GGUF_INT32 && ff->arr.n == 10);
+    CHECK(pat && pat->type == HACHI_GGUF_ARRAY && pat->arr.type == HACHI_GGUF_BOOL && pat->arr.n == 10);
+    for (uint64_t l = 0; ff && pat && l < 10 && ff->arr.n == 10 && pat->arr.n == 10; l++) {
+        int64_t w = 0;
+        bool sl = false;
+        CHECK(hachi_gguf_arr_i64(ff, l, &w) && w == (l < 5 ? 256 : 512));
+        CHECK(hachi_gguf_arr_bool(pat, l, &sl) && sl == (l != 4 && l != 9));
+    }
+    /* tokenizer: Gemma layout */
+    CHECK(hachi_gguf_get_str(g, "tokenizer.ggml.model", &s) && hachi_gguf_str_eq(s, "llama"));
+    CHECK(get_int(g, "tokenizer.ggml.bos_token_id") == 2);
+    CHECK(get_int(g, "tokenizer.ggml.eos_token_id") == 1);
+    CHECK(get_int(g, "tokenizer.ggml.unknown_token_id") == 3);
+    CHECK(get_int(g, "tokenizer.ggml.padding_token_id") == 0);
+    bool b = false;
+    CHECK(hachi_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b) && b);
+    const hachi_gguf_value *tv = hachi_gguf_get(g, "tokenizer.ggml.tokens");
+    const hachi_gguf_value *ty = hachi_gguf_get(g, "tokenizer.ggml.token_type");
+    const hachi_gguf_value *sc = hachi_gguf_get(g, "tokenizer.ggml.scores");
+    CHECK(tv && tv->arr.n == 1024 && ty && ty->arr.n == 1024 && sc && sc->arr.n == 1024);
+    if (!tv || !ty || tv->arr.n != 1024 || ty->arr.n != 1024) return;
+    static const struct { int id; const char *piece; int type; } want[] = {
+        {0, "<pad>", 3}, {1, "<eos>", 3}, {2, "<bos>", 3}, {3, "<unk>", 2}, {105, "<start_of_turn>", 3},
+        {106, "<end_of_turn>", 3}, {238, "<0x00>", 6}, {493, "<0xFF>", 6}, {494, "\xe2\x96\x81", 1},
+        {495, "!", 1},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        int64_t t = -1;
+        CHECKF(hachi_gguf_arr_str(tv, (uint64_t)want[i].id, &s) && hachi_gguf_str_eq(s, want[i].piece),
+               "token %d is not '%s'", want[i].id, want[i].piece);
+        CHECKF(hachi_gguf_arr_i64(ty, (uint64_t)want[i].id, &t) && t == want[i].type, "token %d type", want[i].id);
+    }
+}
+
+TEST(synth_tiny_types) {
+    for (size_t m = 0; m < sizeof mixes / sizeof mixes[0]; m++) {
+        const char *out = tmp_file("synth-%s.gguf", mixes[m].name);
+        hachi_status st = synth(mixes[m].name, 7, 0, out);
+        CHECKF(st == HACHI_OK, "%s: %s", mixes[m].name, hachi_last_error());
+        hachi_gguf *g = NULL;
+        if (st || (st = hachi_gguf_open(out, &g))) {
+            CHECKF(!st, "open %s: %s", out, hachi_last_error());
+            continue;
+        }
+        check_metadata(g, mixes[m].ftype);
+        CHECKF(hachi_gguf_n_tensors(g) == 6 + 17 * 10, "%s: %lld tensors", mixes[m].name,
+               (long long)hachi_gguf_n_tensors(g));
+        const uint32_t M = mixes[m].mat, F32 = HACHI_TYPE_F32;
+        const bool kq = M == HACHI_TYPE_Q4_K;
+        /* 128-long rows do not fit K-quant blocks: Q8_0 */
+        const uint32_t M128 = kq ? HACHI_TYPE_Q8_0 : M;
+        expect(g, "token_embd.weight", mixes[m].embd, 256, 1024);
+        expect(g, "per_layer_token_embd.weight", mixes[m].embd, 1280, 1024);
+        expect(g, "per_layer_model_proj.weight", M, 256, 1280);
+        expect(g, "per_layer_proj_norm.weight", F32, 128, 1);
+        expect(g, "output_norm.weight", F32, 256, 1);
+        const hachi_gguf_tensor *rf = expect(g, "rope_freqs.weight", F32, 64, 1);
+        if (rf) {
+            const float *r = rf->data;
+            CHECK(r[0] == 1.0f && r[15] == 1.0f && r[16] == 1e30f && r[63] == 1e30f);
+        }
+        CHECK(!hachi_gguf_find_tensor(g, "output.weight"));   /* tied */
+        for (int l = 0; l < 10; l++) {
+            char nm[64];
+            int hd = (l == 4 || l == 9) ? 128 : 64, ff = l < 5 ? 256 : 512;
+            /* llama.cpp's use_more_bits(l, 10): layers 0, 3, 6, 8, 9 */
+            bool more = kq && (l == 0 || l == 3 || l == 6 || l == 8 || l == 9);
+            uint32_t tv = more ? HACHI_TYPE_Q6_K : M;
+#define NM(sfx) (snprintf(nm, sizeof nm, "blk.%d." sfx, l), nm)
+            expect(g, NM("attn_norm.weight"), F32, 256, 1);
+            expect(g, NM("attn_q.weight"), M, 256, 4 * hd);
+            expect(g, NM("attn_k.weight"), M, 256, hd);
+            expect(g, NM("attn_v.weight"), tv, 256, hd);
+            expect(g, NM("attn_q_norm.weight"), F32, hd, 1);
+            expect(g, NM("attn_k_norm.weight"), F32, hd, 1);
+            expect(g, NM("attn_output.weight"), 4 * hd % 256 && kq ? HACHI_TYPE_Q8_0 : M, 4 * hd, 256);
+            expect(g, NM("post_attention_norm.weight"), F32, 256, 1);
+            expect(g, NM("ffn_norm.weight"), F32, 256, 1);
+            expect(g, NM("ffn_gate.weight"), M, 256, ff);
+            expect(g, NM("ffn_up.weight"), M, 256, ff);
+            expect(g, NM("ffn_down.weight"), tv, ff, 256);
+            expect(g, NM("post_ffw_norm.weight"), F32, 256, 1);
+            expect(g, NM("inp_gate.weight"), M, 256, 128);
+            expect(g, NM("proj.weight"), M128, 128, 256);
+            expect(g, NM("post_norm.weight"), F32, 256, 1);
+            const hachi_gguf_tensor *ls = expect(g, NM("layer_output_scale.weight"), F32, 1, 1);
+            if (ls) CHECK(*(const float *)ls->data >= 0.6f && *(const float *)ls->data <= 0.75f);
+#undef NM
+        }
+        for (int64_t i = 0; i < hachi_gguf_n_tensors(g); i++) {
+            const hachi_gguf_tensor *t = hachi_gguf_tensor_at(g, i);
+            CHECKF(t->nbytes == hachi_row_size(t->type, t->ne[0]) * (uint64_t)t->ne[1], "%s size", t->name);
+        }
+        /* value scales survive quantization: matrices N(0, 1/fan_in), norms ~1 */
+        double mean, sd;
+        const hachi_gguf_tensor *t = hachi_gguf_find_tensor(g, "blk.3.ffn_gate.weight");
+        if (t) {
+            stats(t, &mean, &sd);
+            CHECKF(fabs(mean) < 0.01 && fabs(sd - 1.0 / 16) < 0.1 / 16, "%s ffn_gate mean %g sd %g",
+                   mixes[m].name, mean, sd);
+        }
+        if ((t = hachi_gguf_find_tensor(g, "token_embd.weight"))) {
+            stats(t, &mean, &sd);
+            CHECKF(fabs(sd - 5.0 / 16) < 0.1 * 5 / 16, "%s token_embd sd %g", mixes[m].name, sd);
+        }
+        if ((t = hachi_gguf_find_tensor(g, "blk.7.ffn_norm.weight"))) {
+            stats(t, &mean, &sd);
+            CHECKF(fabs(mean - 1) < 0.03 && fabs(sd - 0.1) < 0.03, "ffn_norm mean %g sd %g", mean, sd);
+        }
+        hachi_gguf_free(g);
+        if (!test_failed()) remove(out);
+    }
+}
+
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+TEST(synth_deterministic) {
+    const char *a = tmp_file("det-%s-a.gguf", "q4_0"), *b = tmp_file("det-%s-b.gguf", "q4_0");
+    const char *c = tmp_file("det-%s-c.gguf", "q4_0");
+    CHECKF(synth("q4_0", 42, 1, a) == HACHI_OK, "%s", hachi_last_error());
+    CHECKF(synth("q4_0", 42, 3, b) == HACHI_OK, "%s", hachi_last_error());
+    CHECKF(synth("q4_0", 43, 2, c) == HACHI_OK, "%s", hachi_last_error());
+    size_t la = 0, lb = 0, lc = 0;
+    char *da = slurp(a, &la), *db = slurp(b, &lb), *dc = slurp(c, &lc);
+    CHECK(da && db && dc);
+    if (da && db && dc) {
+        CHECK(la == lb && !memcmp(da, db, la));     /* same seed, other thread count: same bytes */
+        CHECK(la == lc && memcmp(da, dc, la));      /* other seed: same layout, other weights */
+    }
+    free(da);
+    free(db);
+    free(dc);
+    remove(a);
+    remove(b);
+    remove(c);
+}
+
+static int exists(const char *path) { struct stat st; return stat(path, &st) == 0; }
+
+TEST(synth_errors) {
+    const char *out = tmp_file("bad-%s.gguf", "synth");
+    hachi_synth_params p = hachi_synth_default_params();
+    p.shape = "e3b";
+    CHECK(hachi_synth(&p, out, NULL, NULL) == HACHI_ERR_INVALID_ARG && strstr(hachi_last_error(), "e3b"));
+    p = hachi_synth_default_params();
+    p.type = "q3_k";
+    CHECK(hachi_synth(&p, out, NULL, NULL) == HACHI_ERR_INVALID_ARG && strstr(hachi_last_error(), "q3_k"));
+    p = hachi_synth_default_params();
+    p.arch = "llama";
+    CHECK(hachi_synth(&p, out, NULL, NULL) == HACHI_ERR_INVALID_ARG);
+    CHECK(!exists(out));
+
+    const char *bin = test_hachi_bin();
+    if (access(bin, X_OK) != 0) SKIP("no CLI binary at %s", bin);
+    static const char *bad[] = {"--shape tiny", "--shape huge -o X", "--type q2_k -o X", "--seed -1 -o X",
+                                "--bogus -o X", "--shape"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char cmd[2048], *o = NULL;
+        snprintf(cmd, sizeof cmd, "cd '%s' && %s%s synth %s 2>&1", test_tmpdir(), bin[0] == '/' ? "" : "\"$OLDPWD\"/",
+                 bin, bad[i]);
+        int rc = test_run(cmd, &o);
+        CHECKF(rc == 1 && o && !strncmp(o, "hachi synth: ", 13), "'%s': rc %d: %s", bad[i], rc, o ? o : "");
+        free(o);
+    }
+    CHECK(!exists(tmp_file("%s", "X")));
+    char cmd[2048], *o = NULL;
+    const char *good = tmp_file("cli-%s.gguf", "tiny");
+    snprintf(cmd, sizeof cmd, "%s synth --arch gemma4 --shape tiny --type q8_0 --seed 3 -o '%s' 2>&1", bin, good);
+    int rc = test_run(cmd, &o);
+    CHECKF(rc == 0 && exists(good) && o && strstr(o, "100%"), "rc %d: %s", rc, o ? o : "");
+    free(o);
+    remove(good);
+}

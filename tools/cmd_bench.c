@@ -1,0 +1,682 @@
+/* hachi bench: decode speed against the memory roofline (DESIGN.md section 5).
+ *
+ * For each context depth: fill the KV cache to that depth (a real prefill, or
+ * hachi_session_fill_fast), then time -r repetitions of -n single-token decode
+ * steps and report tok/s (median, min, max), bytes read per token (weights +
+ * KV at that depth), the achieved GB/s and its fraction of the machine's
+ * measured read bandwidth. Also: prefill tok/s, the cost of one forward of
+ * k = 1..16 tokens relative to k = 1 (speculative verification), a per-chunk
+ * profile from a separate profiled session, peak RSS. --synth makes (once, into
+ * a cache directory) a random-weight model of a real shape to run on.
+ *
+ * Decode steps feed a fixed pseudo-random token sequence (no sampling, no EOS
+ * handling in the timed loop); repetitions continue from where the previous one
+ * ended, so depth D runs positions D+2 .. D+2+n*r (2 warm-up steps first). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "bandwidth.h"
+#include "cli.h"
+#include "session.h"
+#include "synth.h"
+#include "util.h"
+
+void cli_print_profile(FILE *f, const hachi_session *s);   /* tools/cmd_run.c */
+
+static const char *CMD = "bench";
+
+#define MAX_DEPTHS 16
+#define N_VERIFY 5
+#define WARMUP_STEPS 2
+static const int verify_k[N_VERIFY] = {1, 2, 4, 8, 16};
+
+enum fill_mode { FILL_REAL, FILL_FAST, FILL_AUTO };
+
+typedef struct bench_opts {
+    cli_opts o;
+    const char *synth_shape, *type, *json;
+    uint64_t seed;
+    int depths[MAX_DEPTHS], n_depths;
+    long n, reps, bw_mb, prefill_n;
+    enum fill_mode fill;
+    long auto_real_max;             /* --fill auto: real prefill up to this depth, fast beyond */
+    bool verify, prefill, profile;
+} bench_opts;
+
+typedef struct depth_result {
+    int depth;
+    bool fast;                      /* filled by fill_fast (K/V rows not computed) */
+    int fill_tokens;                /* tokens actually prefilled to reach the depth (0: none / fast) */
+    double fill_tps;
+    double tps_med, tps_min, tps_max;
+    double weight_bytes, kv_bytes;  /* per token */
+} depth_result;
+
+typedef struct bench_result {
+    double bw_gbs;
+    int threads, n_cpus, n_ctx;
+    char cpu[128], kernels[16], type[32];
+    const char *model_path;
+    size_t file_bytes, plan_bytes, rss_bytes;
+    depth_result d[MAX_DEPTHS];
+    int n_depths;
+    int prefill_tokens;
+    double prefill_tps;
+    int verify_depth;
+    double verify_ms[N_VERIFY];
+    bool have_verify;
+    bool have_profile;
+    int profile_depth;
+    hachi_profile prof;
+} bench_result;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: hachi bench (-m MODEL | --synth e2b|tiny [--type T] [--seed S]) [--depth 128,2048,8192]\n"
+            "                   [-n 32] [-r 3] [-t THREADS] [-c CTX] [--fill real|fast|auto] [--json FILE]\n"
+            "                   [--no-verify] [--no-prefill] [--no-profile] [--prefill-n 512] [--bw-mb 1024]\n"
+            "  --synth     generate a random-weight model of that shape once into $HACHI_BENCH_CACHE\n"
+            "              (default bench/cache/) and reuse it; --type q4_0 (default), q4_k_m, q8_0, f16, ...\n"
+            "  --depth     KV-cache depths to decode at (comma-separated)\n"
+            "  -n, -r      decode steps per repetition (32), repetitions (3)\n"
+            "  --fill      real: prefill every depth (default); fast: write plausible K/V rows without\n"
+            "              computing them; auto: real up to depth 2048, fast beyond\n"
+            "  --prefill-n   tokens of the timed prefill (default 512)\n"
+            "  --no-prefill  no real prefill at all: skip the prefill rate, fill every depth fast\n"
+            "  --no-verify   skip the cost of one forward of k = 1..16 tokens\n"
+            "  --no-profile  skip the per-chunk profile run\n"
+            "  --bw-mb     buffer of the bandwidth measurement in MiB (default 1024)\n"
+            "  --json      also write the results as one JSON object to FILE\n");
+}
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static uint64_t rng_next(uint64_t *x) {
+    *x ^= *x << 13; *x ^= *x >> 7; *x ^= *x << 17;
+    return *x;
+}
+
+/* n pseudo-random token ids in [4, n_vocab): never BOS/EOS/PAD on Gemma vocabularies */
+static void fill_tokens(int32_t *t, int n, int32_t n_vocab, uint64_t *x) {
+    int32_t span = n_vocab > 8 ? n_vocab - 4 : n_vocab;
+    for (int i = 0; i < n; i++) t[i] = (n_vocab > 8 ? 4 : 0) + (int32_t)(rng_next(x) % (uint64_t)span);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static bool parse_depths(bench_opts *b, const char *val) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", val);
+    b->n_depths = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        long d;
+        if (b->n_depths == MAX_DEPTHS) { cli_error(CMD, "--depth: at most %d depths", MAX_DEPTHS); return false; }
+        if (!cli_int(CMD, "--depth", tok, 1, 32768, &d)) return false;
+        b->depths[b->n_depths++] = (int)d;
+    }
+    if (b->n_depths == 0) { cli_error(CMD, "--depth needs at least one depth, got '%s'", val); return false; }
+    /* ascending, no duplicates: one session fills deeper and deeper */
+    for (int i = 1; i < b->n_depths; i++)
+        for (int j = i; j > 0 && b->depths[j - 1] > b->depths[j]; j--) {
+            int t = b->depths[j]; b->depths[j] = b->depths[j - 1]; b->depths[j - 1] = t;
+        }
+    int k = 0;
+    for (int i = 0; i < b->n_depths; i++)
+        if (k == 0 || b->depths[i] != b->depths[k - 1]) b->depths[k++] = b->depths[i];
+    b->n_depths = k;
+    return true;
+}
+
+static void cpu_model(char *out, size_t cap) {
+    snprintf(out, cap, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        /* x86: "model name"; arm64 kernels may only give "CPU part" / "Hardware" */
+        if (!strncmp(line, "model name", 10) || !strncmp(line, "Hardware", 8)) {
+            char *c = strchr(line, ':');
+            if (!c) continue;
+            c++;
+            while (*c == ' ' || *c == '\t') c++;
+            c[strcspn(c, "\n")] = 0;
+            snprintf(out, cap, "%s", c);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static const char *ftype_name(int64_t ft) {
+    switch (ft) {
+    case 0: return "f32";
+    case 1: return "f16";
+    case 2: return "q4_0";
+    case 3: return "q4_1";
+    case 7: return "q8_0";
+    case 8: return "q5_0";
+    case 10: return "q2_k";
+    case 12: return "q3_k_m";
+    case 14: return "q4_k_s";
+    case 15: return "q4_k_m";
+    case 16: return "q5_k_s";
+    case 17: return "q5_k_m";
+    case 18: return "q6_k";
+    case 32: return "bf16";
+    default: return NULL;
+    }
+}
+
+/* The machine's read bandwidth, measured in a child process so that the big
+ * buffer does not count in this process's peak RSS. */
+static double measure_bandwidth(int threads, long mb) {
+    size_t bytes = (size_t)mb << 20;
+    int fd[2];
+    if (pipe(fd) == 0) {
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(fd[0]);
+            double bw = hachi_measure_read_bandwidth_sized(threads, bytes, 5);
+            ssize_t w = write(fd[1], &bw, sizeof bw);
+            _exit(w == (ssize_t)sizeof bw ? 0 : 1);
+        }
+        close(fd[1]);
+        if (pid > 0) {
+            double bw = -1;
+            ssize_t got = read(fd[0], &bw, sizeof bw);
+            close(fd[0]);
+            int status = 0;
+            waitpid(pid, &status, 0);
+            if (got == (ssize_t)sizeof bw) return bw;
+            return -1;
+        }
+        close(fd[0]);
+    }
+    return hachi_measure_read_bandwidth_sized(threads, bytes, 5);
+}
+
+/* ---- synthetic model cache --------------------------------------------------- */
+
+typedef struct synth_progress { int last; bool tty; const char *what; double t_print; } synth_progress;
+
+/* A tty gets one updating line; a log gets a line per 10% or per 15 s. */
+static void on_synth_progress(void *ctx, double done) {
+    synth_progress *p = ctx;
+    int pct = (int)(done * 100.0);
+    if (pct == p->last) return;
+    double now = hachi_time_ms();
+    if (p->tty) fprintf(stderr, "\rhachi bench: synthesizing %s: %3d%%", p->what, pct);
+    else if (pct / 10 != p->last / 10 || now - p->t_print > 15000) {
+        fprintf(stderr, "hachi bench: synthesizing %s: %d%%\n", p->what, pct);
+        p->t_print = now;
+    }
+    p->last = pct;
+}
+
+static bool mkdir_p(const char *path) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0777) && errno != EEXIST) return false;
+        *p = '/';
+    }
+    return !mkdir(buf, 0777) || errno == EEXIST;
+}
+
+/* Path of the cached synthetic model, generating it first when absent. */
+static bool synth_model(const bench_opts *b, char *path, size_t cap) {
+    const char *dir = getenv("HACHI_BENCH_CACHE");
+    if (!dir || !*dir) dir = "bench/cache";
+    snprintf(path, cap, "%s/gemma4-%s-%s-s%llu.gguf", dir, b->synth_shape, b->type, (unsigned long long)b->seed);
+    struct stat st;
+    if (stat(path, &st) == 0 && st.st_size > 0) {
+        fprintf(stderr, "hachi bench: using the cached synthetic model %s\n", path);
+        return true;
+    }
+    if (!mkdir_p(dir)) { cli_error(CMD, "cannot create the cache directory '%s': %s", dir, strerror(errno)); return false; }
+    hachi_synth_params p = hachi_synth_default_params();
+    p.shape = b->synth_shape;
+    p.type = b->type;
+    p.seed = b->seed;
+    char what[1200];
+    snprintf(what, sizeof what, "%s %s (seed %llu) into %s", b->synth_shape, b->type, (unsigned long long)b->seed, path);
+    synth_progress pr = {0, isatty(2) != 0, what, hachi_time_ms()};
+    double t0 = pr.t_print;
+    fprintf(stderr, pr.tty ? "\rhachi bench: synthesizing %s:   0%%" : "hachi bench: synthesizing %s: 0%%\n", what);
+    hachi_status st2 = hachi_synth(&p, path, on_synth_progress, &pr);
+    if (pr.tty) fputc('\n', stderr);
+    if (st2) { cli_lib_error(CMD, st2, "cannot synthesize the model"); return false; }
+    fprintf(stderr, "hachi bench: synthesized %s in %.1f s\n", path, (hachi_time_ms() - t0) / 1000.0);
+    return true;
+}
+
+/* ---- measurements --------------------------------------------------------------- */
+
+/* Real prefill of n tokens at the session's position in chunks, with progress
+ * lines for long fills; returns tok/s or -1 (error printed). */
+static double prefill(hachi_session *s, int n, uint64_t *rng, const char *what) {
+    const hachi_model *m = s->m;
+    enum { CHUNK = 256 };
+    int32_t toks[CHUNK];
+    double ms = 0, last_print = hachi_time_ms();
+    bool tty = isatty(2) != 0, printed = false;
+    for (int done = 0; done < n;) {
+        int c = HACHI_MIN(CHUNK, n - done);
+        fill_tokens(toks, c, m->n_vocab, rng);
+        double t0 = hachi_time_ms();
+        hachi_status st = hachi_session_eval(s, toks, c, NULL);
+        double t1 = hachi_time_ms();
+        if (st) { cli_lib_error(CMD, st, "prefill failed"); return -1; }
+        ms += t1 - t0;
+        done += c;
+        if (n > CHUNK && (t1 - last_print > 2000 || (printed && done == n))) {
+            fprintf(stderr, tty ? "\rhachi bench: %s: %d/%d tokens (%.1f tok/s)" : "hachi bench: %s: %d/%d tokens (%.1f tok/s)\n",
+                    what, done, n, done / (ms / 1000.0));
+            last_print = t1;
+            printed = true;
+        }
+    }
+    if (printed && tty) fputc('\n', stderr);
+    return ms > 0 ? n / (ms / 1000.0) : INFINITY;
+}
+
+/* Bytes of KV cache read by one decode step at depth (every layer reads its owner's cache). */
+static double kv_bytes_at(const hachi_session *s, int depth) {
+    double b = 0;
+    for (int l = 0; l < s->m->n_layer; l++) {
+        const hachi_layer_plan *lp = &s->lp[l];
+        int keys = lp->window > 0 ? HACHI_MIN(depth, lp->window) : depth;
+        b += (double)keys * s->kv[lp->kv_index].dim * 2 /* K and V */ * 2 /* fp16 */;
+    }
+    return b;
+}
+
+/* -r repetitions of -n decode steps; tok/s per repetition into tps[]. */
+static bool decode_reps(hachi_session *s, int n, int reps, uint64_t *rng, double *tps) {
+    int32_t tok;
+    for (int w = 0; w < WARMUP_STEPS; w++) {
+        fill_tokens(&tok, 1, s->m->n_vocab, rng);
+        hachi_status st = hachi_session_eval(s, &tok, 1, NULL);
+        if (st) { cli_lib_error(CMD, st, "decode failed"); return false; }
+    }
+    for (int r = 0; r < reps; r++) {
+        double t0 = hachi_time_ms();
+        for (int i = 0; i < n; i++) {
+            fill_tokens(&tok, 1, s->m->n_vocab, rng);
+            hachi_status st = hachi_session_eval(s, &tok, 1, NULL);
+            if (st) { cli_lib_error(CMD, st, "decode failed"); return false; }
+        }
+        double ms = hachi_time_ms() - t0;
+        tps[r] = ms > 0 ? n / (ms / 1000.0) : INFINITY;
+    }
+    return true;
+}
+
+/* One forward of k tokens (all k logits rows, as a verifier needs), then a rewind by k. */
+static bool verify_costs(hachi_session *s, int reps, uint64_t *rng, double *ms_out) {
+    size_t nv = (size_t)s->m->n_vocab;
+    float *logits = malloc(sizeof(float) * nv * 16);
+    double *t = malloc(sizeof(double) * reps);
+    bool ok = logits && t;
+    if (!ok) cli_error(CMD, "out of memory");
+    for (int ki = 0; ok && ki < N_VERIFY; ki++) {
+        int k = verify_k[ki];
+        int32_t toks[16];
+        for (int r = -1; ok && r < reps; r++) {     /* r = -1: warm-up */
+            fill_tokens(toks, k, s->m->n_vocab, rng);
+            int pos = hachi_session_pos(s);
+            double t0 = hachi_time_ms();
+            hachi_status st = hachi_session_eval(s, toks, k, logits);
+            double ms = hachi_time_ms() - t0;
+            if (!st) st = hachi_session_rewind(s, pos);
+            if (st) { cli_lib_error(CMD, st, "verify forward failed"); ok = false; }
+            if (r >= 0) t[r] = ms;
+        }
+        if (ok) ms_out[ki] = median(t, reps);
+    }
+    free(t);
+    free(logits);
+    return ok;
+}
+
+/* A short decode run in a separate session created with profiling on. */
+static bool profile_run(const hachi_model *m, const bench_opts *b, int n_ctx, int depth, hachi_profile *out) {
+    hachi_session_params sp = b->o.sp;
+    sp.n_ctx = n_ctx;
+    sp.profile = true;
+    hachi_session *s = NULL;
+    hachi_status st = hachi_session_create(m, &sp, &s);
+    if (st) {
+        cli_lib_error(CMD, st, "cannot create the profiling session");
+        return false;
+    }
+    hachi_session_fill_fast(s, depth, 7);
+    uint64_t rng = 0x51ed270b27a3f1b5ull;
+    int32_t tok;
+    bool ok = true;
+    for (int i = 0; ok && i < WARMUP_STEPS + (int)b->n; i++) {
+        if (i == WARMUP_STEPS) hachi_session_profile_reset(s);
+        fill_tokens(&tok, 1, m->n_vocab, &rng);
+        if ((st = hachi_session_eval(s, &tok, 1, NULL))) { cli_lib_error(CMD, st, "profiled decode failed"); ok = false; }
+    }
+    if (ok) {
+        *out = *hachi_session_profile(s);
+        printf("profile at depth %d (fill: fast, K/V rows not computed), %d steps, ms per token:\n", depth, out->steps);
+        cli_print_profile(stdout, s);
+    }
+    hachi_session_free(s);
+    return ok;
+}
+
+/* ---- JSON ------------------------------------------------------------------------- */
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void json_num(FILE *f, double v) {
+    if (isfinite(v)) fprintf(f, "%.6g", v);
+    else fputs("null", f);
+}
+
+static bool write_json(const char *path, const bench_result *r, const bench_opts *b) {
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) { cli_error(CMD, "cannot write '%s': %s", tmp, strerror(errno)); return false; }
+    fprintf(f, "{\n  \"bandwidth_gbs\": "); json_num(f, r->bw_gbs);
+    fprintf(f, ",\n  \"threads\": %d,\n  \"n_cpus\": %d,\n  \"cpu\": ", r->threads, r->n_cpus);
+    json_str(f, r->cpu);
+    fprintf(f, ",\n  \"kernels\": "); json_str(f, r->kernels);
+    fprintf(f, ",\n  \"model\": {\"path\": "); json_str(f, r->model_path);
+    fprintf(f, ", \"type\": "); json_str(f, r->type);
+    fprintf(f, ", \"file_bytes\": %zu, \"synthetic\": %s},\n", r->file_bytes, b->synth_shape ? "true" : "false");
+    fprintf(f, "  \"context\": %d,\n  \"n\": %ld,\n  \"reps\": %ld,\n  \"depths\": [", r->n_ctx, b->n, b->reps);
+    for (int i = 0; i < r->n_depths; i++) {
+        const depth_result *d = &r->d[i];
+        double bytes = d->weight_bytes + d->kv_bytes, gbs = bytes * d->tps_med / 1e9;
+        fprintf(f, "%s\n    {\"depth\": %d, \"fill\": \"%s\", \"fill_tokens\": %d, \"fill_tps\": ", i ? "," : "",
+                d->depth, d->fast ? "fast" : "real", d->fill_tokens);
+        json_num(f, d->fill_tokens ? d->fill_tps : NAN);
+        fprintf(f, ", \"decode_tps_median\": "); json_num(f, d->tps_med);
+        fprintf(f, ", \"decode_tps_min\": "); json_num(f, d->tps_min);
+        fprintf(f, ", \"decode_tps_max\": "); json_num(f, d->tps_max);
+        fprintf(f, ", \"ms_per_token\": "); json_num(f, 1000.0 / d->tps_med);
+        fprintf(f, ", \"bytes_per_token\": %.0f, \"weight_bytes_per_token\": %.0f, \"kv_bytes_per_token\": %.0f",
+                bytes, d->weight_bytes, d->kv_bytes);
+        fprintf(f, ", \"achieved_gbs\": "); json_num(f, gbs);
+        fprintf(f, ", \"roofline_pct\": "); json_num(f, r->bw_gbs > 0 ? 100.0 * gbs / r->bw_gbs : NAN);
+        fputc('}', f);
+    }
+    fprintf(f, "\n  ],\n  \"prefill_tokens\": %d,\n  \"prefill_tps\": ", r->prefill_tokens);
+    json_num(f, r->prefill_tokens ? r->prefill_tps : NAN);
+    fprintf(f, ",\n  \"verify_depth\": %d,\n  \"verify\": [", r->verify_depth);
+    for (int i = 0; r->have_verify && i < N_VERIFY; i++) {
+        fprintf(f, "%s{\"k\": %d, \"ms\": ", i ? ", " : "", verify_k[i]);
+        json_num(f, r->verify_ms[i]);
+        fprintf(f, ", \"rel_cost\": ");
+        json_num(f, r->verify_ms[i] / r->verify_ms[0]);
+        fputc('}', f);
+    }
+    fprintf(f, "],\n  \"rss_bytes\": %zu,\n  \"plan_bytes\": %zu,\n  \"profile\": ", r->rss_bytes, r->plan_bytes);
+    if (r->have_profile && r->prof.steps > 0) {
+        const hachi_profile *p = &r->prof;
+        double k = 1.0 / p->steps, total = p->emb_ms + p->ple_ms + p->head_ms;
+        fprintf(f, "{\"depth\": %d, \"steps\": %d, \"emb\": ", r->profile_depth, p->steps);
+        json_num(f, p->emb_ms * k);
+        fprintf(f, ", \"ple\": "); json_num(f, p->ple_ms * k);
+        for (int c = 0; c < p->n_chunks; c++) {
+            fprintf(f, ", \"c%d\": ", c + 1);
+            json_num(f, p->chunk_ms[c] * k);
+            total += p->chunk_ms[c];
+        }
+        fprintf(f, ", \"head\": "); json_num(f, p->head_ms * k);
+        fprintf(f, ", \"total\": "); json_num(f, total * k);
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
+    fputs("\n}\n", f);
+    bool ok = !ferror(f);
+    ok &= fclose(f) == 0;
+    if (!ok || rename(tmp, path)) {
+        cli_error(CMD, "cannot write '%s': %s", path, strerror(errno));
+        remove(tmp);
+        return false;
+    }
+    return true;
+}
+
+/* ---- the command ---------------------------------------------------------------------- */
+
+static bool parse_args(bench_opts *b, int argc, char **argv, bool *help) {
+    memset(b, 0, sizeof *b);
+    cli_opts_init(&b->o);
+    b->type = "q4_0";
+    b->seed = 1;
+    b->n = 32;
+    b->reps = 3;
+    b->bw_mb = 1024;
+    b->prefill_n = 512;
+    b->fill = FILL_REAL;
+    b->auto_real_max = 2048;
+    b->verify = b->prefill = b->profile = true;
+    parse_depths(b, "128,2048,8192");
+    long v;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val;
+#define VAL() do { if (!(val = cli_value(CMD, argc, argv, &i))) return false; } while (0)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { *help = true; return true; }
+        else if (!strcmp(a, "--synth")) {
+            VAL();
+            if (strcmp(val, "e2b") && strcmp(val, "tiny")) { cli_error(CMD, "--synth expects e2b or tiny, got '%s'", val); return false; }
+            b->synth_shape = val;
+        } else if (!strcmp(a, "--type")) { VAL(); b->type = val; }
+        else if (!strcmp(a, "--seed")) {
+            VAL(); if (!cli_int(CMD, a, val, 0, 0x7fffffffL, &v)) return false; b->seed = (uint64_t)v;
+        } else if (!strcmp(a, "--depth") || !strcmp(a, "--depths")) { VAL(); if (!parse_depths(b, val)) return false; }
+        else if (!strcmp(a, "-n")) { VAL(); if (!cli_int(CMD, a, val, 1, 4096, &b->n)) return false; }
+        else if (!strcmp(a, "-r") || !strcmp(a, "--reps")) { VAL(); if (!cli_int(CMD, a, val, 1, 1000, &b->reps)) return false; }
+        else if (!strcmp(a, "--bw-mb")) { VAL(); if (!cli_int(CMD, a, val, 1, 65536, &b->bw_mb)) return false; }
+        else if (!strcmp(a, "--prefill-n")) { VAL(); if (!cli_int(CMD, a, val, 1, 32768, &b->prefill_n)) return false; }
+        else if (!strcmp(a, "--json")) { VAL(); b->json = val; }
+        else if (!strcmp(a, "--fill")) {
+            VAL();
+            if (!strcmp(val, "real")) b->fill = FILL_REAL;
+            else if (!strcmp(val, "fast")) b->fill = FILL_FAST;
+            else if (!strcmp(val, "auto")) b->fill = FILL_AUTO;
+            else { cli_error(CMD, "--fill expects real, fast or auto, got '%s'", val); return false; }
+        } else if (!strcmp(a, "--no-verify")) b->verify = false;
+        else if (!strcmp(a, "--no-prefill")) b->prefill = false;
+        else if (!strcmp(a, "--no-profile")) b->profile = false;
+        else {
+            int r = cli_opts_parse(CMD, &b->o, argc, argv, &i);
+            if (r < 0) return false;
+            if (r == 0) { cli_error(CMD, "unknown option '%s' (see --help)", a); return false; }
+        }
+#undef VAL
+    }
+    if (!b->o.model && !b->synth_shape) { cli_error(CMD, "no model: give -m MODEL.gguf or --synth e2b|tiny"); return false; }
+    if (b->o.model && b->synth_shape) { cli_error(CMD, "give either -m or --synth, not both"); return false; }
+    if (!b->prefill) b->fill = FILL_FAST;
+    return true;
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_opts b;
+    bool help = false;
+    if (!parse_args(&b, argc, argv, &help)) return 1;
+    if (help) { usage(stdout); return 0; }
+
+    /* context: the deepest depth + warm-up + decode steps + verify slack */
+    int max_depth = b.depths[b.n_depths - 1];
+    int need = max_depth + WARMUP_STEPS + (int)(b.n * b.reps) + 16;
+    int n_ctx = cli_ctx_for(need);
+    if (b.o.ctx_given) {
+        n_ctx = b.o.sp.n_ctx;
+        if (n_ctx < need) return cli_error(CMD, "-c %d cannot hold depth %d + %ld decode steps (needs %d)", n_ctx, max_depth, b.n * b.reps, need);
+    }
+    if (!n_ctx) return cli_error(CMD, "depth %d + %ld decode steps exceeds the largest context mode (32768)", max_depth, b.n * b.reps);
+    b.o.sp.n_ctx = n_ctx;
+    b.o.sp.profile = false;         /* the main session never profiles; profile_run does */
+
+    static bench_result r;
+    memset(&r, 0, sizeof r);
+    r.threads = b.o.sp.n_threads ? b.o.sp.n_threads : hachi_physical_cores();
+    r.n_cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    r.n_ctx = n_ctx;
+    cpu_model(r.cpu, sizeof r.cpu);
+
+    char synth_path[1024];
+    if (b.synth_shape) {
+        if (!synth_model(&b, synth_path, sizeof synth_path)) return 1;
+        b.o.model = synth_path;
+    }
+    r.model_path = b.o.model;
+
+    fprintf(stderr, "hachi bench: measuring read bandwidth (%ld MiB, %d threads)...\n", b.bw_mb, r.threads);
+    r.bw_gbs = measure_bandwidth(r.threads, b.bw_mb);
+    if (!(r.bw_gbs > 0)) fprintf(stderr, "hachi bench: warning: the bandwidth measurement failed; no roofline %%\n");
+
+    int rc = 1;
+    hachi_session *s = NULL;
+    hachi_model *m = cli_load_model(CMD, &b.o, false);
+    if (!m) goto out;
+    hachi_status st = hachi_session_create(m, &b.o.sp, &s);
+    if (st) { cli_lib_error(CMD, st, "cannot create the session"); goto out; }
+    r.file_bytes = hachi_gguf_file_size(hachi_model_gguf(m));
+    r.plan_bytes = hachi_session_plan_bytes(s);
+    snprintf(r.kernels, sizeof r.kernels, "%s", s->kern->name);
+    int64_t ft = -1;
+    if (b.synth_shape) snprintf(r.type, sizeof r.type, "%s", b.type);
+    else if (hachi_gguf_get_i64(hachi_model_gguf(m), "general.file_type", &ft) && ftype_name(ft))
+        snprintf(r.type, sizeof r.type, "%s", ftype_name(ft));
+    else snprintf(r.type, sizeof r.type, ft >= 0 ? "ftype %lld" : "unknown", (long long)ft);
+
+    printf("hachi bench: %s, %d CPUs, %d threads, kernels %s, read bandwidth %.1f GB/s (measured)\n", r.cpu, r.n_cpus,
+           r.threads, r.kernels, r.bw_gbs);
+    printf("model: %s (%s %s, %.1f MB file, %.1f MB weights read per token), context %d, plan %.1f MB\n", r.model_path,
+           hachi_model_arch(m), r.type, r.file_bytes / 1e6, m->weight_bytes / 1e6, n_ctx, r.plan_bytes / 1e6);
+    fflush(stdout);
+
+    uint64_t rng = 0x2545F4914F6CDD1Dull ^ b.seed;
+    /* prefill rate: a real prefill from position 0, then forgotten */
+    if (b.prefill) {
+        r.prefill_tokens = (int)HACHI_MIN(b.prefill_n, (long)n_ctx);
+        fprintf(stderr, "hachi bench: timing a prefill of %d tokens...\n", r.prefill_tokens);
+        r.prefill_tps = prefill(s, r.prefill_tokens, &rng, "prefill");
+        if (r.prefill_tps < 0 || hachi_session_rewind(s, 0)) goto out;
+    }
+
+    double *tps = malloc(sizeof(double) * b.reps);
+    if (!tps) { cli_error(CMD, "out of memory"); goto out; }
+    for (int i = 0; i < b.n_depths; i++) {
+        depth_result *d = &r.d[r.n_depths];
+        d->depth = b.depths[i];
+        d->fast = b.fill == FILL_FAST || (b.fill == FILL_AUTO && d->depth > b.auto_real_max);
+        if (hachi_session_pos(s) > d->depth) hachi_session_rewind(s, 0);
+        int fill = d->depth - hachi_session_pos(s);
+        char what[64];
+        snprintf(what, sizeof what, "filling to depth %d", d->depth);
+        if (d->fast) {
+            fprintf(stderr, "hachi bench: %s (fast: K/V rows not computed)...\n", what);
+            hachi_session_fill_fast(s, fill, b.seed + (uint64_t)i);
+        } else if (fill > 0) {
+            fprintf(stderr, "hachi bench: %s (real prefill of %d tokens)...\n", what, fill);
+            d->fill_tokens = fill;
+            if ((d->fill_tps = prefill(s, fill, &rng, what)) < 0) { free(tps); goto out; }
+        }
+        fprintf(stderr, "hachi bench: decoding at depth %d (%ld x %ld steps)...\n", d->depth, b.reps, b.n);
+        if (!decode_reps(s, (int)b.n, (int)b.reps, &rng, tps)) { free(tps); goto out; }
+        d->tps_min = d->tps_max = tps[0];
+        for (int k = 1; k < b.reps; k++) {
+            d->tps_min = fmin(d->tps_min, tps[k]);
+            d->tps_max = fmax(d->tps_max, tps[k]);
+        }
+        d->tps_med = median(tps, (int)b.reps);
+        d->weight_bytes = (double)m->weight_bytes;
+        d->kv_bytes = kv_bytes_at(s, d->depth);
+        r.n_depths++;
+        if (i == 0 && b.verify) {
+            fprintf(stderr, "hachi bench: timing forwards of k = 1..16 tokens at depth %d...\n", hachi_session_pos(s));
+            r.verify_depth = hachi_session_pos(s);
+            if (!(r.have_verify = verify_costs(s, (int)HACHI_MAX(b.reps, 5), &rng, r.verify_ms))) { free(tps); goto out; }
+        }
+    }
+    free(tps);
+
+    /* the table */
+    printf("\n  depth  fill   tok/s median    min    max   ms/token   MB/token  (KV MB)   GB/s  roofline\n");
+    for (int i = 0; i < r.n_depths; i++) {
+        const depth_result *d = &r.d[i];
+        double bytes = d->weight_bytes + d->kv_bytes, gbs = bytes * d->tps_med / 1e9;
+        printf("  %5d  %-4s  %12.2f %6.2f %6.2f  %9.2f  %9.1f  %7.1f  %5.1f  %7.1f%%\n", d->depth, d->fast ? "fast" : "real",
+               d->tps_med, d->tps_min, d->tps_max, 1000.0 / d->tps_med, bytes / 1e6, d->kv_bytes / 1e6, gbs,
+               r.bw_gbs > 0 ? 100.0 * gbs / r.bw_gbs : 0.0);
+    }
+    bool any_fast = false;
+    for (int i = 0; i < r.n_depths; i++) any_fast |= r.d[i].fast;
+    if (any_fast) printf("  (fill: fast, K/V rows not computed: written by hachi_session_fill_fast)\n");
+    printf("  (decode: %ld reps x %ld steps of one pseudo-random token, after %d warm-up steps; "
+           "depth D decodes at positions D+%d..)\n", b.reps, b.n, WARMUP_STEPS, WARMUP_STEPS);
+    if (b.prefill) {
+        printf("prefill: %d tokens at %.2f tok/s", r.prefill_tokens, r.prefill_tps);
+        for (int i = 0; i < r.n_depths; i++)
+            if (r.d[i].fill_tokens > 0)
+                printf("; fill to %d: %d tokens at %.2f tok/s", r.d[i].depth, r.d[i].fill_tokens, r.d[i].fill_tps);
+        printf("\n");
+    }
+    if (r.have_verify) {
+        printf("verify (depth %d, one forward of k tokens with k logits rows, median of %ld): ", r.verify_depth,
+               HACHI_MAX(b.reps, 5));
+        for (int i = 0; i < N_VERIFY; i++)
+            printf("%sk=%d %.2fx (%.1f ms)", i ? ", " : "", verify_k[i], r.verify_ms[i] / r.verify_ms[0], r.verify_ms[i]);
+        printf("\n");
+    }
+    fflush(stdout);
+
+    if (b.profile) {
+        fprintf(stderr, "hachi bench: profiled decode at depth %d...\n", max_depth);
+        r.profile_depth = max_depth;
+        if (!(r.have_profile = profile_run(m, &b, n_ctx, max_depth, &r.prof))) goto out;
+    }
+
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) r.rss_bytes = (size_t)ru.ru_maxrss * 1024;
+    printf("peak RSS %.1f MB (model file %.1f MB + session plan %.1f MB = %.1f MB)\n", r.rss_bytes / 1e6,
+           r.file_bytes / 1e6, r.plan_bytes / 1e6, (r.file_bytes + r.plan_bytes) / 1e6);
+    if (b.json) {
+        if (!write_json(b.json, &r, &b)) goto out;
+        printf("json: %s\n", b.json);
+    }
+    rc = 0;
+out:
+    hachi_session_free(s);
+    hachi_model_free(m);
+    return rc;
+}

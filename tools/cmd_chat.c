@@ -1,0 +1,111 @@
+/* hachi chat: a conversation in one session. Each line on stdin is a user
+ * turn; only its new tokens are prefilled (the KV cache is reused across
+ * turns); the reply streams until the end-of-turn token or EOS. When the
+ * context cannot hold the next turn, the user is told and the chat ends. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cli.h"
+
+int cmd_chat(int argc, char **argv) {
+    const char *cmd = "chat", *system = NULL;
+    cli_opts o;
+    long n_max = 512;
+    int rc = 1;
+    cli_opts_init(&o);
+    for (int i = 1; i < argc; i++) {
+        int r = cli_opts_parse(cmd, &o, argc, argv, &i);
+        if (r < 0) return 1;
+        if (r > 0) continue;
+        const char *a = argv[i];
+        if (!strcmp(a, "--system")) { if (!(system = cli_value(cmd, argc, argv, &i))) return 1; }
+        else if (!strcmp(a, "-n")) {
+            const char *v = cli_value(cmd, argc, argv, &i);
+            if (!v || !cli_int(cmd, a, v, 1, 1 << 20, &n_max)) return 1;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            printf("usage: hachi chat -m MODEL [--system TEXT] [-n MAX_REPLY_TOKENS] [-c CTX] [sampling flags]\n"
+                   "one user message per line on stdin; an empty line or end of input ends the chat\n");
+            return 0;
+        } else return cli_error(cmd, "unknown option '%s'", a);
+    }
+    hachi_model *m = cli_load_model(cmd, &o, false);
+    hachi_session *s = NULL;
+    hachi_sampler *smp = NULL;
+    char *line = NULL, *turn = NULL;
+    int32_t *toks = NULL;
+    size_t line_cap = 0;
+    if (!m) goto out;
+    hachi_status st = hachi_session_create(m, &o.sp, &s);
+    if (st) { cli_lib_error(cmd, st, "cannot create the session"); goto out; }
+    if ((st = hachi_sampler_create(&o.smp, hachi_model_n_vocab(m), &smp))) { cli_lib_error(cmd, st, "sampler"); goto out; }
+    bool tty = isatty(STDIN_FILENO);
+    static const char *names[] = {"gemma4", "gemma3", "plain"};
+    fprintf(stderr, "hachi chat: %s format, context %d; one message per line, empty line to quit\n",
+            names[hachi_chat_detect(m)], hachi_session_n_ctx(s));
+    int turns = 0;
+    for (;;) {
+        if (tty) { fputs("> ", stdout); fflush(stdout); }
+        ssize_t got = getline(&line, &line_cap, stdin);
+        if (got <= 0) break;
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
+        if (got == 0) break;
+
+        int32_t need = hachi_chat_turn(m, system, line, turns == 0, NULL, 0) + 1;
+        free(turn);
+        if (!(turn = malloc(need))) goto out;
+        hachi_chat_turn(m, system, line, turns == 0, turn, need);
+        int32_t n = 0;
+        hachi_tokenize(m, turn, strlen(turn), false, true, NULL, 0, &n);
+        free(toks);
+        if (!(toks = malloc(sizeof(int32_t) * (n + 1)))) goto out;
+        hachi_tokenize(m, turn, strlen(turn), false, true, toks, n + 1, &n);
+        int room = hachi_session_n_ctx(s) - hachi_session_pos(s);
+        if (n + 1 > room) {
+            fprintf(stderr, "hachi chat: context full: this turn needs %d tokens but only %d of %d are left; "
+                            "start a new chat (or a larger -c)\n", n + 1, room, hachi_session_n_ctx(s));
+            rc = 2;
+            goto out;
+        }
+        if ((st = hachi_session_eval(s, toks, n, NULL))) { cli_lib_error(cmd, st, "prefill failed"); goto out; }
+        for (int i = 0; i < n; i++) hachi_sampler_accept(smp, toks[i]);
+
+        hachi_detok dt;
+        hachi_detok_init(&dt, m);
+        char buf[256];
+        int gen = 0;
+        bool ended = false;
+        while (gen < n_max) {
+            int32_t tok = hachi_sampler_sample(smp, hachi_session_logits(s));
+            gen++;
+            if (hachi_model_is_eog(m, tok)) { ended = true; break; }
+            hachi_sampler_accept(smp, tok);
+            int32_t len = hachi_detok_push(&dt, tok, buf, sizeof buf);
+            fwrite(buf, 1, len, stdout);
+            fflush(stdout);
+            if (hachi_session_pos(s) >= hachi_session_n_ctx(s)) {
+                fprintf(stderr, "\nhachi chat: context full (%d tokens): the reply was cut; start a new chat\n",
+                        hachi_session_n_ctx(s));
+                rc = 2;
+                goto out;
+            }
+            if ((st = hachi_session_eval(s, &tok, 1, NULL))) { cli_lib_error(cmd, st, "decode failed"); goto out; }
+        }
+        int32_t len = hachi_detok_flush(&dt, buf, sizeof buf);
+        fwrite(buf, 1, len, stdout);
+        fputc('\n', stdout);
+        fflush(stdout);
+        turns++;
+        fprintf(stderr, "[turn %d: prefilled %d new tokens, replied %d tokens%s, context %d/%d]\n", turns, n, gen,
+                ended ? "" : " (cut at -n)", hachi_session_pos(s), hachi_session_n_ctx(s));
+    }
+    rc = 0;
+out:
+    free(line);
+    free(turn);
+    free(toks);
+    hachi_sampler_free(smp);
+    hachi_session_free(s);
+    hachi_model_free(m);
+    return rc;
+}

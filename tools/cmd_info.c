@@ -1,0 +1,40 @@
+/* hachi info: architecture, hyperparameters, tokenizer, tensor table, and the
+ * static plan of a session in the given context mode with its memory. */
+#include <stdio.h>
+#include <string.h>
+#include "cli.h"
+
+int cmd_info(int argc, char **argv) {
+    const char *cmd = "info";
+    cli_opts o;
+    cli_opts_init(&o);
+    for (int i = 1; i < argc; i++) {
+        int r = cli_opts_parse(cmd, &o, argc, argv, &i);
+        if (r < 0) return 1;
+        if (r > 0) continue;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: hachi info -m MODEL [-c CTX] [-t THREADS]\n");
+            return 0;
+        }
+        return cli_error(cmd, "unknown option '%s'", argv[i]);
+    }
+    hachi_model *m = cli_load_model(cmd, &o, false);
+    if (!m) {
+        /* a vocabulary-only file still has something to show */
+        hachi_model_params mp = hachi_model_default_params();
+        mp.vocab_only = true;
+        if (!o.model || hachi_model_load(o.model, &mp, &m) != HACHI_OK) return 1;
+        fprintf(stderr, "hachi info: showing the tokenizer and tensors only\n");
+        hachi_model_print_info(m, stdout);
+        hachi_model_free(m);
+        return 1;
+    }
+    hachi_model_print_info(m, stdout);
+    hachi_session *s = NULL;
+    hachi_status st = hachi_session_create(m, &o.sp, &s);
+    if (st != HACHI_OK) { cli_lib_error(cmd, st, "cannot plan a session"); hachi_model_free(m); return 1; }
+    hachi_session_print_plan(s, stdout);
+    hachi_session_free(s);
+    hachi_model_free(m);
+    return 0;
+}

@@ -1,0 +1,132 @@
+/* hachi run: prefill a prompt, then sample and stream tokens to stdout; a
+ * summary (tokens, prefill and decode tok/s) goes to stderr. --profile prints
+ * the per-chunk profile line every 16 decode steps after a warm-up. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#include "util.h"
+#include "session.h"
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: hachi run -m MODEL [-p PROMPT | -f FILE] [-n N] [-c CTX] [-t THREADS]\n"
+            "                 [--temp T] [--top-k K] [--top-p P] [--min-p M] [--repeat-penalty R] [--seed S]\n"
+            "                 [--no-bos] [--profile] [--chunks 8,15,25]\n");
+}
+
+/* "[profile] emb=.. ple=.. c1=.. .. head=.. total=.. ms (.. tok/s)  attn: c1=..% .." averaged per step */
+void cli_print_profile(FILE *f, const hachi_session *s) {
+    const hachi_profile *p = hachi_session_profile(s);
+    if (p->steps == 0) return;
+    double k = 1.0 / p->steps, total = p->emb_ms + p->ple_ms + p->head_ms;
+    for (int c = 0; c < p->n_chunks; c++) total += p->chunk_ms[c];
+    fprintf(f, "[profile] emb=%.2f ple=%.2f", p->emb_ms * k, p->ple_ms * k);
+    for (int c = 0; c < p->n_chunks; c++) fprintf(f, " c%d=%.2f", c + 1, p->chunk_ms[c] * k);
+    fprintf(f, " head=%.2f total=%.2f ms (%.2f tok/s)  attn:", p->head_ms * k, total * k, 1000.0 / (total * k));
+    for (int c = 0; c < p->n_chunks; c++)
+        fprintf(f, " c%d=%.0f%%", c + 1, p->chunk_ms[c] > 0 ? 100.0 * p->attn_ms[c] / p->chunk_ms[c] : 0.0);
+    fputc('\n', f);
+}
+
+int cmd_run(int argc, char **argv) {
+    const char *cmd = "run", *prompt = "", *prompt_file = NULL;
+    cli_opts o;
+    long n_predict = 128;
+    bool bos = true;
+    int rc = 1;
+    cli_opts_init(&o);
+    for (int i = 1; i < argc; i++) {
+        int r = cli_opts_parse(cmd, &o, argc, argv, &i);
+        if (r < 0) return 1;
+        if (r > 0) continue;
+        const char *a = argv[i];
+        if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(prompt = cli_value(cmd, argc, argv, &i))) return 1; }
+        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { if (!(prompt_file = cli_value(cmd, argc, argv, &i))) return 1; }
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            const char *v = cli_value(cmd, argc, argv, &i);
+            if (!v || !cli_int(cmd, a, v, 0, 1 << 20, &n_predict)) return 1;
+        } else if (!strcmp(a, "--no-bos")) bos = false;
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
+        else { usage(); return cli_error(cmd, "unknown option '%s'", a); }
+    }
+    char *file_text = NULL;
+    size_t plen = strlen(prompt);
+    if (prompt_file) {
+        if (!(file_text = cli_read_file(cmd, prompt_file, &plen))) return 1;
+        prompt = file_text;
+    }
+    hachi_model *m = cli_load_model(cmd, &o, false);
+    hachi_session *s = NULL;
+    hachi_sampler *smp = NULL;
+    int32_t *toks = NULL, n_tok = 0;
+    if (!m) goto out;
+
+    hachi_tokenize(m, prompt, plen, bos, true, NULL, 0, &n_tok);
+    if (!(toks = malloc(sizeof(int32_t) * (n_tok + 1)))) goto out;
+    hachi_status st = hachi_tokenize(m, prompt, plen, bos, true, toks, n_tok + 1, &n_tok);
+    if (st != HACHI_OK) { cli_lib_error(cmd, st, "cannot tokenize the prompt"); goto out; }
+    if (n_tok == 0) { cli_error(cmd, "empty prompt and no BOS: nothing to start from"); goto out; }
+    if (!o.ctx_given) o.sp.n_ctx = cli_ctx_for(n_tok + (int)n_predict) ? cli_ctx_for(n_tok + (int)n_predict) : 32768;
+    if ((st = hachi_session_create(m, &o.sp, &s))) { cli_lib_error(cmd, st, "cannot create the session"); goto out; }
+    if (n_tok > hachi_session_n_ctx(s)) {
+        cli_error(cmd, "the prompt has %d tokens, more than the context of %d (-c)", n_tok, hachi_session_n_ctx(s));
+        goto out;
+    }
+    if ((st = hachi_sampler_create(&o.smp, hachi_model_n_vocab(m), &smp))) { cli_lib_error(cmd, st, "sampler"); goto out; }
+
+    /* echo the prompt, then prefill it */
+    fwrite(prompt, 1, plen, stdout);
+    fflush(stdout);
+    double t0 = hachi_time_ms();
+    if ((st = hachi_session_eval(s, toks, n_tok, NULL))) { cli_lib_error(cmd, st, "prefill failed"); goto out; }
+    double t_prefill = hachi_time_ms() - t0;
+    for (int i = 0; i < n_tok; i++) hachi_sampler_accept(smp, toks[i]);
+
+    hachi_detok dt;
+    hachi_detok_init(&dt, m);
+    dt.at_start = plen == 0;         /* strip the dummy-prefix space only at the very start */
+    char buf[256];
+    int n_gen = 0;
+    bool full = false;
+    const int warmup = 4;
+    if (o.sp.profile) hachi_session_profile_reset(s);
+    t0 = hachi_time_ms();
+    double t_warm = t0;
+    while (n_gen < n_predict) {
+        int32_t tok = hachi_sampler_sample(smp, hachi_session_logits(s));
+        if (hachi_model_is_eog(m, tok)) break;
+        hachi_sampler_accept(smp, tok);
+        int32_t len = hachi_detok_push(&dt, tok, buf, sizeof buf);
+        fwrite(buf, 1, len, stdout);
+        fflush(stdout);
+        n_gen++;
+        if (n_gen >= n_predict) break;
+        if (hachi_session_pos(s) >= hachi_session_n_ctx(s)) { full = true; break; }
+        if ((st = hachi_session_eval(s, &tok, 1, NULL))) { cli_lib_error(cmd, st, "decode failed"); goto out; }
+        if (o.sp.profile) {
+            if (n_gen == warmup) { hachi_session_profile_reset(s); t_warm = hachi_time_ms(); }
+            else if (n_gen > warmup && (n_gen - warmup) % 16 == 0) {
+                cli_print_profile(stderr, s);
+                hachi_session_profile_reset(s);
+            }
+        }
+    }
+    (void)t_warm;
+    double t_decode = hachi_time_ms() - t0;
+    int32_t len = hachi_detok_flush(&dt, buf, sizeof buf);
+    fwrite(buf, 1, len, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    if (full) fprintf(stderr, "hachi run: context full (%d tokens): generation stopped\n", hachi_session_n_ctx(s));
+    fprintf(stderr, "prompt tokens: %d, generated tokens: %d, prefill: %.2f tok/s, decode: %.2f tok/s\n", n_tok, n_gen,
+            n_tok / (t_prefill / 1000.0), n_gen > 1 ? (n_gen - 1) / (t_decode / 1000.0) : 0.0);
+    rc = 0;
+out:
+    hachi_sampler_free(smp);
+    hachi_session_free(s);
+    hachi_model_free(m);
+    free(toks);
+    free(file_text);
+    return rc;
+}
