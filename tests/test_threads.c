@@ -10,7 +10,7 @@
 typedef struct {
     atomic_long sum;            /* sum of (ith + 1) over all calls */
     atomic_int calls;
-    int seen_nth;
+    atomic_int seen_nth;
     long per_thread[8];         /* each thread writes only its own slot */
     int round;
 } count_ctx;
@@ -19,7 +19,7 @@ static void count_task(void *arg, int ith, int nth) {
     count_ctx *c = arg;
     atomic_fetch_add(&c->sum, ith + 1);
     atomic_fetch_add(&c->calls, 1);
-    c->seen_nth = nth;          /* all threads write the same value: checked after join */
+    atomic_store(&c->seen_nth, nth);   /* all threads store the same value: checked after join */
     if (ith < 8) c->per_thread[ith] += c->round;
 }
 
@@ -45,7 +45,7 @@ TEST(threads_pool_many_runs) {
                 break;
             }
         }
-        CHECK(c.seen_nth == n);
+        CHECK(atomic_load(&c.seen_nth) == n);
         CHECK(atomic_load(&c.sum) == (long)runs * n * (n + 1) / 2);
         for (int i = 0; i < n; i++) CHECKF(c.per_thread[i] == expect_pt, "n=%d thread %d", n, i);
         hachi_pool_free(pool);
@@ -125,7 +125,7 @@ TEST(threads_pool_create_free_cycles) {
     count_ctx c;
     memset(&c, 0, sizeof c);
     hachi_pool_run(NULL, count_task, &c);
-    CHECK(atomic_load(&c.calls) == 1 && c.seen_nth == 1);
+    CHECK(atomic_load(&c.calls) == 1 && atomic_load(&c.seen_nth) == 1);
 }
 
 TEST(threads_run_allocates_nothing) {

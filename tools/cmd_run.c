@@ -48,7 +48,7 @@ int cmd_run(int argc, char **argv) {
             if (!v || !cli_int(cmd, a, v, 0, 1 << 20, &n_predict)) return 1;
         } else if (!strcmp(a, "--no-bos")) bos = false;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
-        else { usage(); return cli_error(cmd, "unknown option '%s'", a); }
+        else return cli_error(cmd, "unknown option '%s' (hachi run --help)", a);
     }
     char *file_text = NULL;
     size_t plen = strlen(prompt);

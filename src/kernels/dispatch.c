@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/kernels.h"
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 static const char *const isa_names[HACHI_ISA_COUNT] = {"ref", "avx2", "avx512", "neon"};
 
@@ -12,19 +15,27 @@ const char *hachi_isa_name(hachi_isa isa) {
     return (unsigned)isa < HACHI_ISA_COUNT ? isa_names[isa] : "unknown";
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+/* F16C is CPUID.1:ECX bit 29 (clang's __builtin_cpu_supports does not know "f16c") */
+static int has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
+
 static int cpu_has(hachi_isa isa) {
     switch (isa) {
     case HACHI_ISA_REF: return 1;
 #if defined(__x86_64__) || defined(__i386__)
     case HACHI_ISA_AVX2:
         __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     case HACHI_ISA_AVX512:
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx2") &&
-               __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+               __builtin_cpu_supports("fma") && has_f16c();
 #endif
 #if defined(__aarch64__)
     case HACHI_ISA_NEON: return 1;   /* ASIMD is baseline; arm_neon.c checks dotprod itself */

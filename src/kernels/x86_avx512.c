@@ -1,0 +1,550 @@
+/* kernels/x86_avx512: AVX-512 (F/BW/VL/DQ) + VNNI kernels. The int8 dots mirror the AVX2
+ * file line for line, with VNNI fusions that compute the same exact integers: vpdpbusd
+ * replaces maddubs + madd(ones) (u8 x s8, 4 products into each int32 lane), and vpdpwssd
+ * replaces madd(scale) + add for the K-quants' per-sub-block scales. They stay 256-bit
+ * (one 32-element block per vector, no zmm frequency penalty on the hot int8 path); the
+ * float dots, fp16 conversion and attention kernels use 512-bit vectors. Entries not
+ * defined here come from the AVX2 table (an AVX-512 CPU has AVX2). */
+#include "kernels/kernels.h"
+
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
+    defined(__AVX512DQ__) && defined(__AVX512VNNI__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#include <pthread.h>
+#include <string.h>
+#include "util.h"
+
+static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+/* The multi kernels do so much work per weight byte that the out-of-order window no longer
+ * reaches the next cache lines: prefetch the weight stream explicitly, 1 KiB ahead. */
+#define PREFETCH(p) _mm_prefetch((const char *)(p) + 1024, _MM_HINT_T0)
+
+static inline float hsum_ps(__m256 v) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+static inline float hsum_ps128(__m128 x) {
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+/* 16 bytes of nibbles -> 32 bytes: byte j (j < 16) = low nibble of qs[j] (element j),
+ * byte 16 + j = high nibble of qs[j] (element j + 16), matching the q4_0 layout. */
+static inline __m256i nibbles_32(const uint8_t *qs) {
+    const __m128i t = _mm_loadu_si128((const __m128i *)qs);
+    const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+}
+
+/* 32 bits -> 32 bytes, byte k = 0xFF where bit k is set (q5_0's qh) */
+static inline __m256i bytes_from_bits_32(const uint8_t *p) {
+    uint32_t x;
+    memcpy(&x, p, 4);
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), shuf);   /* byte k = source byte k/8 */
+    b = _mm256_or_si256(b, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));    /* all bits but k%8 */
+    return _mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1));
+}
+
+/* int32 sums of 4 adjacent x*y products for signed x, y (|x| <= 127): sign moves onto y,
+ * then one vpdpbusd (|x| unsigned, sign(y, x) signed) */
+static inline __m256i dot_i8_pairs(__m256i ax, __m256i sy) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sy);
+}
+
+static inline __m256 dot_s8_f(__m256i x, __m256i y) {
+    return _mm256_cvtepi32_ps(dot_i8_pairs(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)));
+}
+
+/* ---------------- float weights (512-bit) ---------------- */
+
+static inline __m512 load16_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+static inline __m512 load16_bf16(const uint16_t *p) {
+    const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+}
+static inline __m512 load16_f32(const float *p) { return _mm512_loadu_ps(p); }
+static inline float id_f32(float x) { return x; }
+static inline float bf2f(uint16_t h) { return hachi_bf16_to_f32(h); }
+
+#define FLOAT_DOT(name, wtype, load, scalar)                                                 \
+    void name(int64_t n, float *s, const void *vw, const void *va) {                        \
+        const wtype *w = vw;                                                                 \
+        const float *a = va;                                                                 \
+        __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;                         \
+        int64_t i = 0;                                                                       \
+        for (; i + 64 <= n; i += 64) {                                                       \
+            c0 = _mm512_fmadd_ps(load(w + i), _mm512_loadu_ps(a + i), c0);                   \
+            c1 = _mm512_fmadd_ps(load(w + i + 16), _mm512_loadu_ps(a + i + 16), c1);         \
+            c2 = _mm512_fmadd_ps(load(w + i + 32), _mm512_loadu_ps(a + i + 32), c2);         \
+            c3 = _mm512_fmadd_ps(load(w + i + 48), _mm512_loadu_ps(a + i + 48), c3);         \
+        }                                                                                    \
+        for (; i + 16 <= n; i += 16) c0 = _mm512_fmadd_ps(load(w + i), _mm512_loadu_ps(a + i), c0); \
+        float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3))); \
+        for (; i < n; i++) sum += scalar(w[i]) * a[i];                                       \
+        *s = sum;                                                                            \
+    }
+FLOAT_DOT(hachi_vec_dot_f32_avx512, float, load16_f32, id_f32)
+FLOAT_DOT(hachi_vec_dot_f16_avx512, uint16_t, load16_f16, h2f)
+FLOAT_DOT(hachi_vec_dot_bf16_avx512, uint16_t, load16_bf16, bf2f)
+
+/* multi: each chunk of 64 weights is converted once, then fed to every row */
+#define FLOAT_MULTI(name, wtype, load, scalar)                                               \
+    static void name(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) { \
+        const wtype *w = vw;                                                                 \
+        __m512 acc[16];                                                                      \
+        for (int r = 0; r < na; r++) acc[r] = _mm512_setzero_ps();                           \
+        int64_t i = 0;                                                                       \
+        for (; i + 64 <= n; i += 64) {                                                       \
+            PREFETCH(w + i);                                                                 \
+            PREFETCH(w + i + 32);                                                            \
+            const __m512 w0 = load(w + i), w1 = load(w + i + 16), w2 = load(w + i + 32), w3 = load(w + i + 48); \
+            for (int r = 0; r < na; r++) {                                                   \
+                const float *a = (const float *)((const char *)va + (size_t)r * stride) + i; \
+                __m512 t = _mm512_mul_ps(w0, _mm512_loadu_ps(a));                            \
+                t = _mm512_fmadd_ps(w1, _mm512_loadu_ps(a + 16), t);                         \
+                t = _mm512_fmadd_ps(w2, _mm512_loadu_ps(a + 32), t);                         \
+                t = _mm512_fmadd_ps(w3, _mm512_loadu_ps(a + 48), t);                         \
+                acc[r] = _mm512_add_ps(acc[r], t);                                           \
+            }                                                                                \
+        }                                                                                    \
+        for (; i + 16 <= n; i += 16) {                                                       \
+            const __m512 w0 = load(w + i);                                                   \
+            for (int r = 0; r < na; r++) {                                                   \
+                const float *a = (const float *)((const char *)va + (size_t)r * stride) + i; \
+                acc[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(a), acc[r]);                    \
+            }                                                                                \
+        }                                                                                    \
+        for (int r = 0; r < na; r++) {                                                       \
+            const float *a = (const float *)((const char *)va + (size_t)r * stride);         \
+            float sum = _mm512_reduce_add_ps(acc[r]);                                        \
+            for (int64_t k = i; k < n; k++) sum += scalar(w[k]) * a[k];                      \
+            s[r] = sum;                                                                      \
+        }                                                                                    \
+    }
+FLOAT_MULTI(multi_f32, float, load16_f32, id_f32)
+FLOAT_MULTI(multi_f16, uint16_t, load16_f16, h2f)
+
+/* multi for the types without a block-shared path: loop the single dot */
+#define LOOP_MULTI(name, dot)                                                                \
+    static void name(int64_t n, float *s, const void *w, const void *a, size_t stride, int na) { \
+        for (int r = 0; r < na; r++) dot(n, s + r, w, (const char *)a + (size_t)r * stride); \
+    }
+
+/* ---------------- 32-element blocks x q8_0 ---------------- */
+
+void hachi_vec_dot_q4_0_q8_0_avx512(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q4_0 *w = vw;
+    const block_q8_0 *a = va;
+    const int64_t nb = n / QK8_0;
+    const __m256i off = _mm256_set1_epi8(8);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const __m256i x0 = _mm256_sub_epi8(nibbles_32(w[i].qs), off);
+        const __m256i x1 = _mm256_sub_epi8(nibbles_32(w[i + 1].qs), off);
+        const __m256i y0 = _mm256_loadu_si256((const __m256i *)a[i].qs);
+        const __m256i y1 = _mm256_loadu_si256((const __m256i *)a[i + 1].qs);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d)), dot_s8_f(x0, y0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i + 1].d) * h2f(a[i + 1].d)), dot_s8_f(x1, y1), acc1);
+    }
+    for (; i < nb; i++) {
+        const __m256i x0 = _mm256_sub_epi8(nibbles_32(w[i].qs), off);
+        const __m256i y0 = _mm256_loadu_si256((const __m256i *)a[i].qs);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d)), dot_s8_f(x0, y0), acc0);
+    }
+    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* shared by q4_0 and q8_0 multi: |x| and sign(x) prepared once per block */
+static inline void q8_rows(const __m256i x, float dw, int64_t i, const void *va, size_t stride, int na, __m256 *acc) {
+    const __m256i ax = _mm256_sign_epi8(x, x);
+    for (int r = 0; r < na; r++) {
+        const block_q8_0 *a = (const block_q8_0 *)((const char *)va + (size_t)r * stride) + i;
+        const __m256i sy = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), x);
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(a->d)), _mm256_cvtepi32_ps(dot_i8_pairs(ax, sy)), acc[r]);
+    }
+}
+
+static void multi_q4_0(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
+    const block_q4_0 *w = vw;
+    __m256 acc[16];
+    for (int r = 0; r < na; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK4_0; i++) {
+        PREFETCH(w + i);
+        q8_rows(_mm256_sub_epi8(nibbles_32(w[i].qs), _mm256_set1_epi8(8)), h2f(w[i].d), i, va, stride, na, acc);
+    }
+    for (int r = 0; r < na; r++) s[r] = hsum_ps(acc[r]);
+}
+
+void hachi_vec_dot_q8_0_q8_0_avx512(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q8_0 *w = vw;
+    const block_q8_0 *a = va;
+    const int64_t nb = n / QK8_0;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const __m256i x0 = _mm256_loadu_si256((const __m256i *)w[i].qs);
+        const __m256i x1 = _mm256_loadu_si256((const __m256i *)w[i + 1].qs);
+        const __m256i y0 = _mm256_loadu_si256((const __m256i *)a[i].qs);
+        const __m256i y1 = _mm256_loadu_si256((const __m256i *)a[i + 1].qs);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d)), dot_s8_f(x0, y0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i + 1].d) * h2f(a[i + 1].d)), dot_s8_f(x1, y1), acc1);
+    }
+    for (; i < nb; i++) {
+        const __m256i x0 = _mm256_loadu_si256((const __m256i *)w[i].qs);
+        const __m256i y0 = _mm256_loadu_si256((const __m256i *)a[i].qs);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d)), dot_s8_f(x0, y0), acc0);
+    }
+    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+static void multi_q8_0(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
+    const block_q8_0 *w = vw;
+    __m256 acc[16];
+    for (int r = 0; r < na; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        PREFETCH(w + i);
+        q8_rows(_mm256_loadu_si256((const __m256i *)w[i].qs), h2f(w[i].d), i, va, stride, na, acc);
+    }
+    for (int r = 0; r < na; r++) s[r] = hsum_ps(acc[r]);
+}
+
+/* x = q*d + m (q unsigned): d*da*sum(q*qa) + m*da*sum(qa) */
+void hachi_vec_dot_q4_1_q8_0_avx512(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q4_1 *w = vw;
+    const block_q8_0 *a = va;
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const __m256i x = nibbles_32(w[i].qs);
+        const __m256i y = _mm256_loadu_si256((const __m256i *)a[i].qs);
+        const __m256i xy = _mm256_dpbusd_epi32(_mm256_setzero_si256(), x, y);
+        const __m256i sy = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones8, y);
+        const float da = h2f(a[i].d);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * da), _mm256_cvtepi32_ps(xy), acc);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].m) * da), _mm256_cvtepi32_ps(sy), accm);
+    }
+    *s = hsum_ps(_mm256_add_ps(acc, accm));
+}
+
+/* q5_0: nibble | (bit ? 0 : 0xF0) reads as the signed int8 value q - 16 */
+void hachi_vec_dot_q5_0_q8_0_avx512(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q5_0 *w = vw;
+    const block_q8_0 *a = va;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const __m256i hi = _mm256_andnot_si256(bytes_from_bits_32(w[i].qh), _mm256_set1_epi8((char)0xF0));
+        const __m256i x = _mm256_or_si256(nibbles_32(w[i].qs), hi);
+        const __m256i y = _mm256_loadu_si256((const __m256i *)a[i].qs);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d)), dot_s8_f(x, y), acc);
+    }
+    *s = hsum_ps(acc);
+}
+
+/* ---------------- K-quants x q8_K ---------------- */
+
+/* scales[12] -> bytes 0..7: the 8 six-bit scales, bytes 8..15: the 8 six-bit mins */
+static inline void unpack_k_scales(const uint8_t *scales, uint32_t u[4]) {
+    const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+    memcpy(u, scales, 12);
+    u[3] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);   /* mins 4..7 */
+    const uint32_t m03 = u[1] & k1;                          /* mins 0..3 */
+    u[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);          /* scales 4..7 */
+    u[2] = m03;
+    u[0] &= k1;                                              /* scales 0..3 */
+}
+
+/* sum over the 8 sub-blocks of min * (bsum pair) as 4 int32 */
+static inline __m128i k_mins_dot(const uint32_t u[4], const int16_t *bsums) {
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)bsums);
+    const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    return _mm_madd_epi16(mins, pairs);
+}
+
+void hachi_vec_dot_q4_K_q8_K_avx512(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q4_K *w = vw;
+    const block_q8_K *a = va;
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint32_t u[4];
+        unpack_k_scales(w[i].scales, u);
+        const uint8_t *sc = (const uint8_t *)u;
+        const float d = a[i].d * h2f(w[i].d), dmin = -a[i].d * h2f(w[i].dmin);
+        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k_mins_dot(u, a[i].bsums)), accm);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {   /* 32 bytes: sub-block 2c low nibbles, 2c+1 high */
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * c));
+            const __m256i ql = _mm256_and_si256(q, m4), qh = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i yl = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * c));
+            const __m256i yh = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * c + 32));
+            sumi = _mm256_dpwssd_epi32(sumi, _mm256_set1_epi16(sc[2 * c]), _mm256_maddubs_epi16(ql, yl));
+            sumi = _mm256_dpwssd_epi32(sumi, _mm256_set1_epi16(sc[2 * c + 1]), _mm256_maddubs_epi16(qh, yh));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_ps(acc) + hsum_ps128(accm);
+}
+
+/* multi: the 8 sub-blocks' 4-bit values and scale vectors are unpacked once per block */
+static void multi_q4_K(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
+    const block_q4_K *w = vw;
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    __m256 acc[16];
+    __m128 accm[16];
+    for (int r = 0; r < na; r++) { acc[r] = _mm256_setzero_ps(); accm[r] = _mm_setzero_ps(); }
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        PREFETCH(w + i);
+        PREFETCH((const char *)(w + i) + 64);
+        uint32_t u[4];
+        unpack_k_scales(w[i].scales, u);
+        const uint8_t *sc = (const uint8_t *)u;
+        __m256i q[8], scv[8];
+        for (int c = 0; c < 4; c++) {
+            const __m256i b = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * c));
+            q[2 * c] = _mm256_and_si256(b, m4);
+            q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
+        }
+        for (int k = 0; k < 8; k++) scv[k] = _mm256_set1_epi16(sc[k]);
+        const float dw = h2f(w[i].d), dmw = -h2f(w[i].dmin);
+        for (int r = 0; r < na; r++) {
+            const block_q8_K *a = (const block_q8_K *)((const char *)va + (size_t)r * stride) + i;
+            __m256i sumi = _mm256_setzero_si256();
+            for (int k = 0; k < 8; k++) {
+                const __m256i y = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * k));
+                sumi = _mm256_dpwssd_epi32(sumi, scv[k], _mm256_maddubs_epi16(q[k], y));
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * dw), _mm256_cvtepi32_ps(sumi), acc[r]);
+            accm[r] = _mm_fmadd_ps(_mm_set1_ps(a->d * dmw), _mm_cvtepi32_ps(k_mins_dot(u, a->bsums)), accm[r]);
+        }
+    }
+    for (int r = 0; r < na; r++) s[r] = hsum_ps(acc[r]) + hsum_ps128(accm[r]);
+}
+
+/* q5_K: the 5th bit of sub-block 2c is bit 2c of qh[l], of sub-block 2c+1 bit 2c+1 */
+void hachi_vec_dot_q5_K_q8_K_avx512(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q5_K *w = vw;
+    const block_q8_K *a = va;
+    const __m256i m4 = _mm256_set1_epi8(0xF), m1 = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint32_t u[4];
+        unpack_k_scales(w[i].scales, u);
+        const uint8_t *sc = (const uint8_t *)u;
+        const float d = a[i].d * h2f(w[i].d), dmin = -a[i].d * h2f(w[i].dmin);
+        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k_mins_dot(u, a[i].bsums)), accm);
+        __m256i hb = _mm256_loadu_si256((const __m256i *)w[i].qh);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * c));
+            const __m256i hl = _mm256_slli_epi16(_mm256_and_si256(hb, m1), 4);
+            const __m256i hh = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), m1), 4);
+            hb = _mm256_srli_epi16(hb, 2);
+            const __m256i ql = _mm256_or_si256(_mm256_and_si256(q, m4), hl);
+            const __m256i qh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hh);
+            const __m256i yl = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * c));
+            const __m256i yh = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * c + 32));
+            sumi = _mm256_dpwssd_epi32(sumi, _mm256_set1_epi16(sc[2 * c]), _mm256_maddubs_epi16(ql, yl));
+            sumi = _mm256_dpwssd_epi32(sumi, _mm256_set1_epi16(sc[2 * c + 1]), _mm256_maddubs_epi16(qh, yh));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_ps(acc) + hsum_ps128(accm);
+}
+
+/* q6_K, one half of 128: quarter k's unsigned 6-bit values (ql nibble | qh 2 bits << 4)
+ * in q[k]; its low 16 bytes use scale 2k, its high 16 bytes scale 2k+1 of the half. */
+static inline void q6_unpack_half(const uint8_t *ql, const uint8_t *qh, __m256i q[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
+    const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+    const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
+}
+
+static inline __m256i q6_scale_vec(const int8_t *sc) {   /* int16 sc[0] x8 | sc[1] x8 */
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(sc[0])), _mm_set1_epi16(sc[1]), 1);
+}
+
+/* the -32 offset: 32 * sum_j sc[j] * bsums[j], as 8 int32 */
+static inline __m256i q6_offset(const int8_t *scales, const int16_t *bsums) {
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)scales));
+    return _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)bsums)), 5);
+}
+
+void hachi_vec_dot_q6_K_q8_K_avx512(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q6_K *w = vw;
+    const block_q8_K *a = va;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), q6_offset(w[i].scales, a[i].bsums));
+        for (int h = 0; h < 2; h++) {
+            __m256i q[4];
+            q6_unpack_half(w[i].ql + 64 * h, w[i].qh + 32 * h, q);
+            for (int k = 0; k < 4; k++) {
+                const __m256i y = _mm256_loadu_si256((const __m256i *)(a[i].qs + 128 * h + 32 * k));
+                const __m256i p = _mm256_maddubs_epi16(q[k], y);
+                sumi = _mm256_dpwssd_epi32(sumi, q6_scale_vec(w[i].scales + 8 * h + 2 * k), p);
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * h2f(w[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_ps(acc);
+}
+
+static void multi_q6_K(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
+    const block_q6_K *w = vw;
+    __m256 acc[16];
+    for (int r = 0; r < na; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        PREFETCH(w + i);
+        PREFETCH((const char *)(w + i) + 64);
+        PREFETCH((const char *)(w + i) + 128);
+        __m256i q[8], scv[8];
+        q6_unpack_half(w[i].ql, w[i].qh, q);
+        q6_unpack_half(w[i].ql + 64, w[i].qh + 32, q + 4);
+        for (int k = 0; k < 8; k++) scv[k] = q6_scale_vec(w[i].scales + 2 * k);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
+        const float dw = h2f(w[i].d);
+        for (int r = 0; r < na; r++) {
+            const block_q8_K *a = (const block_q8_K *)((const char *)va + (size_t)r * stride) + i;
+            const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a->bsums));
+            __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+            for (int k = 0; k < 8; k++) {
+                const __m256i y = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * k));
+                sumi = _mm256_dpwssd_epi32(sumi, scv[k], _mm256_maddubs_epi16(q[k], y));
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * dw), _mm256_cvtepi32_ps(sumi), acc[r]);
+        }
+    }
+    for (int r = 0; r < na; r++) s[r] = hsum_ps(acc[r]);
+}
+
+LOOP_MULTI(multi_bf16, hachi_vec_dot_bf16_avx512)
+LOOP_MULTI(multi_q4_1, hachi_vec_dot_q4_1_q8_0_avx512)
+LOOP_MULTI(multi_q5_0, hachi_vec_dot_q5_0_q8_0_avx512)
+LOOP_MULTI(multi_q5_K, hachi_vec_dot_q5_K_q8_K_avx512)
+
+/* ---------------- fp16 KV cache (512-bit) ---------------- */
+
+static void f32_to_f16(const float *x, uint16_t *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(y + i), _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = hachi_f32_to_f16(x[i]);
+}
+
+static void f16_to_f32(const uint16_t *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, load16_f16(x + i));
+    for (; i < n; i++) y[i] = h2f(x[i]);
+}
+
+static void to_float_f16(const void *x, float *y, int64_t n) { f16_to_f32(x, y, n); }
+
+/* rows in groups of 4 with register accumulators; the key row stays in L1 */
+static void dot_f16_multi(int64_t n, float *s, const uint16_t *k, const float *q, int64_t qs, int m) {
+    int j = 0;
+    for (; j + 4 <= m; j += 4) {
+        const float *q0 = q + j * qs, *q1 = q0 + qs, *q2 = q1 + qs, *q3 = q2 + qs;
+        __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+            const __m512 kv = load16_f16(k + i);
+            c0 = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q0 + i), c0);
+            c1 = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q1 + i), c1);
+            c2 = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q2 + i), c2);
+            c3 = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q3 + i), c3);
+        }
+        float s0 = _mm512_reduce_add_ps(c0), s1 = _mm512_reduce_add_ps(c1);
+        float s2 = _mm512_reduce_add_ps(c2), s3 = _mm512_reduce_add_ps(c3);
+        for (; i < n; i++) {
+            const float kv = h2f(k[i]);
+            s0 += kv * q0[i]; s1 += kv * q1[i]; s2 += kv * q2[i]; s3 += kv * q3[i];
+        }
+        s[j] = s0; s[j + 1] = s1; s[j + 2] = s2; s[j + 3] = s3;
+    }
+    for (; j < m; j++) hachi_vec_dot_f16_avx512(n, s + j, k, q + j * qs);
+}
+
+static void axpy_f16_multi(int64_t n, const float *a, const uint16_t *v, float *y, int64_t ys, int m) {
+    int j = 0;
+    for (; j + 4 <= m; j += 4) {
+        float *y0 = y + j * ys, *y1 = y0 + ys, *y2 = y1 + ys, *y3 = y2 + ys;
+        const __m512 a0 = _mm512_set1_ps(a[j]), a1 = _mm512_set1_ps(a[j + 1]);
+        const __m512 a2 = _mm512_set1_ps(a[j + 2]), a3 = _mm512_set1_ps(a[j + 3]);
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+            const __m512 vv = load16_f16(v + i);
+            _mm512_storeu_ps(y0 + i, _mm512_fmadd_ps(a0, vv, _mm512_loadu_ps(y0 + i)));
+            _mm512_storeu_ps(y1 + i, _mm512_fmadd_ps(a1, vv, _mm512_loadu_ps(y1 + i)));
+            _mm512_storeu_ps(y2 + i, _mm512_fmadd_ps(a2, vv, _mm512_loadu_ps(y2 + i)));
+            _mm512_storeu_ps(y3 + i, _mm512_fmadd_ps(a3, vv, _mm512_loadu_ps(y3 + i)));
+        }
+        for (; i < n; i++) {
+            const float vv = h2f(v[i]);
+            y0[i] += a[j] * vv; y1[i] += a[j + 1] * vv; y2[i] += a[j + 2] * vv; y3[i] += a[j + 3] * vv;
+        }
+    }
+    for (; j < m; j++) {
+        float *yj = y + j * ys;
+        const __m512 aj = _mm512_set1_ps(a[j]);
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(yj + i, _mm512_fmadd_ps(aj, load16_f16(v + i), _mm512_loadu_ps(yj + i)));
+        for (; i < n; i++) yj[i] += a[j] * h2f(v[i]);
+    }
+}
+
+/* ---------------- the table ---------------- */
+
+static hachi_kernels table;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void set(uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
+    table.t[type].vec_dot = dot;
+    table.t[type].vec_dot_multi = multi;
+}
+
+static void build(void) {
+    const hachi_kernels *base = hachi_kernels_avx2();
+    table = base ? *base : *hachi_kernels_ref();   /* entries not set below: AVX2's */
+    table.isa = HACHI_ISA_AVX512;
+    table.name = "avx512";
+    set(HACHI_TYPE_F32, hachi_vec_dot_f32_avx512, multi_f32);
+    set(HACHI_TYPE_F16, hachi_vec_dot_f16_avx512, multi_f16);
+    set(HACHI_TYPE_BF16, hachi_vec_dot_bf16_avx512, multi_bf16);
+    set(HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_avx512, multi_q4_0);
+    set(HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_avx512, multi_q4_1);
+    set(HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_avx512, multi_q5_0);
+    set(HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_avx512, multi_q8_0);
+    set(HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_avx512, multi_q4_K);
+    set(HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_avx512, multi_q5_K);
+    set(HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx512, multi_q6_K);
+    table.t[HACHI_TYPE_F16].to_float = to_float_f16;
+    table.f32_to_f16 = f32_to_f16;
+    table.f16_to_f32 = f16_to_f32;
+    table.dot_f16_multi = dot_f16_multi;
+    table.axpy_f16_multi = axpy_f16_multi;
+}
+
+const hachi_kernels *hachi_kernels_avx512(void) {
+    pthread_once(&table_once, build);
+    return &table;
+}
+
+#else
+const hachi_kernels *hachi_kernels_avx512(void) { return NULL; }
+#endif

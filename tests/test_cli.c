@@ -1,0 +1,205 @@
+/* CLI tests: the hachi binary end to end on real models (stories260K from
+ * llama2.c, llama-2-tiny-random from another GGUF toolchain, the trained
+ * gemma4-micro), and its one-line errors on bad input. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+#include "test.h"
+
+static char *sh(int *rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *sh(int *rc, const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    char *out = NULL;
+    *rc = test_run(cmd, &out);
+    return out ? out : strdup("");
+}
+
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc(n + 1);
+    *len = fread(b, 1, n, f);
+    b[*len] = 0;
+    fclose(f);
+    return b;
+}
+
+static const char *tmp(const char *name) {
+    static char bufs[4][1024];
+    static int k;
+    char *b = bufs[k++ % 4];
+    snprintf(b, 1024, "%s/%s", test_tmpdir(), name);
+    return b;
+}
+
+/* stories260K converted once per run */
+static const char *stories_gguf(void) {
+    static char path[1024];
+    const char *bin = test_shared_path("data/stories260K.bin"), *tok = test_shared_path("data/tok512.bin");
+    if (!bin || !tok) return NULL;
+    snprintf(path, sizeof path, "%s", tmp("stories260K.gguf"));
+    struct stat st;
+    if (stat(path, &st) == 0) return path;
+    int rc;
+    free(sh(&rc, "%s convert-llama2c %s %s -o %s 2>&1", test_hachi_bin(), bin, tok, path));
+    CHECKF(rc == 0, "convert-llama2c failed");
+    return rc == 0 ? path : NULL;
+}
+
+TEST(cli_stories260k_greedy_256) {
+    NEED_SHARED(expected_path, "data/stories260K_greedy_256.txt");
+    const char *model = stories_gguf();
+    if (!model) SKIP("stories260K absent");
+    size_t elen = 0;
+    char *expected = slurp(expected_path, &elen);
+    if (!expected) { CHECK(0); return; }
+    int rc;
+    char *out = sh(&rc, "%s run -m %s -n 256 --temp 0 2>/dev/null", test_hachi_bin(), model);
+    CHECKF(rc == 0, "run exit %d", rc);
+    CHECKF(strlen(out) == elen && !memcmp(out, expected, elen), "greedy output differs:\n--- got\n%s\n--- expected\n%s",
+           out, expected);
+    free(out); free(expected);
+}
+
+TEST(cli_stories260k_perplexity) {
+    const char *model = stories_gguf();
+    if (!model) SKIP("stories260K absent");
+    const char *txt = tmp("fox.txt");
+    FILE *f = fopen(txt, "w");
+    fputs("One day, a clever fox found a shiny key under the old oak tree.", f);
+    fclose(f);
+    int rc;
+    char *ids = sh(&rc, "%s tokenize -m %s -f %s --ids --bos", test_hachi_bin(), model, txt);
+    CHECKF(rc == 0 && !strncmp(ids, "1 385 328 432 261 280 305 330 272 414 444 272 277 264 261 262 415 271 422 410 354 422 318 "
+                                      "264 285 265 334 341 334 412 433 259 276 411 426", 130), "ids: %s", ids);
+    /* f32 KV: the reference is an fp32 implementation (fp16 K/V moves this by 1.0e-4) */
+    char *out = sh(&rc, "%s perplexity -m %s -f %s --kv-f32 2>/dev/null", test_hachi_bin(), model, txt);
+    double ppl = 0;
+    char *line = strstr(out, "perplexity: ");
+    CHECKF(rc == 0 && line && sscanf(line, "perplexity: %lf", &ppl) == 1, "output: %s", out);
+    CHECKF(fabs(ppl / 4.953633 - 1) <= 1e-4, "perplexity %.6f, reference 4.953633", ppl);
+    free(ids); free(out);
+}
+
+TEST(cli_llama_tiny_random) {
+    NEED_SHARED(model, "data/llama-2-tiny-random.gguf");
+    int rc;
+    char *info = sh(&rc, "%s info -m %s", test_hachi_bin(), model);
+    CHECKF(rc == 0, "info exit %d", rc);
+    CHECK(strstr(info, "architecture:  llama") != NULL);
+    const char *names[] = {"token_embd.weight", "blk.0.attn_q.weight", "blk.0.ffn_down.weight", "output.weight"};
+    for (int i = 0; i < 4; i++) CHECKF(strstr(info, names[i]) != NULL, "info lacks %s", names[i]);
+    char *run = sh(&rc, "%s run -m %s -p 'Hello world' -n 12 --temp 0 2>&1", test_hachi_bin(), model);
+    CHECKF(rc == 0 && strstr(run, "generated tokens: 12"), "run: %s", run);
+    free(info); free(run);
+}
+
+/* Perplexity of the trained model on its held-out texts, llama.cpp's way
+ * (context 512, 40 chunks), within 1% of the README's llama.cpp figures. */
+TEST(cli_gemma4_micro_perplexity) {
+    NEED_SHARED(model, "models/gemma4-micro.gguf");
+    if (getenv("HACHI_TEST_QUICK")) SKIP("HACHI_TEST_QUICK: emulated run");
+    const struct { const char *file; double ref; } texts[] = {
+        {"models/heldout/heldout_stories.txt", 7.07}, {"models/heldout/heldout_warpeace.txt", 8.93},
+        {"models/heldout/heldout_shakespeare.txt", 12.66}, {"models/heldout/heldout_wiki.txt", 10.99}};
+    for (int i = 0; i < 4; i++) {
+        int rc;
+        char *out = sh(&rc, "%s perplexity -m %s -f %s -c 512 --chunks 40 2>/dev/null", test_hachi_bin(), model,
+                       test_shared_path(texts[i].file));
+        double ppl = 0;
+        char *line = strstr(out, "perplexity: ");
+        CHECKF(rc == 0 && line && sscanf(line, "perplexity: %lf", &ppl) == 1, "%s: %s", texts[i].file, out);
+        CHECKF(fabs(ppl / texts[i].ref - 1) <= 0.01, "%s: perplexity %.3f, reference %.2f", texts[i].file, ppl,
+               texts[i].ref);
+        free(out);
+    }
+}
+
+TEST(cli_chat_reuses_cache) {
+    NEED_SHARED(model, "models/gemma4-micro.gguf");
+    int rc;
+    char *out = sh(&rc, "printf 'The pass key is 12345.\\nWhat is the pass key?\\n' | %s chat -m %s -n 8 --temp 0 2>&1",
+                   test_hachi_bin(), model);
+    int t1 = -1, r1 = -1, p1 = -1, t2 = -1, r2 = -1, p2 = -1;
+    char *a = strstr(out, "[turn 1: prefilled "), *b = strstr(out, "[turn 2: prefilled ");
+    CHECKF(rc == 0 && a && b, "chat output: %s", out);
+    if (a && b) {
+        sscanf(a, "[turn 1: prefilled %d new tokens, replied %d tokens%*[^,], context %d", &t1, &r1, &p1);
+        sscanf(b, "[turn 2: prefilled %d new tokens, replied %d tokens%*[^,], context %d", &t2, &r2, &p2);
+        /* turn 2 prefilled only its own tokens: the context grew by exactly them + the reply */
+        CHECKF(t1 > 0 && p1 == t1 + r1, "turn 1: %d prefilled + %d replied != context %d", t1, r1, p1);
+        CHECKF(t2 > 0 && t2 < p1 && p2 == p1 + t2 + r2, "turn 2: %d prefilled + %d replied on top of %d != context %d",
+               t2, r2, p1, p2);
+    }
+    free(out);
+}
+
+TEST(cli_run_profile) {
+    NEED_SHARED(model, "models/gemma4-micro.gguf");
+    int rc;
+    char *out = sh(&rc, "%s run -m %s -p 'Once upon a time' -n 40 --temp 0 --profile 2>&1 >/dev/null", test_hachi_bin(), model);
+    CHECKF(rc == 0, "exit %d", rc);
+    char *p = strstr(out, "[profile] emb=");
+    CHECKF(p && strstr(p, " ple=") && strstr(p, " c1=") && strstr(p, " head=") && strstr(p, " total=") &&
+           strstr(p, "tok/s") && strstr(p, "attn:"), "profile line missing: %s", out);
+    char *q = sh(&rc, "%s run -m %s -p 'Once' -n 40 --temp 0 --profile --chunks 2,5 2>&1 >/dev/null", test_hachi_bin(), model);
+    CHECKF(rc == 0 && strstr(q, " c3=") && !strstr(q, " c4="), "--chunks 2,5: %s", q);
+    free(out); free(q);
+}
+
+/* Every bad input: non-zero exit, one line on stderr naming the command and the problem. */
+TEST(cli_errors_are_one_line) {
+    const char *micro = test_shared_path("models/gemma4-micro.gguf");
+    const char *vocab = test_shared_path("data/vocab/ggml-vocab-gpt-2.gguf");
+    const char *longp = tmp("long_prompt.txt");
+    FILE *f = fopen(longp, "w");
+    for (int i = 0; i < 3000; i++) fputs("7 ", f);
+    fclose(f);
+    const struct { const char *args; const char *needle; bool needs_micro; } cases[] = {
+        {"run -m /nonexistent.gguf -p hi", "/nonexistent.gguf", false},
+        {"run", "no model", false},
+        {"run -m %s -n abc", "-n expects an integer", true},
+        {"run -m %s --temp -1", "--temp must be in", true},
+        {"run -m %s --top-p 2", "--top-p must be in", true},
+        {"run -m %s -c 1000", "context mode", true},
+        {"run -m %s -t 0", "-t must be in", true},
+        {"run -m %s --bogus", "unknown option '--bogus'", true},
+        {"run -m %s -f /nonexistent.txt", "/nonexistent.txt", true},
+        {"run -m %s -c 2048 -f LONG", "more than the context", true},
+        {"eval -m %s --tokens /nonexistent --logits-out /tmp/x.f32", "/nonexistent", true},
+        {"perplexity -m %s", "no text file", true},
+        {"info -m /etc/passwd", "passwd", false},
+        {"frobnicate", "unknown command", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].needs_micro && !micro) continue;
+        char args[1024], a2[1200];
+        snprintf(args, sizeof args, cases[i].args, micro);
+        char *l = strstr(args, "LONG");
+        if (l) { *l = 0; snprintf(a2, sizeof a2, "%s%s%s", args, longp, l + 4); }
+        else snprintf(a2, sizeof a2, "%s", args);
+        int rc;
+        char *err = sh(&rc, "%s %s 2>&1 >/dev/null", test_hachi_bin(), a2);
+        char *nl = strchr(err, '\n');
+        CHECKF(rc != 0, "'%s' exited 0", a2);
+        CHECKF(strstr(err, cases[i].needle) != NULL, "'%s': error '%s' lacks '%s'", a2, err, cases[i].needle);
+        CHECKF(strncmp(err, "hachi", 5) == 0 && (!nl || nl[1] == 0 || strstr(a2, "frobnicate")),
+               "'%s': not one 'hachi ...' line: %s", a2, err);
+        free(err);
+    }
+    /* wrong architecture: a vocabulary-only file has no runnable model */
+    if (vocab) {
+        int rc;
+        char *err = sh(&rc, "%s run -m %s -p hi 2>&1 >/dev/null", test_hachi_bin(), vocab);
+        CHECKF(rc != 0 && strstr(err, "architecture"), "vocab-only run: %s", err);
+        free(err);
+    }
+}
