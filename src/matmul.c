@@ -2,25 +2,39 @@
  * path of decode (n_tok = 1), verify (n_tok <= 16) and prefill (n_tok > 16).
  *
  *   step 1  the n_tok activation rows are converted to W's vec_dot_type
- *           (Q8_0 / Q8_K) into scratch, split over threads (by token when
- *           there are enough tokens, else by blocks within each row); F32
- *           activations are used in place. Then a pool barrier.
- *   step 2  W's rows are split into contiguous ranges, one per thread.
+ *           (Q8_0 / Q8_K) into scratch, in chunks of whole blocks; F32
+ *           activations are used in place. A thread goes on to step 2 when
+ *           every chunk is done (a counter, not a barrier on all threads).
+ *   step 2  W's rows, in chunks of ~32 KB of weights (prefill: ~one L2 tile).
  *           n_tok == 1: vec_dot per row. n_tok <= 16: vec_dot_multi per row,
  *           so each weight block is loaded once for all tokens (a verify of 8
  *           drafted tokens reads the weights once, like one decode step).
- *           n_tok > 16: a tile of rows that fits in L2 is swept by token
- *           tiles of 16, so weights come from DRAM once per row tile.
- * Nothing is allocated here. */
+ *           n_tok > 16: a chunk of rows that fits in L2 is swept by token
+ *           tiles of 16, so weights come from DRAM once per chunk.
+ * Chunks are claimed from atomic counters rather than split statically: on
+ * a loaded machine a descheduled thread then delays a call by at most the
+ * chunk it holds, not by its whole share (measured: statically split, two
+ * threads were slower than one under load). Nothing is allocated here. */
 #include "matmul.h"
 #include "util.h"
+#include <sched.h>
+#include <stdatomic.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#elif defined(__aarch64__)
+#define cpu_relax() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define cpu_relax() ((void)0)
+#endif
 
 #define MATMUL_MULTI_MAX 16              /* vec_dot_multi takes at most 16 rows */
-#define MATMUL_ROW_ALIGN 4               /* rows per thread come in multiples of 4 */
+#define MATMUL_ROW_ALIGN 4               /* row chunks come in multiples of 4 */
+#define MATMUL_CHUNK_BYTES (32 * 1024)   /* weights per row chunk, n_tok <= 16 */
 #define MATMUL_L2_TILE_BYTES (256 * 1024)
+#define MATMUL_CONV_ELEMS 512            /* activations per conversion chunk */
 
 typedef struct matmul_ctx {
-    hachi_pool *pool;
     const hachi_type_kernels *kt;        /* W's kernels */
     const hachi_type_kernels *kv;        /* the activation type's kernels (from_float) */
     const hachi_mat *W;
@@ -33,6 +47,10 @@ typedef struct matmul_ctx {
     void *scratch;                       /* [n_tok][act_stride] bytes, vdt != F32 */
     const char *act;                     /* activations in vdt: scratch or x */
     size_t act_stride;                   /* bytes between activation rows */
+    int64_t conv_chunk_blocks, conv_chunks_per_row, conv_chunks;
+    int64_t row_chunk, row_chunks;
+    _Alignas(64) atomic_int_fast64_t conv_next;          /* chunk counters, off the read-mostly line */
+    atomic_int_fast64_t conv_done, row_next;
 } matmul_ctx;
 
 size_t hachi_matmul_scratch_bytes(const hachi_kernels *k, uint32_t type, int64_t cols, int n_tok) {
@@ -42,25 +60,24 @@ size_t hachi_matmul_scratch_bytes(const hachi_kernels *k, uint32_t type, int64_t
     return (size_t)hachi_row_size(vdt, cols) * (size_t)n_tok;
 }
 
-/* Step 1: quantize the activations into scratch. */
-static void matmul_convert(matmul_ctx *c, int ith, int nth) {
-    const int64_t cols = c->W->cols;
-    if (c->n_tok >= nth) {
-        int64_t lo, hi;
-        hachi_split(c->n_tok, 1, ith, nth, &lo, &hi);
-        for (int64_t t = lo; t < hi; t++)
-            c->kv->from_float(c->x + t * c->ldx, (char *)c->scratch + t * c->act_stride, cols);
-        return;
-    }
-    /* few tokens: split each row by whole blocks */
+/* Step 1: quantize the activations into scratch, chunk by chunk, then wait
+ * until all chunks (some maybe converted by other threads) are done. */
+static void matmul_convert(matmul_ctx *c) {
     const hachi_type_traits *tr = hachi_type_info(c->vdt);
-    const int64_t bs = tr->blck_size, nb = cols / bs;
-    int64_t lo, hi;
-    hachi_split(nb, 1, ith, nth, &lo, &hi);
-    if (hi <= lo) return;
-    for (int t = 0; t < c->n_tok; t++)
-        c->kv->from_float(c->x + t * c->ldx + lo * bs,
-                          (char *)c->scratch + t * c->act_stride + lo * tr->type_size, (hi - lo) * bs);
+    const int64_t bs = tr->blck_size, nb = c->W->cols / bs;
+    for (;;) {
+        int64_t i = atomic_fetch_add_explicit(&c->conv_next, 1, memory_order_relaxed);
+        if (i >= c->conv_chunks) break;
+        int64_t t = i / c->conv_chunks_per_row, b0 = i % c->conv_chunks_per_row * c->conv_chunk_blocks;
+        int64_t b1 = HACHI_MIN(b0 + c->conv_chunk_blocks, nb);
+        c->kv->from_float(c->x + t * c->ldx + b0 * bs,
+                          (char *)c->scratch + t * c->act_stride + b0 * tr->type_size, (b1 - b0) * bs);
+        atomic_fetch_add_explicit(&c->conv_done, 1, memory_order_release);
+    }
+    for (int spins = 0; atomic_load_explicit(&c->conv_done, memory_order_acquire) < c->conv_chunks; spins++) {
+        cpu_relax();
+        if (spins >= 1 << 14) sched_yield();
+    }
 }
 
 /* Outputs of rows [r0, r1) for tokens [t0, t0 + nt). */
@@ -84,25 +101,30 @@ static void matmul_rows(const matmul_ctx *c, int64_t r0, int64_t r1, int t0, int
 
 static void matmul_task(void *arg, int ith, int nth) {
     matmul_ctx *c = arg;
-    if (c->vdt != HACHI_TYPE_F32) {
-        matmul_convert(c, ith, nth);
-        hachi_pool_barrier(c->pool);
-    }
-    int64_t lo, hi;
-    hachi_split(c->W->rows, MATMUL_ROW_ALIGN, ith, nth, &lo, &hi);
-    if (hi <= lo) return;
-    if (c->n_tok <= MATMUL_MULTI_MAX) {
-        matmul_rows(c, lo, hi, 0, c->n_tok);
-        return;
-    }
-    /* prefill: row tiles that fit in L2, swept by token tiles of 16 */
-    int64_t tile = (int64_t)(MATMUL_L2_TILE_BYTES / (c->W->row_bytes ? c->W->row_bytes : 1));
-    if (tile < MATMUL_ROW_ALIGN) tile = MATMUL_ROW_ALIGN;
-    for (int64_t r0 = lo; r0 < hi; r0 += tile) {
-        int64_t r1 = HACHI_MIN(r0 + tile, hi);
+    if (c->vdt != HACHI_TYPE_F32) matmul_convert(c);
+    for (;;) {
+        int64_t i = atomic_fetch_add_explicit(&c->row_next, 1, memory_order_relaxed);
+        if (i >= c->row_chunks) break;
+        int64_t r0 = i * c->row_chunk, r1 = HACHI_MIN(r0 + c->row_chunk, c->W->rows);
+        if (c->n_tok <= MATMUL_MULTI_MAX) {
+            matmul_rows(c, r0, r1, 0, c->n_tok);
+            continue;
+        }
+        /* prefill: the chunk (about one L2 tile) is swept by token tiles of 16 */
         for (int t0 = 0; t0 < c->n_tok; t0 += MATMUL_MULTI_MAX)
             matmul_rows(c, r0, r1, t0, HACHI_MIN(MATMUL_MULTI_MAX, c->n_tok - t0));
     }
+}
+
+/* Rows per chunk: ~MATMUL_CHUNK_BYTES of weights (prefill: one L2 tile), at
+ * least 4 chunks per thread when the matrix allows, a multiple of 4 rows. */
+static int64_t matmul_row_chunk(const hachi_mat *W, int n_tok, int nth) {
+    uint64_t rb = W->row_bytes ? W->row_bytes : 1;
+    int64_t chunk = (int64_t)((n_tok <= MATMUL_MULTI_MAX ? MATMUL_CHUNK_BYTES : MATMUL_L2_TILE_BYTES) / rb);
+    int64_t balance = (W->rows + 4 * nth - 1) / (4 * nth);
+    if (chunk > balance) chunk = balance;
+    chunk = (chunk + MATMUL_ROW_ALIGN - 1) / MATMUL_ROW_ALIGN * MATMUL_ROW_ALIGN;
+    return chunk > 0 ? chunk : MATMUL_ROW_ALIGN;
 }
 
 void hachi_matmul(hachi_pool *pool, const hachi_kernels *k, const hachi_mat *W,
@@ -110,7 +132,7 @@ void hachi_matmul(hachi_pool *pool, const hachi_kernels *k, const hachi_mat *W,
     if (n_tok < 1 || W->rows < 1) return;
     const hachi_type_kernels *kt = &k->t[W->type];
     matmul_ctx c = {
-        .pool = pool, .kt = kt, .kv = &k->t[kt->vec_dot_type], .W = W, .x = x, .ldx = ldx,
+        .kt = kt, .kv = &k->t[kt->vec_dot_type], .W = W, .x = x, .ldx = ldx,
         .n_tok = n_tok, .y = y, .ldy = ldy, .vdt = kt->vec_dot_type, .scratch = scratch,
     };
     if (c.vdt == HACHI_TYPE_F32) {
@@ -119,7 +141,16 @@ void hachi_matmul(hachi_pool *pool, const hachi_kernels *k, const hachi_mat *W,
     } else {
         c.act = scratch;
         c.act_stride = (size_t)hachi_row_size(c.vdt, W->cols);
+        const int64_t bs = hachi_type_info(c.vdt)->blck_size, nb = W->cols / bs;
+        c.conv_chunk_blocks = HACHI_MAX(1, MATMUL_CONV_ELEMS / bs);
+        c.conv_chunks_per_row = (nb + c.conv_chunk_blocks - 1) / c.conv_chunk_blocks;
+        c.conv_chunks = c.conv_chunks_per_row * n_tok;
     }
+    c.row_chunk = matmul_row_chunk(W, n_tok, hachi_pool_size(pool));
+    c.row_chunks = (W->rows + c.row_chunk - 1) / c.row_chunk;
+    atomic_init(&c.conv_next, 0);
+    atomic_init(&c.conv_done, 0);
+    atomic_init(&c.row_next, 0);
     hachi_pool_run(pool, matmul_task, &c);
 }
 
