@@ -10,7 +10,7 @@
  *       src/kernels/dispatch.c src/kernels/x86_avx2.c src/kernels/x86_avx512.c -o /tmp/bench_matmul -lm
  * (x86_avx2.c needs -mavx2 -mfma -mf16c: easiest is to link build/libhachi.a:
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc -pthread bench/bench_matmul.c build/libhachi.a -o /tmp/bench_matmul -lm)
- * Run: /tmp/bench_matmul [type=q4_0] [rows=6144] [cols=1536] [max_threads=2] */
+ * Run: /tmp/bench_matmul [type=q4_0] [rows=6144] [cols=1536] [max_threads=2] [only_n_tok] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +53,7 @@ static double read_bandwidth(hachi_pool *pool, const uint64_t *buf, size_t n) {
 int main(int argc, char **argv) {
     int type = argc > 1 ? hachi_type_from_name(argv[1]) : HACHI_TYPE_Q4_0;
     int64_t rows = argc > 2 ? atoll(argv[2]) : 6144, cols = argc > 3 ? atoll(argv[3]) : 1536;
-    int max_threads = argc > 4 ? atoi(argv[4]) : 2;
+    int max_threads = argc > 4 ? atoi(argv[4]) : 2, only_tok = argc > 5 ? atoi(argv[5]) : 0;
     const hachi_kernels *k = hachi_kernels_best();
     if (type < 0 || !k->t[type].vec_dot) { fprintf(stderr, "bench_matmul: type not runnable\n"); return 1; }
     uint64_t row_bytes = hachi_row_size((uint32_t)type, cols);
@@ -82,7 +82,7 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < MAX_TOK * cols; i++) x[i] = (float)(i % 17) / 17.0f - 0.5f;
     for (size_t i = 0; i < bw_n; i++) bw[i] = i;
 
-    static const int toks[] = {1, 8, 16, 64};
+    static const int toks[] = {1, 2, 4, 8, 16, 64};
     for (int nth = 1; nth <= max_threads; nth++) {
         hachi_pool *pool = NULL;
         if (hachi_pool_create(nth, &pool) != HACHI_OK) { fprintf(stderr, "%s\n", hachi_last_error()); return 1; }
@@ -90,6 +90,7 @@ int main(int argc, char **argv) {
         printf("threads %d: read bandwidth %.1f GB/s\n", nth, gbs_read);
         for (size_t ti = 0; ti < sizeof toks / sizeof toks[0]; ti++) {
             int n_tok = toks[ti];
+            if (only_tok && n_tok != only_tok) continue;
             for (int cold = 1; cold >= 0; cold--) {
                 int iters = cold ? n_copies : 16;
                 double t[REPS];

@@ -6,9 +6,12 @@
  * standard deviation of about 2 at attention scale 1.0, layer output scales
  * in [0.6, 0.75], token embeddings with sd 5/sqrt(n_embd) so tied logits have
  * sd ~5 before the softcap. Every row has its own RNG stream, seeded from
- * (seed, tensor index, row): rows are generated and quantized in parallel,
- * chunk by chunk, inside the writer's fill callback, so the output never sits
- * in memory whole and its bytes depend only on the seed. */
+ * (seed, tensor index, row): rows are generated in parallel, chunk by chunk,
+ * inside the writer's fill callback, so the output never sits in memory whole
+ * and its bytes depend only on the seed. Quantized matrices and embeddings are
+ * drawn block by block straight from the RNG (see make_row_direct), not
+ * quantized from floats: E2B takes seconds, not the reference K-quant
+ * quantizer's ten minutes; F32/F16/BF16 and the norms go through floats. */
 #include "synth.h"
 #include "gguf.h"
 #include "kernels/kernels.h"
@@ -147,10 +150,124 @@ static hachi_status add_tensor(synth_job *job, const char *name, uint32_t type, 
     return HACHI_OK;
 }
 
+/* ---- quantized blocks straight from the RNG ---------------------------------------------
+ *
+ * A zero-mean Gaussian tensor in Q4_0, Q8_0, Q4_K or Q6_K is not generated as floats and
+ * quantized (the reference K-quant search costs ~250-350 ns a value, minutes for E2B's
+ * embeddings): each block is drawn directly. Quant values are raw random bits, so every
+ * q is uniform over the type's whole range (Q4_0/Q4_K nibbles 0..15, Q6_K 0..63, Q8_0
+ * -128..127). Scales are chosen so the dequantized values have the tensor's standard
+ * deviation sd, and mean zero:
+ *   Q4_0  x = d (q - 8):            E[(q-8)^2] = 21.5,  d = +-sd / sqrt(21.5), sign per block
+ *   Q8_0  x = d q:                  E[q^2] = 5461.5,    d = +-sd / sqrt(5461.5), sign per block
+ *   Q6_K  x = d s_j (q - 32):       s_j = +-[64, 127] per 16 values (E[s^2] = 9461.5),
+ *                                   E[(q-32)^2] = 341.5, d = sd / sqrt(9461.5 * 341.5)
+ *   Q4_K  x = d s_j q - dmin m_j:   s_j in [32, 63] per 32 values (E[s^2] = 2341.5),
+ *                                   var(q) = 21.25, d = sd / sqrt(2341.5 * 21.25), dmin = 8 d,
+ *                                   m_j = round(7.5 s_j d / dmin) centres each sub-block
+ * Every value sits on its type's grid, so the file is a valid model whose matrices have
+ * the same scale as the float path's (uniform rather than Gaussian per element: the same
+ * second moments, which is all the forward pass's statistics see). */
+
+static bool direct_type(uint32_t type) {
+    return type == HACHI_TYPE_Q4_0 || type == HACHI_TYPE_Q8_0 || type == HACHI_TYPE_Q4_K ||
+           type == HACHI_TYPE_Q6_K;
+}
+
+static void rand_bytes(uint64_t *s, uint8_t *p, size_t n) {
+    for (; n >= 8; n -= 8, p += 8) {
+        uint64_t r = splitmix64(s);
+        memcpy(p, &r, 8);
+    }
+    if (n) {
+        uint64_t r = splitmix64(s);
+        memcpy(p, &r, n);
+    }
+}
+
+/* One row of n values of type t->type, zero mean and sd t->b, into dst. */
+static void make_row_direct(const synth_tensor *t, uint64_t *s, void *dst) {
+    const float sd = t->b;
+    const int64_t n = t->ne[0];
+    uint64_t bits = 0;
+    int nbits = 0;
+#define SIGN_BIT() (nbits ? 0 : (bits = splitmix64(s), nbits = 64), nbits--, (bits >> nbits) & 1)
+    switch (t->type) {
+    case HACHI_TYPE_Q4_0: {
+        const uint16_t dp = hachi_f32_to_f16(sd / sqrtf(21.5f)), dn = dp ^ 0x8000;
+        block_q4_0 *y = dst;
+        for (int64_t i = 0; i < n / QK4_0; i++) {
+            y[i].d = SIGN_BIT() ? dn : dp;
+            rand_bytes(s, y[i].qs, sizeof y[i].qs);
+        }
+        break;
+    }
+    case HACHI_TYPE_Q8_0: {
+        const uint16_t dp = hachi_f32_to_f16(sd / sqrtf(5461.5f)), dn = dp ^ 0x8000;
+        block_q8_0 *y = dst;
+        for (int64_t i = 0; i < n / QK8_0; i++) {
+            y[i].d = SIGN_BIT() ? dn : dp;
+            rand_bytes(s, (uint8_t *)y[i].qs, sizeof y[i].qs);
+        }
+        break;
+    }
+    case HACHI_TYPE_Q6_K: {
+        const uint16_t d = hachi_f32_to_f16(sd / sqrtf(9461.5f * 341.5f));
+        block_q6_K *y = dst;
+        for (int64_t i = 0; i < n / QK_K; i++) {
+            rand_bytes(s, y[i].ql, sizeof y[i].ql);
+            rand_bytes(s, y[i].qh, sizeof y[i].qh);
+            uint64_t r[2] = {splitmix64(s), splitmix64(s)};
+            for (int j = 0; j < QK_K / 16; j++) {
+                unsigned b = (unsigned)(r[j / 8] >> (8 * (j % 8))) & 0x7f;  /* 6 bits of size, 1 of sign */
+                int mag = 64 + (int)(b & 63);
+                y[i].scales[j] = (int8_t)(b & 64 ? -mag : mag);
+            }
+            y[i].d = d;
+        }
+        break;
+    }
+    case HACHI_TYPE_Q4_K: {
+        const uint16_t d = hachi_f32_to_f16(sd / sqrtf(2341.5f * 21.25f));
+        const float df = hachi_f16_to_f32(d);
+        const uint16_t dmin = hachi_f32_to_f16(8.0f * df);
+        const float ratio = df > 0 ? 7.5f * df / hachi_f16_to_f32(dmin) : 0.0f;
+        block_q4_K *y = dst;
+        for (int64_t i = 0; i < n / QK_K; i++) {
+            uint64_t r = splitmix64(s);
+            memset(y[i].scales, 0, sizeof y[i].scales);
+            for (int j = 0; j < 8; j++) {
+                int ls = 32 + (int)((r >> (5 * j)) & 31);
+                int lm = (int)lrintf((float)ls * ratio);
+                lm = lm < 0 ? 0 : lm > 63 ? 63 : lm;
+                if (j < 4) {
+                    y[i].scales[j] = (uint8_t)ls;
+                    y[i].scales[j + 4] = (uint8_t)lm;
+                } else {
+                    y[i].scales[j + 4] = (uint8_t)((ls & 0xF) | ((lm & 0xF) << 4));
+                    y[i].scales[j - 4] |= (uint8_t)((ls >> 4) << 6);
+                    y[i].scales[j] |= (uint8_t)((lm >> 4) << 6);
+                }
+            }
+            y[i].d = d;
+            y[i].dmin = dmin;
+            rand_bytes(s, y[i].qs, sizeof y[i].qs);
+        }
+        break;
+    }
+    default: break;
+    }
+#undef SIGN_BIT
+}
+
 /* One row: values into x[ne0], then converted into dst. */
 static void make_row(const synth_tensor *t, int64_t row, float *x, void *dst) {
     uint64_t s = row_seed(t->job->seed, t->index, row);
     int64_t n = t->ne[0];
+    if (t->kind == V_GAUSS && t->a == 0.0f && direct_type(t->type)) {
+        make_row_direct(t, &s, dst);
+        return;
+    }
     switch (t->kind) {
     case V_GAUSS:
         for (int64_t i = 0; i < n; i++) x[i] = t->a + t->b * gauss(&s);

@@ -2,8 +2,9 @@
  * dimensions (DESIGN.md section 3) or a tiny test shape, in one of the weight
  * mixes published files use (f32, f16, bf16, q8_0, q4_0, q4_k_m). Metadata
  * keys and tensor names mirror llama.cpp's gemma4 files exactly. Tensors are
- * generated and quantized row by row while the file is written (a seeded RNG
- * per row: the bytes depend on the seed only, not on the thread count). */
+ * generated row by row while the file is written (a seeded RNG per row: the
+ * bytes depend on the seed only, not on the thread count); quantized tensors
+ * are drawn directly as random blocks with the float weights' scale. */
 #ifndef HACHI_SYNTH_H
 #define HACHI_SYNTH_H
 #include <stdint.h>

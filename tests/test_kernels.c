@@ -98,7 +98,7 @@ static int check_type(const hachi_kernels *K, const hachi_kernels *R, uint32_t t
         R->t[vdt].from_float(a + r * n, aq + r * ab, n);
         R->t[vdt].to_float(aq + r * ab, ad + r * n, n);
     }
-    float want[NA];
+    float want[NA], single[NA];
     double exact[NA], tol[NA];
     for (int r = 0; r < NA; r++) {
         double sum = 0, mag = 0;
@@ -111,6 +111,7 @@ static int check_type(const hachi_kernels *K, const hachi_kernels *R, uint32_t t
         rt->vec_dot(n, &want[r], wq, aq + r * ab);
         float got;
         kt->vec_dot(n, &got, wq, aq + r * ab);
+        single[r] = got;
         if (fabs((double)got - want[r]) > tol[r] || fabs((double)got - exact[r]) > tol[r]) {
             test_fail(__FILE__, __LINE__, "%s/%s n=%lld vec_dot row %d: got %.9g, ref %.9g, exact %.9g (tol %.3g)",
                       tn, isa, (long long)n, r, got, want[r], exact[r], tol[r]);
@@ -134,6 +135,20 @@ static int check_type(const hachi_kernels *K, const hachi_kernels *R, uint32_t t
             ok = 0;
         }
         CHECKF(s[nas[k]] == 12345.0f, "%s/%s vec_dot_multi na=%d wrote past s[na-1]", tn, isa, nas[k]);
+    }
+    /* bitwise: row r of vec_dot_multi is exactly vec_dot of row r, for every na (prefill,
+     * verify and decode must agree to the bit), including rows past the first group */
+    for (int na = 1; na <= NA; na++) {
+        float s[NA];
+        kt->vec_dot_multi(n, s, wq, aq, (size_t)ab, na);
+        for (int r = 0; r < na; r++)
+            if (memcmp(&s[r], &single[r], sizeof(float))) {
+                test_fail(__FILE__, __LINE__, "%s/%s n=%lld vec_dot_multi na=%d row %d: %.9g, vec_dot %.9g (not bitwise equal)",
+                          tn, isa, (long long)n, na, r, s[r], single[r]);
+                ok = 0;
+                na = NA;
+                break;
+            }
     }
     free(w); free(wd); free(wd2); free(a); free(ad); free(wq); free(wq2); free(aq);
     return ok;

@@ -1,7 +1,8 @@
 /* test_synth: the tiny random Gemma 4 in every weight mix: tensor names, shapes
  * and types as llama.cpp lays them out, the metadata keys the oracle file uses,
- * value scales, byte-identical output for one seed (any thread count), and
- * clean failures for bad parameters. */
+ * value scales of every matrix, that each file loads and decodes to finite,
+ * varied logits through the library API, byte-identical output for one seed
+ * (any thread count), and clean failures for bad parameters. */
 #include "test.h"
 #include <math.h>
 #include <stdint.h>
@@ -133,6 +134,54 @@ static void check_metadata(const hachi_gguf *g, uint32_t ftype) {
     }
 }
 
+/* The file loads through the library API and a few decode steps give finite,
+ * non-degenerate logits (spread out, the top token changing with the input). */
+static void check_runs(const char *path, const char *what) {
+    hachi_model *model = NULL;
+    hachi_session *ses = NULL;
+    hachi_model_params mp = hachi_model_default_params();
+    hachi_session_params sp = hachi_session_default_params();
+    sp.n_ctx = 2048;
+    sp.n_threads = 2;
+    hachi_status st = hachi_model_load(path, &mp, &model);
+    CHECKF(!st, "%s: load: %s", what, hachi_last_error());
+    if (!st) {
+        st = hachi_session_create(model, &sp, &ses);
+        CHECKF(!st, "%s: session: %s", what, hachi_last_error());
+    }
+    if (!st) {
+        const int32_t toks[] = {2, 500, 731, 1000, 17, 900};
+        const int n = (int)(sizeof toks / sizeof toks[0]);
+        const int32_t V = hachi_model_n_vocab(model);
+        float *lg = malloc((size_t)V * sizeof(float));
+        int argmax[6], n_distinct = 0;
+        CHECK(V == 1024 && lg);
+        for (int i = 0; lg && i < n; i++) {
+            st = hachi_session_eval(ses, &toks[i], 1, lg);
+            CHECKF(!st, "%s: eval %d: %s", what, i, hachi_last_error());
+            if (st) break;
+            double s = 0, s2 = 0;
+            int finite = 1, am = 0;
+            for (int32_t v = 0; v < V; v++) {
+                finite &= isfinite(lg[v]) != 0;
+                s += lg[v];
+                s2 += (double)lg[v] * lg[v];
+                if (lg[v] > lg[am]) am = (int)v;
+            }
+            double sd = sqrt(s2 / V - (s / V) * (s / V));
+            CHECKF(finite && sd > 0.5 && sd < 30, "%s: step %d: finite %d, logit sd %g", what, i, finite, sd);
+            argmax[i] = am;
+            int seen = 0;
+            for (int j = 0; j < i; j++) seen |= argmax[j] == am;
+            n_distinct += !seen;
+        }
+        CHECKF(st || n_distinct >= 2, "%s: the top token never changes (%d)", what, argmax[0]);
+        free(lg);
+    }
+    hachi_session_free(ses);
+    hachi_model_free(model);
+}
+
 TEST(synth_tiny_types) {
     for (size_t m = 0; m < sizeof mixes / sizeof mixes[0]; m++) {
         const char *out = tmp_file("synth-%s.gguf", mixes[m].name);
@@ -204,11 +253,27 @@ TEST(synth_tiny_types) {
             stats(t, &mean, &sd);
             CHECKF(fabs(sd - 5.0 / 16) < 0.1 * 5 / 16, "%s token_embd sd %g", mixes[m].name, sd);
         }
+        /* every matrix (whatever its type: Q4_0, Q4_K, Q6_K, Q8_0 blocks are drawn directly)
+         * has mean ~0 and sd ~1/sqrt(fan_in) */
+        for (int64_t i = 0; i < hachi_gguf_n_tensors(g); i++) {
+            const hachi_gguf_tensor *mt = hachi_gguf_tensor_at(g, i);
+            if (mt->n_dims != 2 || strstr(mt->name, "token_embd")) continue;
+            double want = 1.0 / sqrt((double)mt->ne[0]);
+            stats(mt, &mean, &sd);
+            CHECKF(fabs(mean) < 0.05 * want && fabs(sd - want) < 0.05 * want, "%s %s (%s): mean %g sd %g, want sd %g",
+                   mixes[m].name, mt->name, hachi_type_name(mt->type), mean, sd, want);
+        }
+        if ((t = hachi_gguf_find_tensor(g, "per_layer_token_embd.weight"))) {
+            stats(t, &mean, &sd);
+            CHECKF(fabs(mean) < 0.01 && fabs(sd - 1.0 / sqrt(128)) < 0.05 / sqrt(128), "%s per_layer_token_embd %g %g",
+                   mixes[m].name, mean, sd);
+        }
         if ((t = hachi_gguf_find_tensor(g, "blk.7.ffn_norm.weight"))) {
             stats(t, &mean, &sd);
             CHECKF(fabs(mean - 1) < 0.03 && fabs(sd - 0.1) < 0.03, "ffn_norm mean %g sd %g", mean, sd);
         }
         hachi_gguf_free(g);
+        check_runs(out, mixes[m].name);
         if (!test_failed()) remove(out);
     }
 }

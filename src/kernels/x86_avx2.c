@@ -67,42 +67,43 @@ static inline __m256 load_bf16(const uint16_t *p) {
 }
 static inline __m256 load_f32(const float *p) { return _mm256_loadu_ps(p); }
 
-#define FLOAT_DOT(name, wtype, load, scalar)                                                 \
-    void name(int64_t n, float *s, const void *vw, const void *va) {                        \
-        const wtype *w = vw;                                                                 \
-        const float *a = va;                                                                 \
-        __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;                         \
-        int64_t i = 0;                                                                       \
-        for (; i + 32 <= n; i += 32) {                                                       \
-            c0 = _mm256_fmadd_ps(load(w + i), _mm256_loadu_ps(a + i), c0);                   \
-            c1 = _mm256_fmadd_ps(load(w + i + 8), _mm256_loadu_ps(a + i + 8), c1);           \
-            c2 = _mm256_fmadd_ps(load(w + i + 16), _mm256_loadu_ps(a + i + 16), c2);         \
-            c3 = _mm256_fmadd_ps(load(w + i + 24), _mm256_loadu_ps(a + i + 24), c3);         \
-        }                                                                                    \
-        for (; i + 8 <= n; i += 8) c0 = _mm256_fmadd_ps(load(w + i), _mm256_loadu_ps(a + i), c0); \
-        float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)));  \
-        for (; i < n; i++) sum += scalar(w[i]) * a[i];                                       \
-        *s = sum;                                                                            \
-    }
-static inline float id_f32(float x) { return x; }
-static inline float bf2f(uint16_t h) { return hachi_bf16_to_f32(h); }
-FLOAT_DOT(hachi_vec_dot_f32_avx2, float, load_f32, id_f32)
-FLOAT_DOT(hachi_vec_dot_f16_avx2, uint16_t, load_f16, h2f)
-FLOAT_DOT(hachi_vec_dot_bf16_avx2, uint16_t, load_bf16, bf2f)
+/* Single and multi dots share one accumulation order, so a row's result is bit-identical
+ * whether computed alone (decode) or with other rows (verify, prefill): both are the same
+ * always-inlined ROWS function, instantiated for R = 1..ROWS_MAX rows whose accumulators
+ * live in registers; multi sweeps the activation rows in groups of ROWS_MAX (the weight
+ * row, a few KB, stays in L1 between groups). Per row the order never depends on R. */
+#define ROWS_MAX 4
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
 
-/* multi: each chunk of 32 weights is converted once, then fed to every row */
-#define FLOAT_MULTI(name, wtype, load, scalar)                                               \
-    static void name(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) { \
+/* multi from ROWS: groups of ROWS_MAX rows, then the 1..3 left */
+#define MULTI_FROM_ROWS(name, rows)                                                          \
+    static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
+        const char *a = va;                                                                  \
+        int r = 0;                                                                           \
+        for (; r + ROWS_MAX <= na; r += ROWS_MAX) rows(n, s + r, w, a + (size_t)r * stride, stride, ROWS_MAX); \
+        switch (na - r) {                                                                    \
+        case 3: rows(n, s + r, w, a + (size_t)r * stride, stride, 3); break;                 \
+        case 2: rows(n, s + r, w, a + (size_t)r * stride, stride, 2); break;                 \
+        case 1: rows(n, s + r, w, a + (size_t)r * stride, stride, 1); break;                 \
+        default: break;                                                                      \
+        }                                                                                    \
+    }
+
+/* float weights, per row: per 32 elements t = w0*a0 (+ w1*a1 + w2*a2 + w3*a3 by fma),
+ * acc += t; then 8 at a time acc = fma(w, a, acc); hsum; scalar tail in order. */
+#define FLOAT_ROWS(name, wtype, load, scalar)                                                \
+    static ALWAYS_INLINE void name(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) { \
         const wtype *w = vw;                                                                 \
-        __m256 acc[16];                                                                      \
-        for (int r = 0; r < na; r++) acc[r] = _mm256_setzero_ps();                           \
+        __m256 acc[ROWS_MAX];                                                                \
+        UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();                     \
         int64_t i = 0;                                                                       \
         for (; i + 32 <= n; i += 32) {                                                       \
             PREFETCH(w + i);                                                                 \
             PREFETCH(w + i + 16);                                                            \
             const __m256 w0 = load(w + i), w1 = load(w + i + 8), w2 = load(w + i + 16), w3 = load(w + i + 24); \
-            for (int r = 0; r < na; r++) {                                                   \
-                const float *a = (const float *)((const char *)va + (size_t)r * stride) + i; \
+            UNROLL for (int r = 0; r < R; r++) {                                             \
+                const float *a = (const float *)(va + (size_t)r * stride) + i;               \
                 __m256 t = _mm256_mul_ps(w0, _mm256_loadu_ps(a));                            \
                 t = _mm256_fmadd_ps(w1, _mm256_loadu_ps(a + 8), t);                          \
                 t = _mm256_fmadd_ps(w2, _mm256_loadu_ps(a + 16), t);                         \
@@ -112,20 +113,27 @@ FLOAT_DOT(hachi_vec_dot_bf16_avx2, uint16_t, load_bf16, bf2f)
         }                                                                                    \
         for (; i + 8 <= n; i += 8) {                                                         \
             const __m256 w0 = load(w + i);                                                   \
-            for (int r = 0; r < na; r++) {                                                   \
-                const float *a = (const float *)((const char *)va + (size_t)r * stride) + i; \
-                acc[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(a), acc[r]);                    \
-            }                                                                                \
+            UNROLL for (int r = 0; r < R; r++)                                               \
+                acc[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps((const float *)(va + (size_t)r * stride) + i), acc[r]); \
         }                                                                                    \
-        for (int r = 0; r < na; r++) {                                                       \
-            const float *a = (const float *)((const char *)va + (size_t)r * stride);         \
+        UNROLL for (int r = 0; r < R; r++) {                                                 \
+            const float *a = (const float *)(va + (size_t)r * stride);                       \
             float sum = hsum_ps(acc[r]);                                                     \
             for (int64_t k = i; k < n; k++) sum += scalar(w[k]) * a[k];                      \
             s[r] = sum;                                                                      \
         }                                                                                    \
     }
-FLOAT_MULTI(multi_f32, float, load_f32, id_f32)
-FLOAT_MULTI(multi_f16, uint16_t, load_f16, h2f)
+static inline float id_f32(float x) { return x; }
+static inline float bf2f(uint16_t h) { return hachi_bf16_to_f32(h); }
+FLOAT_ROWS(rows_f32, float, load_f32, id_f32)
+FLOAT_ROWS(rows_f16, uint16_t, load_f16, h2f)
+FLOAT_ROWS(rows_bf16, uint16_t, load_bf16, bf2f)
+void hachi_vec_dot_f32_avx2(int64_t n, float *s, const void *w, const void *a) { rows_f32(n, s, w, a, 0, 1); }
+void hachi_vec_dot_f16_avx2(int64_t n, float *s, const void *w, const void *a) { rows_f16(n, s, w, a, 0, 1); }
+void hachi_vec_dot_bf16_avx2(int64_t n, float *s, const void *w, const void *a) { rows_bf16(n, s, w, a, 0, 1); }
+MULTI_FROM_ROWS(multi_f32, rows_f32)
+MULTI_FROM_ROWS(multi_f16, rows_f16)
+MULTI_FROM_ROWS(multi_bf16, rows_bf16)
 
 /* multi for the types without a block-shared path: loop the single dot */
 #define LOOP_MULTI(name, dot)                                                                \
@@ -135,82 +143,52 @@ FLOAT_MULTI(multi_f16, uint16_t, load_f16, h2f)
 
 /* ---------------- 32-element blocks x q8_0 ---------------- */
 
-void hachi_vec_dot_q4_0_q8_0_avx2(int64_t n, float *s, const void *vw, const void *va) {
-    const block_q4_0 *w = vw;
-    const block_q8_0 *a = va;
-    const int64_t nb = n / QK8_0;
-    const __m256i off = _mm256_set1_epi8(8);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        const __m256i x0 = _mm256_sub_epi8(nibbles_32(w[i].qs), off);
-        const __m256i x1 = _mm256_sub_epi8(nibbles_32(w[i + 1].qs), off);
-        const __m256i y0 = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        const __m256i y1 = _mm256_loadu_si256((const __m256i *)a[i + 1].qs);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d)), dot_s8_f(x0, y0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i + 1].d) * h2f(a[i + 1].d)), dot_s8_f(x1, y1), acc1);
-    }
-    for (; i < nb; i++) {
-        const __m256i x0 = _mm256_sub_epi8(nibbles_32(w[i].qs), off);
-        const __m256i y0 = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d)), dot_s8_f(x0, y0), acc0);
-    }
-    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+/* |x| . sign(y, x) of one q8_0 activation block, as 8 floats */
+static inline __m256 q8_dot(__m256i ax, __m256i x, const block_q8_0 *a) {
+    return _mm256_cvtepi32_ps(dot_i8_pairs(ax, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), x)));
 }
+static inline __m256 q8_scale(float dw, const block_q8_0 *a) { return _mm256_set1_ps(dw * h2f(a->d)); }
+static inline __m256i unpack_q4_0(const block_q4_0 *b) { return _mm256_sub_epi8(nibbles_32(b->qs), _mm256_set1_epi8(8)); }
+static inline __m256i unpack_q8_0(const block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
 
-/* shared by q4_0 and q8_0 multi: |x| and sign(x) prepared once per block */
-static inline void q8_rows(const __m256i x, float dw, int64_t i, const void *va, size_t stride, int na, __m256 *acc) {
-    const __m256i ax = _mm256_sign_epi8(x, x);
-    for (int r = 0; r < na; r++) {
-        const block_q8_0 *a = (const block_q8_0 *)((const char *)va + (size_t)r * stride) + i;
-        const __m256i sy = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), x);
-        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(a->d)), _mm256_cvtepi32_ps(dot_i8_pairs(ax, sy)), acc[r]);
+/* 32-element weight blocks x q8_0, per row: per pair of blocks t = s0*v0, t = fma(s1, v1, t),
+ * acc += t (one add on the loop-carried chain per pair); an odd last block acc = fma(s, v, acc).
+ * The unpacked pair and |x| stay in registers for all R rows. */
+#define Q32_ROWS(name, wtype, unpack)                                                        \
+    static ALWAYS_INLINE void name(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) { \
+        const wtype *w = vw;                                                                 \
+        const int64_t nb = n / 32;                                                           \
+        __m256 acc[ROWS_MAX];                                                                \
+        UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();                     \
+        int64_t i = 0;                                                                       \
+        for (; i + 2 <= nb; i += 2) {                                                        \
+            PREFETCH(w + i);                                                                 \
+            const __m256i x0 = unpack(w + i), x1 = unpack(w + i + 1);                        \
+            const __m256i ax0 = _mm256_sign_epi8(x0, x0), ax1 = _mm256_sign_epi8(x1, x1);    \
+            const float d0 = h2f(w[i].d), d1 = h2f(w[i + 1].d);                              \
+            UNROLL for (int r = 0; r < R; r++) {                                             \
+                const block_q8_0 *a = (const block_q8_0 *)(va + (size_t)r * stride) + i;    \
+                __m256 t = _mm256_mul_ps(q8_scale(d0, a), q8_dot(ax0, x0, a));               \
+                t = _mm256_fmadd_ps(q8_scale(d1, a + 1), q8_dot(ax1, x1, a + 1), t);         \
+                acc[r] = _mm256_add_ps(acc[r], t);                                           \
+            }                                                                                \
+        }                                                                                    \
+        if (i < nb) {                                                                        \
+            const __m256i x0 = unpack(w + i), ax0 = _mm256_sign_epi8(x0, x0);                \
+            const float d0 = h2f(w[i].d);                                                    \
+            UNROLL for (int r = 0; r < R; r++) {                                             \
+                const block_q8_0 *a = (const block_q8_0 *)(va + (size_t)r * stride) + i;    \
+                acc[r] = _mm256_fmadd_ps(q8_scale(d0, a), q8_dot(ax0, x0, a), acc[r]);       \
+            }                                                                                \
+        }                                                                                    \
+        UNROLL for (int r = 0; r < R; r++) s[r] = hsum_ps(acc[r]);                           \
     }
-}
-
-static void multi_q4_0(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
-    const block_q4_0 *w = vw;
-    __m256 acc[16];
-    for (int r = 0; r < na; r++) acc[r] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK4_0; i++) {
-        PREFETCH(w + i);
-        q8_rows(_mm256_sub_epi8(nibbles_32(w[i].qs), _mm256_set1_epi8(8)), h2f(w[i].d), i, va, stride, na, acc);
-    }
-    for (int r = 0; r < na; r++) s[r] = hsum_ps(acc[r]);
-}
-
-void hachi_vec_dot_q8_0_q8_0_avx2(int64_t n, float *s, const void *vw, const void *va) {
-    const block_q8_0 *w = vw;
-    const block_q8_0 *a = va;
-    const int64_t nb = n / QK8_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        const __m256i x0 = _mm256_loadu_si256((const __m256i *)w[i].qs);
-        const __m256i x1 = _mm256_loadu_si256((const __m256i *)w[i + 1].qs);
-        const __m256i y0 = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        const __m256i y1 = _mm256_loadu_si256((const __m256i *)a[i + 1].qs);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d)), dot_s8_f(x0, y0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i + 1].d) * h2f(a[i + 1].d)), dot_s8_f(x1, y1), acc1);
-    }
-    for (; i < nb; i++) {
-        const __m256i x0 = _mm256_loadu_si256((const __m256i *)w[i].qs);
-        const __m256i y0 = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d)), dot_s8_f(x0, y0), acc0);
-    }
-    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
-}
-
-static void multi_q8_0(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
-    const block_q8_0 *w = vw;
-    __m256 acc[16];
-    for (int r = 0; r < na; r++) acc[r] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        PREFETCH(w + i);
-        q8_rows(_mm256_loadu_si256((const __m256i *)w[i].qs), h2f(w[i].d), i, va, stride, na, acc);
-    }
-    for (int r = 0; r < na; r++) s[r] = hsum_ps(acc[r]);
-}
+Q32_ROWS(rows_q4_0, block_q4_0, unpack_q4_0)
+Q32_ROWS(rows_q8_0, block_q8_0, unpack_q8_0)
+void hachi_vec_dot_q4_0_q8_0_avx2(int64_t n, float *s, const void *w, const void *a) { rows_q4_0(n, s, w, a, 0, 1); }
+void hachi_vec_dot_q8_0_q8_0_avx2(int64_t n, float *s, const void *w, const void *a) { rows_q8_0(n, s, w, a, 0, 1); }
+MULTI_FROM_ROWS(multi_q4_0, rows_q4_0)
+MULTI_FROM_ROWS(multi_q8_0, rows_q8_0)
 
 /* x = q*d + m (q unsigned): d*da*sum(q*qa) + m*da*sum(qa) */
 void hachi_vec_dot_q4_1_q8_0_avx2(int64_t n, float *s, const void *vw, const void *va) {
@@ -432,7 +410,6 @@ static void multi_q6_K(int64_t n, float *s, const void *vw, const void *va, size
     for (int r = 0; r < na; r++) s[r] = hsum_ps(acc[r]);
 }
 
-LOOP_MULTI(multi_bf16, hachi_vec_dot_bf16_avx2)
 LOOP_MULTI(multi_q4_1, hachi_vec_dot_q4_1_q8_0_avx2)
 LOOP_MULTI(multi_q5_0, hachi_vec_dot_q5_0_q8_0_avx2)
 LOOP_MULTI(multi_q5_K, hachi_vec_dot_q5_K_q8_K_avx2)
