@@ -4,12 +4,9 @@
  * through copies of W totalling > 64 MB so weights come from DRAM, as in
  * decode; "hot" reuses one copy (cache-resident where it fits).
  *
- * Build by hand (x86-64):
+ * Build by hand, after `make` (links the kernels with their ISA flags):
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc -pthread bench/bench_matmul.c \
- *       src/matmul.c src/threads.c src/util.c src/quant.c src/kernels/ref.c \
- *       src/kernels/dispatch.c src/kernels/x86_avx2.c src/kernels/x86_avx512.c -o /tmp/bench_matmul -lm
- * (x86_avx2.c needs -mavx2 -mfma -mf16c: easiest is to link build/libhachi.a:
- *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc -pthread bench/bench_matmul.c build/libhachi.a -o /tmp/bench_matmul -lm)
+ *       build/libhachi.a -o /tmp/bench_matmul -lm
  * Run: /tmp/bench_matmul [type=q4_0] [rows=6144] [cols=1536] [max_threads=2] [only_n_tok] */
 #include <stdio.h>
 #include <stdlib.h>

@@ -46,6 +46,7 @@ struct hachi_pool {
     int n;                                          /* threads, caller included */
     hachi_worker *workers;                          /* [n-1] */
     int n_started;                                  /* workers actually created */
+    int oversubscribed;                             /* more threads than CPUs: yield, don't pause */
     hachi_task_fn fn;                               /* the current task */
     void *ctx;
     pthread_mutex_t mu;                             /* sleep path only */
@@ -65,7 +66,8 @@ static unsigned pool_wait_gen(hachi_pool *p, unsigned seen) {
         for (int i = 0; i < SPIN_CHECK; i++) {
             unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
             if (g != seen || atomic_load_explicit(&p->stop, memory_order_relaxed)) return g;
-            cpu_relax();
+            if (p->oversubscribed) sched_yield();
+            else cpu_relax();
         }
         double now = hachi_time_ms();
         if (t0 < 0) t0 = now;
@@ -105,6 +107,16 @@ static void pool_wake(hachi_pool *p) {
     }
 }
 
+/* CPUs this process may run on. */
+static int pool_cpus_allowed(void) {
+#ifdef CPU_COUNT
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n >= 1 ? (int)n : 1;
+}
+
 hachi_status hachi_pool_create(int n_threads, hachi_pool **out) {
     *out = NULL;
     if (n_threads < 1 || n_threads > 1024)
@@ -112,6 +124,7 @@ hachi_status hachi_pool_create(int n_threads, hachi_pool **out) {
     hachi_pool *p = hachi_aligned_alloc(sizeof *p);
     if (!p) return HACHI_ERR_NOMEM;
     p->n = n_threads;
+    p->oversubscribed = n_threads > pool_cpus_allowed();
     atomic_init(&p->gen, 0);
     atomic_init(&p->stop, 0);
     atomic_init(&p->n_sleeping, 0);
@@ -168,8 +181,8 @@ void hachi_pool_run(hachi_pool *p, hachi_task_fn fn, void *ctx) {
     pool_wake(p);
     fn(ctx, 0, p->n);
     for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) != 0; spins++) {
-        cpu_relax();
-        if (spins >= SPIN_CHECK * 64) sched_yield();   /* oversubscribed: let workers run */
+        if (p->oversubscribed || spins >= SPIN_CHECK * 64) sched_yield();   /* let workers run */
+        else cpu_relax();
     }
 }
 
@@ -182,8 +195,8 @@ void hachi_pool_barrier(hachi_pool *p) {
         return;
     }
     for (int spins = 0; atomic_load_explicit(&p->bar_phase, memory_order_acquire) == phase; spins++) {
-        cpu_relax();
-        if (spins >= SPIN_CHECK * 64) sched_yield();
+        if (p->oversubscribed || spins >= SPIN_CHECK * 64) sched_yield();
+        else cpu_relax();
     }
 }
 

@@ -8,6 +8,7 @@
 #include "matmul.h"
 #include "util.h"
 #include <math.h>
+#include <string.h>
 
 static uint64_t mm_rng(uint64_t *x) { *x = *x * 6364136223846793005ull + 1442695040888963407ull; return *x >> 33; }
 static float mm_uniform(uint64_t *x) { return (float)(mm_rng(x) % 2000001) / 1000000.0f - 1.0f; }
@@ -162,4 +163,61 @@ TEST(matmul_prefill_tiles) {
     }
     hachi_pool_free(pools[0]);
     hachi_pool_free(pools[1]);
+}
+
+/* Bitwise: token t's outputs are exactly the same floats whether t is computed alone
+ * (n_tok = 1, decode), inside any batch (n_tok 1..40: vec_dot_multi groups and the prefill
+ * tiles) or on 1 or 2 threads. Speculative verify and prefill-then-decode depend on it. */
+TEST(matmul_bitwise_batch) {
+    enum { MAXT = 40 };
+    static const uint32_t types[] = {HACHI_TYPE_F32, HACHI_TYPE_F16, HACHI_TYPE_BF16, HACHI_TYPE_Q8_0,
+                                     HACHI_TYPE_Q4_0, HACHI_TYPE_Q4_1, HACHI_TYPE_Q5_0, HACHI_TYPE_Q4_K,
+                                     HACHI_TYPE_Q5_K, HACHI_TYPE_Q6_K};
+    const int64_t rows = 70, cols = 768, ldx = cols + 1, ldy = rows + 2;
+    const hachi_kernels *ref = hachi_kernels_ref();
+    hachi_pool *pools[2] = {NULL, NULL};
+    float *wf = hachi_malloc((size_t)(rows * cols) * sizeof(float));
+    float *x = hachi_malloc((size_t)(MAXT * ldx) * sizeof(float));
+    float *y1 = hachi_malloc((size_t)(MAXT * ldy) * sizeof(float));
+    float *y = hachi_malloc((size_t)(MAXT * ldy) * sizeof(float));
+    void *wq = hachi_aligned_alloc((size_t)rows * (size_t)cols * 4);
+    void *scratch = hachi_aligned_alloc((size_t)MAXT * (size_t)cols * 4 + 64);
+    CHECK(hachi_pool_create(1, &pools[0]) == HACHI_OK);
+    CHECK(hachi_pool_create(2, &pools[1]) == HACHI_OK);
+    if (!pools[0] || !pools[1] || !wf || !x || !y1 || !y || !wq || !scratch) goto out;
+    uint64_t seed = 4242;
+    for (int64_t i = 0; i < rows * cols; i++) wf[i] = mm_uniform(&seed) * (1.0f + (float)(i % 5));
+    for (int64_t i = 0; i < MAXT * ldx; i++) x[i] = mm_uniform(&seed) * 3.0f;
+    for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
+        const hachi_kernels *k = hachi_kernels_get((hachi_isa)isa);
+        if (!k) continue;
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+            const uint32_t type = types[ti];
+            if (!k->t[type].vec_dot) continue;
+            const uint64_t rb = hachi_row_size(type, cols);
+            for (int64_t r = 0; r < rows; r++) ref->t[type].from_float(wf + r * cols, (char *)wq + r * rb, cols);
+            hachi_mat W = {.type = type, .rows = rows, .cols = cols, .data = wq, .row_bytes = rb};
+            for (int t = 0; t < MAXT; t++)
+                hachi_matmul(pools[0], k, &W, x + t * ldx, ldx, 1, y1 + t * ldy, ldy, scratch);
+            int bad = 0, bad_n = 0, bad_p = 0, bad_t = 0;
+            int64_t bad_r = 0;
+            for (int pi = 0; pi < 2 && !bad; pi++)
+                for (int n_tok = 1; n_tok <= MAXT && !bad; n_tok++) {
+                    hachi_matmul(pools[pi], k, &W, x, ldx, n_tok, y, ldy, scratch);
+                    for (int t = 0; t < n_tok && !bad; t++)
+                        for (int64_t r = 0; r < rows; r++)
+                            if (memcmp(&y[t * ldy + r], &y1[t * ldy + r], sizeof(float))) {
+                                bad = 1; bad_n = n_tok; bad_p = pi + 1; bad_t = t; bad_r = r;
+                                break;
+                            }
+                }
+            CHECKF(!bad, "%s %s: n_tok %d on %d thread(s), token %d row %lld: %.9g, alone %.9g (not bitwise equal)",
+                   k->name, hachi_type_name(type), bad_n, bad_p, bad_t, (long long)bad_r,
+                   bad ? y[bad_t * ldy + bad_r] : 0.0, bad ? y1[bad_t * ldy + bad_r] : 0.0);
+        }
+    }
+out:
+    hachi_pool_free(pools[0]);
+    hachi_pool_free(pools[1]);
+    hachi_free(wf); hachi_free(x); hachi_free(y1); hachi_free(y); hachi_free(wq); hachi_free(scratch);
 }

@@ -25,38 +25,41 @@ static inline float bf2f(uint16_t h) { return hachi_bf16_to_f32(h); }
 
 /* ---------------- float weights ---------------- */
 
-#define FLOAT_DOT(name, wtype, load, scalar)                                                 \
-    void name(int64_t n, float *s, const void *vw, const void *va) {                        \
-        const wtype *w = vw;                                                                 \
-        const float *a = va;                                                                 \
-        float32x4_t c0 = vdupq_n_f32(0), c1 = c0, c2 = c0, c3 = c0;                         \
-        int64_t i = 0;                                                                       \
-        for (; i + 16 <= n; i += 16) {                                                       \
-            c0 = vfmaq_f32(c0, load(w + i), vld1q_f32(a + i));                               \
-            c1 = vfmaq_f32(c1, load(w + i + 4), vld1q_f32(a + i + 4));                       \
-            c2 = vfmaq_f32(c2, load(w + i + 8), vld1q_f32(a + i + 8));                       \
-            c3 = vfmaq_f32(c3, load(w + i + 12), vld1q_f32(a + i + 12));                     \
-        }                                                                                    \
-        for (; i + 4 <= n; i += 4) c0 = vfmaq_f32(c0, load(w + i), vld1q_f32(a + i));        \
-        float sum = vaddvq_f32(vaddq_f32(vaddq_f32(c0, c1), vaddq_f32(c2, c3)));            \
-        for (; i < n; i++) sum += scalar(w[i]) * a[i];                                       \
-        *s = sum;                                                                            \
-    }
-FLOAT_DOT(hachi_vec_dot_f32_neon, float, load_f32, id_f32)
-FLOAT_DOT(hachi_vec_dot_f16_neon, uint16_t, load_f16, h2f)
-FLOAT_DOT(hachi_vec_dot_bf16_neon, uint16_t, load_bf16, bf2f)
+/* Single and multi dots share one accumulation order, so a row's result is bit-identical
+ * whether computed alone (decode) or with other rows (verify, prefill): both are the same
+ * always-inlined ROWS function, instantiated for R = 1..ROWS_MAX rows whose accumulators
+ * live in registers; multi sweeps the activation rows in groups of ROWS_MAX (the weight
+ * row, a few KB, stays in L1 between groups). Per row the order never depends on R. */
+#define ROWS_MAX 4
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
 
-/* each chunk of 16 weights is converted once, then fed to every row */
-#define FLOAT_MULTI(name, wtype, load, scalar)                                               \
-    static void name(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) { \
+/* multi from ROWS: groups of ROWS_MAX rows, then the 1..3 left */
+#define MULTI_FROM_ROWS(name, rows)                                                          \
+    static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
+        const char *a = va;                                                                  \
+        int r = 0;                                                                           \
+        for (; r + ROWS_MAX <= na; r += ROWS_MAX) rows(n, s + r, w, a + (size_t)r * stride, stride, ROWS_MAX); \
+        switch (na - r) {                                                                    \
+        case 3: rows(n, s + r, w, a + (size_t)r * stride, stride, 3); break;                 \
+        case 2: rows(n, s + r, w, a + (size_t)r * stride, stride, 2); break;                 \
+        case 1: rows(n, s + r, w, a + (size_t)r * stride, stride, 1); break;                 \
+        default: break;                                                                      \
+        }                                                                                    \
+    }
+
+/* float weights, per row: per 16 elements t = w0*a0 (+ w1*a1 + w2*a2 + w3*a3 by fma),
+ * acc += t; then 4 at a time acc = fma(w, a, acc); vaddv; scalar tail in order. */
+#define FLOAT_ROWS(name, wtype, load, scalar)                                                \
+    static ALWAYS_INLINE void name(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) { \
         const wtype *w = vw;                                                                 \
-        float32x4_t acc[16];                                                                 \
-        for (int r = 0; r < na; r++) acc[r] = vdupq_n_f32(0);                                \
+        float32x4_t acc[ROWS_MAX];                                                           \
+        UNROLL for (int r = 0; r < R; r++) acc[r] = vdupq_n_f32(0);                          \
         int64_t i = 0;                                                                       \
         for (; i + 16 <= n; i += 16) {                                                       \
             const float32x4_t w0 = load(w + i), w1 = load(w + i + 4), w2 = load(w + i + 8), w3 = load(w + i + 12); \
-            for (int r = 0; r < na; r++) {                                                   \
-                const float *a = (const float *)((const char *)va + (size_t)r * stride) + i; \
+            UNROLL for (int r = 0; r < R; r++) {                                             \
+                const float *a = (const float *)(va + (size_t)r * stride) + i;               \
                 float32x4_t t = vmulq_f32(w0, vld1q_f32(a));                                 \
                 t = vfmaq_f32(t, w1, vld1q_f32(a + 4));                                      \
                 t = vfmaq_f32(t, w2, vld1q_f32(a + 8));                                      \
@@ -64,15 +67,27 @@ FLOAT_DOT(hachi_vec_dot_bf16_neon, uint16_t, load_bf16, bf2f)
                 acc[r] = vaddq_f32(acc[r], t);                                               \
             }                                                                                \
         }                                                                                    \
-        for (int r = 0; r < na; r++) {                                                       \
-            const float *a = (const float *)((const char *)va + (size_t)r * stride);         \
+        for (; i + 4 <= n; i += 4) {                                                         \
+            const float32x4_t w0 = load(w + i);                                              \
+            UNROLL for (int r = 0; r < R; r++)                                               \
+                acc[r] = vfmaq_f32(acc[r], w0, vld1q_f32((const float *)(va + (size_t)r * stride) + i)); \
+        }                                                                                    \
+        UNROLL for (int r = 0; r < R; r++) {                                                 \
+            const float *a = (const float *)(va + (size_t)r * stride);                       \
             float sum = vaddvq_f32(acc[r]);                                                  \
             for (int64_t k = i; k < n; k++) sum += scalar(w[k]) * a[k];                      \
             s[r] = sum;                                                                      \
         }                                                                                    \
     }
-FLOAT_MULTI(multi_f32, float, load_f32, id_f32)
-FLOAT_MULTI(multi_f16, uint16_t, load_f16, h2f)
+FLOAT_ROWS(rows_f32, float, load_f32, id_f32)
+FLOAT_ROWS(rows_f16, uint16_t, load_f16, h2f)
+FLOAT_ROWS(rows_bf16, uint16_t, load_bf16, bf2f)
+void hachi_vec_dot_f32_neon(int64_t n, float *s, const void *w, const void *a) { rows_f32(n, s, w, a, 0, 1); }
+void hachi_vec_dot_f16_neon(int64_t n, float *s, const void *w, const void *a) { rows_f16(n, s, w, a, 0, 1); }
+void hachi_vec_dot_bf16_neon(int64_t n, float *s, const void *w, const void *a) { rows_bf16(n, s, w, a, 0, 1); }
+MULTI_FROM_ROWS(multi_f32, rows_f32)
+MULTI_FROM_ROWS(multi_f16, rows_f16)
+MULTI_FROM_ROWS(multi_bf16, rows_bf16)
 
 #define LOOP_MULTI(name, dot)                                                                \
     static void name(int64_t n, float *s, const void *w, const void *a, size_t stride, int na) { \
@@ -92,74 +107,52 @@ static inline int32x4_t dot32(int8x16_t x0, int8x16_t x1, const int8_t *y) {
     return vdotq_s32(vdotq_s32(vdupq_n_s32(0), x0, vld1q_s8(y)), x1, vld1q_s8(y + 16));
 }
 
-void hachi_vec_dot_q4_0_q8_0_neon(int64_t n, float *s, const void *vw, const void *va) {
-    const block_q4_0 *w = vw;
-    const block_q8_0 *a = va;
-    const int64_t nb = n / QK8_0;
-    float32x4_t acc0 = vdupq_n_f32(0), acc1 = vdupq_n_f32(0);
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        int8x16_t l0, h0, l1, h1;
-        q4_0_unpack(w[i].qs, &l0, &h0);
-        q4_0_unpack(w[i + 1].qs, &l1, &h1);
-        acc0 = vmlaq_n_f32(acc0, vcvtq_f32_s32(dot32(l0, h0, a[i].qs)), h2f(w[i].d) * h2f(a[i].d));
-        acc1 = vmlaq_n_f32(acc1, vcvtq_f32_s32(dot32(l1, h1, a[i + 1].qs)), h2f(w[i + 1].d) * h2f(a[i + 1].d));
-    }
-    for (; i < nb; i++) {
-        int8x16_t l0, h0;
-        q4_0_unpack(w[i].qs, &l0, &h0);
-        acc0 = vmlaq_n_f32(acc0, vcvtq_f32_s32(dot32(l0, h0, a[i].qs)), h2f(w[i].d) * h2f(a[i].d));
-    }
-    *s = vaddvq_f32(vaddq_f32(acc0, acc1));
+static inline void unpack_q4_0(const block_q4_0 *b, int8x16_t *lo, int8x16_t *hi) { q4_0_unpack(b->qs, lo, hi); }
+static inline void unpack_q8_0(const block_q8_0 *b, int8x16_t *lo, int8x16_t *hi) {
+    *lo = vld1q_s8(b->qs);
+    *hi = vld1q_s8(b->qs + 16);
 }
 
-static inline void q8_rows(int8x16_t x0, int8x16_t x1, float dw, int64_t i, const void *va, size_t stride, int na,
-                           float32x4_t *acc) {
-    for (int r = 0; r < na; r++) {
-        const block_q8_0 *a = (const block_q8_0 *)((const char *)va + (size_t)r * stride) + i;
-        acc[r] = vmlaq_n_f32(acc[r], vcvtq_f32_s32(dot32(x0, x1, a->qs)), dw * h2f(a->d));
+/* 32-element weight blocks x q8_0, per row: per pair of blocks the two int32 sum vectors are
+ * folded pairwise into one (lanes: block 0, 0, 1, 1; exact), converted once and scaled by
+ * [dw0*da0 x2, dw1*da1 x2] in one fma: acc = fma(acc, s, v); an odd last block
+ * acc = fma(acc, v, dw*da). The unpacked pair stays in registers for all R rows. */
+#define Q32_ROWS(name, wtype, unpack)                                                        \
+    static ALWAYS_INLINE void name(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) { \
+        const wtype *w = vw;                                                                 \
+        const int64_t nb = n / 32;                                                           \
+        float32x4_t acc[ROWS_MAX];                                                           \
+        UNROLL for (int r = 0; r < R; r++) acc[r] = vdupq_n_f32(0);                          \
+        int64_t i = 0;                                                                       \
+        for (; i + 2 <= nb; i += 2) {                                                        \
+            int8x16_t l0, h0, l1, h1;                                                        \
+            unpack(w + i, &l0, &h0);                                                         \
+            unpack(w + i + 1, &l1, &h1);                                                     \
+            const float d0 = h2f(w[i].d), d1 = h2f(w[i + 1].d);                              \
+            UNROLL for (int r = 0; r < R; r++) {                                             \
+                const block_q8_0 *a = (const block_q8_0 *)(va + (size_t)r * stride) + i;    \
+                const int32x4_t v = vpaddq_s32(dot32(l0, h0, a[0].qs), dot32(l1, h1, a[1].qs)); \
+                const float32x4_t sc = vcombine_f32(vdup_n_f32(d0 * h2f(a[0].d)), vdup_n_f32(d1 * h2f(a[1].d))); \
+                acc[r] = vfmaq_f32(acc[r], sc, vcvtq_f32_s32(v));                            \
+            }                                                                                \
+        }                                                                                    \
+        if (i < nb) {                                                                        \
+            int8x16_t l0, h0;                                                                \
+            unpack(w + i, &l0, &h0);                                                         \
+            const float d0 = h2f(w[i].d);                                                    \
+            UNROLL for (int r = 0; r < R; r++) {                                             \
+                const block_q8_0 *a = (const block_q8_0 *)(va + (size_t)r * stride) + i;    \
+                acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(dot32(l0, h0, a->qs)), d0 * h2f(a->d)); \
+            }                                                                                \
+        }                                                                                    \
+        UNROLL for (int r = 0; r < R; r++) s[r] = vaddvq_f32(acc[r]);                        \
     }
-}
-
-static void multi_q4_0(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
-    const block_q4_0 *w = vw;
-    float32x4_t acc[16];
-    for (int r = 0; r < na; r++) acc[r] = vdupq_n_f32(0);
-    for (int64_t i = 0; i < n / QK4_0; i++) {
-        int8x16_t lo, hi;
-        q4_0_unpack(w[i].qs, &lo, &hi);
-        q8_rows(lo, hi, h2f(w[i].d), i, va, stride, na, acc);
-    }
-    for (int r = 0; r < na; r++) s[r] = vaddvq_f32(acc[r]);
-}
-
-void hachi_vec_dot_q8_0_q8_0_neon(int64_t n, float *s, const void *vw, const void *va) {
-    const block_q8_0 *w = vw;
-    const block_q8_0 *a = va;
-    const int64_t nb = n / QK8_0;
-    float32x4_t acc0 = vdupq_n_f32(0), acc1 = vdupq_n_f32(0);
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        const int32x4_t p0 = dot32(vld1q_s8(w[i].qs), vld1q_s8(w[i].qs + 16), a[i].qs);
-        const int32x4_t p1 = dot32(vld1q_s8(w[i + 1].qs), vld1q_s8(w[i + 1].qs + 16), a[i + 1].qs);
-        acc0 = vmlaq_n_f32(acc0, vcvtq_f32_s32(p0), h2f(w[i].d) * h2f(a[i].d));
-        acc1 = vmlaq_n_f32(acc1, vcvtq_f32_s32(p1), h2f(w[i + 1].d) * h2f(a[i + 1].d));
-    }
-    for (; i < nb; i++) {
-        const int32x4_t p0 = dot32(vld1q_s8(w[i].qs), vld1q_s8(w[i].qs + 16), a[i].qs);
-        acc0 = vmlaq_n_f32(acc0, vcvtq_f32_s32(p0), h2f(w[i].d) * h2f(a[i].d));
-    }
-    *s = vaddvq_f32(vaddq_f32(acc0, acc1));
-}
-
-static void multi_q8_0(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
-    const block_q8_0 *w = vw;
-    float32x4_t acc[16];
-    for (int r = 0; r < na; r++) acc[r] = vdupq_n_f32(0);
-    for (int64_t i = 0; i < n / QK8_0; i++)
-        q8_rows(vld1q_s8(w[i].qs), vld1q_s8(w[i].qs + 16), h2f(w[i].d), i, va, stride, na, acc);
-    for (int r = 0; r < na; r++) s[r] = vaddvq_f32(acc[r]);
-}
+Q32_ROWS(rows_q4_0, block_q4_0, unpack_q4_0)
+Q32_ROWS(rows_q8_0, block_q8_0, unpack_q8_0)
+void hachi_vec_dot_q4_0_q8_0_neon(int64_t n, float *s, const void *w, const void *a) { rows_q4_0(n, s, w, a, 0, 1); }
+void hachi_vec_dot_q8_0_q8_0_neon(int64_t n, float *s, const void *w, const void *a) { rows_q8_0(n, s, w, a, 0, 1); }
+MULTI_FROM_ROWS(multi_q4_0, rows_q4_0)
+MULTI_FROM_ROWS(multi_q8_0, rows_q8_0)
 
 /* q4_1: d*da*sum(q*qa) + m*da*sum(qa); nibbles 0..15 are valid s8 operands */
 void hachi_vec_dot_q4_1_q8_0_neon(int64_t n, float *s, const void *vw, const void *va) {
@@ -351,7 +344,6 @@ static void multi_q6_K(int64_t n, float *s, const void *vw, const void *va, size
     memcpy(s, acc, (size_t)na * sizeof(float));
 }
 
-LOOP_MULTI(multi_bf16, hachi_vec_dot_bf16_neon)
 LOOP_MULTI(multi_q4_1, hachi_vec_dot_q4_1_q8_0_neon)
 LOOP_MULTI(multi_q5_0, hachi_vec_dot_q5_0_q8_0_neon)
 LOOP_MULTI(multi_q5_K, hachi_vec_dot_q5_K_q8_K_neon)

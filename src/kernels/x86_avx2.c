@@ -143,17 +143,27 @@ MULTI_FROM_ROWS(multi_bf16, rows_bf16)
 
 /* ---------------- 32-element blocks x q8_0 ---------------- */
 
-/* |x| . sign(y, x) of one q8_0 activation block, as 8 floats */
-static inline __m256 q8_dot(__m256i ax, __m256i x, const block_q8_0 *a) {
-    return _mm256_cvtepi32_ps(dot_i8_pairs(ax, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), x)));
+/* |x| . sign(y, x) of one q8_0 activation block: 8 int32 sums of 4 products */
+static inline __m256i q8_dot(__m256i ax, __m256i x, const block_q8_0 *a) {
+    return dot_i8_pairs(ax, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), x));
 }
-static inline __m256 q8_scale(float dw, const block_q8_0 *a) { return _mm256_set1_ps(dw * h2f(a->d)); }
+/* the fp16 scales at p0, p1 as floats [d0 d1 d0 d1 d0 d1 d0 d1] */
+static inline __m256 f16_pair(const uint16_t *p0, const uint16_t *p1) {
+    const __m128i h = _mm_insert_epi16(_mm_cvtsi32_si128(*p0), *p1, 1);
+    return _mm256_cvtph_ps(_mm_broadcastd_epi32(h));
+}
+/* two blocks' int32 sums folded into one vector, lanes alternating block 0, block 1 (exact) */
+static inline __m256i fold_pair(__m256i v0, __m256i v1) {
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(v0, v1), _mm256_unpackhi_epi32(v0, v1));
+}
 static inline __m256i unpack_q4_0(const block_q4_0 *b) { return _mm256_sub_epi8(nibbles_32(b->qs), _mm256_set1_epi8(8)); }
 static inline __m256i unpack_q8_0(const block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
 
-/* 32-element weight blocks x q8_0, per row: per pair of blocks t = s0*v0, t = fma(s1, v1, t),
- * acc += t (one add on the loop-carried chain per pair); an odd last block acc = fma(s, v, acc).
- * The unpacked pair and |x| stay in registers for all R rows. */
+/* 32-element weight blocks x q8_0, per row: per pair of blocks the two int32 sum vectors are
+ * folded into one (lanes alternating the blocks), converted once and scaled by
+ * [dw0*da0, dw1*da1, ...] in one fma: acc = fma(s, v, acc); an odd last block
+ * acc = fma(dw*da, v, acc). The unpacked pair, |x| and the weight scales stay in registers
+ * for all R rows. */
 #define Q32_ROWS(name, wtype, unpack)                                                        \
     static ALWAYS_INLINE void name(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) { \
         const wtype *w = vw;                                                                 \
@@ -165,12 +175,12 @@ static inline __m256i unpack_q8_0(const block_q8_0 *b) { return _mm256_loadu_si2
             PREFETCH(w + i);                                                                 \
             const __m256i x0 = unpack(w + i), x1 = unpack(w + i + 1);                        \
             const __m256i ax0 = _mm256_sign_epi8(x0, x0), ax1 = _mm256_sign_epi8(x1, x1);    \
-            const float d0 = h2f(w[i].d), d1 = h2f(w[i + 1].d);                              \
+            const __m256 dw = f16_pair(&w[i].d, &w[i + 1].d);                                \
             UNROLL for (int r = 0; r < R; r++) {                                             \
                 const block_q8_0 *a = (const block_q8_0 *)(va + (size_t)r * stride) + i;    \
-                __m256 t = _mm256_mul_ps(q8_scale(d0, a), q8_dot(ax0, x0, a));               \
-                t = _mm256_fmadd_ps(q8_scale(d1, a + 1), q8_dot(ax1, x1, a + 1), t);         \
-                acc[r] = _mm256_add_ps(acc[r], t);                                           \
+                const __m256i v = fold_pair(q8_dot(ax0, x0, a), q8_dot(ax1, x1, a + 1));     \
+                const __m256 sc = _mm256_mul_ps(dw, f16_pair(&a[0].d, &a[1].d));             \
+                acc[r] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(v), acc[r]);                 \
             }                                                                                \
         }                                                                                    \
         if (i < nb) {                                                                        \
@@ -178,7 +188,8 @@ static inline __m256i unpack_q8_0(const block_q8_0 *b) { return _mm256_loadu_si2
             const float d0 = h2f(w[i].d);                                                    \
             UNROLL for (int r = 0; r < R; r++) {                                             \
                 const block_q8_0 *a = (const block_q8_0 *)(va + (size_t)r * stride) + i;    \
-                acc[r] = _mm256_fmadd_ps(q8_scale(d0, a), q8_dot(ax0, x0, a), acc[r]);       \
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * h2f(a->d)),                     \
+                                         _mm256_cvtepi32_ps(q8_dot(ax0, x0, a)), acc[r]);    \
             }                                                                                \
         }                                                                                    \
         UNROLL for (int r = 0; r < R; r++) s[r] = hsum_ps(acc[r]);                           \

@@ -72,40 +72,43 @@ static inline __m512 load16_f32(const float *p) { return _mm512_loadu_ps(p); }
 static inline float id_f32(float x) { return x; }
 static inline float bf2f(uint16_t h) { return hachi_bf16_to_f32(h); }
 
-#define FLOAT_DOT(name, wtype, load, scalar)                                                 \
-    void name(int64_t n, float *s, const void *vw, const void *va) {                        \
-        const wtype *w = vw;                                                                 \
-        const float *a = va;                                                                 \
-        __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;                         \
-        int64_t i = 0;                                                                       \
-        for (; i + 64 <= n; i += 64) {                                                       \
-            c0 = _mm512_fmadd_ps(load(w + i), _mm512_loadu_ps(a + i), c0);                   \
-            c1 = _mm512_fmadd_ps(load(w + i + 16), _mm512_loadu_ps(a + i + 16), c1);         \
-            c2 = _mm512_fmadd_ps(load(w + i + 32), _mm512_loadu_ps(a + i + 32), c2);         \
-            c3 = _mm512_fmadd_ps(load(w + i + 48), _mm512_loadu_ps(a + i + 48), c3);         \
-        }                                                                                    \
-        for (; i + 16 <= n; i += 16) c0 = _mm512_fmadd_ps(load(w + i), _mm512_loadu_ps(a + i), c0); \
-        float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3))); \
-        for (; i < n; i++) sum += scalar(w[i]) * a[i];                                       \
-        *s = sum;                                                                            \
-    }
-FLOAT_DOT(hachi_vec_dot_f32_avx512, float, load16_f32, id_f32)
-FLOAT_DOT(hachi_vec_dot_f16_avx512, uint16_t, load16_f16, h2f)
-FLOAT_DOT(hachi_vec_dot_bf16_avx512, uint16_t, load16_bf16, bf2f)
+/* Single and multi dots share one accumulation order, so a row's result is bit-identical
+ * whether computed alone (decode) or with other rows (verify, prefill): both are the same
+ * always-inlined ROWS function, instantiated for R = 1..ROWS_MAX rows whose accumulators
+ * live in registers; multi sweeps the activation rows in groups of ROWS_MAX (the weight
+ * row, a few KB, stays in L1 between groups). Per row the order never depends on R. */
+#define ROWS_MAX 4
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
 
-/* multi: each chunk of 64 weights is converted once, then fed to every row */
-#define FLOAT_MULTI(name, wtype, load, scalar)                                               \
-    static void name(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) { \
+/* multi from ROWS: groups of ROWS_MAX rows, then the 1..3 left */
+#define MULTI_FROM_ROWS(name, rows)                                                          \
+    static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
+        const char *a = va;                                                                  \
+        int r = 0;                                                                           \
+        for (; r + ROWS_MAX <= na; r += ROWS_MAX) rows(n, s + r, w, a + (size_t)r * stride, stride, ROWS_MAX); \
+        switch (na - r) {                                                                    \
+        case 3: rows(n, s + r, w, a + (size_t)r * stride, stride, 3); break;                 \
+        case 2: rows(n, s + r, w, a + (size_t)r * stride, stride, 2); break;                 \
+        case 1: rows(n, s + r, w, a + (size_t)r * stride, stride, 1); break;                 \
+        default: break;                                                                      \
+        }                                                                                    \
+    }
+
+/* float weights, per row: per 64 elements t = w0*a0 (+ w1*a1 + w2*a2 + w3*a3 by fma),
+ * acc += t; then 16 at a time acc = fma(w, a, acc); reduce; scalar tail in order. */
+#define FLOAT_ROWS(name, wtype, load, scalar)                                                \
+    static ALWAYS_INLINE void name(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) { \
         const wtype *w = vw;                                                                 \
-        __m512 acc[16];                                                                      \
-        for (int r = 0; r < na; r++) acc[r] = _mm512_setzero_ps();                           \
+        __m512 acc[ROWS_MAX];                                                                \
+        UNROLL for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();                     \
         int64_t i = 0;                                                                       \
         for (; i + 64 <= n; i += 64) {                                                       \
             PREFETCH(w + i);                                                                 \
             PREFETCH(w + i + 32);                                                            \
             const __m512 w0 = load(w + i), w1 = load(w + i + 16), w2 = load(w + i + 32), w3 = load(w + i + 48); \
-            for (int r = 0; r < na; r++) {                                                   \
-                const float *a = (const float *)((const char *)va + (size_t)r * stride) + i; \
+            UNROLL for (int r = 0; r < R; r++) {                                             \
+                const float *a = (const float *)(va + (size_t)r * stride) + i;               \
                 __m512 t = _mm512_mul_ps(w0, _mm512_loadu_ps(a));                            \
                 t = _mm512_fmadd_ps(w1, _mm512_loadu_ps(a + 16), t);                         \
                 t = _mm512_fmadd_ps(w2, _mm512_loadu_ps(a + 32), t);                         \
@@ -115,20 +118,25 @@ FLOAT_DOT(hachi_vec_dot_bf16_avx512, uint16_t, load16_bf16, bf2f)
         }                                                                                    \
         for (; i + 16 <= n; i += 16) {                                                       \
             const __m512 w0 = load(w + i);                                                   \
-            for (int r = 0; r < na; r++) {                                                   \
-                const float *a = (const float *)((const char *)va + (size_t)r * stride) + i; \
-                acc[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(a), acc[r]);                    \
-            }                                                                                \
+            UNROLL for (int r = 0; r < R; r++)                                               \
+                acc[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps((const float *)(va + (size_t)r * stride) + i), acc[r]); \
         }                                                                                    \
-        for (int r = 0; r < na; r++) {                                                       \
-            const float *a = (const float *)((const char *)va + (size_t)r * stride);         \
+        UNROLL for (int r = 0; r < R; r++) {                                                 \
+            const float *a = (const float *)(va + (size_t)r * stride);                       \
             float sum = _mm512_reduce_add_ps(acc[r]);                                        \
             for (int64_t k = i; k < n; k++) sum += scalar(w[k]) * a[k];                      \
             s[r] = sum;                                                                      \
         }                                                                                    \
     }
-FLOAT_MULTI(multi_f32, float, load16_f32, id_f32)
-FLOAT_MULTI(multi_f16, uint16_t, load16_f16, h2f)
+FLOAT_ROWS(rows_f32, float, load16_f32, id_f32)
+FLOAT_ROWS(rows_f16, uint16_t, load16_f16, h2f)
+FLOAT_ROWS(rows_bf16, uint16_t, load16_bf16, bf2f)
+void hachi_vec_dot_f32_avx512(int64_t n, float *s, const void *w, const void *a) { rows_f32(n, s, w, a, 0, 1); }
+void hachi_vec_dot_f16_avx512(int64_t n, float *s, const void *w, const void *a) { rows_f16(n, s, w, a, 0, 1); }
+void hachi_vec_dot_bf16_avx512(int64_t n, float *s, const void *w, const void *a) { rows_bf16(n, s, w, a, 0, 1); }
+MULTI_FROM_ROWS(multi_f32, rows_f32)
+MULTI_FROM_ROWS(multi_f16, rows_f16)
+MULTI_FROM_ROWS(multi_bf16, rows_bf16)
 
 /* multi for the types without a block-shared path: loop the single dot */
 #define LOOP_MULTI(name, dot)                                                                \
@@ -138,82 +146,63 @@ FLOAT_MULTI(multi_f16, uint16_t, load16_f16, h2f)
 
 /* ---------------- 32-element blocks x q8_0 ---------------- */
 
-void hachi_vec_dot_q4_0_q8_0_avx512(int64_t n, float *s, const void *vw, const void *va) {
-    const block_q4_0 *w = vw;
-    const block_q8_0 *a = va;
-    const int64_t nb = n / QK8_0;
-    const __m256i off = _mm256_set1_epi8(8);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        const __m256i x0 = _mm256_sub_epi8(nibbles_32(w[i].qs), off);
-        const __m256i x1 = _mm256_sub_epi8(nibbles_32(w[i + 1].qs), off);
-        const __m256i y0 = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        const __m256i y1 = _mm256_loadu_si256((const __m256i *)a[i + 1].qs);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d)), dot_s8_f(x0, y0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i + 1].d) * h2f(a[i + 1].d)), dot_s8_f(x1, y1), acc1);
-    }
-    for (; i < nb; i++) {
-        const __m256i x0 = _mm256_sub_epi8(nibbles_32(w[i].qs), off);
-        const __m256i y0 = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d)), dot_s8_f(x0, y0), acc0);
-    }
-    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+/* |x| . sign(y, x) of one q8_0 activation block: 8 int32 sums of 4 products */
+static inline __m256i q8_dot(__m256i ax, __m256i x, const block_q8_0 *a) {
+    return dot_i8_pairs(ax, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), x));
 }
+/* the fp16 scales at p0, p1 as floats [d0 d1 d0 d1 d0 d1 d0 d1] */
+static inline __m256 f16_pair(const uint16_t *p0, const uint16_t *p1) {
+    const __m128i h = _mm_insert_epi16(_mm_cvtsi32_si128(*p0), *p1, 1);
+    return _mm256_cvtph_ps(_mm_broadcastd_epi32(h));
+}
+/* two blocks' int32 sums folded into one vector, lanes alternating block 0, block 1 (exact) */
+static inline __m256i fold_pair(__m256i v0, __m256i v1) {
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(v0, v1), _mm256_unpackhi_epi32(v0, v1));
+}
+static inline __m256i unpack_q4_0(const block_q4_0 *b) { return _mm256_sub_epi8(nibbles_32(b->qs), _mm256_set1_epi8(8)); }
+static inline __m256i unpack_q8_0(const block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
 
-/* shared by q4_0 and q8_0 multi: |x| and sign(x) prepared once per block */
-static inline void q8_rows(const __m256i x, float dw, int64_t i, const void *va, size_t stride, int na, __m256 *acc) {
-    const __m256i ax = _mm256_sign_epi8(x, x);
-    for (int r = 0; r < na; r++) {
-        const block_q8_0 *a = (const block_q8_0 *)((const char *)va + (size_t)r * stride) + i;
-        const __m256i sy = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), x);
-        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(a->d)), _mm256_cvtepi32_ps(dot_i8_pairs(ax, sy)), acc[r]);
+/* 32-element weight blocks x q8_0, per row: per pair of blocks the two int32 sum vectors are
+ * folded into one (lanes alternating the blocks), converted once and scaled by
+ * [dw0*da0, dw1*da1, ...] in one fma: acc = fma(s, v, acc); an odd last block
+ * acc = fma(dw*da, v, acc). The unpacked pair, |x| and the weight scales stay in registers
+ * for all R rows. */
+#define Q32_ROWS(name, wtype, unpack)                                                        \
+    static ALWAYS_INLINE void name(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) { \
+        const wtype *w = vw;                                                                 \
+        const int64_t nb = n / 32;                                                           \
+        __m256 acc[ROWS_MAX];                                                                \
+        UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();                     \
+        int64_t i = 0;                                                                       \
+        for (; i + 2 <= nb; i += 2) {                                                        \
+            PREFETCH(w + i);                                                                 \
+            const __m256i x0 = unpack(w + i), x1 = unpack(w + i + 1);                        \
+            const __m256i ax0 = _mm256_sign_epi8(x0, x0), ax1 = _mm256_sign_epi8(x1, x1);    \
+            const __m256 dw = f16_pair(&w[i].d, &w[i + 1].d);                                \
+            UNROLL for (int r = 0; r < R; r++) {                                             \
+                const block_q8_0 *a = (const block_q8_0 *)(va + (size_t)r * stride) + i;    \
+                const __m256i v = fold_pair(q8_dot(ax0, x0, a), q8_dot(ax1, x1, a + 1));     \
+                const __m256 sc = _mm256_mul_ps(dw, f16_pair(&a[0].d, &a[1].d));             \
+                acc[r] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(v), acc[r]);                 \
+            }                                                                                \
+        }                                                                                    \
+        if (i < nb) {                                                                        \
+            const __m256i x0 = unpack(w + i), ax0 = _mm256_sign_epi8(x0, x0);                \
+            const float d0 = h2f(w[i].d);                                                    \
+            UNROLL for (int r = 0; r < R; r++) {                                             \
+                const block_q8_0 *a = (const block_q8_0 *)(va + (size_t)r * stride) + i;    \
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * h2f(a->d)),                     \
+                                         _mm256_cvtepi32_ps(q8_dot(ax0, x0, a)), acc[r]);    \
+            }                                                                                \
+        }                                                                                    \
+        UNROLL for (int r = 0; r < R; r++) s[r] = hsum_ps(acc[r]);                           \
     }
-}
-
-static void multi_q4_0(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
-    const block_q4_0 *w = vw;
-    __m256 acc[16];
-    for (int r = 0; r < na; r++) acc[r] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK4_0; i++) {
-        PREFETCH(w + i);
-        q8_rows(_mm256_sub_epi8(nibbles_32(w[i].qs), _mm256_set1_epi8(8)), h2f(w[i].d), i, va, stride, na, acc);
-    }
-    for (int r = 0; r < na; r++) s[r] = hsum_ps(acc[r]);
-}
-
-void hachi_vec_dot_q8_0_q8_0_avx512(int64_t n, float *s, const void *vw, const void *va) {
-    const block_q8_0 *w = vw;
-    const block_q8_0 *a = va;
-    const int64_t nb = n / QK8_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        const __m256i x0 = _mm256_loadu_si256((const __m256i *)w[i].qs);
-        const __m256i x1 = _mm256_loadu_si256((const __m256i *)w[i + 1].qs);
-        const __m256i y0 = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        const __m256i y1 = _mm256_loadu_si256((const __m256i *)a[i + 1].qs);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d)), dot_s8_f(x0, y0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i + 1].d) * h2f(a[i + 1].d)), dot_s8_f(x1, y1), acc1);
-    }
-    for (; i < nb; i++) {
-        const __m256i x0 = _mm256_loadu_si256((const __m256i *)w[i].qs);
-        const __m256i y0 = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d)), dot_s8_f(x0, y0), acc0);
-    }
-    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
-}
-
-static void multi_q8_0(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
-    const block_q8_0 *w = vw;
-    __m256 acc[16];
-    for (int r = 0; r < na; r++) acc[r] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        PREFETCH(w + i);
-        q8_rows(_mm256_loadu_si256((const __m256i *)w[i].qs), h2f(w[i].d), i, va, stride, na, acc);
-    }
-    for (int r = 0; r < na; r++) s[r] = hsum_ps(acc[r]);
-}
+Q32_ROWS(rows_q4_0, block_q4_0, unpack_q4_0)
+Q32_ROWS(rows_q8_0, block_q8_0, unpack_q8_0)
+void hachi_vec_dot_q4_0_q8_0_avx512(int64_t n, float *s, const void *w, const void *a) { rows_q4_0(n, s, w, a, 0, 1); }
+void hachi_vec_dot_q8_0_q8_0_avx512(int64_t n, float *s, const void *w, const void *a) { rows_q8_0(n, s, w, a, 0, 1); }
+MULTI_FROM_ROWS(multi_q4_0, rows_q4_0)
+MULTI_FROM_ROWS(multi_q8_0, rows_q8_0)
 
 /* x = q*d + m (q unsigned): d*da*sum(q*qa) + m*da*sum(qa) */
 void hachi_vec_dot_q4_1_q8_0_avx512(int64_t n, float *s, const void *vw, const void *va) {
@@ -433,7 +422,6 @@ static void multi_q6_K(int64_t n, float *s, const void *vw, const void *va, size
     for (int r = 0; r < na; r++) s[r] = hsum_ps(acc[r]);
 }
 
-LOOP_MULTI(multi_bf16, hachi_vec_dot_bf16_avx512)
 LOOP_MULTI(multi_q4_1, hachi_vec_dot_q4_1_q8_0_avx512)
 LOOP_MULTI(multi_q5_0, hachi_vec_dot_q5_0_q8_0_avx512)
 LOOP_MULTI(multi_q5_K, hachi_vec_dot_q5_K_q8_K_avx512)
