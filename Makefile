@@ -43,6 +43,7 @@ all: $(BUILD)/libhachi.a $(BUILD)/libhachi.so $(BUILD)/hachi $(BUILD)/test_hachi
 
 $(BUILD)/src/kernels/x86_avx2.o:   ISA_FLAGS = $(FLAGS_avx2)
 $(BUILD)/src/kernels/x86_avx512.o: ISA_FLAGS = $(FLAGS_avx512)
+$(BUILD)/src/kernels/x86_avx2_attn.o: ISA_FLAGS = $(FLAGS_avx2)
 $(BUILD)/src/kernels/arm_neon.o:   ISA_FLAGS = $(FLAGS_neon)
 
 $(BUILD)/%.o: %.c

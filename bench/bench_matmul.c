@@ -7,7 +7,9 @@
  * Build by hand, after `make` (links the kernels with their ISA flags):
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc -pthread bench/bench_matmul.c \
  *       build/libhachi.a -o /tmp/bench_matmul -lm
- * Run: /tmp/bench_matmul [type=q4_0] [rows=6144] [cols=1536] [max_threads=2] [only_n_tok] */
+ * Run: /tmp/bench_matmul [type=q4_0] [rows=6144] [cols=1536] [max_threads=2] [only_n_tok]
+ * ns/block/thread: the best time per weight block and thread (hot rows of a small W, one
+ * thread: the in-cache cost of the dot kernel, e.g. `/tmp/bench_matmul q4_0 128 1536 1 1`). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,9 +103,10 @@ int main(int argc, char **argv) {
                 }
                 qsort(t, REPS, sizeof t[0], cmp_double);
                 double ms = t[REPS / 2], gbs = mat_bytes / (ms * 1e6);
+                double nblk = (double)rows * (double)(cols / hachi_type_info((uint32_t)type)->blck_size);
                 printf("  n_tok %3d %s: %7.3f ms/call (min %.3f, max %.3f)  %6.1f GB/s of weights  %5.1f%% of read bw"
-                       "  %.3f ms/token\n", n_tok, cold ? "cold" : "hot ", ms, t[0], t[REPS - 1], gbs,
-                       100 * gbs / gbs_read, ms / n_tok);
+                       "  %.3f ms/token  %.3f ns/block/thread (best)\n", n_tok, cold ? "cold" : "hot ", ms, t[0], t[REPS - 1],
+                       gbs, 100 * gbs / gbs_read, ms / n_tok, t[0] * 1e6 * nth / nblk);
             }
         }
         hachi_pool_free(pool);

@@ -9,18 +9,13 @@
 #include <float.h>
 #include "session.h"
 #include "util.h"
+#include "kernels/attn.h"
 
 typedef struct attn_job {
     hachi_session *s;
     int l, n, p0;
     bool split;
 } attn_job;
-
-static inline const char *key_row(const hachi_kv *kv, const char *cache, const char *batch, int j, int p0) {
-    if (j >= p0) return batch + (size_t)(j - p0) * kv->row_bytes;
-    int slot = kv->ring ? j % kv->n_slots : j;
-    return cache + (size_t)slot * kv->row_bytes;
-}
 
 /* f32 KV rows (kv_f32): the same contracts as the kernels' fp16 versions */
 static void dot_f32_multi(int64_t n, float *s, const float *k, const float *q, int64_t q_stride, int m) {
@@ -36,6 +31,31 @@ static void axpy_f32_multi(int64_t n, const float *a, const float *v, float *y, 
         for (int64_t i = 0; i < n; i++) y[j * y_stride + i] += a[j] * v[i];
 }
 
+/* Calls fn(seg, j0, n) for the contiguous runs of rows holding positions [a, b):
+ * cache rows (a ring wraps at most once) before p0, this forward's batch rows after. */
+typedef struct seg { const char *k, *v; } seg;
+#define FOR_SEGMENTS(kv, a, b, p0, BODY)                                                          \
+    do {                                                                                          \
+        int j_ = (a);                                                                             \
+        while (j_ < (b)) {                                                                        \
+            seg sg_;                                                                              \
+            int n_;                                                                               \
+            if (j_ >= (p0)) {                                                                     \
+                sg_.k = (kv)->kb + (size_t)(j_ - (p0)) * (kv)->row_bytes;                         \
+                sg_.v = (kv)->vb + (size_t)(j_ - (p0)) * (kv)->row_bytes;                         \
+                n_ = (b) - j_;                                                                    \
+            } else {                                                                              \
+                int slot_ = (kv)->ring ? j_ % (kv)->n_slots : j_;                                 \
+                n_ = HACHI_MIN((b), (p0)) - j_;                                                   \
+                if ((kv)->ring) n_ = HACHI_MIN(n_, (kv)->n_slots - slot_);                        \
+                sg_.k = (kv)->k + (size_t)slot_ * (kv)->row_bytes;                                \
+                sg_.v = (kv)->v + (size_t)slot_ * (kv)->row_bytes;                                \
+            }                                                                                     \
+            { const int j0 = j_ - (a), n = n_; const seg sgm = sg_; BODY; }                      \
+            j_ += n_;                                                                             \
+        }                                                                                         \
+    } while (0)
+
 /* Scores, softmax numerators and the weighted V sum of keys [a, b) for token t and
  * KV head g. acc [G][hd] receives sum_j exp(s_j - mx_h) v_j; mx, sum [G]. */
 static void attend_range(const attn_job *jb, float *sc, int t, int g, int a, int b,
@@ -43,33 +63,45 @@ static void attend_range(const attn_job *jb, float *sc, int t, int g, int a, int
     const hachi_session *s = jb->s;
     const hachi_model *m = s->m;
     const hachi_kernels *k = s->kern;
+    const hachi_attn_kernels *ak = s->attn_kern;
     const hachi_layer_plan *lp = &s->lp[jb->l];
     const hachi_kv *kv = &s->kv[lp->kv_index];
     const int hd = lp->head_dim, G = m->n_head / m->n_head_kv, qd = m->n_head * hd;
+    const int64_t stride = kv->dim;   /* elements between rows */
     const float *q = s->q + (size_t)t * qd + (size_t)g * G * hd;
     const float scale = m->attn_scale;
+    const int p0 = jb->p0;
 
+    FOR_SEGMENTS(kv, a, b, p0, {
+        float *sj = sc + (size_t)j0 * G;
+        if (s->kv_f32)
+            for (int j = 0; j < n; j++)
+                dot_f32_multi(hd, sj + (size_t)j * G, (const float *)sgm.k + j * stride + g * hd, q, hd, G);
+        else
+            ak->scores_f16(k, hd, n, (const uint16_t *)sgm.k + g * hd, stride, q, G, sj);
+    });
     for (int h = 0; h < G; h++) { mx[h] = -FLT_MAX; sum[h] = 0.0f; }
-    for (int j = a; j < b; j++) {
-        float *sj = sc + (size_t)(j - a) * G;
-        const char *kr = key_row(kv, kv->k, kv->kb, j, jb->p0);
-        if (s->kv_f32) dot_f32_multi(hd, sj, (const float *)kr + g * hd, q, hd, G);
-        else k->dot_f16_multi(hd, sj, (const uint16_t *)kr + g * hd, q, hd, G);
+    for (int j = 0; j < b - a; j++)
         for (int h = 0; h < G; h++) {
-            sj[h] *= scale;
-            if (sj[h] > mx[h]) mx[h] = sj[h];
+            float *x = &sc[(size_t)j * G + h];
+            *x *= scale;
+            if (*x > mx[h]) mx[h] = *x;
         }
-    }
-    for (int j = a; j < b; j++) {
-        float *sj = sc + (size_t)(j - a) * G;
-        for (int h = 0; h < G; h++) { sj[h] = expf(sj[h] - mx[h]); sum[h] += sj[h]; }
-    }
+    for (int j = 0; j < b - a; j++)
+        for (int h = 0; h < G; h++) {
+            float *x = &sc[(size_t)j * G + h];
+            *x = expf(*x - mx[h]);
+            sum[h] += *x;
+        }
     memset(acc, 0, (size_t)G * hd * sizeof(float));
-    for (int j = a; j < b; j++) {
-        const char *vr = key_row(kv, kv->v, kv->vb, j, jb->p0);
-        if (s->kv_f32) axpy_f32_multi(hd, sc + (size_t)(j - a) * G, (const float *)vr + g * hd, acc, hd, G);
-        else k->axpy_f16_multi(hd, sc + (size_t)(j - a) * G, (const uint16_t *)vr + g * hd, acc, hd, G);
-    }
+    FOR_SEGMENTS(kv, a, b, p0, {
+        const float *pj = sc + (size_t)j0 * G;
+        if (s->kv_f32)
+            for (int j = 0; j < n; j++)
+                axpy_f32_multi(hd, pj + (size_t)j * G, (const float *)sgm.v + j * stride + g * hd, acc, hd, G);
+        else
+            ak->values_f16(k, hd, n, (const uint16_t *)sgm.v + g * hd, stride, pj, G, acc);
+    });
 }
 
 static void key_bounds(const hachi_session *s, const hachi_layer_plan *lp, int pos, int *lo, int *hi) {

@@ -1,0 +1,138 @@
+/* x86_avx2_attn: register-blocked attention tiles for G = 4 or 8 query heads
+ * per K/V head (other G, or head dims not a multiple of 16, fall back to the
+ * per-row kernels). Scores: one K row converted once, G accumulators (G
+ * independent FMA chains), a transposing horizontal sum. Values: keys in
+ * tiles of 32 (the V tile stays in L1/L2), 4 heads x 16 dims of output in
+ * registers, each V element converted once per 4 heads. */
+#include "kernels/attn.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define VTILE 32
+
+static void scores_rows(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *k, int64_t k_stride,
+                        const float *q, int G, float *s) {
+    for (int j = 0; j < nk; j++) kt->dot_f16_multi(hd, s + (size_t)j * G, k + (size_t)j * k_stride, q, hd, G);
+}
+
+static void values_rows(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *v, int64_t v_stride,
+                        const float *p, int G, float *out) {
+    for (int j = 0; j < nk; j++) kt->axpy_f16_multi(hd, p + (size_t)j * G, v + (size_t)j * v_stride, out, hd, G);
+}
+
+static inline __m256 ld16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+
+/* [sum(a0), .., sum(a7)] */
+static inline __m256 hsum8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5, __m256 a6, __m256 a7) {
+    __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+static void scores_g8(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, float *s) {
+    const float *q0 = q, *q1 = q + hd, *q2 = q1 + hd, *q3 = q2 + hd, *q4 = q3 + hd, *q5 = q4 + hd, *q6 = q5 + hd,
+                *q7 = q6 + hd;
+    for (int j = 0; j < nk; j++) {
+        const uint16_t *kr = k + (size_t)j * ks;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+        for (int64_t d = 0; d < hd; d += 8) {
+            const __m256 kv = ld16(kr + d);
+            a0 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q0 + d), a0);
+            a1 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q1 + d), a1);
+            a2 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q2 + d), a2);
+            a3 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q3 + d), a3);
+            a4 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q4 + d), a4);
+            a5 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q5 + d), a5);
+            a6 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q6 + d), a6);
+            a7 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q7 + d), a7);
+        }
+        _mm256_storeu_ps(s + (size_t)j * 8, hsum8(a0, a1, a2, a3, a4, a5, a6, a7));
+    }
+}
+
+static void scores_g4(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, float *s) {
+    const float *q0 = q, *q1 = q + hd, *q2 = q1 + hd, *q3 = q2 + hd;
+    int j = 0;
+    for (; j + 2 <= nk; j += 2) {   /* two keys: 8 chains */
+        const uint16_t *k0 = k + (size_t)j * ks, *k1 = k0 + ks;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+        for (int64_t d = 0; d < hd; d += 8) {
+            const __m256 x0 = ld16(k0 + d), x1 = ld16(k1 + d);
+            const __m256 r0 = _mm256_loadu_ps(q0 + d), r1 = _mm256_loadu_ps(q1 + d);
+            const __m256 r2 = _mm256_loadu_ps(q2 + d), r3 = _mm256_loadu_ps(q3 + d);
+            a0 = _mm256_fmadd_ps(x0, r0, a0); a1 = _mm256_fmadd_ps(x0, r1, a1);
+            a2 = _mm256_fmadd_ps(x0, r2, a2); a3 = _mm256_fmadd_ps(x0, r3, a3);
+            b0 = _mm256_fmadd_ps(x1, r0, b0); b1 = _mm256_fmadd_ps(x1, r1, b1);
+            b2 = _mm256_fmadd_ps(x1, r2, b2); b3 = _mm256_fmadd_ps(x1, r3, b3);
+        }
+        _mm256_storeu_ps(s + (size_t)j * 4, hsum8(a0, a1, a2, a3, b0, b1, b2, b3));
+    }
+    for (; j < nk; j++) {
+        const uint16_t *k0 = k + (size_t)j * ks;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t d = 0; d < hd; d += 8) {
+            const __m256 x0 = ld16(k0 + d);
+            a0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(q0 + d), a0);
+            a1 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(q1 + d), a1);
+            a2 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(q2 + d), a2);
+            a3 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(q3 + d), a3);
+        }
+        const __m256 z = _mm256_setzero_ps();
+        _mm_storeu_ps(s + (size_t)j * 4, _mm256_castps256_ps128(hsum8(a0, a1, a2, a3, z, z, z, z)));
+    }
+}
+
+static void scores(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *k, int64_t ks,
+                   const float *q, int G, float *s) {
+    if (hd % 8) scores_rows(kt, hd, nk, k, ks, q, G, s);
+    else if (G == 8) scores_g8(hd, nk, k, ks, q, s);
+    else if (G == 4) scores_g4(hd, nk, k, ks, q, s);
+    else scores_rows(kt, hd, nk, k, ks, q, G, s);
+}
+
+/* out rows h0..h0+3 += p[j*G + h] * v_j over one tile of keys */
+static void values_4heads(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, int h0,
+                          float *out) {
+    float *o0 = out + (size_t)h0 * hd, *o1 = o0 + hd, *o2 = o1 + hd, *o3 = o2 + hd;
+    for (int64_t d = 0; d < hd; d += 16) {
+        __m256 a0 = _mm256_loadu_ps(o0 + d), b0 = _mm256_loadu_ps(o0 + d + 8);
+        __m256 a1 = _mm256_loadu_ps(o1 + d), b1 = _mm256_loadu_ps(o1 + d + 8);
+        __m256 a2 = _mm256_loadu_ps(o2 + d), b2 = _mm256_loadu_ps(o2 + d + 8);
+        __m256 a3 = _mm256_loadu_ps(o3 + d), b3 = _mm256_loadu_ps(o3 + d + 8);
+        for (int j = 0; j < nk; j++) {
+            const uint16_t *vr = v + (size_t)j * vs + d;
+            const float *pj = p + (size_t)j * G + h0;
+            const __m256 x = ld16(vr), y = ld16(vr + 8);
+            __m256 w = _mm256_broadcast_ss(pj);
+            a0 = _mm256_fmadd_ps(w, x, a0); b0 = _mm256_fmadd_ps(w, y, b0);
+            w = _mm256_broadcast_ss(pj + 1);
+            a1 = _mm256_fmadd_ps(w, x, a1); b1 = _mm256_fmadd_ps(w, y, b1);
+            w = _mm256_broadcast_ss(pj + 2);
+            a2 = _mm256_fmadd_ps(w, x, a2); b2 = _mm256_fmadd_ps(w, y, b2);
+            w = _mm256_broadcast_ss(pj + 3);
+            a3 = _mm256_fmadd_ps(w, x, a3); b3 = _mm256_fmadd_ps(w, y, b3);
+        }
+        _mm256_storeu_ps(o0 + d, a0); _mm256_storeu_ps(o0 + d + 8, b0);
+        _mm256_storeu_ps(o1 + d, a1); _mm256_storeu_ps(o1 + d + 8, b1);
+        _mm256_storeu_ps(o2 + d, a2); _mm256_storeu_ps(o2 + d + 8, b2);
+        _mm256_storeu_ps(o3 + d, a3); _mm256_storeu_ps(o3 + d + 8, b3);
+    }
+}
+
+static void values(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *v, int64_t vs,
+                   const float *p, int G, float *out) {
+    if (hd % 16 || (G != 4 && G != 8)) { values_rows(kt, hd, nk, v, vs, p, G, out); return; }
+    for (int j0 = 0; j0 < nk; j0 += VTILE) {
+        int n = nk - j0 < VTILE ? nk - j0 : VTILE;
+        for (int h0 = 0; h0 < G; h0 += 4)
+            values_4heads(hd, n, v + (size_t)j0 * vs, vs, p + (size_t)j0 * G, G, h0, out);
+    }
+}
+
+static const hachi_attn_kernels table = {"avx2", scores, values};
+
+const hachi_attn_kernels *hachi_attn_kernels_avx2(void) { return &table; }
+#else
+const hachi_attn_kernels *hachi_attn_kernels_avx2(void) { return 0; }
+#endif
