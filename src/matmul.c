@@ -2,7 +2,8 @@
  * path of decode (n_tok = 1), verify (n_tok <= 16) and prefill (n_tok > 16).
  *
  *   step 1  the n_tok activation rows are converted to W's vec_dot_type
- *           (Q8_0 / Q8_K) into scratch, in chunks of whole blocks; F32
+ *           (Q8_0 / Q8_K) into scratch, in chunks of whole blocks, followed by
+ *           the kernel's activation extras (act_prep, e.g. block sums); F32
  *           activations are used in place. A thread goes on to step 2 when
  *           every chunk is done (a counter, not a barrier on all threads).
  *   step 2  W's rows, in chunks of ~32 KB of weights (prefill: ~one L2 tile).
@@ -53,11 +54,17 @@ typedef struct matmul_ctx {
     atomic_int_fast64_t conv_done, row_next;
 } matmul_ctx;
 
+/* bytes between activation rows in scratch: the quantized row, then the ISA's extras */
+static size_t hachi_matmul_act_stride(const hachi_kernels *k, uint32_t type, int64_t cols) {
+    const hachi_type_kernels *kt = &k->t[type];
+    return (size_t)hachi_row_size(kt->vec_dot_type, cols) + (kt->act_extra ? kt->act_extra(cols) : 0);
+}
+
 size_t hachi_matmul_scratch_bytes(const hachi_kernels *k, uint32_t type, int64_t cols, int n_tok) {
     if (type >= HACHI_TYPE_COUNT || n_tok < 1) return 0;
     uint32_t vdt = k->t[type].vec_dot_type;
     if (vdt == HACHI_TYPE_F32) return 0;
-    return (size_t)hachi_row_size(vdt, cols) * (size_t)n_tok;
+    return hachi_matmul_act_stride(k, type, cols) * (size_t)n_tok;
 }
 
 /* Step 1: quantize the activations into scratch, chunk by chunk, then wait
@@ -70,8 +77,9 @@ static void matmul_convert(matmul_ctx *c) {
         if (i >= c->conv_chunks) break;
         int64_t t = i / c->conv_chunks_per_row, b0 = i % c->conv_chunks_per_row * c->conv_chunk_blocks;
         int64_t b1 = HACHI_MIN(b0 + c->conv_chunk_blocks, nb);
-        c->kv->from_float(c->x + t * c->ldx + b0 * bs,
-                          (char *)c->scratch + t * c->act_stride + b0 * tr->type_size, (b1 - b0) * bs);
+        char *row = (char *)c->scratch + t * c->act_stride;
+        c->kv->from_float(c->x + t * c->ldx + b0 * bs, row + b0 * tr->type_size, (b1 - b0) * bs);
+        if (c->kt->act_prep) c->kt->act_prep(c->W->cols, row, b0, b1);
         atomic_fetch_add_explicit(&c->conv_done, 1, memory_order_release);
     }
     for (int spins = 0; atomic_load_explicit(&c->conv_done, memory_order_acquire) < c->conv_chunks; spins++) {
@@ -140,9 +148,10 @@ void hachi_matmul(hachi_pool *pool, const hachi_kernels *k, const hachi_mat *W,
         c.act_stride = (size_t)ldx * sizeof(float);
     } else {
         c.act = scratch;
-        c.act_stride = (size_t)hachi_row_size(c.vdt, W->cols);
+        c.act_stride = hachi_matmul_act_stride(k, W->type, W->cols);
         const int64_t bs = hachi_type_info(c.vdt)->blck_size, nb = W->cols / bs;
         c.conv_chunk_blocks = HACHI_MAX(1, MATMUL_CONV_ELEMS / bs);
+        if (kt->act_prep) c.conv_chunk_blocks = (c.conv_chunk_blocks + 3) / 4 * 4;   /* act_prep: b0 % 4 == 0 */
         c.conv_chunks_per_row = (nb + c.conv_chunk_blocks - 1) / c.conv_chunk_blocks;
         c.conv_chunks = c.conv_chunks_per_row * n_tok;
     }

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <sys/stat.h>
 #include "test.h"
+#include "hachi.h"
 
 static char *sh(int *rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static char *sh(int *rc, const char *fmt, ...) {
@@ -201,5 +202,37 @@ TEST(cli_errors_are_one_line) {
         char *err = sh(&rc, "%s run -m %s -p hi 2>&1 >/dev/null", test_hachi_bin(), vocab);
         CHECKF(rc != 0 && strstr(err, "architecture"), "vocab-only run: %s", err);
         free(err);
+    }
+}
+
+/* Chat format from the vocabulary: the real Gemma vocabulary (Gemma 3 turn tokens) renders
+ * <start_of_turn>user ... <end_of_turn> turns whose markers tokenize to the control ids
+ * 105/106; a vocabulary without turn tokens falls back to the plain format. */
+TEST(chat_format_from_vocab) {
+    NEED_SHARED(path, "oracle/gemma4-vocab.gguf");
+    hachi_model_params mp = hachi_model_default_params();
+    mp.vocab_only = true;
+    hachi_model *m = NULL;
+    CHECK(hachi_model_load(path, &mp, &m) == HACHI_OK);
+    if (!m) return;
+    CHECK(hachi_chat_detect(m) == HACHI_CHAT_GEMMA3);
+    char buf[512];
+    int32_t n = hachi_chat_turn(m, "Be brief.", "Hi there", true, buf, sizeof buf);
+    CHECKF(n > 0 && !strcmp(buf, "<bos><start_of_turn>user\nBe brief.\n\nHi there<end_of_turn>\n<start_of_turn>model\n"),
+           "first turn: %s", buf);
+    int32_t ids[64], nt = 0;
+    CHECK(hachi_tokenize(m, buf, strlen(buf), false, true, ids, 64, &nt) == HACHI_OK);
+    CHECKF(nt > 4 && ids[0] == 2 && ids[1] == 105, "ids %d %d", ids[0], ids[1]);
+    int ends = 0;
+    for (int i = 0; i < nt; i++) ends += ids[i] == 106;
+    CHECK(ends == 1);
+    CHECK(hachi_model_is_eog(m, 106));
+    hachi_chat_turn(m, NULL, "More", false, buf, sizeof buf);
+    CHECKF(!strcmp(buf, "<end_of_turn>\n<start_of_turn>user\nMore<end_of_turn>\n<start_of_turn>model\n"), "later turn: %s", buf);
+    hachi_model_free(m);
+    const char *micro = test_shared_path("models/gemma4-micro.gguf");
+    if (micro && hachi_model_load(micro, &mp, &m) == HACHI_OK) {
+        CHECK(hachi_chat_detect(m) == HACHI_CHAT_PLAIN);
+        hachi_model_free(m);
     }
 }

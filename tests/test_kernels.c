@@ -75,7 +75,10 @@ static int check_type(const hachi_kernels *K, const hachi_kernels *R, uint32_t t
     }
     const uint32_t vdt = rt->vec_dot_type;
     CHECKF(kt->vec_dot_type == vdt, "%s/%s: vec_dot_type %u, ref %u", tn, isa, kt->vec_dot_type, vdt);
-    const int64_t wb = row_bytes(type, n), ab = row_bytes(vdt, n);
+    /* activation rows: the quantized row, then this ISA's extras for the type (act_prep) */
+    const int64_t ab0 = row_bytes(vdt, n), ab = ab0 + (kt->act_extra ? (int64_t)kt->act_extra(n) : 0);
+    const int64_t wb = row_bytes(type, n);
+    CHECKF(!kt->act_extra == !kt->act_prep, "%s/%s: act_extra and act_prep come together", tn, isa);
     float *w = malloc((size_t)n * 4), *wd = malloc((size_t)n * 4), *wd2 = malloc((size_t)n * 4);
     float *a = malloc((size_t)n * 4 * NA), *ad = malloc((size_t)n * 4 * NA);
     char *wq = malloc((size_t)wb), *wq2 = malloc((size_t)wb), *aq = malloc((size_t)ab * NA);
@@ -97,6 +100,19 @@ static int check_type(const hachi_kernels *K, const hachi_kernels *R, uint32_t t
         fill(a + r * n, n, 0);
         R->t[vdt].from_float(a + r * n, aq + r * ab, n);
         R->t[vdt].to_float(aq + r * ab, ad + r * n, n);
+        if (kt->act_prep) {
+            /* extras prepared in one go equal those prepared in pieces of 4 blocks (matmul's chunks) */
+            const int64_t nbk = n / hachi_type_info(vdt)->blck_size;
+            char *row = aq + r * ab;
+            memset(row + ab0, 0xA5, (size_t)(ab - ab0));
+            kt->act_prep(n, row, 0, nbk);
+            char *once = malloc((size_t)(ab - ab0));
+            memcpy(once, row + ab0, (size_t)(ab - ab0));
+            memset(row + ab0, 0x5A, (size_t)(ab - ab0));
+            for (int64_t b0 = 0; b0 < nbk; b0 += 4) kt->act_prep(n, row, b0, HACHI_MIN(b0 + 4, nbk));
+            CHECKF(!memcmp(once, row + ab0, (size_t)(ab - ab0)), "%s/%s n=%lld: act_prep in pieces differs", tn, isa, (long long)n);
+            free(once);
+        }
     }
     float want[NA], single[NA];
     double exact[NA], tol[NA];

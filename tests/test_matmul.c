@@ -69,7 +69,8 @@ static void mm_run_case(const hachi_kernels *k, const hachi_kernels *ref, hachi_
     for (int64_t i = 0; i < max_tok * ldx; i++) x[i] = mm_uniform(&seed) * 2.0f;
     hachi_mat W = {.type = mc->type, .rows = rows, .cols = cols, .data = wq, .row_bytes = row_bytes};
     CHECK(scratch_bytes == (k->t[mc->type].vec_dot_type == HACHI_TYPE_F32 ? 0
-          : (size_t)hachi_row_size(k->t[mc->type].vec_dot_type, cols) * (size_t)max_tok));
+          : ((size_t)hachi_row_size(k->t[mc->type].vec_dot_type, cols)
+             + (k->t[mc->type].act_extra ? k->t[mc->type].act_extra(cols) : 0)) * (size_t)max_tok));
 
     /* same ISA as the reference: only summation order may differ */
     const float rel = k == ref ? 1e-5f : 2e-3f;

@@ -21,12 +21,24 @@ typedef void (*hachi_vec_dot_fn)(int64_t n, float *s, const void *w, const void 
 typedef void (*hachi_vec_dot_multi_fn)(int64_t n, float *s, const void *w, const void *a,
                                        size_t a_stride, int na);
 
+/* Activation extras (optional, per ISA and weight type): a row of n activations in the
+ * vec_dot_type is followed by act_extra(n) bytes (row stride = row size + act_extra(n)) that
+ * act_prep(n, row, b0, b1) fills for the row's blocks [b0, b1) (b0 a multiple of 4; every
+ * block of a row is covered once) after those blocks were quantized. This ISA's vec_dot and
+ * vec_dot_multi of that weight type read them; work that depends on the activations alone
+ * (e.g. per-block sums, fp16 scales as floats) is so done once per matmul, not per weight
+ * row. ref never has extras; callers of vec_dot on quantized activations must run act_prep. */
+typedef size_t (*hachi_act_extra_fn)(int64_t n);
+typedef void (*hachi_act_prep_fn)(int64_t n, void *a, int64_t b0, int64_t b1);
+
 typedef struct hachi_type_kernels {
     uint32_t vec_dot_type;            /* what activations are converted to: F32, Q8_0 or Q8_K */
     hachi_to_float_fn to_float;       /* dequantize */
     hachi_from_float_fn from_float;   /* quantize (reference quality) */
     hachi_vec_dot_fn vec_dot;         /* NULL: the type cannot be used as a weight */
     hachi_vec_dot_multi_fn vec_dot_multi;
+    hachi_act_extra_fn act_extra;     /* NULL: no activation extras (then act_prep is NULL) */
+    hachi_act_prep_fn act_prep;
 } hachi_type_kernels;
 
 typedef struct hachi_kernels {
