@@ -109,8 +109,8 @@ TEST(gemma4_oracle_logits_exact) {
         float *ref = read_f32(test_shared_path(path), (size_t)80 * 1024);
         CHECK(m && ref);
         if (!m || !ref) continue;
-        const int steps[] = {80, 1, 5}, ctxs[] = {2048, 4096, 8192};
-        for (int c = 0; c < 3; c++)
+        const int steps[] = {80, 1, 5}, ctxs[] = {2048, 4096, 8192, 16384, 32768};
+        for (int c = 0; c < 5; c++)
             for (int si = 0; si < 3; si++) {
                 if (c > 0 && si > 0) continue;   /* modes differ only in buffer sizes: one path each */
                 float *lg = eval_all(m, ids, n, steps[si], ctxs[c], 2, true);
