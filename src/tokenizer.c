@@ -992,7 +992,7 @@ hachi_status hachi_tokenize(const hachi_model *model, const char *text, size_t l
     if (cap < 0 || (cap > 0 && !out)) return hachi_fail(HACHI_ERR_INVALID_ARG, "tokenize: bad output buffer");
     hachi_status st = hachi_tokenizer_encode(t, text, len, add_bos, parse_special, &ids, &n);
     if (st) return st;
-    if (n > 0) memcpy(out, ids, (size_t)HACHI_MIN(n, cap) * sizeof *ids);
+    if (n > 0 && cap > 0) memcpy(out, ids, (size_t)HACHI_MIN(n, cap) * sizeof *ids);
     if (n_out) *n_out = n;
     hachi_free(ids);
     return HACHI_OK;

@@ -3,7 +3,11 @@
  * once for all rows (Q4_0, Q8_0, Q4_K, Q6_K, F16, F32; Q4_1, Q5_0, Q5_K, BF16 loop the
  * single dot); fp16 conversion and the fp16 attention kernels. Quantizers and the other
  * dequantizers are ref's (cold). Integer dots use the maddubs/madd pattern: u8 x s8 pairs
- * into int16, pairs of int16 into int32, then one float FMA per block. */
+ * into int16, pairs of int16 into int32, then float FMAs on several blocks folded into one
+ * vector. Q4_0 feeds its unsigned nibbles to maddubs directly and corrects with
+ * 8*sum(activation block) from the activation extras (act_prep, once per matmul); Q6_K's
+ * -32 offset comes from the Q8_K bsums. In cache: ~1.0 ns per Q4_0 block, ~9-11 ns per
+ * Q6_K block (Zen 3), so two cores outrun DRAM. */
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -203,6 +207,9 @@ MULTI_FROM_ROWS(multi_q8_0, rows_q8_0)
  * Extras: per group of 4 q8_0 blocks, 32 bytes: int32 8*sum(qs) of each block, then float
  * d of each block (0 past the last block). */
 #define Q4_0_GROUP 4
+#ifndef Q4PF
+#define Q4PF(p) PREFETCH(p)
+#endif
 static size_t act_extra_q4_0(int64_t n) { return (size_t)((n / QK8_0 + Q4_0_GROUP - 1) / Q4_0_GROUP) * 32; }
 static void act_prep_q4_0(int64_t n, void *va, int64_t b0, int64_t b1) {
     const int64_t nb = n / QK8_0;
@@ -257,7 +264,7 @@ static ALWAYS_INLINE void rows_q4_0(int64_t n, float *s, const void *vw, const c
     UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + Q4_0_GROUP <= nb; i += Q4_0_GROUP) {
-        PREFETCH(w + i);
+        Q4PF(w + i);
         const __m256i q0 = q4_0_nibbles(w + i), q1 = q4_0_nibbles(w + i + 1);
         const __m256i q2 = q4_0_nibbles(w + i + 2), q3 = q4_0_nibbles(w + i + 3);
         const __m256 dw = q4_0_scales4(w + i);
@@ -443,76 +450,70 @@ void hachi_vec_dot_q5_K_q8_K_avx2(int64_t n, float *s, const void *vw, const voi
 }
 
 /* q6_K, one half of 128: quarter k's unsigned 6-bit values (ql nibble | qh 2 bits << 4)
- * in q[k]; its low 16 bytes use scale 2k, its high 16 bytes scale 2k+1 of the half. */
-static inline void q6_unpack_half(const uint8_t *ql, const uint8_t *qh, __m256i q[4]) {
+ * in q[k]; its low 16 bytes use scale 2k, its high 16 bytes scale 2k+1 of the half. The 2
+ * high bits are masked in place and shifted within their byte (4 ops per quarter). */
+static ALWAYS_INLINE void q6_unpack_half(const uint8_t *ql, const uint8_t *qh, __m256i q[4]) {
     const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
     const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
     const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
     q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
-    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4));
-    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(h, _mm256_slli_epi16(m2, 2)), 2));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, _mm256_slli_epi16(m2, 4)));
     q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
+                           _mm256_srli_epi16(_mm256_and_si256(h, _mm256_slli_epi16(m2, 6)), 2));
 }
 
-static inline __m256i q6_scale_vec(const int8_t *sc) {   /* int16 sc[0] x8 | sc[1] x8 */
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(sc[0])), _mm_set1_epi16(sc[1]), 1);
-}
-
-/* the -32 offset: 32 * sum_j sc[j] * bsums[j], as 8 int32 */
-static inline __m256i q6_offset(const int8_t *scales, const int16_t *bsums) {
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)scales));
-    return _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)bsums)), 5);
-}
-
-void hachi_vec_dot_q6_K_q8_K_avx2(int64_t n, float *s, const void *vw, const void *va) {
+#ifndef Q6PF
+#define Q6PF(p) (PREFETCH(p), PREFETCH((const char *)(p) + 64), PREFETCH((const char *)(p) + 128), PREFETCH((const char *)(p) + 192))
+#endif
+/* q6_K x q8_K, per row: sumi = sum_k madd(scale pair k, maddubs(q_k, y_k)) over the 8
+ * quarters (unsigned 6-bit q), minus the -32 offset 32 * sum_j sc[j] * bsums[j] (8 int32),
+ * all exact; acc = fma(da*dw, float(sumi), acc). The quarters and the scale vectors
+ * ([sc[2k] x8 | sc[2k+1] x8] int16, one byte shuffle each from the sign-extended scales) are
+ * unpacked once per block for all R rows. */
+static ALWAYS_INLINE void rows_q6_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
     const block_q6_K *w = vw;
-    const block_q8_K *a = va;
-    __m256 acc = _mm256_setzero_ps();
+    /* int16 lane 2k of each 128-bit half to the low half, lane 2k+1 to the high half */
+    const __m256i sh0 = _mm256_set_epi64x(0x0302030203020302, 0x0302030203020302, 0x0100010001000100, 0x0100010001000100);
+    const __m256i sh2 = _mm256_add_epi8(sh0, _mm256_set1_epi8(4));
+    const __m256i sh4 = _mm256_add_epi8(sh0, _mm256_set1_epi8(8));
+    const __m256i sh6 = _mm256_add_epi8(sh0, _mm256_set1_epi8(12));
+    __m256 acc[ROWS_MAX];
+    UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), q6_offset(w[i].scales, a[i].bsums));
-        for (int h = 0; h < 2; h++) {
-            __m256i q[4];
-            q6_unpack_half(w[i].ql + 64 * h, w[i].qh + 32 * h, q);
-            for (int k = 0; k < 4; k++) {
-                const __m256i y = _mm256_loadu_si256((const __m256i *)(a[i].qs + 128 * h + 32 * k));
-                const __m256i p = _mm256_maddubs_epi16(q[k], y);
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(q6_scale_vec(w[i].scales + 8 * h + 2 * k), p));
-            }
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * h2f(w[i].d)), _mm256_cvtepi32_ps(sumi), acc);
-    }
-    *s = hsum_ps(acc);
-}
-
-static void multi_q6_K(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
-    const block_q6_K *w = vw;
-    __m256 acc[16];
-    for (int r = 0; r < na; r++) acc[r] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        PREFETCH(w + i);
-        PREFETCH((const char *)(w + i) + 64);
-        PREFETCH((const char *)(w + i) + 128);
-        __m256i q[8], scv[8];
-        q6_unpack_half(w[i].ql, w[i].qh, q);
-        q6_unpack_half(w[i].ql + 64, w[i].qh + 32, q + 4);
-        for (int k = 0; k < 8; k++) scv[k] = q6_scale_vec(w[i].scales + 2 * k);
+        Q6PF(w + i);
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
-        const float dw = h2f(w[i].d);
-        for (int r = 0; r < na; r++) {
-            const block_q8_K *a = (const block_q8_K *)((const char *)va + (size_t)r * stride) + i;
+        __m256i sumi[ROWS_MAX];
+        UNROLL for (int r = 0; r < R; r++) {
+            const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + i;
             const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a->bsums));
-            __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
-            for (int k = 0; k < 8; k++) {
-                const __m256i y = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * k));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scv[k], _mm256_maddubs_epi16(q[k], y)));
+            sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+        }
+        UNROLL for (int h = 0; h < 2; h++) {   /* halves of 128: 4 quarters and their scales live at a time */
+            __m256i q[4], scv[4];
+            q6_unpack_half(w[i].ql + 64 * h, w[i].qh + 32 * h, q);
+            const __m256i sh = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
+            scv[0] = _mm256_shuffle_epi8(sh, sh0); scv[1] = _mm256_shuffle_epi8(sh, sh2);
+            scv[2] = _mm256_shuffle_epi8(sh, sh4); scv[3] = _mm256_shuffle_epi8(sh, sh6);
+            UNROLL for (int r = 0; r < R; r++) {
+                const int8_t *y = ((const block_q8_K *)(va + (size_t)r * stride) + i)->qs + 128 * h;
+                const __m256i p0 = _mm256_madd_epi16(scv[0], _mm256_maddubs_epi16(q[0], _mm256_loadu_si256((const __m256i *)y)));
+                const __m256i p1 = _mm256_madd_epi16(scv[1], _mm256_maddubs_epi16(q[1], _mm256_loadu_si256((const __m256i *)(y + 32))));
+                const __m256i p2 = _mm256_madd_epi16(scv[2], _mm256_maddubs_epi16(q[2], _mm256_loadu_si256((const __m256i *)(y + 64))));
+                const __m256i p3 = _mm256_madd_epi16(scv[3], _mm256_maddubs_epi16(q[3], _mm256_loadu_si256((const __m256i *)(y + 96))));
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(_mm256_add_epi32(p0, p1), _mm256_add_epi32(p2, p3)));
             }
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * dw), _mm256_cvtepi32_ps(sumi), acc[r]);
+        }
+        const float dw = h2f(w[i].d);
+        UNROLL for (int r = 0; r < R; r++) {
+            const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + i;
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * dw), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
         }
     }
-    for (int r = 0; r < na; r++) s[r] = hsum_ps(acc[r]);
+    UNROLL for (int r = 0; r < R; r++) s[r] = hsum_ps(acc[r]);
 }
+void hachi_vec_dot_q6_K_q8_K_avx2(int64_t n, float *s, const void *w, const void *a) { rows_q6_K(n, s, w, a, 0, 1); }
+MULTI_FROM_ROWS(multi_q6_K, rows_q6_K)
 
 LOOP_MULTI(multi_q4_1, hachi_vec_dot_q4_1_q8_0_avx2)
 LOOP_MULTI(multi_q5_0, hachi_vec_dot_q5_0_q8_0_avx2)

@@ -159,7 +159,6 @@ static inline __m256 f16_pair(const uint16_t *p0, const uint16_t *p1) {
 static inline __m256i fold_pair(__m256i v0, __m256i v1) {
     return _mm256_add_epi32(_mm256_unpacklo_epi32(v0, v1), _mm256_unpackhi_epi32(v0, v1));
 }
-static inline __m256i unpack_q4_0(const block_q4_0 *b) { return _mm256_sub_epi8(nibbles_32(b->qs), _mm256_set1_epi8(8)); }
 static inline __m256i unpack_q8_0(const block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
 
 /* 32-element weight blocks x q8_0, per row: per pair of blocks the two int32 sum vectors are
@@ -197,12 +196,102 @@ static inline __m256i unpack_q8_0(const block_q8_0 *b) { return _mm256_loadu_si2
         }                                                                                    \
         UNROLL for (int r = 0; r < R; r++) s[r] = hsum_ps(acc[r]);                           \
     }
-Q32_ROWS(rows_q4_0, block_q4_0, unpack_q4_0)
 Q32_ROWS(rows_q8_0, block_q8_0, unpack_q8_0)
-void hachi_vec_dot_q4_0_q8_0_avx512(int64_t n, float *s, const void *w, const void *a) { rows_q4_0(n, s, w, a, 0, 1); }
 void hachi_vec_dot_q8_0_q8_0_avx512(int64_t n, float *s, const void *w, const void *a) { rows_q8_0(n, s, w, a, 0, 1); }
-MULTI_FROM_ROWS(multi_q4_0, rows_q4_0)
 MULTI_FROM_ROWS(multi_q8_0, rows_q8_0)
+
+/* q4_0 x q8_0 with activation extras, as in the AVX2 file (same extras layout, same
+ * arithmetic): the unsigned nibbles q go into vpdpbusd as they are (the same exact int32 as
+ * maddubs + madd(ones)), sum(x*y) = sum(q*y) - 8*sum(y) with 8*sum(y) precomputed per block.
+ * Extras: per group of 4 q8_0 blocks, 32 bytes: int32 8*sum(qs) of each block, then float
+ * d of each block (0 past the last block). */
+#define Q4_0_GROUP 4
+static size_t act_extra_q4_0(int64_t n) { return (size_t)((n / QK8_0 + Q4_0_GROUP - 1) / Q4_0_GROUP) * 32; }
+static void act_prep_q4_0(int64_t n, void *va, int64_t b0, int64_t b1) {
+    const int64_t nb = n / QK8_0;
+    const block_q8_0 *a = va;
+    char *ex = (char *)va + nb * (int64_t)sizeof(block_q8_0);
+    for (int64_t g = b0 / Q4_0_GROUP; g * Q4_0_GROUP < b1; g++) {
+        int32_t sums[Q4_0_GROUP] = {0};
+        float d[Q4_0_GROUP] = {0};
+        for (int k = 0; k < Q4_0_GROUP && g * Q4_0_GROUP + k < nb; k++) {
+            const block_q8_0 *b = a + g * Q4_0_GROUP + k;
+            const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
+                                                  _mm256_loadu_si256((const __m256i *)b->qs));
+            __m128i t = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+            t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
+            t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
+            sums[k] = 8 * _mm_cvtsi128_si32(t);
+            d[k] = h2f(b->d);
+        }
+        memcpy(ex + 32 * g, sums, 16);
+        memcpy(ex + 32 * g + 16, d, 16);
+    }
+}
+
+/* the 32 unsigned nibbles of a q4_0 block: bytes 0..15 low nibbles, 16..31 high nibbles */
+static ALWAYS_INLINE __m256i q4_0_nibbles(const block_q4_0 *b) {
+    const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b->qs));
+    return _mm256_and_si256(_mm256_srlv_epi64(t, _mm256_set_epi64x(4, 4, 0, 0)), _mm256_set1_epi8(0x0F));
+}
+/* the fp16 scales of 4 consecutive q4_0 blocks as floats [d0 d1 d2 d3 d0 d1 d2 d3] */
+static ALWAYS_INLINE __m256 q4_0_scales4(const block_q4_0 *w) {
+    const uint64_t h = (uint64_t)w[0].d | (uint64_t)w[1].d << 16 | (uint64_t)w[2].d << 32 | (uint64_t)w[3].d << 48;
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)h));
+    return _mm256_set_m128(f, f);
+}
+/* int32 partial sums of q*y of one block, 4 adjacent products per lane */
+static ALWAYS_INLINE __m256i q4_0_dot(__m256i q, const block_q8_0 *a) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, _mm256_loadu_si256((const __m256i *)a->qs));
+}
+
+/* per row, as AVX2's rows_q4_0: per group of 4 blocks the 4 int32 vectors are folded into
+ * [b0 b1 b2 b3 | b0 b1 b2 b3], the extras' 8*sum(y) subtracted from the low half, converted
+ * once and scaled by [dw_k*da_k] in one fma; left blocks (nb % 4) one at a time. */
+static ALWAYS_INLINE void rows_q4_0(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    const block_q4_0 *w = vw;
+    const int64_t nb = n / QK8_0;
+    const size_t ex_off = (size_t)nb * sizeof(block_q8_0);
+    __m256 acc[ROWS_MAX];
+    UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + Q4_0_GROUP <= nb; i += Q4_0_GROUP) {
+        PREFETCH(w + i);
+        const __m256i q0 = q4_0_nibbles(w + i), q1 = q4_0_nibbles(w + i + 1);
+        const __m256i q2 = q4_0_nibbles(w + i + 2), q3 = q4_0_nibbles(w + i + 3);
+        const __m256 dw = q4_0_scales4(w + i);
+        UNROLL for (int r = 0; r < R; r++) {
+            const char *ar = va + (size_t)r * stride;
+            const block_q8_0 *a = (const block_q8_0 *)ar + i;
+            const char *ex = ar + ex_off + (size_t)i * 8;
+            const __m256i f01 = fold_pair(q4_0_dot(q0, a), q4_0_dot(q1, a + 1));
+            const __m256i f23 = fold_pair(q4_0_dot(q2, a + 2), q4_0_dot(q3, a + 3));
+            __m256i v = _mm256_add_epi32(_mm256_unpacklo_epi64(f01, f23), _mm256_unpackhi_epi64(f01, f23));
+            v = _mm256_sub_epi32(v, _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)ex)));
+            const __m256 sc = _mm256_mul_ps(dw, _mm256_broadcast_ps((const __m128 *)(ex + 16)));
+            acc[r] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(v), acc[r]);
+        }
+    }
+    for (; i < nb; i++) {
+        const __m256i q0 = q4_0_nibbles(w + i);
+        const float d0 = h2f(w[i].d);
+        UNROLL for (int r = 0; r < R; r++) {
+            const char *ar = va + (size_t)r * stride;
+            const char *ex = ar + ex_off + (size_t)(i & ~(int64_t)(Q4_0_GROUP - 1)) * 8;
+            const int k = (int)(i & (Q4_0_GROUP - 1));
+            int32_t sy;
+            float da;
+            memcpy(&sy, ex + 4 * k, 4);
+            memcpy(&da, ex + 16 + 4 * k, 4);
+            const __m256i v = _mm256_sub_epi32(q4_0_dot(q0, (const block_q8_0 *)ar + i),
+                                               _mm256_zextsi128_si256(_mm_cvtsi32_si128(sy)));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * da), _mm256_cvtepi32_ps(v), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) s[r] = hsum_ps(acc[r]);
+}
+void hachi_vec_dot_q4_0_q8_0_avx512(int64_t n, float *s, const void *w, const void *a) { rows_q4_0(n, s, w, a, 0, 1); }
+MULTI_FROM_ROWS(multi_q4_0, rows_q4_0)
 
 /* x = q*d + m (q unsigned): d*da*sum(q*qa) + m*da*sum(qa) */
 void hachi_vec_dot_q4_1_q8_0_avx512(int64_t n, float *s, const void *vw, const void *va) {
@@ -351,76 +440,69 @@ void hachi_vec_dot_q5_K_q8_K_avx512(int64_t n, float *s, const void *vw, const v
 }
 
 /* q6_K, one half of 128: quarter k's unsigned 6-bit values (ql nibble | qh 2 bits << 4)
- * in q[k]; its low 16 bytes use scale 2k, its high 16 bytes scale 2k+1 of the half. */
-static inline void q6_unpack_half(const uint8_t *ql, const uint8_t *qh, __m256i q[4]) {
+ * in q[k]; its low 16 bytes use scale 2k, its high 16 bytes scale 2k+1 of the half. The 2
+ * high bits are masked in place and shifted within their byte (4 ops per quarter). */
+static ALWAYS_INLINE void q6_unpack_half(const uint8_t *ql, const uint8_t *qh, __m256i q[4]) {
     const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
     const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
     const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
     q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
-    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4));
-    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(h, _mm256_slli_epi16(m2, 2)), 2));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, _mm256_slli_epi16(m2, 4)));
     q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
+                           _mm256_srli_epi16(_mm256_and_si256(h, _mm256_slli_epi16(m2, 6)), 2));
 }
 
-static inline __m256i q6_scale_vec(const int8_t *sc) {   /* int16 sc[0] x8 | sc[1] x8 */
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(sc[0])), _mm_set1_epi16(sc[1]), 1);
-}
-
-/* the -32 offset: 32 * sum_j sc[j] * bsums[j], as 8 int32 */
-static inline __m256i q6_offset(const int8_t *scales, const int16_t *bsums) {
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)scales));
-    return _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)bsums)), 5);
-}
-
-void hachi_vec_dot_q6_K_q8_K_avx512(int64_t n, float *s, const void *vw, const void *va) {
+/* q6_K x q8_K, per row, as AVX2's rows_q6_K with vpdpwssd for madd(scale) + add (two
+ * chains per half): sumi = -32 * sum_j sc[j] * bsums[j] + sum_k scale_k . maddubs(q_k, y_k),
+ * exact; acc = fma(da*dw, float(sumi), acc). Quarters and scale vectors are unpacked once
+ * per block (per half) for all R rows. */
+static ALWAYS_INLINE void rows_q6_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
     const block_q6_K *w = vw;
-    const block_q8_K *a = va;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), q6_offset(w[i].scales, a[i].bsums));
-        for (int h = 0; h < 2; h++) {
-            __m256i q[4];
-            q6_unpack_half(w[i].ql + 64 * h, w[i].qh + 32 * h, q);
-            for (int k = 0; k < 4; k++) {
-                const __m256i y = _mm256_loadu_si256((const __m256i *)(a[i].qs + 128 * h + 32 * k));
-                const __m256i p = _mm256_maddubs_epi16(q[k], y);
-                sumi = _mm256_dpwssd_epi32(sumi, q6_scale_vec(w[i].scales + 8 * h + 2 * k), p);
-            }
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * h2f(w[i].d)), _mm256_cvtepi32_ps(sumi), acc);
-    }
-    *s = hsum_ps(acc);
-}
-
-static void multi_q6_K(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
-    const block_q6_K *w = vw;
-    __m256 acc[16];
-    for (int r = 0; r < na; r++) acc[r] = _mm256_setzero_ps();
+    const __m256i sh0 = _mm256_set_epi64x(0x0302030203020302, 0x0302030203020302, 0x0100010001000100, 0x0100010001000100);
+    const __m256i sh2 = _mm256_add_epi8(sh0, _mm256_set1_epi8(4));
+    const __m256i sh4 = _mm256_add_epi8(sh0, _mm256_set1_epi8(8));
+    const __m256i sh6 = _mm256_add_epi8(sh0, _mm256_set1_epi8(12));
+    __m256 acc[ROWS_MAX];
+    UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         PREFETCH(w + i);
         PREFETCH((const char *)(w + i) + 64);
         PREFETCH((const char *)(w + i) + 128);
-        __m256i q[8], scv[8];
-        q6_unpack_half(w[i].ql, w[i].qh, q);
-        q6_unpack_half(w[i].ql + 64, w[i].qh + 32, q + 4);
-        for (int k = 0; k < 8; k++) scv[k] = q6_scale_vec(w[i].scales + 2 * k);
+        PREFETCH((const char *)(w + i) + 192);
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
-        const float dw = h2f(w[i].d);
-        for (int r = 0; r < na; r++) {
-            const block_q8_K *a = (const block_q8_K *)((const char *)va + (size_t)r * stride) + i;
+        __m256i sumi[ROWS_MAX];
+        UNROLL for (int r = 0; r < R; r++) {
+            const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + i;
             const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a->bsums));
-            __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
-            for (int k = 0; k < 8; k++) {
-                const __m256i y = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * k));
-                sumi = _mm256_dpwssd_epi32(sumi, scv[k], _mm256_maddubs_epi16(q[k], y));
+            sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+        }
+        UNROLL for (int h = 0; h < 2; h++) {
+            __m256i q[4], scv[4];
+            q6_unpack_half(w[i].ql + 64 * h, w[i].qh + 32 * h, q);
+            const __m256i sh = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
+            scv[0] = _mm256_shuffle_epi8(sh, sh0); scv[1] = _mm256_shuffle_epi8(sh, sh2);
+            scv[2] = _mm256_shuffle_epi8(sh, sh4); scv[3] = _mm256_shuffle_epi8(sh, sh6);
+            UNROLL for (int r = 0; r < R; r++) {
+                const int8_t *y = ((const block_q8_K *)(va + (size_t)r * stride) + i)->qs + 128 * h;
+                __m256i sa = _mm256_dpwssd_epi32(sumi[r], scv[0], _mm256_maddubs_epi16(q[0], _mm256_loadu_si256((const __m256i *)y)));
+                __m256i sb = _mm256_dpwssd_epi32(_mm256_setzero_si256(), scv[1],
+                                                 _mm256_maddubs_epi16(q[1], _mm256_loadu_si256((const __m256i *)(y + 32))));
+                sa = _mm256_dpwssd_epi32(sa, scv[2], _mm256_maddubs_epi16(q[2], _mm256_loadu_si256((const __m256i *)(y + 64))));
+                sb = _mm256_dpwssd_epi32(sb, scv[3], _mm256_maddubs_epi16(q[3], _mm256_loadu_si256((const __m256i *)(y + 96))));
+                sumi[r] = _mm256_add_epi32(sa, sb);
             }
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * dw), _mm256_cvtepi32_ps(sumi), acc[r]);
+        }
+        const float dw = h2f(w[i].d);
+        UNROLL for (int r = 0; r < R; r++) {
+            const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + i;
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * dw), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
         }
     }
-    for (int r = 0; r < na; r++) s[r] = hsum_ps(acc[r]);
+    UNROLL for (int r = 0; r < R; r++) s[r] = hsum_ps(acc[r]);
 }
+void hachi_vec_dot_q6_K_q8_K_avx512(int64_t n, float *s, const void *w, const void *a) { rows_q6_K(n, s, w, a, 0, 1); }
+MULTI_FROM_ROWS(multi_q6_K, rows_q6_K)
 
 LOOP_MULTI(multi_q4_1, hachi_vec_dot_q4_1_q8_0_avx512)
 LOOP_MULTI(multi_q5_0, hachi_vec_dot_q5_0_q8_0_avx512)
@@ -515,6 +597,8 @@ static void build(void) {
     set(HACHI_TYPE_F16, hachi_vec_dot_f16_avx512, multi_f16);
     set(HACHI_TYPE_BF16, hachi_vec_dot_bf16_avx512, multi_bf16);
     set(HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_avx512, multi_q4_0);
+    table.t[HACHI_TYPE_Q4_0].act_extra = act_extra_q4_0;   /* this file's kernel, this file's extras */
+    table.t[HACHI_TYPE_Q4_0].act_prep = act_prep_q4_0;
     set(HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_avx512, multi_q4_1);
     set(HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_avx512, multi_q5_0);
     set(HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_avx512, multi_q8_0);
