@@ -31,7 +31,9 @@
 
 #define MATMUL_MULTI_MAX 16              /* vec_dot_multi takes at most 16 rows */
 #define MATMUL_ROW_ALIGN 4               /* row chunks come in multiples of 4 */
+#ifndef MATMUL_CHUNK_BYTES
 #define MATMUL_CHUNK_BYTES (32 * 1024)   /* weights per row chunk, n_tok <= 16 */
+#endif
 #define MATMUL_L2_TILE_BYTES (256 * 1024)
 #define MATMUL_CONV_ELEMS 512            /* activations per conversion chunk */
 

@@ -354,6 +354,30 @@ TEST(kernels_neon) {
 #endif
 }
 
+/* The activation quantizers match ref to the byte on rounding ties (x * id exactly k + 0.5:
+ * roundf rounds away from zero), zero blocks, and large and tiny magnitudes. */
+TEST(kernels_q8_0_quantize_ties) {
+    const hachi_kernels *R = hachi_kernels_ref();
+    enum { N = 32 * 6 };
+    float x[N];
+    for (int i = 0; i < 32; i++) x[i] = (i == 0 ? 127.0f : (float)(i * 4 - 64) + (i & 1 ? 0.5f : -0.5f));  /* d = 1: ties */
+    for (int i = 32; i < 64; i++) x[i] = (i == 32 ? -127.0f : -(float)(i - 32) * 3.5f);                  /* d = 1, negative ties */
+    for (int i = 64; i < 96; i++) x[i] = 0.0f;                                                           /* zero block */
+    for (int i = 96; i < 128; i++) x[i] = (float)((i * 7919) % 255 - 127) * 1e-30f;                      /* tiny */
+    for (int i = 128; i < 160; i++) x[i] = (float)((i * 104729) % 255 - 127) * 1e30f;                    /* huge */
+    for (int i = 160; i < N; i++) x[i] = (float)(i - 176) * 0.25f * 127.0f / 16.0f;                      /* quarter steps */
+    char want[N / 32 * sizeof(block_q8_0)], got[sizeof want];
+    R->t[HACHI_TYPE_Q8_0].from_float(x, want, N);
+    for (int i = 0; i < HACHI_ISA_COUNT; i++) {
+        const hachi_kernels *K = hachi_kernels_get((hachi_isa)i);
+        if (!K) continue;
+        K->t[HACHI_TYPE_Q8_0].from_float(x, got, N);
+        for (int b = 0; b < N / 32; b++)
+            CHECKF(!memcmp(want + b * sizeof(block_q8_0), got + b * sizeof(block_q8_0), sizeof(block_q8_0)),
+                   "%s: q8_0 from_float block %d differs from ref", K->name, b);
+    }
+}
+
 TEST(kernels_fp16) {
     for (int i = 0; i < HACHI_ISA_COUNT; i++) {
         const hachi_kernels *K = hachi_kernels_get((hachi_isa)i);
