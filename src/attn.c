@@ -104,10 +104,10 @@ static void attend_range(const attn_job *jb, float *sc, int t, int g, int a, int
     });
 }
 
-static void key_bounds(const hachi_session *s, const hachi_layer_plan *lp, int pos, int *lo, int *hi) {
+/* keys a query at pos sees: [lo, hi) */
+static void key_bounds(const hachi_layer_plan *lp, int pos, int *lo, int *hi) {
     *hi = pos + 1;
     *lo = lp->window > 0 ? HACHI_MAX(0, pos - lp->window + 1) : 0;
-    (void)s;
 }
 
 static void attn_task(void *ctx, int ith, int nth) {
@@ -121,7 +121,7 @@ static void attn_task(void *ctx, int ith, int nth) {
 
     if (jb->split) {   /* one token, keys split over threads; partials merged by the caller */
         int lo, hi;
-        key_bounds(s, lp, jb->p0, &lo, &hi);
+        key_bounds(lp, jb->p0, &lo, &hi);
         int64_t a, b;
         hachi_split(hi - lo, 1, ith, nth, &a, &b);
         float *part = s->partial + (size_t)ith * m->n_head * (hd + 2);
@@ -143,7 +143,7 @@ static void attn_task(void *ctx, int ith, int nth) {
     hachi_split(jb->n, 1, ith, nth, &t0, &t1);
     for (int t = (int)t0; t < t1; t++) {
         int lo, hi;
-        key_bounds(s, lp, jb->p0 + t, &lo, &hi);
+        key_bounds(lp, jb->p0 + t, &lo, &hi);
         for (int g = 0; g < Hkv; g++) {
             float *out = s->att + (size_t)t * qd + (size_t)g * G * hd;
             attend_range(jb, sc, t, g, lo, hi, out, mx, sum);
@@ -159,7 +159,7 @@ void hachi_attention(hachi_session *s, int l, int n, int p0) {
     const hachi_model *m = s->m;
     const hachi_layer_plan *lp = &s->lp[l];
     int nth = hachi_pool_size(s->pool), lo, hi;
-    key_bounds(s, lp, p0, &lo, &hi);
+    key_bounds(lp, p0, &lo, &hi);
     attn_job jb = {s, l, n, p0, n == 1 && nth > 1 && hi - lo >= 64 * nth};
     hachi_pool_run(s->pool, attn_task, &jb);
     if (!jb.split) return;

@@ -18,6 +18,12 @@ typedef struct hachi_attn_kernels {
                        const float *p, int G, float *out);
 } hachi_attn_kernels;
 
+/* The per-row fallbacks (any G, any head dim), built on kt's dot_f16_multi / axpy_f16_multi. */
+void hachi_attn_scores_rows(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *k, int64_t k_stride,
+                            const float *q, int G, float *s);
+void hachi_attn_values_rows(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *v, int64_t v_stride,
+                            const float *p, int G, float *out);
+
 /* The attention kernels that go with the main kernel table kt. */
 const hachi_attn_kernels *hachi_attn_kernels_for(const hachi_kernels *kt);
 const hachi_attn_kernels *hachi_attn_kernels_avx2(void);   /* NULL when not built for x86-64 */

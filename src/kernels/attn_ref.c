@@ -2,17 +2,17 @@
  * kernels (every ISA has those), and the choice of tile kernels per ISA. */
 #include "kernels/attn.h"
 
-static void scores_rows(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *k, int64_t k_stride,
+void hachi_attn_scores_rows(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *k, int64_t k_stride,
                         const float *q, int G, float *s) {
     for (int j = 0; j < nk; j++) kt->dot_f16_multi(hd, s + (size_t)j * G, k + (size_t)j * k_stride, q, hd, G);
 }
 
-static void values_rows(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *v, int64_t v_stride,
+void hachi_attn_values_rows(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *v, int64_t v_stride,
                         const float *p, int G, float *out) {
     for (int j = 0; j < nk; j++) kt->axpy_f16_multi(hd, p + (size_t)j * G, v + (size_t)j * v_stride, out, hd, G);
 }
 
-static const hachi_attn_kernels rows = {"rows", scores_rows, values_rows};
+static const hachi_attn_kernels rows = {"rows", hachi_attn_scores_rows, hachi_attn_values_rows};
 
 const hachi_attn_kernels *hachi_attn_kernels_for(const hachi_kernels *kt) {
     const hachi_attn_kernels *a = NULL;

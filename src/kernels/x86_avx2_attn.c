@@ -11,16 +11,6 @@
 
 #define VTILE 32
 
-static void scores_rows(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *k, int64_t k_stride,
-                        const float *q, int G, float *s) {
-    for (int j = 0; j < nk; j++) kt->dot_f16_multi(hd, s + (size_t)j * G, k + (size_t)j * k_stride, q, hd, G);
-}
-
-static void values_rows(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *v, int64_t v_stride,
-                        const float *p, int G, float *out) {
-    for (int j = 0; j < nk; j++) kt->axpy_f16_multi(hd, p + (size_t)j * G, v + (size_t)j * v_stride, out, hd, G);
-}
-
 static inline __m256 ld16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 
 /* [sum(a0), .., sum(a7)] */
@@ -85,10 +75,10 @@ static void scores_g4(int64_t hd, int nk, const uint16_t *k, int64_t ks, const f
 
 static void scores(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *k, int64_t ks,
                    const float *q, int G, float *s) {
-    if (hd % 8) scores_rows(kt, hd, nk, k, ks, q, G, s);
+    if (hd % 8) hachi_attn_scores_rows(kt, hd, nk, k, ks, q, G, s);
     else if (G == 8) scores_g8(hd, nk, k, ks, q, s);
     else if (G == 4) scores_g4(hd, nk, k, ks, q, s);
-    else scores_rows(kt, hd, nk, k, ks, q, G, s);
+    else hachi_attn_scores_rows(kt, hd, nk, k, ks, q, G, s);
 }
 
 /* out rows h0..h0+3 += p[j*G + h] * v_j over one tile of keys */
@@ -122,7 +112,7 @@ static void values_4heads(int64_t hd, int nk, const uint16_t *v, int64_t vs, con
 
 static void values(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *v, int64_t vs,
                    const float *p, int G, float *out) {
-    if (hd % 16 || (G != 4 && G != 8)) { values_rows(kt, hd, nk, v, vs, p, G, out); return; }
+    if (hd % 16 || (G != 4 && G != 8)) { hachi_attn_values_rows(kt, hd, nk, v, vs, p, G, out); return; }
     for (int j0 = 0; j0 < nk; j0 += VTILE) {
         int n = nk - j0 < VTILE ? nk - j0 : VTILE;
         for (int h0 = 0; h0 < G; h0 += 4)
