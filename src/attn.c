@@ -116,7 +116,7 @@ static void attn_task(void *ctx, int ith, int nth) {
     const hachi_model *m = s->m;
     const hachi_layer_plan *lp = &s->lp[jb->l];
     const int hd = lp->head_dim, Hkv = m->n_head_kv, G = m->n_head / Hkv, qd = m->n_head * hd;
-    float *sc = s->scores + (size_t)ith * m->n_head * s->n_ctx;
+    float *sc = s->scores + (size_t)ith * s->scores_stride;
     float mx[64], sum[64];
 
     if (jb->split) {   /* one token, keys split over threads; partials merged by the caller */

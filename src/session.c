@@ -126,7 +126,8 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     ALLOC(s->hb2, (size_t)nb * ff_max);
     if (LP) { ALLOC(s->ple, (size_t)nb * LP); ALLOC(s->plg, (size_t)nb * m->n_embd_pl); }
     ALLOC(s->logits, m->n_vocab);
-    ALLOC(s->scores, (size_t)nth * H * (s->n_ctx + hd_max));
+    s->scores_stride = (size_t)H * (s->n_ctx + hd_max);
+    ALLOC(s->scores, (size_t)nth * s->scores_stride);
     ALLOC(s->partial, (size_t)nth * H * (hd_max + 2));
 
     /* rope: inv_freq_i = base^(-2i/d) (/ rope_freqs[i] on full gemma4 layers) */

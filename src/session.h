@@ -63,7 +63,8 @@ struct hachi_session {
     float *rope_cs[2];              /* [nb][hd/2][2] cos,sin for sliding (0) and full (1) */
     double *inv_freq[2];            /* [hd/2] */
     float *logits;                  /* [n_vocab] of the last evaluated token */
-    float *scores;                  /* [n_threads][n_head * max_keys] attention scratch */
+    float *scores;                  /* [n_threads][scores_stride] attention scratch */
+    size_t scores_stride;           /* n_head * (n_ctx + hd_max): scores of every key, then one [G][hd] sum */
     float *partial;                 /* [n_threads][n_head][hd_max + 2] split-K partials */
     void *mm_scratch;
     size_t mm_scratch_bytes;
