@@ -80,19 +80,7 @@ static void attend_range(const attn_job *jb, float *sc, int t, int g, int a, int
         else
             ak->scores_f16(k, hd, n, (const uint16_t *)sgm.k + g * hd, stride, q, G, sj);
     });
-    for (int h = 0; h < G; h++) { mx[h] = -FLT_MAX; sum[h] = 0.0f; }
-    for (int j = 0; j < b - a; j++)
-        for (int h = 0; h < G; h++) {
-            float *x = &sc[(size_t)j * G + h];
-            *x *= scale;
-            if (*x > mx[h]) mx[h] = *x;
-        }
-    for (int j = 0; j < b - a; j++)
-        for (int h = 0; h < G; h++) {
-            float *x = &sc[(size_t)j * G + h];
-            *x = expf(*x - mx[h]);
-            sum[h] += *x;
-        }
+    ak->softmax(sc, b - a, G, scale, mx, sum);
     memset(acc, 0, (size_t)G * hd * sizeof(float));
     FOR_SEGMENTS(kv, a, b, p0, {
         const float *pj = sc + (size_t)j0 * G;

@@ -16,6 +16,9 @@ typedef struct hachi_attn_kernels {
     /* out[h*hd + d] += sum_j p[j*G + h] * v[j*v_stride + d] for h < G, d < hd */
     void (*values_f16)(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *v, int64_t v_stride,
                        const float *p, int G, float *out);
+    /* x[j*G + h] *= scale, then mx[h] = max_j x[j*G + h], x[j*G + h] = exp(x[j*G + h] - mx[h]),
+     * sum[h] = sum_j x[j*G + h], for j < n (n >= 1), h < G */
+    void (*softmax)(float *x, int n, int G, float scale, float *mx, float *sum);
 } hachi_attn_kernels;
 
 /* The per-row fallbacks (any G, any head dim), built on kt's dot_f16_multi / axpy_f16_multi. */
@@ -23,6 +26,8 @@ void hachi_attn_scores_rows(const hachi_kernels *kt, int64_t hd, int nk, const u
                             const float *q, int G, float *s);
 void hachi_attn_values_rows(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *v, int64_t v_stride,
                             const float *p, int G, float *out);
+
+void hachi_attn_softmax_ref(float *x, int n, int G, float scale, float *mx, float *sum);
 
 /* The attention kernels that go with the main kernel table kt. */
 const hachi_attn_kernels *hachi_attn_kernels_for(const hachi_kernels *kt);
