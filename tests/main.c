@@ -72,6 +72,19 @@ const char *test_tmpdir(void) {
     return dir;
 }
 
+char *test_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *b = NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (b = malloc((size_t)n + 1))) {
+        if (fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+        else { b[n] = 0; if (len) *len = (size_t)n; }
+    }
+    fclose(f);
+    return b;
+}
+
 int test_run(const char *cmd, char **out) {
     FILE *p = popen(cmd, "r");
     if (!p) return -1;

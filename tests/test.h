@@ -22,6 +22,8 @@ const char *test_shared_path(const char *rel);
 const char *test_hachi_bin(void);
 /* A fresh scratch directory for this test run (under $TMPDIR). */
 const char *test_tmpdir(void);
+/* A whole file, NUL-terminated (length in *len when len is not NULL); NULL when unreadable. malloc'd. */
+char *test_read_file(const char *path, size_t *len);
 /* Run a shell command, capture stdout (and stderr when merge) into a malloc'd
  * string; returns the exit status (or -1). */
 int test_run(const char *cmd, char **out);

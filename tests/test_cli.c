@@ -20,19 +20,6 @@ static char *sh(int *rc, const char *fmt, ...) {
     return out ? out : strdup("");
 }
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc(n + 1);
-    *len = fread(b, 1, n, f);
-    b[*len] = 0;
-    fclose(f);
-    return b;
-}
-
 static const char *tmp(const char *name) {
     static char bufs[4][1024];
     static int k;
@@ -60,7 +47,7 @@ TEST(cli_stories260k_greedy_256) {
     const char *model = stories_gguf();
     if (!model) SKIP("stories260K absent");
     size_t elen = 0;
-    char *expected = slurp(expected_path, &elen);
+    char *expected = test_read_file(expected_path, &elen);
     if (!expected) { CHECK(0); return; }
     int rc;
     char *out = sh(&rc, "%s run -m %s -n 256 --temp 0 2>/dev/null", test_hachi_bin(), model);

@@ -10,19 +10,6 @@
 #include "gguf.h"
 #include "quant.h"
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
 static int spit(const char *path, const void *data, size_t len) {
     FILE *f = fopen(path, "wb");
     if (!f) return -1;
@@ -67,7 +54,7 @@ TEST(convert_stories260k) {
     CHECKF(st == HACHI_OK, "convert: %s", hachi_last_error());
     if (st) return;
     size_t len;
-    char *ck = slurp(model, &len);
+    char *ck = test_read_file(model, &len);
     hachi_gguf *g = NULL;
     st = hachi_gguf_open(out, &g);
     CHECKF(st == HACHI_OK, "open: %s", hachi_last_error());
@@ -174,7 +161,7 @@ TEST(convert_errors) {
     NEED_SHARED(model, "data/stories260K.bin");
     NEED_SHARED(tok, "data/tok512.bin");
     size_t len, tlen;
-    char *ck = slurp(model, &len), *tk = slurp(tok, &tlen);
+    char *ck = test_read_file(model, &len), *tk = test_read_file(tok, &tlen);
     CHECK(ck && tk);
     if (!ck || !tk) { free(ck); free(tk); return; }
     const char *bad = tmp_path("bad.bin"), *badtok = tmp_path("badtok.bin");

@@ -278,19 +278,6 @@ TEST(synth_tiny_types) {
     }
 }
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
 TEST(synth_deterministic) {
     const char *a = tmp_file("det-%s-a.gguf", "q4_0"), *b = tmp_file("det-%s-b.gguf", "q4_0");
     const char *c = tmp_file("det-%s-c.gguf", "q4_0");
@@ -298,7 +285,7 @@ TEST(synth_deterministic) {
     CHECKF(synth("q4_0", 42, 3, b) == HACHI_OK, "%s", hachi_last_error());
     CHECKF(synth("q4_0", 43, 2, c) == HACHI_OK, "%s", hachi_last_error());
     size_t la = 0, lb = 0, lc = 0;
-    char *da = slurp(a, &la), *db = slurp(b, &lb), *dc = slurp(c, &lc);
+    char *da = test_read_file(a, &la), *db = test_read_file(b, &lb), *dc = test_read_file(c, &lc);
     CHECK(da && db && dc);
     if (da && db && dc) {
         CHECK(la == lb && !memcmp(da, db, la));     /* same seed, other thread count: same bytes */

@@ -15,20 +15,6 @@
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    if (b) b[n] = 0;
-    fclose(f);
-    if (len) *len = (size_t)n;
-    return b;
-}
-
 typedef struct { int32_t *v; int n, cap; } ids_t;
 
 static void ids_push(ids_t *a, int32_t x) {
@@ -140,7 +126,7 @@ static void run_ggml_vocab(const char *name) {
     snprintf(p_in, sizeof p_in, "%s", test_shared_path(rel_in));
     snprintf(p_out, sizeof p_out, "%s", test_shared_path(rel_out));
     size_t n_in, n_out;
-    char *inp = read_all(p_in, &n_in), *outp = read_all(p_out, &n_out);
+    char *inp = test_read_file(p_in, &n_in), *outp = test_read_file(p_out, &n_out);
     hachi_gguf *g;
     hachi_tokenizer *t;
     CHECK(inp && outp);
@@ -293,7 +279,7 @@ TEST(tokenizer_gemma4_oracle) {
     NEED_SHARED(path, "oracle/gemma4-vocab.gguf");
     const char *tp = test_shared_path("oracle/gemma4-vocab.tests.txt");
     if (!tp) SKIP("../shared/oracle/gemma4-vocab.tests.txt absent");
-    char *txt = read_all(tp, NULL);
+    char *txt = test_read_file(tp, NULL);
     hachi_gguf *g;
     hachi_tokenizer *t;
     CHECK(txt != NULL);
@@ -490,7 +476,7 @@ static bool tok512_gguf(void **buf, size_t *len) {
     const char *path = test_shared_path("data/tok512.bin");
     if (!path) return false;
     size_t n;
-    unsigned char *b = (unsigned char *)read_all(path, &n);
+    unsigned char *b = (unsigned char *)test_read_file(path, &n);
     if (!b) return false;
     enum { N = 512 };
     char *toks[N];
