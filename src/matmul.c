@@ -20,14 +20,6 @@
 #include "util.h"
 #include <sched.h>
 #include <stdatomic.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define cpu_relax() _mm_pause()
-#elif defined(__aarch64__)
-#define cpu_relax() __asm__ __volatile__("yield" ::: "memory")
-#else
-#define cpu_relax() ((void)0)
-#endif
 
 #define MATMUL_MULTI_MAX 16              /* vec_dot_multi takes at most 16 rows */
 #define MATMUL_ROW_ALIGN 4               /* row chunks come in multiples of 4 */
@@ -85,7 +77,7 @@ static void matmul_convert(matmul_ctx *c) {
         atomic_fetch_add_explicit(&c->conv_done, 1, memory_order_release);
     }
     for (int spins = 0; atomic_load_explicit(&c->conv_done, memory_order_acquire) < c->conv_chunks; spins++) {
-        cpu_relax();
+        hachi_cpu_relax();
         if (spins >= 1 << 14) sched_yield();
     }
 }

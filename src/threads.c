@@ -19,14 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define cpu_relax() _mm_pause()
-#elif defined(__aarch64__)
-#define cpu_relax() __asm__ __volatile__("yield" ::: "memory")
-#else
-#define cpu_relax() ((void)0)
-#endif
 
 /* How long an idle worker spins before sleeping. Between two matmuls of one
  * token there are only microseconds of serial work; between tokens (sampling,
@@ -67,7 +59,7 @@ static unsigned pool_wait_gen(hachi_pool *p, unsigned seen) {
             unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
             if (g != seen || atomic_load_explicit(&p->stop, memory_order_relaxed)) return g;
             if (p->oversubscribed) sched_yield();
-            else cpu_relax();
+            else hachi_cpu_relax();
         }
         double now = hachi_time_ms();
         if (t0 < 0) t0 = now;
@@ -182,7 +174,7 @@ void hachi_pool_run(hachi_pool *p, hachi_task_fn fn, void *ctx) {
     fn(ctx, 0, p->n);
     for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) != 0; spins++) {
         if (p->oversubscribed || spins >= SPIN_CHECK * 64) sched_yield();   /* let workers run */
-        else cpu_relax();
+        else hachi_cpu_relax();
     }
 }
 
@@ -196,7 +188,7 @@ void hachi_pool_barrier(hachi_pool *p) {
     }
     for (int spins = 0; atomic_load_explicit(&p->bar_phase, memory_order_acquire) == phase; spins++) {
         if (p->oversubscribed || spins >= SPIN_CHECK * 64) sched_yield();
-        else cpu_relax();
+        else hachi_cpu_relax();
     }
 }
 

@@ -6,6 +6,16 @@
 #define HACHI_THREADS_H
 #include "hachi.h"
 
+/* One pause of a spin-wait loop. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+static inline void hachi_cpu_relax(void) { _mm_pause(); }
+#elif defined(__aarch64__)
+static inline void hachi_cpu_relax(void) { __asm__ __volatile__("yield" ::: "memory"); }
+#else
+static inline void hachi_cpu_relax(void) {}
+#endif
+
 typedef struct hachi_pool hachi_pool;
 typedef void (*hachi_task_fn)(void *ctx, int ith, int nth);
 

@@ -92,7 +92,6 @@ int cmd_run(int argc, char **argv) {
     const int warmup = 4;
     if (o.sp.profile) hachi_session_profile_reset(s);
     t0 = hachi_time_ms();
-    double t_warm = t0;
     while (n_gen < n_predict) {
         int32_t tok = hachi_sampler_sample(smp, hachi_session_logits(s));
         if (hachi_model_is_eog(m, tok)) break;
@@ -105,14 +104,13 @@ int cmd_run(int argc, char **argv) {
         if (hachi_session_pos(s) >= hachi_session_n_ctx(s)) { full = true; break; }
         if ((st = hachi_session_eval(s, &tok, 1, NULL))) { cli_lib_error(cmd, st, "decode failed"); goto out; }
         if (o.sp.profile) {
-            if (n_gen == warmup) { hachi_session_profile_reset(s); t_warm = hachi_time_ms(); }
+            if (n_gen == warmup) hachi_session_profile_reset(s);
             else if (n_gen > warmup && (n_gen - warmup) % 16 == 0) {
                 cli_print_profile(stderr, s);
                 hachi_session_profile_reset(s);
             }
         }
     }
-    (void)t_warm;
     double t_decode = hachi_time_ms() - t0;
     int32_t len = hachi_detok_flush(&dt, buf, sizeof buf);
     fwrite(buf, 1, len, stdout);

@@ -217,7 +217,8 @@ void hachi_axpy_f16_multi_ref(int64_t n, const float *a, const uint16_t *v, floa
     }
 }
 
-#define T_ENTRY(vdt, tof, fromf, dot, multi) {vdt, tof, fromf, dot, multi}
+#define T_ENTRY(vdt, tof, fromf, dot, multi) \
+    {.vec_dot_type = vdt, .to_float = tof, .from_float = fromf, .vec_dot = dot, .vec_dot_multi = multi}
 static const hachi_kernels ref_table = {
     .isa = HACHI_ISA_REF,
     .name = "ref",
