@@ -7,7 +7,8 @@
  * Build by hand, after `make` (links the kernels with their ISA flags):
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc -pthread bench/bench_matmul.c \
  *       build/libhachi.a -o /tmp/bench_matmul -lm
- * Run: /tmp/bench_matmul [type=q4_0] [rows=6144] [cols=1536] [max_threads=2] [only_n_tok]
+ * Run: /tmp/bench_matmul [type=q4_0] [rows=6144] [cols=1536] [max_threads=2] [only_n_tok] [x8=1]
+ * x8: rows interleaved 8 by 8 as the model loader does (0: the file's layout).
  * ns/block/thread: the best time per weight block and thread (hot rows of a small W, one
  * thread: the in-cache cost of the dot kernel, e.g. `/tmp/bench_matmul q4_0 128 1536 1 1`). */
 #include <stdio.h>
@@ -53,14 +54,17 @@ int main(int argc, char **argv) {
     int type = argc > 1 ? hachi_type_from_name(argv[1]) : HACHI_TYPE_Q4_0;
     int64_t rows = argc > 2 ? atoll(argv[2]) : 6144, cols = argc > 3 ? atoll(argv[3]) : 1536;
     int max_threads = argc > 4 ? atoi(argv[4]) : 2, only_tok = argc > 5 ? atoi(argv[5]) : 0;
+    int want_x8 = argc > 6 ? atoi(argv[6]) : 1;
     const hachi_kernels *k = hachi_kernels_best();
     if (type < 0 || !k->t[type].vec_dot) { fprintf(stderr, "bench_matmul: type not runnable\n"); return 1; }
     uint64_t row_bytes = hachi_row_size((uint32_t)type, cols);
     size_t mat_bytes = (size_t)(rows * (int64_t)row_bytes);
     int n_copies = (int)(COLD_BYTES / mat_bytes) + 1;
-    printf("kernels %s, W %lld x %lld %s (%.2f MB), %d copies for cold runs, physical cores %d\n", k->name,
-           (long long)rows, (long long)cols, hachi_type_name((uint32_t)type), mat_bytes / 1e6, n_copies,
-           hachi_physical_cores());
+    hachi_mat W0 = {.type = (uint32_t)type, .rows = rows, .cols = cols, .row_bytes = row_bytes, .data = ""};
+    bool x8 = want_x8 && hachi_mat_x8_bytes(k, &W0);
+    printf("kernels %s, W %lld x %lld %s%s (%.2f MB), %d copies for cold runs, physical cores %d\n", k->name,
+           (long long)rows, (long long)cols, hachi_type_name((uint32_t)type), x8 ? " x8" : "", mat_bytes / 1e6,
+           n_copies, hachi_physical_cores());
 
     /* weights: quantize one random matrix, replicate */
     float *wf = malloc((size_t)cols * sizeof(float));
@@ -76,6 +80,15 @@ int main(int argc, char **argv) {
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t c = 0; c < cols; c++) { s = s * 6364136223846793005ull + 1; wf[c] = (float)((s >> 40) % 2001) / 1000.0f - 1.0f; }
         k->t[type].from_float(wf, w + r * row_bytes, cols);
+    }
+    if (x8) {
+        char *tmp = malloc(mat_bytes);
+        if (!tmp) { fprintf(stderr, "bench_matmul: out of memory\n"); return 1; }
+        hachi_mat W = W0;
+        W.data = w;
+        hachi_mat_to_x8(&W, tmp);
+        memcpy(w, tmp, mat_bytes);
+        free(tmp);
     }
     for (int i = 1; i < n_copies; i++) memcpy(w + i * mat_bytes, w, mat_bytes);
     for (int64_t i = 0; i < MAX_TOK * cols; i++) x[i] = (float)(i % 17) / 17.0f - 0.5f;
@@ -96,7 +109,9 @@ int main(int argc, char **argv) {
                 for (int r = -1; r < REPS; r++) {
                     double t0 = hachi_time_ms();
                     for (int i = 0; i < iters; i++) {
-                        hachi_mat W = {(uint32_t)type, rows, cols, w + (size_t)(cold ? i : 0) * mat_bytes, row_bytes};
+                        hachi_mat W = W0;
+                        W.data = w + (size_t)(cold ? i : 0) * mat_bytes;
+                        W.x8 = x8;
                         hachi_matmul(pool, k, &W, x, cols, n_tok, y, rows, scratch);
                     }
                     if (r >= 0) t[r] = (hachi_time_ms() - t0) / iters;

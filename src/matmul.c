@@ -20,6 +20,7 @@
 #include "util.h"
 #include <sched.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #define MATMUL_MULTI_MAX 16              /* vec_dot_multi takes at most 16 rows */
 #define MATMUL_ROW_ALIGN 4               /* row chunks come in multiples of 4 */
@@ -89,6 +90,14 @@ static void matmul_rows(const matmul_ctx *c, int64_t r0, int64_t r1, int t0, int
     const char *w = (const char *)W->data + r0 * W->row_bytes;
     const char *a = c->act + (size_t)t0 * c->act_stride;
     float *y = c->y + t0 * c->ldy;
+    if (W->x8) {   /* r0, r1: multiples of 8 */
+        float s[8 * MATMUL_MULTI_MAX];
+        for (int64_t r = r0; r < r1; r += 8, w += 8 * W->row_bytes) {
+            c->kt->vec_dot_x8(cols, s, w, a, c->act_stride, nt);
+            for (int t = 0; t < nt; t++) memcpy(y + t * c->ldy + r, s + 8 * t, 8 * sizeof(float));
+        }
+        return;
+    }
     if (nt == 1) {
         for (int64_t r = r0; r < r1; r++, w += W->row_bytes) c->kt->vec_dot(cols, y + r, w, a);
         return;
@@ -124,9 +133,10 @@ static int64_t matmul_row_chunk(const hachi_mat *W, int n_tok, int nth) {
     uint64_t rb = W->row_bytes ? W->row_bytes : 1;
     int64_t chunk = (int64_t)((n_tok <= MATMUL_MULTI_MAX ? MATMUL_CHUNK_BYTES : MATMUL_L2_TILE_BYTES) / rb);
     int64_t balance = (W->rows + 4 * nth - 1) / (4 * nth);
+    const int64_t align = W->x8 ? 8 : MATMUL_ROW_ALIGN;
     if (chunk > balance) chunk = balance;
-    chunk = (chunk + MATMUL_ROW_ALIGN - 1) / MATMUL_ROW_ALIGN * MATMUL_ROW_ALIGN;
-    return chunk > 0 ? chunk : MATMUL_ROW_ALIGN;
+    chunk = (chunk + align - 1) / align * align;
+    return chunk > 0 ? chunk : align;
 }
 
 void hachi_matmul(hachi_pool *pool, const hachi_kernels *k, const hachi_mat *W,
@@ -157,6 +167,28 @@ void hachi_matmul(hachi_pool *pool, const hachi_kernels *k, const hachi_mat *W,
     hachi_pool_run(pool, matmul_task, &c);
 }
 
+uint64_t hachi_mat_x8_bytes(const hachi_kernels *k, const hachi_mat *W) {
+    if (W->x8 || !W->data || W->type != HACHI_TYPE_Q4_0 || !k->t[W->type].vec_dot_x8 || W->rows % 8) return 0;
+    return (uint64_t)W->rows * W->row_bytes;
+}
+
+void hachi_mat_to_x8(hachi_mat *W, void *dst) {
+    for (int64_t g = 0; g < W->rows / 8; g++)
+        hachi_repack_q4_0_x8((const char *)W->data + g * 8 * W->row_bytes, W->row_bytes,
+                             (char *)dst + g * 8 * W->row_bytes, W->cols);
+    W->data = dst;
+    W->x8 = true;
+}
+
 void hachi_mat_row(const hachi_kernels *k, const hachi_mat *W, int64_t r, float *out) {
+    if (W->x8) {   /* q4_0 x8: one block of row r at a time */
+        const char *g = (const char *)W->data + (r / 8) * 8 * W->row_bytes;
+        for (int64_t b = 0; b < W->cols / QK4_0; b++) {
+            block_q4_0 blk;
+            hachi_unpack_q4_0_x8(g + b * sizeof(block_q4_0x8), (int)(r % 8), &blk, QK4_0);
+            k->t[W->type].to_float(&blk, out + b * QK4_0, QK4_0);
+        }
+        return;
+    }
     k->t[W->type].to_float((const char *)W->data + r * W->row_bytes, out, W->cols);
 }

@@ -4,6 +4,7 @@
  * (vec_dot_multi); larger n_tok is tiled so a weight tile stays in cache. */
 #ifndef HACHI_MATMUL_H
 #define HACHI_MATMUL_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "kernels/kernels.h"
@@ -14,6 +15,7 @@ typedef struct hachi_mat {
     int64_t rows, cols;     /* W is [rows][cols], a row is contiguous */
     const void *data;
     uint64_t row_bytes;
+    bool x8;                /* data holds rows 8 by 8 interleaved (block_*x8; rows % 8 == 0) */
 } hachi_mat;
 
 /* Scratch bytes hachi_matmul needs for cols x n_tok activations of W's type. */
@@ -21,6 +23,11 @@ size_t hachi_matmul_scratch_bytes(const hachi_kernels *k, uint32_t type, int64_t
 /* y[t*ldy + r] = sum_c W[r][c] * x[t*ldx + c], t < n_tok, r < rows. */
 void hachi_matmul(hachi_pool *pool, const hachi_kernels *k, const hachi_mat *W,
                   const float *x, int64_t ldx, int n_tok, float *y, int64_t ldy, void *scratch);
+/* Bytes W's rows take interleaved by 8 for this ISA's kernels; 0 when W stays as it is
+ * (no interleaved kernel for its type, or rows % 8 != 0). */
+uint64_t hachi_mat_x8_bytes(const hachi_kernels *k, const hachi_mat *W);
+/* Interleave W's rows 8 by 8 into dst (hachi_mat_x8_bytes(W) bytes); W then points there. */
+void hachi_mat_to_x8(hachi_mat *W, void *dst);
 /* Dequantize row r of W into out[cols]. */
 void hachi_mat_row(const hachi_kernels *k, const hachi_mat *W, int64_t r, float *out);
 

@@ -1,6 +1,8 @@
 /* model: hyperparameters and tensor binding from GGUF, per architecture
  * (gemma4, llama). Matrices stay in the read-only mmap (hachi_mat points into
- * it); 1-D vectors (norm weights, rope_freqs) are small owned f32 copies. */
+ * it), except those the kernels read faster interleaved 8 rows by 8 (Q4_0):
+ * they are repacked once at load into one anonymous mapping and their file pages
+ * released. 1-D vectors (norm weights, rope_freqs) are small owned f32 copies. */
 #ifndef HACHI_MODEL_H
 #define HACHI_MODEL_H
 #include "hachi.h"
@@ -55,6 +57,8 @@ struct hachi_model {
     float *pl_proj_norm;               /* [n_embd_pl] */
     hachi_layer *layers;               /* [n_layer] */
     size_t weight_bytes;               /* bytes of all matrices read per token (excl. embeddings rows) */
+    void *x8;                          /* the interleaved copies of the repacked matrices (anonymous map) */
+    size_t x8_bytes;
 };
 
 const hachi_tokenizer *hachi_model_tokenizer(const hachi_model *model);

@@ -139,6 +139,25 @@ void hachi_dequantize_row_q4_0(const void *vx, float *y, int64_t n) {
     }
 }
 
+void hachi_repack_q4_0_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n) {
+    block_q4_0x8 *y = dst;
+    for (int64_t b = 0; b < n / QK4_0; b++)
+        for (int j = 0; j < 8; j++) {
+            const block_q4_0 *x = (const block_q4_0 *)((const char *)rows + j * row_bytes) + b;
+            y[b].d[j] = x->d;
+            for (int c = 0; c < 4; c++) memcpy(y[b].qs + 32 * c + 4 * j, x->qs + 4 * c, 4);
+        }
+}
+
+void hachi_unpack_q4_0_x8(const void *src, int j, void *row, int64_t n) {
+    const block_q4_0x8 *x = src;
+    block_q4_0 *y = row;
+    for (int64_t b = 0; b < n / QK4_0; b++) {
+        y[b].d = x[b].d[j];
+        for (int c = 0; c < 4; c++) memcpy(y[b].qs + 4 * c, x[b].qs + 32 * c + 4 * j, 4);
+    }
+}
+
 void hachi_quantize_row_q4_1_ref(const float *x, void *vy, int64_t n) {
     block_q4_1 *y = vy;
     for (int64_t i = 0; i < n / QK4_1; i++, x += QK4_1) {

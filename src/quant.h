@@ -32,6 +32,13 @@ enum hachi_type {
 /* 4.5 bits/weight: x[j] = (qs[j] & 0xF) - 8) * d, x[j+16] = ((qs[j] >> 4) - 8) * d */
 typedef struct { hachi_half d; uint8_t qs[QK4_0 / 2]; } block_q4_0;
 _Static_assert(sizeof(block_q4_0) == 18, "block_q4_0 size");
+/* hachi's runtime layout of 8 q4_0 rows (never in a file): block column b of rows
+ * 8g..8g+7 as one block, d[j] = row j's scale, qs[32c + 4j + k] = row j's qs[4c + k]
+ * (c, k < 4), so one 32-byte load holds 4 nibble bytes of each of the 8 rows and a
+ * broadcast of 4 activation bytes meets all 8 rows at once. 8 rows take the same bytes
+ * as in the file (8 x 18 = 144). */
+typedef struct { hachi_half d[8]; uint8_t qs[8 * QK4_0 / 2]; } block_q4_0x8;
+_Static_assert(sizeof(block_q4_0x8) == 144, "block_q4_0x8 size");
 /* 5 bits/weight: x = (nibble) * d + m, nibble order as q4_0 */
 typedef struct { hachi_half d, m; uint8_t qs[QK4_1 / 2]; } block_q4_1;
 _Static_assert(sizeof(block_q4_1) == 20, "block_q4_1 size");
@@ -97,6 +104,10 @@ void hachi_dequantize_row_q4_K(const void *x, float *y, int64_t n);
 void hachi_dequantize_row_q5_K(const void *x, float *y, int64_t n);
 void hachi_dequantize_row_q6_K(const void *x, float *y, int64_t n);
 void hachi_dequantize_row_q8_K(const void *x, float *y, int64_t n);
+/* 8 q4_0 rows of n elements (row_bytes apart) -> n/32 block_q4_0x8 at dst, and back
+ * (row j of the 8, into row_bytes of q4_0 blocks). */
+void hachi_repack_q4_0_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n);
+void hachi_unpack_q4_0_x8(const void *src, int j, void *row, int64_t n);
 /* q4_K / q5_K: 6-bit scale and min of sub-block j (0..7) from the packed scales[12]. */
 void hachi_q4k_scale_min(int j, const uint8_t *scales, uint8_t *sc, uint8_t *m);
 

@@ -354,6 +354,75 @@ TEST(kernels_neon) {
 #endif
 }
 
+/* Interleaved q4_0 rows (block_q4_0x8): repack/unpack round trip; every table's vec_dot_x8
+ * equals ref's bit for bit for na = 1..16 (its own activation extras, the same q8_0 bytes),
+ * including the int16 extremes (all nibbles 15 against all +-127); ref's x8 against ref's
+ * vec_dot of the file layout within KERNEL_EPS. */
+TEST(kernels_q4_0_x8) {
+    const hachi_kernels *R = hachi_kernels_ref();
+    static const int64_t sizes[] = {32, 96, 1536 + 32};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (int extreme = 0; extreme < 3; extreme++) {
+            const int64_t n = sizes[si], rb = row_bytes(HACHI_TYPE_Q4_0, n);
+            const size_t ab = (size_t)row_bytes(HACHI_TYPE_Q8_0, n);
+            char *w = malloc((size_t)rb * 8), *w8 = malloc((size_t)rb * 8), *back = malloc((size_t)rb);
+            char *a = malloc(ab * 16), *ax = malloc((ab + 4096) * 16);
+            float *x = malloc((size_t)n * sizeof(float)), got[128], want[128];
+            for (int j = 0; j < 8; j++) {
+                fill(x, n, 0);
+                if (extreme) for (int64_t i = 0; i < n; i++) x[i] = i % 32 ? -1.0f : 8.0f / 7.0f;   /* nibble 15 */
+                R->t[HACHI_TYPE_Q4_0].from_float(x, w + j * rb, n);
+            }
+            for (int t = 0; t < 16; t++) {
+                fill(x, n, 0);
+                if (extreme) for (int64_t i = 0; i < n; i++) x[i] = extreme == 1 ? 1.0f : -1.0f;   /* +-127 */
+                R->t[HACHI_TYPE_Q8_0].from_float(x, a + t * ab, n);
+            }
+            hachi_repack_q4_0_x8(w, (uint64_t)rb, w8, n);
+            int bad_rt = 0;
+            for (int j = 0; j < 8; j++) {
+                hachi_unpack_q4_0_x8(w8, j, back, n);
+                bad_rt += memcmp(back, w + j * rb, (size_t)rb) != 0;
+            }
+            CHECKF(bad_rt == 0, "q4_0 x8 n=%lld: %d rows differ after repack + unpack", (long long)n, bad_rt);
+            R->t[HACHI_TYPE_Q4_0].vec_dot_x8(n, want, w8, a, ab, 16);
+            int bad_ref = 0;
+            for (int t = 0; t < 16; t++)
+                for (int j = 0; j < 8; j++) {
+                    float d, norm = 0;
+                    R->t[HACHI_TYPE_Q4_0].vec_dot(n, &d, w + j * rb, a + t * ab);
+                    float *wf = malloc((size_t)n * sizeof(float)), *af = malloc((size_t)n * sizeof(float));
+                    R->t[HACHI_TYPE_Q4_0].to_float(w + j * rb, wf, n);
+                    R->t[HACHI_TYPE_Q8_0].to_float(a + t * ab, af, n);
+                    for (int64_t i = 0; i < n; i++) norm += fabsf(wf[i] * af[i]);
+                    free(wf); free(af);
+                    bad_ref += !(fabsf(want[8 * t + j] - d) <= KERNEL_EPS * norm);
+                }
+            CHECKF(bad_ref == 0, "ref q4_0 x8 n=%lld extreme %d: %d sums off ref's vec_dot", (long long)n, extreme, bad_ref);
+            for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
+                const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
+                if (!K || !K->t[HACHI_TYPE_Q4_0].vec_dot_x8) continue;
+                const hachi_type_kernels *kt = &K->t[HACHI_TYPE_Q4_0];
+                const size_t st = ab + (kt->act_extra ? kt->act_extra(n) : 0);
+                for (int t = 0; t < 16; t++) {
+                    memcpy(ax + t * st, a + t * ab, ab);
+                    if (kt->act_prep) kt->act_prep(n, ax + t * st, 0, n / 32);
+                }
+                int bad = 0, at = -1;
+                for (int na = 1; na <= 16; na++) {
+                    for (int i = 0; i < 128; i++) got[i] = NAN;
+                    kt->vec_dot_x8(n, got, w8, ax, st, na);
+                    for (int i = 0; i < 8 * na; i++)
+                        if (memcmp(&got[i], &want[i], sizeof(float))) { bad++; if (at < 0) at = 1000 * na + i; }
+                    for (int i = 8 * na; i < 128; i++) bad += !isnan(got[i]);
+                }
+                CHECKF(bad == 0, "%s q4_0 x8 n=%lld extreme %d: %d sums not bitwise ref's (first na*1000+i %d)",
+                       K->name, (long long)n, extreme, bad, at);
+            }
+            free(w); free(w8); free(back); free(a); free(ax); free(x);
+        }
+}
+
 /* The activation quantizers match ref to the byte on rounding ties (x * id exactly k + 0.5:
  * roundf rounds away from zero), zero blocks, and large and tiny magnitudes. */
 TEST(kernels_q8_0_quantize_ties) {

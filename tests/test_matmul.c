@@ -3,7 +3,8 @@
  * the 16-row multi kernel and the prefill tiling), hachi_matmul with pools of
  * 1, 2 and 3 threads against a naive loop of the reference vec_dot over the
  * same quantized activations; n_tok outputs against n_tok 1-token calls;
- * output padding untouched; no allocation; hachi_mat_row against to_float. */
+ * output padding untouched; no allocation; hachi_mat_row against to_float;
+ * the same with rows interleaved by 8 (Q4_0 where the ISA has the x8 kernel). */
 #include "test.h"
 #include "matmul.h"
 #include "util.h"
@@ -18,6 +19,7 @@ typedef struct mm_case {
     int64_t rows, cols;
     const int *n_toks;
     int n_n_toks;
+    bool x8;                /* W interleaved 8 rows by 8 as the model loader does (if k has the kernel) */
 } mm_case;
 
 /* Reference: y[t][r] = ref vec_dot(W row r, activation row t) with activations
@@ -62,12 +64,19 @@ static void mm_run_case(const hachi_kernels *k, const hachi_kernels *ref, hachi_
     void *act = hachi_aligned_alloc((size_t)max_tok * (size_t)cols * 4 + 4096);
     size_t scratch_bytes = hachi_matmul_scratch_bytes(k, mc->type, cols, max_tok);
     void *scratch = hachi_aligned_alloc(scratch_bytes + 1);
-    if (!wf || !wq || !x || !y || !y1 || !yr || !nr || !act || !scratch) goto out;
+    void *w8 = hachi_aligned_alloc((size_t)(rows * row_bytes));
+    if (!wf || !wq || !x || !y || !y1 || !yr || !nr || !act || !scratch || !w8) goto out;
 
     for (int64_t i = 0; i < rows * cols; i++) wf[i] = mm_uniform(&seed) * (1.0f + (float)(i % 7));
     for (int64_t r = 0; r < rows; r++) ref->t[mc->type].from_float(wf + r * cols, (char *)wq + r * row_bytes, cols);
     for (int64_t i = 0; i < max_tok * ldx; i++) x[i] = mm_uniform(&seed) * 2.0f;
-    hachi_mat W = {.type = mc->type, .rows = rows, .cols = cols, .data = wq, .row_bytes = row_bytes};
+    const hachi_mat Wf = {.type = mc->type, .rows = rows, .cols = cols, .data = wq, .row_bytes = row_bytes};
+    hachi_mat W = Wf;        /* what matmul reads; Wf (the file's layout) feeds the reference */
+    if (mc->x8) {
+        if (!hachi_mat_x8_bytes(k, &W)) goto out;
+        hachi_mat_to_x8(&W, w8);
+        CHECK(W.x8 && W.data == w8);
+    }
     CHECK(scratch_bytes == (k->t[mc->type].vec_dot_type == HACHI_TYPE_F32 ? 0
           : ((size_t)hachi_row_size(k->t[mc->type].vec_dot_type, cols)
              + (k->t[mc->type].act_extra ? k->t[mc->type].act_extra(cols) : 0)) * (size_t)max_tok));
@@ -76,7 +85,7 @@ static void mm_run_case(const hachi_kernels *k, const hachi_kernels *ref, hachi_
     const float rel = k == ref ? 1e-5f : 2e-3f;
     for (int ni = 0; ni < mc->n_n_toks; ni++) {
         const int n_tok = mc->n_toks[ni];
-        mm_reference(ref, &W, x, ldx, n_tok, act, yr, nr);
+        mm_reference(ref, &Wf, x, ldx, n_tok, act, yr, nr);
         /* the 1-token calls, one at a time, on the 2-thread pool */
         for (int t = 0; t < n_tok; t++)
             hachi_matmul(pools[n_pools > 1 ? 1 : 0], k, &W, x + t * ldx, ldx, 1, y1 + t * ldy, ldy, scratch);
@@ -98,8 +107,8 @@ static void mm_run_case(const hachi_kernels *k, const hachi_kernels *ref, hachi_
                 }
                 for (int64_t r = rows; r < ldy; r++) pad += !isnan(y[t * ldy + r]);
             }
-            CHECKF(bad == 0, "%s %s %lldx%lld n_tok %d pool %d: %d outputs off (worst %.2f x tol at %lld)",
-                   k->name, hachi_type_name(mc->type), (long long)rows, (long long)cols, n_tok,
+            CHECKF(bad == 0, "%s %s%s %lldx%lld n_tok %d pool %d: %d outputs off (worst %.2f x tol at %lld)",
+                   k->name, hachi_type_name(mc->type), mc->x8 ? " x8" : "", (long long)rows, (long long)cols, n_tok,
                    hachi_pool_size(pools[pi]), bad, worst, (long long)worst_at);
             CHECKF(bad1 == 0, "%s %s %lldx%lld n_tok %d pool %d: %d outputs differ from 1-token calls",
                    k->name, hachi_type_name(mc->type), (long long)rows, (long long)cols, n_tok,
@@ -119,7 +128,7 @@ static void mm_run_case(const hachi_kernels *k, const hachi_kernels *ref, hachi_
     }
 out:
     hachi_free(wf); hachi_free(wq); hachi_free(x); hachi_free(y); hachi_free(y1);
-    hachi_free(yr); hachi_free(nr); hachi_free(act); hachi_free(scratch);
+    hachi_free(yr); hachi_free(nr); hachi_free(act); hachi_free(scratch); hachi_free(w8);
 }
 
 TEST(matmul_vs_reference) {
@@ -139,15 +148,19 @@ TEST(matmul_vs_reference) {
         for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
             if (!k->t[types[ti]].vec_dot) { CHECKF(0, "%s lacks %s", k->name, hachi_type_name(types[ti])); continue; }
             const mm_case cases[] = {
-                {types[ti], 37, 256, all_toks, 7},
-                {types[ti], 13, 1536, all_toks, 7},
-                {types[ti], 21, 2048 + 256, few_toks, 4},
+                {types[ti], 37, 256, all_toks, 7, false},
+                {types[ti], 13, 1536, all_toks, 7, false},
+                {types[ti], 21, 2048 + 256, few_toks, 4, false},
                 /* 51 blocks of 32: a last conversion chunk of 3 blocks, a partial group of
                  * activation extras (Q4_0) and the kernels' left-over blocks */
-                {types[ti], 11, 1536 + 96, few_toks, 4},
+                {types[ti], 11, 1536 + 96, few_toks, 4, false},
+                /* rows interleaved by 8 (where this ISA has the kernel for the type) */
+                {types[ti], 40, 256, all_toks, 7, true},
+                {types[ti], 24, 1536 + 96, few_toks, 4, true},
             };
             for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
                 if (cases[ci].cols % hachi_type_info(types[ti])->blck_size) continue;
+                if (cases[ci].x8 && !k->t[types[ti]].vec_dot_x8) continue;
                 mm_run_case(k, ref, pools, 3, &cases[ci], 1000 + ti * 10 + ci);
             }
         }
@@ -164,7 +177,7 @@ TEST(matmul_prefill_tiles) {
     CHECK(hachi_pool_create(1, &pools[0]) == HACHI_OK);
     CHECK(hachi_pool_create(2, &pools[1]) == HACHI_OK);
     if (pools[0] && pools[1]) {
-        const mm_case mc = {HACHI_TYPE_Q8_0, 2501, 256, toks, 1};   /* 272 B/row: 963 rows a tile */
+        const mm_case mc = {HACHI_TYPE_Q8_0, 2501, 256, toks, 1, false};   /* 272 B/row: 963 rows a tile */
         mm_run_case(k, ref, pools, 2, &mc, 77);
     }
     hachi_pool_free(pools[0]);
@@ -187,22 +200,25 @@ TEST(matmul_bitwise_batch) {
     float *y1 = hachi_malloc((size_t)(MAXT * ldy) * sizeof(float));
     float *y = hachi_malloc((size_t)(MAXT * ldy) * sizeof(float));
     void *wq = hachi_aligned_alloc((size_t)rows * (size_t)cols * 4);
+    void *w8 = hachi_aligned_alloc((size_t)rows * (size_t)cols * 4);
     void *scratch = hachi_aligned_alloc((size_t)MAXT * (size_t)cols * 4 + 64);
     CHECK(hachi_pool_create(1, &pools[0]) == HACHI_OK);
     CHECK(hachi_pool_create(2, &pools[1]) == HACHI_OK);
-    if (!pools[0] || !pools[1] || !wf || !x || !y1 || !y || !wq || !scratch) goto out;
+    if (!pools[0] || !pools[1] || !wf || !x || !y1 || !y || !wq || !w8 || !scratch) goto out;
     uint64_t seed = 4242;
     for (int64_t i = 0; i < rows * cols; i++) wf[i] = mm_uniform(&seed) * (1.0f + (float)(i % 5));
     for (int64_t i = 0; i < MAXT * ldx; i++) x[i] = mm_uniform(&seed) * 3.0f;
     for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
         const hachi_kernels *k = hachi_kernels_get((hachi_isa)isa);
         if (!k) continue;
-        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-            const uint32_t type = types[ti];
-            if (!k->t[type].vec_dot) continue;
+        for (size_t ti = 0; ti < 2 * (sizeof types / sizeof types[0]); ti++) {
+            const uint32_t type = types[ti / 2];
+            const bool x8 = ti % 2;     /* also rows interleaved by 8 (64 of the 70 rows) */
+            if (!k->t[type].vec_dot || (x8 && !k->t[type].vec_dot_x8)) continue;
             const uint64_t rb = hachi_row_size(type, cols);
             for (int64_t r = 0; r < rows; r++) ref->t[type].from_float(wf + r * cols, (char *)wq + r * rb, cols);
-            hachi_mat W = {.type = type, .rows = rows, .cols = cols, .data = wq, .row_bytes = rb};
+            hachi_mat W = {.type = type, .rows = x8 ? rows / 8 * 8 : rows, .cols = cols, .data = wq, .row_bytes = rb};
+            if (x8) hachi_mat_to_x8(&W, w8);
             for (int t = 0; t < MAXT; t++)
                 hachi_matmul(pools[0], k, &W, x + t * ldx, ldx, 1, y1 + t * ldy, ldy, scratch);
             int bad = 0, bad_n = 0, bad_p = 0, bad_t = 0;
@@ -211,19 +227,19 @@ TEST(matmul_bitwise_batch) {
                 for (int n_tok = 1; n_tok <= MAXT && !bad; n_tok++) {
                     hachi_matmul(pools[pi], k, &W, x, ldx, n_tok, y, ldy, scratch);
                     for (int t = 0; t < n_tok && !bad; t++)
-                        for (int64_t r = 0; r < rows; r++)
+                        for (int64_t r = 0; r < W.rows; r++)
                             if (memcmp(&y[t * ldy + r], &y1[t * ldy + r], sizeof(float))) {
                                 bad = 1; bad_n = n_tok; bad_p = pi + 1; bad_t = t; bad_r = r;
                                 break;
                             }
                 }
-            CHECKF(!bad, "%s %s: n_tok %d on %d thread(s), token %d row %lld: %.9g, alone %.9g (not bitwise equal)",
-                   k->name, hachi_type_name(type), bad_n, bad_p, bad_t, (long long)bad_r,
+            CHECKF(!bad, "%s %s%s: n_tok %d on %d thread(s), token %d row %lld: %.9g, alone %.9g (not bitwise equal)",
+                   k->name, hachi_type_name(type), x8 ? " x8" : "", bad_n, bad_p, bad_t, (long long)bad_r,
                    bad ? y[bad_t * ldy + bad_r] : 0.0, bad ? y1[bad_t * ldy + bad_r] : 0.0);
         }
     }
 out:
     hachi_pool_free(pools[0]);
     hachi_pool_free(pools[1]);
-    hachi_free(wf); hachi_free(x); hachi_free(y1); hachi_free(y); hachi_free(wq); hachi_free(scratch);
+    hachi_free(wf); hachi_free(x); hachi_free(y1); hachi_free(y); hachi_free(wq); hachi_free(w8); hachi_free(scratch);
 }

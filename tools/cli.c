@@ -112,6 +112,7 @@ int cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i) 
     if (!strcmp(a, "--chunks")) { VAL(); o->sp.chunks = v; return 1; }
     if (!strcmp(a, "--profile")) { o->sp.profile = true; return 1; }
     if (!strcmp(a, "--kv-f32")) { o->sp.kv_f32 = true; return 1; }
+    if (!strcmp(a, "--no-repack")) { o->no_repack = true; return 1; }
     if (!strcmp(a, "--temp")) { VAL(); if (!cli_float(cmd, a, v, 0, 100, &d)) return -1; o->smp.temp = (float)d; return 1; }
     if (!strcmp(a, "--top-k")) { VAL(); if (!cli_int(cmd, a, v, 0, 1 << 30, &n)) return -1; o->smp.top_k = (int32_t)n; return 1; }
     if (!strcmp(a, "--top-p")) { VAL(); if (!cli_float(cmd, a, v, 0, 1, &d)) return -1; o->smp.top_p = (float)d; return 1; }
@@ -130,6 +131,7 @@ hachi_model *cli_load_model(const char *cmd, const cli_opts *o, bool vocab_only)
     if (!o->model) { cli_error(cmd, "no model given (-m MODEL.gguf)"); return NULL; }
     hachi_model_params mp = hachi_model_default_params();
     mp.vocab_only = vocab_only;
+    mp.no_repack = o->no_repack;
     hachi_model *m = NULL;
     hachi_status st = hachi_model_load(o->model, &mp, &m);
     if (st != HACHI_OK) { cli_lib_error(cmd, st, "cannot load model"); return NULL; }

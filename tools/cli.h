@@ -38,6 +38,7 @@ typedef struct cli_opts {
     hachi_session_params sp;        /* -c -t --batch --chunks --profile */
     hachi_sampler_params smp;       /* --temp --top-k --top-p --min-p --repeat-penalty --seed */
     bool ctx_given;
+    bool no_repack;                 /* --no-repack */
 } cli_opts;
 
 void cli_opts_init(cli_opts *o);

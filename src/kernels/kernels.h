@@ -21,6 +21,13 @@ typedef void (*hachi_vec_dot_fn)(int64_t n, float *s, const void *w, const void 
 typedef void (*hachi_vec_dot_multi_fn)(int64_t n, float *s, const void *w, const void *a,
                                        size_t a_stride, int na);
 
+/* s[8t + j] = dot(row j, a_t) for j < 8, t < na (na <= 16): w8 is 8 weight rows interleaved
+ * (block_*x8, quant.h), a_t = (char *)a + t * a_stride with this ISA's activation extras. The
+ * sums of one token do not depend on na (so a verify step equals single steps bit for bit)
+ * and every ISA's result equals ref's bit for bit. */
+typedef void (*hachi_vec_dot_x8_fn)(int64_t n, float *s, const void *w8, const void *a,
+                                    size_t a_stride, int na);
+
 /* Activation extras (optional, per ISA and weight type): a row of n activations in the
  * vec_dot_type is followed by act_extra(n) bytes (row stride = row size + act_extra(n)) that
  * act_prep(n, row, b0, b1) fills for the row's blocks [b0, b1) (b0 a multiple of 4; every
@@ -39,6 +46,7 @@ typedef struct hachi_type_kernels {
     hachi_vec_dot_multi_fn vec_dot_multi;
     hachi_act_extra_fn act_extra;     /* NULL: no activation extras (then act_prep is NULL) */
     hachi_act_prep_fn act_prep;
+    hachi_vec_dot_x8_fn vec_dot_x8;   /* NULL: rows are not interleaved for this type */
 } hachi_type_kernels;
 
 typedef struct hachi_kernels {

@@ -2,6 +2,7 @@
  * per-ISA files are tested against. Integer dots sum exactly per block, then scale in
  * float as ggml does; float dots accumulate in double. Nothing here is hot unless the
  * CPU has no SIMD table (or HACHI_ISA=ref). */
+#include <math.h>
 #include <string.h>
 #include "kernels/kernels.h"
 #include "util.h"
@@ -44,6 +45,30 @@ void hachi_vec_dot_q4_0_q8_0_ref(int64_t n, float *s, const void *vw, const void
         sum += (float)sumi * (hachi_f16_to_f32(w[i].d) * hachi_f16_to_f32(a[i].d));
     }
     *s = sum;
+}
+
+/* 8 interleaved q4_0 rows: per block the exact integer sum(q*y) - 8*sum(y) (q the unsigned
+ * nibble), then acc = fma(dw*da, that, acc) in block order: the order every ISA keeps. */
+void hachi_vec_dot_x8_q4_0_q8_0_ref(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
+    const block_q4_0x8 *w = vw;
+    for (int t = 0; t < na; t++) {
+        const block_q8_0 *a = (const block_q8_0 *)((const char *)va + (size_t)t * stride);
+        for (int j = 0; j < 8; j++) {
+            float acc = 0;
+            for (int64_t b = 0; b < n / QK8_0; b++) {
+                int sumi = 0, suma = 0;
+                for (int c = 0; c < 4; c++)
+                    for (int k = 0; k < 4; k++) {
+                        const int q = w[b].qs[32 * c + 4 * j + k];
+                        sumi += (q & 0xF) * a[b].qs[4 * c + k] + (q >> 4) * a[b].qs[16 + 4 * c + k];
+                    }
+                for (int e = 0; e < QK8_0; e++) suma += a[b].qs[e];
+                const float sc = hachi_f16_to_f32(w[b].d[j]) * hachi_f16_to_f32(a[b].d);
+                acc = fmaf(sc, (float)(sumi - 8 * suma), acc);
+            }
+            s[8 * t + j] = acc;
+        }
+    }
 }
 
 /* x = q*d + m: dot = d*da*sum(q*qa) + m*da*sum(qa) */
@@ -226,7 +251,9 @@ static const hachi_kernels ref_table = {
         [HACHI_TYPE_F32]  = T_ENTRY(HACHI_TYPE_F32, copy_f32, copy_from_f32, hachi_vec_dot_f32_ref, multi_f32),
         [HACHI_TYPE_F16]  = T_ENTRY(HACHI_TYPE_F32, hachi_dequantize_row_f16, hachi_quantize_row_f16_ref, hachi_vec_dot_f16_ref, multi_f16),
         [HACHI_TYPE_BF16] = T_ENTRY(HACHI_TYPE_F32, hachi_dequantize_row_bf16, hachi_quantize_row_bf16_ref, hachi_vec_dot_bf16_ref, multi_bf16),
-        [HACHI_TYPE_Q4_0] = T_ENTRY(HACHI_TYPE_Q8_0, hachi_dequantize_row_q4_0, hachi_quantize_row_q4_0_ref, hachi_vec_dot_q4_0_q8_0_ref, multi_q4_0),
+        [HACHI_TYPE_Q4_0] = {.vec_dot_type = HACHI_TYPE_Q8_0, .to_float = hachi_dequantize_row_q4_0,
+                             .from_float = hachi_quantize_row_q4_0_ref, .vec_dot = hachi_vec_dot_q4_0_q8_0_ref,
+                             .vec_dot_multi = multi_q4_0, .vec_dot_x8 = hachi_vec_dot_x8_q4_0_q8_0_ref},
         [HACHI_TYPE_Q4_1] = T_ENTRY(HACHI_TYPE_Q8_0, hachi_dequantize_row_q4_1, hachi_quantize_row_q4_1_ref, hachi_vec_dot_q4_1_q8_0_ref, multi_q4_1),
         [HACHI_TYPE_Q5_0] = T_ENTRY(HACHI_TYPE_Q8_0, hachi_dequantize_row_q5_0, hachi_quantize_row_q5_0_ref, hachi_vec_dot_q5_0_q8_0_ref, multi_q5_0),
         [HACHI_TYPE_Q8_0] = T_ENTRY(HACHI_TYPE_Q8_0, hachi_dequantize_row_q8_0, hachi_quantize_row_q8_0_ref, hachi_vec_dot_q8_0_q8_0_ref, multi_q8_0),

@@ -301,6 +301,64 @@ static ALWAYS_INLINE void rows_q4_0(int64_t n, float *s, const void *vw, const c
 void hachi_vec_dot_q4_0_q8_0_avx2(int64_t n, float *s, const void *w, const void *a) { rows_q4_0(n, s, w, a, 0, 1); }
 MULTI_FROM_ROWS(multi_q4_0, rows_q4_0)
 
+/* 8 interleaved q4_0 rows (block_q4_0x8) against R activation rows: a 32-byte load holds 4
+ * nibble bytes of each weight row, a broadcast of 4 activation bytes meets all 8 at once, so
+ * the int32 lanes are the 8 rows' sums and nothing is reduced horizontally. Per block and
+ * row the 8 maddubs products add up in int16 (|sum| <= 8 * 2 * 15 * 128 < 2^15), one madd
+ * makes int32, the extras' 8*sum(y) is subtracted, then acc = fma(dw*da, v, acc): exactly
+ * ref's order, so results equal ref's bit for bit and never depend on R. */
+static ALWAYS_INLINE __m256i bcast32(const int8_t *p) {
+    int32_t x;
+    memcpy(&x, p, 4);
+    return _mm256_set1_epi32(x);
+}
+static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    const block_q4_0x8 *w = vw;
+    const int64_t nb = n / QK8_0;
+    const size_t ex_off = (size_t)nb * sizeof(block_q8_0);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc[ROWS_MAX];
+    UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        _mm_prefetch((const char *)(w + b) + 1024, _MM_HINT_T0);
+        _mm_prefetch((const char *)(w + b) + 1024 + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)(w + b) + 1024 + 128, _MM_HINT_T0);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
+        __m256i p[ROWS_MAX];
+        UNROLL for (int c = 0; c < 4; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
+            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            UNROLL for (int r = 0; r < R; r++) {
+                const block_q8_0 *a = (const block_q8_0 *)(va + (size_t)r * stride) + b;
+                const __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast32(a->qs + 4 * c)),
+                                                   _mm256_maddubs_epi16(hi, bcast32(a->qs + 16 + 4 * c)));
+                p[r] = c ? _mm256_add_epi16(p[r], t) : t;
+            }
+        }
+        UNROLL for (int r = 0; r < R; r++) {
+            const char *ex = va + (size_t)r * stride + ex_off + (size_t)(b >> 2) * 32 + (size_t)(b & 3) * 4;
+            int32_t sy;
+            float da;
+            memcpy(&sy, ex, 4);
+            memcpy(&da, ex + 16, 4);
+            const __m256i v = _mm256_sub_epi32(_mm256_madd_epi16(p[r], ones), _mm256_set1_epi32(sy));
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(da)), _mm256_cvtepi32_ps(v), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
+}
+static void x8_q4_0(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) {
+    const char *a = va;
+    int r = 0;
+    for (; r + ROWS_MAX <= na; r += ROWS_MAX) x8_rows_q4_0(n, s + 8 * r, w, a + (size_t)r * stride, stride, ROWS_MAX);
+    switch (na - r) {
+    case 3: x8_rows_q4_0(n, s + 8 * r, w, a + (size_t)r * stride, stride, 3); break;
+    case 2: x8_rows_q4_0(n, s + 8 * r, w, a + (size_t)r * stride, stride, 2); break;
+    case 1: x8_rows_q4_0(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1); break;
+    default: break;
+    }
+}
+
 /* x = q*d + m (q unsigned): d*da*sum(q*qa) + m*da*sum(qa) */
 void hachi_vec_dot_q4_1_q8_0_avx2(int64_t n, float *s, const void *vw, const void *va) {
     const block_q4_1 *w = vw;
@@ -644,6 +702,7 @@ static void build(void) {
     set(HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_avx2, multi_q4_0);
     table.t[HACHI_TYPE_Q4_0].act_extra = act_extra_q4_0;
     table.t[HACHI_TYPE_Q4_0].act_prep = act_prep_q4_0;
+    table.t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;
     set(HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_avx2, multi_q4_1);
     set(HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_avx2, multi_q5_0);
     set(HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_avx2, multi_q8_0);

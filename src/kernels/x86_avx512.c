@@ -598,7 +598,7 @@ static void build(void) {
     set(HACHI_TYPE_BF16, hachi_vec_dot_bf16_avx512, multi_bf16);
     set(HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_avx512, multi_q4_0);
     table.t[HACHI_TYPE_Q4_0].act_extra = act_extra_q4_0;   /* this file's kernel, this file's extras */
-    table.t[HACHI_TYPE_Q4_0].act_prep = act_prep_q4_0;
+    table.t[HACHI_TYPE_Q4_0].act_prep = act_prep_q4_0;   /* the same extras as AVX2's, so AVX2's vec_dot_x8 stays */
     set(HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_avx512, multi_q4_1);
     set(HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_avx512, multi_q5_0);
     set(HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_avx512, multi_q8_0);
