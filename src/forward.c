@@ -15,10 +15,6 @@ static void rmsnorm(float *out, const float *x, const float *w, int n, float eps
     else   for (int i = 0; i < n; i++) out[i] = x[i] * r;
 }
 
-static float gelu_tanh(float x) {
-    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-}
-
 static float silu(float x) { return x / (1.0f + expf(-x)); }
 
 /* Rotate one head in place: neox pairs (i, i + d/2), normal pairs (2i, 2i+1); cs = [d/2][cos, sin]. */
@@ -130,8 +126,8 @@ static void layer(hachi_session *s, int l, int n, int p0) {
     /* feed-forward: down(act(gate f) * up f) */
     matmul(s, &L->w_gate, s->xb, E, n, s->hb, ff);
     matmul(s, &L->w_up, s->xb, E, n, s->hb2, ff);
-    for (int64_t i = 0; i < (int64_t)n * ff; i++)
-        s->hb[i] = (gemma ? gelu_tanh(s->hb[i]) : silu(s->hb[i])) * s->hb2[i];
+    if (gemma) s->kern->gelu_mul((int64_t)n * ff, s->hb, s->hb2);
+    else for (int64_t i = 0; i < (int64_t)n * ff; i++) s->hb[i] = silu(s->hb[i]) * s->hb2[i];
     matmul(s, &L->w_down, s->hb, ff, n, s->xb2, E);
     for (int t = 0; t < n; t++) {
         float *x = s->x + (size_t)t * E, *o = s->xb2 + (size_t)t * E;
@@ -146,7 +142,7 @@ static void layer(hachi_session *s, int l, int n, int p0) {
         for (int t = 0; t < n; t++) {
             float *g = s->plg + (size_t)t * P;
             const float *pl = s->ple + (size_t)t * m->n_layer * P + (size_t)l * P;
-            for (int i = 0; i < P; i++) g[i] = gelu_tanh(g[i]) * pl[i];
+            s->kern->gelu_mul(P, g, pl);
         }
         matmul(s, &L->proj, s->plg, P, n, s->xb2, E);
         for (int t = 0; t < n; t++) {
@@ -159,15 +155,14 @@ static void layer(hachi_session *s, int l, int n, int p0) {
         for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] *= L->out_scale;
 }
 
-typedef struct softcap_job { float *x; int64_t n; float cap; } softcap_job;
+typedef struct softcap_job { const hachi_kernels *k; float *x; int64_t n; float cap; } softcap_job;
 
 /* logits = cap * tanh(logits / cap) */
 static void softcap_task(void *ctx, int ith, int nth) {
     const softcap_job *j = ctx;
     int64_t lo, hi;
     hachi_split(j->n, 64, ith, nth, &lo, &hi);
-    const float c = j->cap, ic = 1.0f / c;
-    for (int64_t i = lo; i < hi; i++) j->x[i] = c * tanhf(j->x[i] * ic);
+    if (hi > lo) j->k->softcap(hi - lo, j->x + lo, j->cap);
 }
 
 /* Copy this forward's new K/V rows into the caches (ring slot = position % n_slots). */
@@ -214,8 +209,8 @@ void hachi_forward(hachi_session *s, const int32_t *tokens, int n, float *out, b
         rmsnorm(s->xb + (size_t)t * E, s->x + (size_t)t * E, m->output_norm, E, m->rms_eps);
     float *dst = out ? out : s->logits;
     matmul(s, &m->output, s->xb + (size_t)first * E, E, n - first, dst, m->n_vocab);
-    if (m->softcap > 0.0f) {   /* 262144 tanhf per row cost ~3 ms on one core: split them */
-        softcap_job sj = {dst, (int64_t)(n - first) * m->n_vocab, m->softcap};
+    if (m->softcap > 0.0f) {   /* 262144 tanh per row: split them */
+        softcap_job sj = {s->kern, dst, (int64_t)(n - first) * m->n_vocab, m->softcap};
         hachi_pool_run(s->pool, softcap_task, &sj);
     }
     if (out) memcpy(s->logits, out + (size_t)(n - 1) * m->n_vocab, (size_t)m->n_vocab * sizeof(float));

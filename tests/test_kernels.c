@@ -447,6 +447,40 @@ TEST(kernels_q8_0_quantize_ties) {
     }
 }
 
+/* gelu_mul and softcap of every table against ref's libm tanhf over -30..30, tiny, huge and
+ * awkward lengths (the n % 8 tail): relative 4e-6, plus 2.5e-7 |x g| for 1 + tanh near -1. */
+TEST(kernels_activations) {
+    const hachi_kernels *R = hachi_kernels_ref();
+    enum { N = 4099 };
+    float *x = malloc(N * sizeof(float)), *g = malloc(N * sizeof(float));
+    float *want = malloc(N * sizeof(float)), *got = malloc(N * sizeof(float));
+    for (int i = 0; i < N; i++) {
+        x[i] = i < 4000 ? -30.0f + 60.0f * (float)i / 4000.0f : rng_unit() * ldexpf(1.0f, (int)(rng_u32() % 60) - 40);
+        g[i] = i % 3 ? rng_unit() * 4.0f : 1.0f;
+    }
+    x[4001] = 0.0f; x[4002] = -0.0f; x[4003] = 1e30f; x[4004] = -1e30f; x[4005] = 0.625f; x[4006] = -0.625f;
+    for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
+        const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
+        if (!K) continue;
+        for (int kind = 0; kind < 2; kind++)
+            for (int n = N; n >= N - 7; n -= 7) {   /* tails of 3 and 4 */
+                memcpy(want, x, N * sizeof(float));
+                memcpy(got, x, N * sizeof(float));
+                if (kind) { R->softcap(n, want, 30.0f); K->softcap(n, got, 30.0f); }
+                else { R->gelu_mul(n, want, g); K->gelu_mul(n, got, g); }
+                int bad = 0, at = -1;
+                for (int i = 0; i < N; i++) {
+                    const double tol = 4e-6 * fabs(want[i]) + (kind ? 1e-30 : 2.5e-7 * fabs((double)x[i] * g[i]));
+                    if (!(fabs((double)got[i] - want[i]) <= tol) || (i >= n && got[i] != x[i])) { bad++; if (at < 0) at = i; }
+                }
+                CHECKF(bad == 0, "%s %s n=%d: %d values off ref (first at x=%g: %.9g vs %.9g)", K->name,
+                       kind ? "softcap" : "gelu_mul", n, bad, at >= 0 ? x[at] : 0.0, at >= 0 ? got[at] : 0.0,
+                       at >= 0 ? want[at] : 0.0);
+            }
+    }
+    free(x); free(g); free(want); free(got);
+}
+
 TEST(kernels_fp16) {
     for (int i = 0; i < HACHI_ISA_COUNT; i++) {
         const hachi_kernels *K = hachi_kernels_get((hachi_isa)i);

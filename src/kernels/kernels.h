@@ -60,6 +60,9 @@ typedef struct hachi_kernels {
     void (*dot_f16_multi)(int64_t n, float *s, const uint16_t *k, const float *q, int64_t q_stride, int m);
     /* y_j += a[j] * v for j < m: one fp16 value row into m f32 rows (stride y_stride) */
     void (*axpy_f16_multi)(int64_t n, const float *a, const uint16_t *v, float *y, int64_t y_stride, int m);
+    /* activations: x[i] = gelu_tanh(x[i]) * g[i]; x[i] = cap * tanh(x[i] / cap) */
+    void (*gelu_mul)(int64_t n, float *x, const float *g);
+    void (*softcap)(int64_t n, float *x, float cap);
 } hachi_kernels;
 
 /* The table of one ISA: NULL when not compiled in or the CPU lacks it. */

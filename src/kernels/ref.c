@@ -242,6 +242,19 @@ void hachi_axpy_f16_multi_ref(int64_t n, const float *a, const uint16_t *v, floa
     }
 }
 
+/* Gemma's GELU (tanh form) times the up projection, and the logit softcap, with libm's tanhf */
+static void gelu_mul_ref(int64_t n, float *x, const float *g) {
+    for (int64_t i = 0; i < n; i++) {
+        const float v = x[i];
+        x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v))) * g[i];
+    }
+}
+
+static void softcap_ref(int64_t n, float *x, float cap) {
+    const float ic = 1.0f / cap;
+    for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] * ic);
+}
+
 #define T_ENTRY(vdt, tof, fromf, dot, multi) \
     {.vec_dot_type = vdt, .to_float = tof, .from_float = fromf, .vec_dot = dot, .vec_dot_multi = multi}
 static const hachi_kernels ref_table = {
@@ -266,6 +279,8 @@ static const hachi_kernels ref_table = {
     .f16_to_f32 = hachi_f16_to_f32_ref,
     .dot_f16_multi = hachi_dot_f16_multi_ref,
     .axpy_f16_multi = hachi_axpy_f16_multi_ref,
+    .gelu_mul = gelu_mul_ref,
+    .softcap = softcap_ref,
 };
 
 const hachi_kernels *hachi_kernels_ref(void) { return &ref_table; }

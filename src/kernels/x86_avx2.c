@@ -682,6 +682,73 @@ static void axpy_f16_multi(int64_t n, const float *a, const uint16_t *v, float *
     }
 }
 
+/* ---------------- activations ---------------- */
+
+/* e^x (Cephes expf: 2^n * polynomial(r), r = x - n ln2; about 1 ulp), x clamped to [-87, 88] */
+static inline __m256 exp_ps(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    const __m256 fx = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+/* tanh (Cephes tanhf): |x| < 0.625 an odd polynomial, else 1 - 2 / (e^2|x| + 1); sign restored */
+static inline __m256 tanh_ps(__m256 x) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), ax = _mm256_andnot_ps(sign, x);
+    const __m256 e = exp_ps(_mm256_min_ps(_mm256_add_ps(ax, ax), _mm256_set1_ps(40.0f)));
+    const __m256 big = _mm256_sub_ps(_mm256_set1_ps(1.0f), _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
+    const __m256 z = _mm256_mul_ps(ax, ax);
+    __m256 p = _mm256_set1_ps(-5.70498872745e-3f);
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(2.06390887954e-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-5.37397155531e-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(1.33314422036e-1f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-3.33332819422e-1f));
+    p = _mm256_fmadd_ps(_mm256_mul_ps(p, z), ax, ax);
+    const __m256 r = _mm256_blendv_ps(p, big, _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_GE_OQ));
+    return _mm256_or_ps(r, _mm256_and_ps(x, sign));
+}
+
+static inline __m256 gelu_mul8(__m256 v, __m256 g) {
+    const __m256 y = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f),
+                                   _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), v), _mm256_mul_ps(v, v), v));
+    const __m256 h = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v), _mm256_add_ps(_mm256_set1_ps(1.0f), tanh_ps(y)));
+    return _mm256_mul_ps(h, g);
+}
+
+/* the last n % 8 elements go through the same vector code (a zero-padded copy) */
+static void gelu_mul(int64_t n, float *x, const float *g) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, gelu_mul8(_mm256_loadu_ps(x + i), _mm256_loadu_ps(g + i)));
+    if (i < n) {
+        float a[8] = {0}, b[8] = {0};
+        memcpy(a, x + i, (size_t)(n - i) * sizeof(float));
+        memcpy(b, g + i, (size_t)(n - i) * sizeof(float));
+        _mm256_storeu_ps(a, gelu_mul8(_mm256_loadu_ps(a), _mm256_loadu_ps(b)));
+        memcpy(x + i, a, (size_t)(n - i) * sizeof(float));
+    }
+}
+
+static void softcap(int64_t n, float *x, float cap) {
+    const __m256 c = _mm256_set1_ps(cap), ic = _mm256_set1_ps(1.0f / cap);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(c, tanh_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), ic))));
+    if (i < n) {
+        float a[8] = {0};
+        memcpy(a, x + i, (size_t)(n - i) * sizeof(float));
+        _mm256_storeu_ps(a, _mm256_mul_ps(c, tanh_ps(_mm256_mul_ps(_mm256_loadu_ps(a), ic))));
+        memcpy(x + i, a, (size_t)(n - i) * sizeof(float));
+    }
+}
+
 /* ---------------- the table ---------------- */
 
 static hachi_kernels table;
@@ -715,6 +782,8 @@ static void build(void) {
     table.f16_to_f32 = f16_to_f32;
     table.dot_f16_multi = dot_f16_multi;
     table.axpy_f16_multi = axpy_f16_multi;
+    table.gelu_mul = gelu_mul;
+    table.softcap = softcap;
 }
 
 const hachi_kernels *hachi_kernels_avx2(void) {
