@@ -172,10 +172,14 @@ uint64_t hachi_mat_x8_bytes(const hachi_kernels *k, const hachi_mat *W) {
     return (uint64_t)W->rows * W->row_bytes;
 }
 
-void hachi_mat_to_x8(hachi_mat *W, void *dst) {
-    for (int64_t g = 0; g < W->rows / 8; g++)
+void hachi_mat_to_x8_groups(const hachi_mat *W, void *dst, int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; g++)
         hachi_repack_q4_0_x8((const char *)W->data + g * 8 * W->row_bytes, W->row_bytes,
                              (char *)dst + g * 8 * W->row_bytes, W->cols);
+}
+
+void hachi_mat_to_x8(hachi_mat *W, void *dst) {
+    hachi_mat_to_x8_groups(W, dst, 0, W->rows / 8);
     W->data = dst;
     W->x8 = true;
 }

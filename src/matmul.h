@@ -26,8 +26,10 @@ void hachi_matmul(hachi_pool *pool, const hachi_kernels *k, const hachi_mat *W,
 /* Bytes W's rows take interleaved by 8 for this ISA's kernels; 0 when W stays as it is
  * (no interleaved kernel for its type, or rows % 8 != 0). */
 uint64_t hachi_mat_x8_bytes(const hachi_kernels *k, const hachi_mat *W);
-/* Interleave W's rows 8 by 8 into dst (hachi_mat_x8_bytes(W) bytes); W then points there. */
+/* Interleave W's rows 8 by 8 into dst (hachi_mat_x8_bytes(W) bytes); W then points there.
+ * _groups: only the groups of 8 rows [g0, g1), W unchanged (for splitting the work). */
 void hachi_mat_to_x8(hachi_mat *W, void *dst);
+void hachi_mat_to_x8_groups(const hachi_mat *W, void *dst, int64_t g0, int64_t g1);
 /* Dequantize row r of W into out[cols]. */
 void hachi_mat_row(const hachi_kernels *k, const hachi_mat *W, int64_t r, float *out);
 

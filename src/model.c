@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "kernels/kernels.h"
+#include "threads.h"
 #include "util.h"
 
 typedef struct loader {
@@ -301,45 +302,65 @@ static void release_file_pages(const void *p, size_t n) {
  * looked up) 8 rows by 8 when the kernels have an x8 kernel for its type: one anonymous
  * mapping (transparent huge pages where the system allows: fewer TLB misses on the weight
  * stream), made read-only afterwards. Resident memory stays about the file's: the copies
- * replace the file pages they came from. */
+ * replace the file pages they came from. The work (mostly the kernel zeroing the new pages)
+ * is split over a pool of the physical cores. */
+typedef struct repack_job { hachi_mat **list; char **dst; int n; } repack_job;
+
+static void repack_task(void *ctx, int ith, int nth) {
+    const repack_job *j = ctx;
+    for (int i = 0; i < j->n; i++) {
+        int64_t g0, g1;
+        hachi_split(j->list[i]->rows / 8, 1, ith, nth, &g0, &g1);
+        hachi_mat_to_x8_groups(j->list[i], j->dst[i], g0, g1);
+    }
+}
+
 static hachi_status repack(hachi_model *m) {
     int n = 0, cap = m->n_layer * 9 + 2;
     hachi_mat **list = hachi_calloc((size_t)cap, sizeof *list);
-    if (!list) return HACHI_ERR_NOMEM;
+    char **dst = hachi_calloc((size_t)cap, sizeof *dst);
+    hachi_pool *pool = NULL;
+    hachi_status st = list && dst ? hachi_pool_create(hachi_physical_cores(), &pool) : HACHI_ERR_NOMEM;
+    if (st != HACHI_OK) goto out;
     for (int l = 0; l < m->n_layer; l++) {
         hachi_layer *L = &m->layers[l];
         hachi_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->inp_gate, &L->proj};
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
-            if (L->kv_owner == l || (mats[i] != &L->wk && mats[i] != &L->wv)) list[n++] = mats[i];
+            if ((L->kv_owner == l || (mats[i] != &L->wk && mats[i] != &L->wv)) && hachi_mat_x8_bytes(m->kern, mats[i]))
+                list[n++] = mats[i];
     }
-    list[n++] = &m->pl_model_proj;
-    if (m->output.data != m->tok_embd.data) list[n++] = &m->output;
+    if (hachi_mat_x8_bytes(m->kern, &m->pl_model_proj)) list[n++] = &m->pl_model_proj;
+    if (m->output.data != m->tok_embd.data && hachi_mat_x8_bytes(m->kern, &m->output)) list[n++] = &m->output;
     size_t total = 0;
     for (int i = 0; i < n; i++) total += (hachi_mat_x8_bytes(m->kern, list[i]) + 63) / 64 * 64;
-    hachi_status st = HACHI_OK;
-    if (total) {
-        void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) {
-            st = hachi_fail(HACHI_ERR_NOMEM, "%s: cannot map %zu bytes for repacked weights", m->path, total);
-        } else {
-#ifdef MADV_HUGEPAGE
-            madvise(p, total, MADV_HUGEPAGE);
-#endif
-            size_t off = 0;
-            for (int i = 0; i < n; i++) {
-                uint64_t b = hachi_mat_x8_bytes(m->kern, list[i]);
-                if (!b) continue;
-                const void *src = list[i]->data;
-                hachi_mat_to_x8(list[i], (char *)p + off);
-                release_file_pages(src, b);
-                off += (b + 63) / 64 * 64;
-            }
-            mprotect(p, total, PROT_READ);
-            m->x8 = p;
-            m->x8_bytes = total;
-        }
+    if (!total) goto out;
+    char *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        st = hachi_fail(HACHI_ERR_NOMEM, "%s: cannot map %zu bytes for repacked weights", m->path, total);
+        goto out;
     }
+#ifdef MADV_HUGEPAGE
+    madvise(p, total, MADV_HUGEPAGE);
+#endif
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        dst[i] = p + off;
+        off += (hachi_mat_x8_bytes(m->kern, list[i]) + 63) / 64 * 64;
+    }
+    repack_job job = {list, dst, n};
+    hachi_pool_run(pool, repack_task, &job);
+    for (int i = 0; i < n; i++) {
+        release_file_pages(list[i]->data, hachi_mat_x8_bytes(m->kern, list[i]));
+        list[i]->data = dst[i];
+        list[i]->x8 = true;
+    }
+    mprotect(p, total, PROT_READ);
+    m->x8 = p;
+    m->x8_bytes = total;
+out:
+    hachi_pool_free(pool);
     hachi_free(list);
+    hachi_free(dst);
     return st;
 }
 
