@@ -2,7 +2,8 @@
  * (vdotq_s32: 4 s8 products summed into each int32 lane) and are installed only when the
  * CPU reports ASIMDDP; without it the int8 entries stay ref's while the float, fp16 and
  * attention kernels (plain ASIMD) are still used. vec_dot_multi unpacks each weight block
- * once for all rows for Q4_0, Q8_0, Q4_K, Q6_K, F16, F32; other types loop the dot. */
+ * once for all rows for Q4_0, Q8_0, Q4_K, Q6_K, F16, F32; other types loop the dot. With
+ * sdot, Q4_0 also gets vec_dot_x8 (rows interleaved by 8, so the loader repacks them). */
 #include "kernels/kernels.h"
 
 #if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
@@ -153,6 +154,64 @@ void hachi_vec_dot_q4_0_q8_0_neon(int64_t n, float *s, const void *w, const void
 void hachi_vec_dot_q8_0_q8_0_neon(int64_t n, float *s, const void *w, const void *a) { rows_q8_0(n, s, w, a, 0, 1); }
 MULTI_FROM_ROWS(multi_q4_0, rows_q4_0)
 MULTI_FROM_ROWS(multi_q8_0, rows_q8_0)
+
+/* 8 interleaved q4_0 rows (block_q4_0x8) against R activation rows: the 16 bytes at
+ * qs + 32c (rows 0..3) and qs + 32c + 16 (rows 4..7) hold bytes 4c..4c+3 of each row, so
+ * one sdot with lane c of the activation's elements 0..15 (low nibbles) or 16..31 (high
+ * nibbles) adds 4 products into each row's int32 lane: the lanes are the rows' sums and
+ * nothing is reduced horizontally. Weights are unpacked once per block for all R rows:
+ * x ^ 0x88 makes each nibble q the 4-bit two's complement of q - 8, which the shifts sign
+ * extend, so the sdots give ref's exact sum(q*y) - 8*sum(y) directly. Then per block
+ * acc = fma(dw*da, v, acc): ref's order, so results equal ref's bit for bit and never
+ * depend on R (fp16 -> f32 is exact in hardware too). */
+static ALWAYS_INLINE int32x4_t x8_dot4(const int8x16_t q[8], int8x16_t y0, int8x16_t y1) {
+    int32x4_t v = vdotq_laneq_s32(vdupq_n_s32(0), q[0], y0, 0);
+    v = vdotq_laneq_s32(v, q[1], y1, 0);
+    v = vdotq_laneq_s32(v, q[2], y0, 1);
+    v = vdotq_laneq_s32(v, q[3], y1, 1);
+    v = vdotq_laneq_s32(v, q[4], y0, 2);
+    v = vdotq_laneq_s32(v, q[5], y1, 2);
+    v = vdotq_laneq_s32(v, q[6], y0, 3);
+    return vdotq_laneq_s32(v, q[7], y1, 3);
+}
+static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    const block_q4_0x8 *w = vw;
+    const int8x16_t x88 = vdupq_n_s8((int8_t)0x88);
+    float32x4_t acc0[ROWS_MAX], acc1[ROWS_MAX];   /* rows 0..3, 4..7 */
+    UNROLL for (int r = 0; r < R; r++) acc0[r] = acc1[r] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < n / QK8_0; b++) {
+        int8x16_t q[2][8];   /* [h][2c], [h][2c + 1]: rows 4h..4h+3, bytes 4c..4c+3, lo and hi nibbles */
+        UNROLL for (int c = 0; c < 4; c++)
+            UNROLL for (int h = 0; h < 2; h++) {
+                const int8x16_t x = veorq_s8(vld1q_s8((const int8_t *)w[b].qs + 32 * c + 16 * h), x88);
+                q[h][2 * c] = vshrq_n_s8(vshlq_n_s8(x, 4), 4);
+                q[h][2 * c + 1] = vshrq_n_s8(x, 4);
+            }
+        const float32x4_t d0 = load_f16(w[b].d), d1 = load_f16(w[b].d + 4);
+        UNROLL for (int r = 0; r < R; r++) {
+            const block_q8_0 *a = (const block_q8_0 *)(va + (size_t)r * stride) + b;
+            const int8x16_t y0 = vld1q_s8(a->qs), y1 = vld1q_s8(a->qs + 16);
+            const float32x4_t da = vcvt_f32_f16(vreinterpret_f16_u16(vld1_dup_u16(&a->d)));   /* exact */
+            acc0[r] = vfmaq_f32(acc0[r], vmulq_f32(d0, da), vcvtq_f32_s32(x8_dot4(q[0], y0, y1)));
+            acc1[r] = vfmaq_f32(acc1[r], vmulq_f32(d1, da), vcvtq_f32_s32(x8_dot4(q[1], y0, y1)));
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) {
+        vst1q_f32(s + 8 * r, acc0[r]);
+        vst1q_f32(s + 8 * r + 4, acc1[r]);
+    }
+}
+static void x8_q4_0(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) {
+    const char *a = va;
+    int r = 0;
+    for (; r + ROWS_MAX <= na; r += ROWS_MAX) x8_rows_q4_0(n, s + 8 * r, w, a + (size_t)r * stride, stride, ROWS_MAX);
+    switch (na - r) {
+    case 3: x8_rows_q4_0(n, s + 8 * r, w, a + (size_t)r * stride, stride, 3); break;
+    case 2: x8_rows_q4_0(n, s + 8 * r, w, a + (size_t)r * stride, stride, 2); break;
+    case 1: x8_rows_q4_0(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1); break;
+    default: break;
+    }
+}
 
 /* q4_1: d*da*sum(q*qa) + m*da*sum(qa); nibbles 0..15 are valid s8 operands */
 void hachi_vec_dot_q4_1_q8_0_neon(int64_t n, float *s, const void *vw, const void *va) {
@@ -424,7 +483,7 @@ static void set(uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn mult
 
 static void build(void) {
     table = *hachi_kernels_ref();   /* cold entries (and int8 dots without sdot) stay ref's */
-    table.t[HACHI_TYPE_Q4_0].vec_dot_x8 = NULL;   /* no NEON kernel for interleaved rows: keep the file's layout */
+    table.t[HACHI_TYPE_Q4_0].vec_dot_x8 = NULL;   /* without sdot: keep the file's layout */
     table.isa = HACHI_ISA_NEON;
     table.name = "neon";
     set(HACHI_TYPE_F32, hachi_vec_dot_f32_neon, multi_f32);
@@ -437,6 +496,7 @@ static void build(void) {
     table.axpy_f16_multi = axpy_f16_multi;
     if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) {
         set(HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_neon, multi_q4_0);
+        table.t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;   /* the loader repacks Q4_0 rows by 8 */
         set(HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_neon, multi_q4_1);
         set(HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_neon, multi_q5_0);
         set(HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_neon, multi_q8_0);
