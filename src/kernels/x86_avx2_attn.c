@@ -2,14 +2,14 @@
  * per K/V head (other G, or head dims not a multiple of 16, fall back to the
  * per-row kernels). Scores: one K row converted once, G accumulators (G
  * independent FMA chains), a transposing horizontal sum. Values: keys in
- * tiles of 32 (the V tile stays in L1/L2), 4 heads x 16 dims of output in
- * registers, each V element converted once per 4 heads. */
+ * tiles of 8 (the V tile stays in L1, the next one is prefetched), 4 heads x
+ * 16 dims of output in registers, each V element converted once per 4 heads. */
 #include "kernels/attn.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define VTILE 32
+#define VTILE 8   /* keys per tile: 8 V rows stream in parallel (32 were ~20% slower from DRAM) */
 
 static inline __m256 ld16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 
@@ -110,11 +110,18 @@ static void values_4heads(int64_t hd, int nk, const uint16_t *v, int64_t vs, con
     }
 }
 
+/* the rows of the next tile, one prefetch per cache line */
+static void prefetch_rows(const uint16_t *v, int nk, int64_t vs, int64_t hd) {
+    for (int j = 0; j < nk; j++)
+        for (int64_t d = 0; d < hd; d += 32) _mm_prefetch((const char *)(v + (size_t)j * vs + d), _MM_HINT_T0);
+}
+
 static void values(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *v, int64_t vs,
                    const float *p, int G, float *out) {
     if (hd % 16 || (G != 4 && G != 8)) { hachi_attn_values_rows(kt, hd, nk, v, vs, p, G, out); return; }
     for (int j0 = 0; j0 < nk; j0 += VTILE) {
         int n = nk - j0 < VTILE ? nk - j0 : VTILE;
+        if (j0 + VTILE < nk) prefetch_rows(v + (size_t)(j0 + VTILE) * vs, nk - j0 - VTILE < VTILE ? nk - j0 - VTILE : VTILE, vs, hd);
         for (int h0 = 0; h0 < G; h0 += 4)
             values_4heads(hd, n, v + (size_t)j0 * vs, vs, p + (size_t)j0 * G, G, h0, out);
     }
