@@ -312,6 +312,8 @@ static void repack_task(void *ctx, int ith, int nth) {
         int64_t g0, g1;
         hachi_split(j->list[i]->rows / 8, 1, ith, nth, &g0, &g1);
         hachi_mat_to_x8_groups(j->list[i], j->dst[i], g0, g1);
+        const uint64_t gb = 8 * j->list[i]->row_bytes;   /* release as we go: the peak stays low */
+        release_file_pages((const char *)j->list[i]->data + g0 * gb, (size_t)((g1 - g0) * gb));
     }
 }
 
@@ -350,7 +352,7 @@ static hachi_status repack(hachi_model *m) {
     repack_job job = {list, dst, n};
     hachi_pool_run(pool, repack_task, &job);
     for (int i = 0; i < n; i++) {
-        release_file_pages(list[i]->data, hachi_mat_x8_bytes(m->kern, list[i]));
+        release_file_pages(list[i]->data, hachi_mat_x8_bytes(m->kern, list[i]));   /* the slices' edges */
         list[i]->data = dst[i];
         list[i]->x8 = true;
     }
