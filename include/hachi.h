@@ -37,7 +37,7 @@ typedef struct hachi_sampler hachi_sampler;
 
 typedef struct hachi_model_params {
     bool vocab_only;        /* load the tokenizer only (no tensors needed) */
-    bool no_repack;         /* keep Q4_0 matrices in the file's layout (default: rows are
+    bool no_repack;         /* keep Q4_0/Q4_K matrices in the file's layout (default: rows are
                                interleaved 8 by 8 at load for the SIMD kernels; same bytes) */
 } hachi_model_params;
 

@@ -1,6 +1,6 @@
 /* model: hyperparameters and tensor binding from GGUF, per architecture
  * (gemma4, llama). Matrices stay in the read-only mmap (hachi_mat points into
- * it), except those the kernels read faster interleaved 8 rows by 8 (Q4_0):
+ * it), except those the kernels read faster interleaved 8 rows by 8 (Q4_0, Q4_K):
  * they are repacked once at load into one anonymous mapping and their file pages
  * released. 1-D vectors (norm weights, rope_freqs) are small owned f32 copies. */
 #ifndef HACHI_MODEL_H

@@ -56,6 +56,19 @@ _Static_assert(sizeof(block_q8_1) == 36, "block_q8_1 size");
  * x = d * sc * q - dmin * m */
 typedef struct { hachi_half d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[QK_K / 2]; } block_q4_K;
 _Static_assert(sizeof(block_q4_K) == 144, "block_q4_K size");
+/* hachi's runtime layout of 8 q4_K rows (never in a file): block column b of rows
+ * 8g..8g+7 as one block, d[r] / dmin[r] = row r's, scales[k][r] = row r's scales[k] (so
+ * the 6-bit scales and mins of all 8 rows decode with a few vector ops), and
+ * qs[256i + 32c + 4r + k] = row r's qs[32i + 4c + k] (i < 4, c < 8, k < 4): the low
+ * nibbles are elements 4c..4c+3 of sub-block 2i, the high ones of sub-block 2i+1, so one
+ * 32-byte load holds 4 nibble bytes of each of the 8 rows and a broadcast of 4 activation
+ * bytes meets all 8 rows at once. 8 rows take the same bytes as in the file (8 x 144). */
+typedef struct {
+    hachi_half d[8], dmin[8];
+    uint8_t scales[K_SCALE_SIZE][8];
+    uint8_t qs[8 * QK_K / 2];
+} block_q4_Kx8;
+_Static_assert(sizeof(block_q4_Kx8) == 8 * 144, "block_q4_Kx8 size");
 /* 5.5 bits/weight: as q4_K plus the high bit of each weight in qh[32] */
 typedef struct { hachi_half d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2]; } block_q5_K;
 _Static_assert(sizeof(block_q5_K) == 176, "block_q5_K size");
@@ -108,6 +121,9 @@ void hachi_dequantize_row_q8_K(const void *x, float *y, int64_t n);
  * (row j of the 8, into row_bytes of q4_0 blocks). */
 void hachi_repack_q4_0_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n);
 void hachi_unpack_q4_0_x8(const void *src, int j, void *row, int64_t n);
+/* The same for q4_K rows (n a multiple of 256; block_q4_Kx8). */
+void hachi_repack_q4_K_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n);
+void hachi_unpack_q4_K_x8(const void *src, int j, void *row, int64_t n);
 /* q4_K / q5_K: 6-bit scale and min of sub-block j (0..7) from the packed scales[12]. */
 void hachi_q4k_scale_min(int j, const uint8_t *scales, uint8_t *sc, uint8_t *m);
 

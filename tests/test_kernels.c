@@ -423,6 +423,110 @@ TEST(kernels_q4_0_x8) {
         }
 }
 
+/* Interleaved q4_K rows (block_q4_Kx8), as kernels_q4_0_x8: repack/unpack round trip; every
+ * table's vec_dot_x8 equals ref's bit for bit for na = 1..16; ref's x8 against ref's vec_dot
+ * of the file layout within KERNEL_EPS. Inputs: 0 quantized random floats; 1, 2 the int16
+ * extremes (all nibbles 15, every scale and min 63, all activations +127 / -127); 3 random
+ * bytes (every scale/min bit pattern, nibbles 0..15, activations -127..127). */
+static void q8_K_bsums(block_q8_K *y, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++)
+        for (int k = 0; k < QK_K / 16; k++) {
+            int sum = 0;
+            for (int e = 0; e < 16; e++) sum += y[b].qs[16 * k + e];
+            y[b].bsums[k] = (int16_t)sum;
+        }
+}
+
+TEST(kernels_q4_K_x8) {
+    const hachi_kernels *R = hachi_kernels_ref();
+    static const int64_t sizes[] = {256, 768, 2304};
+    int x86_x8 = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (int mode = 0; mode < 4; mode++) {
+            const int64_t n = sizes[si], nb = n / QK_K, rb = row_bytes(HACHI_TYPE_Q4_K, n);
+            const size_t ab = (size_t)row_bytes(HACHI_TYPE_Q8_K, n);
+            char *w = malloc((size_t)rb * 8), *w8 = malloc((size_t)rb * 8), *back = malloc((size_t)rb);
+            char *a = malloc(ab * 16), *ax = malloc((ab + 4096) * 16);
+            float *x = malloc((size_t)n * sizeof(float)), got[128], want[128];
+            for (int j = 0; j < 8; j++) {
+                block_q4_K *wb = (block_q4_K *)(w + j * rb);
+                if (mode == 0) {
+                    fill(x, n, 0);
+                    R->t[HACHI_TYPE_Q4_K].from_float(x, wb, n);
+                    continue;
+                }
+                for (int64_t b = 0; b < nb; b++) {
+                    /* d, dmin in [2^-10, 2^-6); extremes: dmin <= d, so no cancellation */
+                    wb[b].d = hachi_f32_to_f16(ldexpf(1.0f + (float)(rng_u32() % 1024) / 1024.0f, -10 + (int)(rng_u32() % 4)));
+                    wb[b].dmin = mode == 3 ? hachi_f32_to_f16(ldexpf(1.0f + (float)(rng_u32() % 1024) / 1024.0f,
+                                                                     -10 + (int)(rng_u32() % 4)))
+                                           : hachi_f32_to_f16(hachi_f16_to_f32(wb[b].d) / 4);
+                    for (int k = 0; k < K_SCALE_SIZE; k++) wb[b].scales[k] = mode == 3 ? (uint8_t)rng_u32() : 0xFF;
+                    for (int k = 0; k < QK_K / 2; k++) wb[b].qs[k] = mode == 3 ? (uint8_t)rng_u32() : 0xFF;
+                }
+            }
+            for (int t = 0; t < 16; t++) {
+                block_q8_K *yb = (block_q8_K *)(a + t * ab);
+                if (mode == 0) {
+                    fill(x, n, 0);
+                    R->t[HACHI_TYPE_Q8_K].from_float(x, yb, n);
+                    continue;
+                }
+                for (int64_t b = 0; b < nb; b++) {
+                    yb[b].d = ldexpf(1.0f + (float)(rng_u32() % 1024) / 1024.0f, -8);
+                    for (int e = 0; e < QK_K; e++)
+                        yb[b].qs[e] = (int8_t)(mode == 1 ? 127 : mode == 2 ? -127 : (int)(rng_u32() % 255) - 127);
+                }
+                q8_K_bsums(yb, nb);
+            }
+            hachi_repack_q4_K_x8(w, (uint64_t)rb, w8, n);
+            int bad_rt = 0;
+            for (int j = 0; j < 8; j++) {
+                hachi_unpack_q4_K_x8(w8, j, back, n);
+                bad_rt += memcmp(back, w + j * rb, (size_t)rb) != 0;
+            }
+            CHECKF(bad_rt == 0, "q4_K x8 n=%lld: %d rows differ after repack + unpack", (long long)n, bad_rt);
+            R->t[HACHI_TYPE_Q4_K].vec_dot_x8(n, want, w8, a, ab, 16);
+            int bad_ref = 0;
+            float *wf = malloc((size_t)n * sizeof(float)), *af = malloc((size_t)n * sizeof(float));
+            for (int t = 0; t < 16; t++)
+                for (int j = 0; j < 8; j++) {
+                    float d, norm = 0;
+                    R->t[HACHI_TYPE_Q4_K].vec_dot(n, &d, w + j * rb, a + t * ab);
+                    R->t[HACHI_TYPE_Q4_K].to_float(w + j * rb, wf, n);
+                    R->t[HACHI_TYPE_Q8_K].to_float(a + t * ab, af, n);
+                    for (int64_t i = 0; i < n; i++) norm += fabsf(wf[i] * af[i]);
+                    bad_ref += !(fabsf(want[8 * t + j] - d) <= KERNEL_EPS * norm);
+                }
+            free(wf); free(af);
+            CHECKF(bad_ref == 0, "ref q4_K x8 n=%lld mode %d: %d sums off ref's vec_dot", (long long)n, mode, bad_ref);
+            for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
+                const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
+                if (!K || !K->t[HACHI_TYPE_Q4_K].vec_dot_x8) continue;
+                x86_x8 += isa == HACHI_ISA_AVX2 || isa == HACHI_ISA_AVX512;
+                const hachi_type_kernels *kt = &K->t[HACHI_TYPE_Q4_K];
+                const size_t st = ab + (kt->act_extra ? kt->act_extra(n) : 0);
+                for (int t = 0; t < 16; t++) {
+                    memcpy(ax + t * st, a + t * ab, ab);
+                    if (kt->act_prep) kt->act_prep(n, ax + t * st, 0, nb);
+                }
+                int bad = 0, at = -1;
+                for (int na = 1; na <= 16; na++) {
+                    for (int i = 0; i < 128; i++) got[i] = NAN;
+                    kt->vec_dot_x8(n, got, w8, ax, st, na);
+                    for (int i = 0; i < 8 * na; i++)
+                        if (memcmp(&got[i], &want[i], sizeof(float))) { bad++; if (at < 0) at = 1000 * na + i; }
+                    for (int i = 8 * na; i < 128; i++) bad += !isnan(got[i]);
+                }
+                CHECKF(bad == 0, "%s q4_K x8 n=%lld mode %d: %d sums not bitwise ref's (first na*1000+i %d)",
+                       K->name, (long long)n, mode, bad, at);
+            }
+            free(w); free(w8); free(back); free(a); free(ax); free(x);
+        }
+    /* the AVX2 table (and AVX-512's, its copy) must have the kernel where this CPU runs it */
+    CHECKF(!hachi_kernels_get(HACHI_ISA_AVX2) || x86_x8 > 0, "no x86 q4_K vec_dot_x8 was tested");
+}
+
 /* The activation quantizers match ref to the byte on rounding ties (x * id exactly k + 0.5:
  * roundf rounds away from zero), zero blocks, and large and tiny magnitudes. */
 TEST(kernels_q8_0_quantize_ties) {

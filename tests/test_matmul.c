@@ -4,7 +4,7 @@
  * 1, 2 and 3 threads against a naive loop of the reference vec_dot over the
  * same quantized activations; n_tok outputs against n_tok 1-token calls;
  * output padding untouched; no allocation; hachi_mat_row against to_float;
- * the same with rows interleaved by 8 (Q4_0 where the ISA has the x8 kernel). */
+ * the same with rows interleaved by 8 (Q4_0, Q4_K where the ISA has the x8 kernel). */
 #include "test.h"
 #include "matmul.h"
 #include "util.h"
@@ -157,6 +157,7 @@ TEST(matmul_vs_reference) {
                 /* rows interleaved by 8 (where this ISA has the kernel for the type) */
                 {types[ti], 40, 256, all_toks, 7, true},
                 {types[ti], 24, 1536 + 96, few_toks, 4, true},
+                {types[ti], 32, 2048 + 256, few_toks, 4, true},   /* 9 Q4_K blocks per row */
             };
             for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
                 if (cases[ci].cols % hachi_type_info(types[ti])->blck_size) continue;

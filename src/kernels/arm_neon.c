@@ -484,6 +484,7 @@ static void set(uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn mult
 static void build(void) {
     table = *hachi_kernels_ref();   /* cold entries (and int8 dots without sdot) stay ref's */
     table.t[HACHI_TYPE_Q4_0].vec_dot_x8 = NULL;   /* without sdot: keep the file's layout */
+    table.t[HACHI_TYPE_Q4_K].vec_dot_x8 = NULL;   /* no NEON x8 kernel: Q4_K keeps the file's layout */
     table.isa = HACHI_ISA_NEON;
     table.name = "neon";
     set(HACHI_TYPE_F32, hachi_vec_dot_f32_neon, multi_f32);

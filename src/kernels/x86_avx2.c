@@ -1,13 +1,13 @@
 /* kernels/x86_avx2: AVX2+FMA+F16C kernels, the hot path of decode on most x86 CPUs.
  * Accelerated: vec_dot of every weight type; vec_dot_multi that unpacks each weight block
  * once for all rows (Q4_0, Q8_0, Q4_K, Q6_K, F16, F32; Q4_1, Q5_0, Q5_K, BF16 loop the
- * single dot); fp16 conversion and the fp16 attention kernels. Quantizers and the other
- * dequantizers are ref's (cold). Integer dots use the maddubs/madd pattern: u8 x s8 pairs
- * into int16, pairs of int16 into int32, then float FMAs on several blocks folded into one
- * vector. Q4_0 feeds its unsigned nibbles to maddubs directly and corrects with
- * 8*sum(activation block) from the activation extras (act_prep, once per matmul); Q6_K's
- * -32 offset comes from the Q8_K bsums. In cache: ~1.0 ns per Q4_0 block, ~9-11 ns per
- * Q6_K block (Zen 3), so two cores outrun DRAM. */
+ * single dot); vec_dot_x8 over rows interleaved 8 by 8 (Q4_0, Q4_K); fp16 conversion and
+ * the fp16 attention kernels. Quantizers and the other dequantizers are ref's (cold).
+ * Integer dots use the maddubs/madd pattern: u8 x s8 pairs into int16, pairs of int16 into
+ * int32, then float FMAs on several blocks folded into one vector. Q4_0 feeds its unsigned
+ * nibbles to maddubs directly and corrects with 8*sum(activation block) from the activation
+ * extras (act_prep, once per matmul); Q6_K's -32 offset comes from the Q8_K bsums. In cache:
+ * ~1.0 ns per Q4_0 block, ~9-11 ns per Q6_K block (Zen 3), so two cores outrun DRAM. */
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -474,6 +474,100 @@ static void multi_q4_K(int64_t n, float *s, const void *vw, const void *va, size
     for (int r = 0; r < na; r++) s[r] = hsum_ps(acc[r]) + hsum_ps128(accm[r]);
 }
 
+/* 8 interleaved q4_K rows (block_q4_Kx8) against R activation rows. Per block the 8 rows'
+ * scales and mins are decoded once for all R rows (byte k of the 8 rows' scales is one
+ * 64-bit lane, so the 6-bit unpacking of unpack_k_scales runs on 8 rows at once). Per
+ * sub-block j and row: 8 maddubs (4 nibble bytes of each weight row against a broadcast of
+ * 4 activation bytes) summed in int16 (|sum| <= 8 * 2 * 15 * 128 < 2^15), one madd with
+ * sc[j] of each weight row in both int16 lanes of that row -> int32 per row, summed over
+ * the 8 sub-blocks; the mins: 4 madds of the rows' (m[2p], m[2p+1]) against (bsum pair 2p,
+ * bsum pair 2p+1). Then acc = fma(dw*da, sumi, acc), acc = fma(-(dmw*da), summ, acc):
+ * exactly ref's order, so results equal ref's bit for bit and never depend on R. */
+static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    const block_q4_Kx8 *w = vw;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
+    /* from 8 bytes in each 128-bit half: int16 lanes 2r, 2r+1 = byte r (rows 0..3 in half 0, 4..7 in half 1) */
+    const __m256i dup = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
+                                         4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
+    __m256 acc[ROWS_MAX];
+    UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        const char *next = (const char *)(w + b + 1);
+        /* scales[k] = byte k of the 8 rows: s0 = bytes 0..3, s1 = 4..7, s2 = 8..11 (8 rows each) */
+        const __m256i s0 = _mm256_loadu_si256((const __m256i *)w[b].scales[0]);
+        const __m256i s1 = _mm256_loadu_si256((const __m256i *)w[b].scales[4]);
+        const __m256i s2 = _mm256_loadu_si256((const __m256i *)w[b].scales[8]);
+        _Alignas(32) uint8_t sc[64];   /* sc[8j + r]: row r's 6-bit scale of sub-block j */
+        _mm256_store_si256((__m256i *)sc, _mm256_and_si256(s0, m6));
+        _mm256_store_si256((__m256i *)(sc + 32), _mm256_or_si256(_mm256_and_si256(s2, m4),
+                                                                  _mm256_and_si256(_mm256_srli_epi16(s0, 2), m30)));
+        __m256i sumi[ROWS_MAX];
+        UNROLL for (int j = 0; j < 8; j++) {
+            _mm_prefetch(next + 128 * j, _MM_HINT_T0);
+            _mm_prefetch(next + 128 * j + 64, _MM_HINT_T0);
+            int64_t s8;
+            memcpy(&s8, sc + 8 * j, 8);
+            const __m256i scv = _mm256_shuffle_epi8(_mm256_set1_epi64x(s8), dup);
+            const uint8_t *qj = w[b].qs + 256 * (j / 2);
+            __m256i p[ROWS_MAX];
+            UNROLL for (int c = 0; c < 8; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(qj + 32 * c));
+                const __m256i q = j % 2 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+                UNROLL for (int r = 0; r < R; r++) {
+                    const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + b;
+                    const __m256i t = _mm256_maddubs_epi16(q, bcast32(a->qs + 32 * j + 4 * c));
+                    p[r] = c ? _mm256_add_epi16(p[r], t) : t;
+                }
+            }
+            UNROLL for (int r = 0; r < R; r++) {
+                const __m256i t = _mm256_madd_epi16(p[r], scv);
+                sumi[r] = j ? _mm256_add_epi32(sumi[r], t) : t;
+            }
+        }
+        _mm_prefetch(next + 1024, _MM_HINT_T0);
+        _mm_prefetch(next + 1088, _MM_HINT_T0);
+        /* the mins: mv[p] int16 lanes 2r, 2r+1 = row r's m[2p], m[2p+1] */
+        const __m256i mlo = _mm256_and_si256(s1, m6);   /* byte 8j + r: m[j], j < 4 */
+        const __m256i mhi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(s2, 4), m4),
+                                            _mm256_and_si256(_mm256_srli_epi16(s1, 2), m30));   /* j 4..7 */
+        __m256i mv[4];
+        UNROLL for (int p = 0; p < 4; p++) {
+            const __m256i v = p < 2 ? mlo : mhi;
+            const __m128i h = p % 2 ? _mm256_extracti128_si256(v, 1) : _mm256_castsi256_si128(v);
+            mv[p] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(h, _mm_srli_si128(h, 8)));
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
+        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].dmin));
+        UNROLL for (int r = 0; r < R; r++) {
+            const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + b;
+            const __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
+            /* int32 lane p (of each half) = the bsum pairs of sub-blocks 2p and 2p+1 */
+            const __m128i pr = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+            const __m256i p2 = _mm256_broadcastsi128_si256(pr);
+            const __m256i summ = _mm256_add_epi32(
+                _mm256_add_epi32(_mm256_madd_epi16(mv[0], _mm256_shuffle_epi32(p2, 0x00)),
+                                 _mm256_madd_epi16(mv[1], _mm256_shuffle_epi32(p2, 0x55))),
+                _mm256_add_epi32(_mm256_madd_epi16(mv[2], _mm256_shuffle_epi32(p2, 0xAA)),
+                                 _mm256_madd_epi16(mv[3], _mm256_shuffle_epi32(p2, 0xFF))));
+            const __m256 da = _mm256_set1_ps(a->d);
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(dmw, da), _mm256_cvtepi32_ps(summ), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
+}
+static void x8_q4_K(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) {
+    const char *a = va;
+    int r = 0;
+    for (; r + ROWS_MAX <= na; r += ROWS_MAX) x8_rows_q4_K(n, s + 8 * r, w, a + (size_t)r * stride, stride, ROWS_MAX);
+    switch (na - r) {
+    case 3: x8_rows_q4_K(n, s + 8 * r, w, a + (size_t)r * stride, stride, 3); break;
+    case 2: x8_rows_q4_K(n, s + 8 * r, w, a + (size_t)r * stride, stride, 2); break;
+    case 1: x8_rows_q4_K(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1); break;
+    default: break;
+    }
+}
+
 /* q5_K: the 5th bit of sub-block 2c is bit 2c of qh[l], of sub-block 2c+1 bit 2c+1 */
 void hachi_vec_dot_q5_K_q8_K_avx2(int64_t n, float *s, const void *vw, const void *va) {
     const block_q5_K *w = vw;
@@ -774,6 +868,7 @@ static void build(void) {
     set(HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_avx2, multi_q5_0);
     set(HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_avx2, multi_q8_0);
     set(HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_avx2, multi_q4_K);
+    table.t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;   /* the loader repacks Q4_K rows by 8 too */
     set(HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_avx2, multi_q5_K);
     set(HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx2, multi_q6_K);
     table.t[HACHI_TYPE_F16].to_float = to_float_f16;

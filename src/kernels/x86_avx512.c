@@ -602,7 +602,7 @@ static void build(void) {
     set(HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_avx512, multi_q4_1);
     set(HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_avx512, multi_q5_0);
     set(HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_avx512, multi_q8_0);
-    set(HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_avx512, multi_q4_K);
+    set(HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_avx512, multi_q4_K);   /* no extras: AVX2's vec_dot_x8 stays */
     set(HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_avx512, multi_q5_K);
     set(HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx512, multi_q6_K);
     table.t[HACHI_TYPE_F16].to_float = to_float_f16;
