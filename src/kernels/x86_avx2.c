@@ -94,6 +94,20 @@ static inline __m256 load_f32(const float *p) { return _mm256_loadu_ps(p); }
         }                                                                                    \
     }
 
+/* vec_dot_x8 from an X8 ROWS function (8 weight rows x R activation rows, s[8r + j]) */
+#define X8_FROM_ROWS(name, rows)                                                             \
+    static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
+        const char *a = va;                                                                  \
+        int r = 0;                                                                           \
+        for (; r + ROWS_MAX <= na; r += ROWS_MAX) rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, ROWS_MAX); \
+        switch (na - r) {                                                                    \
+        case 3: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 3); break;             \
+        case 2: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 2); break;             \
+        case 1: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1); break;             \
+        default: break;                                                                      \
+        }                                                                                    \
+    }
+
 /* float weights, per row: per 32 elements t = w0*a0 (+ w1*a1 + w2*a2 + w3*a3 by fma),
  * acc += t; then 8 at a time acc = fma(w, a, acc); hsum; scalar tail in order. */
 #define FLOAT_ROWS(name, wtype, load, scalar)                                                \
@@ -347,17 +361,7 @@ static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, cons
     }
     UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
 }
-static void x8_q4_0(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) {
-    const char *a = va;
-    int r = 0;
-    for (; r + ROWS_MAX <= na; r += ROWS_MAX) x8_rows_q4_0(n, s + 8 * r, w, a + (size_t)r * stride, stride, ROWS_MAX);
-    switch (na - r) {
-    case 3: x8_rows_q4_0(n, s + 8 * r, w, a + (size_t)r * stride, stride, 3); break;
-    case 2: x8_rows_q4_0(n, s + 8 * r, w, a + (size_t)r * stride, stride, 2); break;
-    case 1: x8_rows_q4_0(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1); break;
-    default: break;
-    }
-}
+X8_FROM_ROWS(x8_q4_0, x8_rows_q4_0)
 
 /* x = q*d + m (q unsigned): d*da*sum(q*qa) + m*da*sum(qa) */
 void hachi_vec_dot_q4_1_q8_0_avx2(int64_t n, float *s, const void *vw, const void *va) {
@@ -556,17 +560,7 @@ static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, cons
     }
     UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
 }
-static void x8_q4_K(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) {
-    const char *a = va;
-    int r = 0;
-    for (; r + ROWS_MAX <= na; r += ROWS_MAX) x8_rows_q4_K(n, s + 8 * r, w, a + (size_t)r * stride, stride, ROWS_MAX);
-    switch (na - r) {
-    case 3: x8_rows_q4_K(n, s + 8 * r, w, a + (size_t)r * stride, stride, 3); break;
-    case 2: x8_rows_q4_K(n, s + 8 * r, w, a + (size_t)r * stride, stride, 2); break;
-    case 1: x8_rows_q4_K(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1); break;
-    default: break;
-    }
-}
+X8_FROM_ROWS(x8_q4_K, x8_rows_q4_K)
 
 /* q5_K: the 5th bit of sub-block 2c is bit 2c of qh[l], of sub-block 2c+1 bit 2c+1 */
 void hachi_vec_dot_q5_K_q8_K_avx2(int64_t n, float *s, const void *vw, const void *va) {
