@@ -302,8 +302,9 @@ static void release_file_pages(const void *p, size_t n) {
  * looked up) 8 rows by 8 when the kernels have an x8 kernel for its type: one anonymous
  * mapping (transparent huge pages where the system allows: fewer TLB misses on the weight
  * stream), made read-only afterwards. Resident memory stays about the file's: the copies
- * replace the file pages they came from. The work (mostly the kernel zeroing the new pages)
- * is split over a pool of the physical cores. */
+ * replace the file pages they came from (when the mapping cannot be had, nothing is
+ * repacked). The work (mostly the kernel zeroing the new pages) is split over a pool of the
+ * physical cores. */
 typedef struct repack_job { hachi_mat **list; char **dst; int n; } repack_job;
 
 static void repack_task(void *ctx, int ith, int nth) {
@@ -337,10 +338,7 @@ static hachi_status repack(hachi_model *m) {
     for (int i = 0; i < n; i++) total += (hachi_mat_x8_bytes(m->kern, list[i]) + 63) / 64 * 64;
     if (!total) goto out;
     char *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        st = hachi_fail(HACHI_ERR_NOMEM, "%s: cannot map %zu bytes for repacked weights", m->path, total);
-        goto out;
-    }
+    if (p == MAP_FAILED) goto out;   /* no memory for the copies: the file's layout runs as it is */
 #ifdef MADV_HUGEPAGE
     madvise(p, total, MADV_HUGEPAGE);
 #endif
