@@ -580,8 +580,9 @@ int cmd_bench(int argc, char **argv) {
 
     printf("hachi bench: %s, %d CPUs, %d threads, kernels %s, read bandwidth %.1f GB/s (measured)\n", r.cpu, r.n_cpus,
            r.threads, r.kernels, r.bw_gbs);
-    printf("model: %s (%s %s, %.1f MB file, %.1f MB weights read per token), context %d, plan %.1f MB\n", r.model_path,
-           hachi_model_arch(m), r.type, r.file_bytes / 1e6, m->weight_bytes / 1e6, n_ctx, r.plan_bytes / 1e6);
+    printf("model: %s (%s %s, %.1f MB file, %.1f MB weights read per token, %.1f MB of them interleaved by 8), "
+           "context %d, plan %.1f MB\n", r.model_path, hachi_model_arch(m), r.type, r.file_bytes / 1e6,
+           m->weight_bytes / 1e6, m->x8_bytes / 1e6, n_ctx, r.plan_bytes / 1e6);
     fflush(stdout);
 
     uint64_t rng = 0x2545F4914F6CDD1Dull ^ b.seed;
