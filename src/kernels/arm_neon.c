@@ -3,7 +3,7 @@
  * CPU reports ASIMDDP; without it the int8 entries stay ref's while the float, fp16 and
  * attention kernels (plain ASIMD) are still used. vec_dot_multi unpacks each weight block
  * once for all rows for Q4_0, Q8_0, Q4_K, Q6_K, F16, F32; other types loop the dot. With
- * sdot, Q4_0 also gets vec_dot_x8 (rows interleaved by 8, so the loader repacks them). */
+ * sdot, Q4_0 and Q4_K also get vec_dot_x8 (rows interleaved by 8, so the loader repacks them). */
 #include "kernels/kernels.h"
 
 #if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
@@ -209,6 +209,95 @@ static void x8_q4_0(int64_t n, float *s, const void *w, const void *va, size_t s
     case 3: x8_rows_q4_0(n, s + 8 * r, w, a + (size_t)r * stride, stride, 3); break;
     case 2: x8_rows_q4_0(n, s + 8 * r, w, a + (size_t)r * stride, stride, 2); break;
     case 1: x8_rows_q4_0(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1); break;
+    default: break;
+    }
+}
+
+/* 8 interleaved q4_K rows (block_q4_Kx8) against R activation rows. Per block the 8 rows'
+ * 6-bit scales and mins are decoded once for all R rows: scales[k] holds byte k of the 8
+ * rows, so a 16-byte load holds bytes k, k+1 of all 8 and hachi_q4k_scale_min's bit moves
+ * run on 8 rows at once, into sc[8j + r], mn[8j + r] (row r, sub-block j). Then per half h
+ * (rows 4h..4h+3) and sub-block j: the 8 chunks of 16 bytes hold 4 nibble bytes of each of
+ * the 4 rows (low nibbles for even j, high for odd; 0..15 are valid s8 operands as they are),
+ * so 8 sdots with lane c of the activation's sub-block as in x8_dot4 leave each row's sum in
+ * its int32 lane, and sumi += that * the rows' sc[j] (vmlaq_s32: |sumi| < 2^25, exact). The
+ * mins: summ = sum_j m[j] * (bsums[2j] + bsums[2j+1]) by widening multiplies with lane j of
+ * the bsum pairs (exact). Then acc = fma(dw*da, sumi, acc), acc = fma(-(dmw*da), summ, acc):
+ * ref's order, so results equal ref's bit for bit and never depend on R. */
+static ALWAYS_INLINE int32x4_t x8_mins_q4_K(const uint8_t *mn, int h, int16x8_t p) {
+    int16x4_t m[8];   /* rows 4h..4h+3, sub-block j */
+    UNROLL for (int j = 0; j < 8; j++) {
+        const int16x8_t v = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mn + 8 * j)));
+        m[j] = h ? vget_high_s16(v) : vget_low_s16(v);
+    }
+    int32x4_t v = vmull_laneq_s16(m[0], p, 0);
+    v = vmlal_laneq_s16(v, m[1], p, 1);
+    v = vmlal_laneq_s16(v, m[2], p, 2);
+    v = vmlal_laneq_s16(v, m[3], p, 3);
+    v = vmlal_laneq_s16(v, m[4], p, 4);
+    v = vmlal_laneq_s16(v, m[5], p, 5);
+    v = vmlal_laneq_s16(v, m[6], p, 6);
+    return vmlal_laneq_s16(v, m[7], p, 7);
+}
+static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    const block_q4_Kx8 *w = vw;
+    const uint8x16_t m4 = vdupq_n_u8(0xF), m6 = vdupq_n_u8(0x3F);
+    float32x4_t acc[2][ROWS_MAX];   /* [h][r]: rows 4h..4h+3 */
+    UNROLL for (int r = 0; r < R; r++) acc[0][r] = acc[1][r] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        uint8x16_t v[6];   /* v[i]: bytes 2i, 2i+1 of the 8 rows' scales */
+        UNROLL for (int i = 0; i < 6; i++) v[i] = vld1q_u8(w[b].scales[2 * i]);
+        uint8_t sc[64], mn[64];
+        vst1q_u8(sc, vandq_u8(v[0], m6));
+        vst1q_u8(sc + 16, vandq_u8(v[1], m6));
+        vst1q_u8(sc + 32, vsliq_n_u8(v[4], vshrq_n_u8(v[0], 6), 4));
+        vst1q_u8(sc + 48, vsliq_n_u8(v[5], vshrq_n_u8(v[1], 6), 4));
+        vst1q_u8(mn, vandq_u8(v[2], m6));
+        vst1q_u8(mn + 16, vandq_u8(v[3], m6));
+        vst1q_u8(mn + 32, vsliq_n_u8(vshrq_n_u8(v[4], 4), vshrq_n_u8(v[2], 6), 4));
+        vst1q_u8(mn + 48, vsliq_n_u8(vshrq_n_u8(v[5], 4), vshrq_n_u8(v[3], 6), 4));
+        UNROLL for (int h = 0; h < 2; h++) {
+            int32x4_t sumi[ROWS_MAX];
+            UNROLL for (int r = 0; r < R; r++) sumi[r] = vdupq_n_s32(0);
+            for (int j = 0; j < 8; j++) {
+                const uint16x8_t sc16 = vmovl_u8(vld1_u8(sc + 8 * j));
+                const int32x4_t scv = vreinterpretq_s32_u32(h ? vmovl_high_u16(sc16) : vmovl_u16(vget_low_u16(sc16)));
+                const int8x16_t sh = vdupq_n_s8((int8_t)(-4 * (j % 2)));   /* vshlq by -4: the high nibbles */
+                int8x16_t q[8];   /* q[2c], q[2c + 1]: bytes 4c..4c+3, 4c+16..4c+19 of sub-block j */
+                UNROLL for (int c = 0; c < 4; c++)
+                    UNROLL for (int e = 0; e < 2; e++) {
+                        const uint8x16_t x = vld1q_u8(w[b].qs + 256 * (j / 2) + 32 * (c + 4 * e) + 16 * h);
+                        q[2 * c + e] = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(x, sh), m4));
+                    }
+                UNROLL for (int r = 0; r < R; r++) {
+                    const int8_t *y = ((const block_q8_K *)(va + (size_t)r * stride) + b)->qs + 32 * j;
+                    sumi[r] = vmlaq_s32(sumi[r], x8_dot4(q, vld1q_s8(y), vld1q_s8(y + 16)), scv);
+                }
+            }
+            const float32x4_t dw = load_f16(w[b].d + 4 * h), dmw = load_f16(w[b].dmin + 4 * h);
+            UNROLL for (int r = 0; r < R; r++) {
+                const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + b;
+                /* lane j: bsums[2j] + bsums[2j+1], |.| <= 4096 */
+                const int16x8_t p = vpaddq_s16(vld1q_s16(a->bsums), vld1q_s16(a->bsums + 8));
+                const float32x4_t da = vdupq_n_f32(a->d);
+                acc[h][r] = vfmaq_f32(acc[h][r], vmulq_f32(dw, da), vcvtq_f32_s32(sumi[r]));
+                acc[h][r] = vfmsq_f32(acc[h][r], vmulq_f32(dmw, da), vcvtq_f32_s32(x8_mins_q4_K(mn, h, p)));
+            }
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) {
+        vst1q_f32(s + 8 * r, acc[0][r]);
+        vst1q_f32(s + 8 * r + 4, acc[1][r]);
+    }
+}
+static void x8_q4_K(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) {
+    const char *a = va;
+    int r = 0;
+    for (; r + ROWS_MAX <= na; r += ROWS_MAX) x8_rows_q4_K(n, s + 8 * r, w, a + (size_t)r * stride, stride, ROWS_MAX);
+    switch (na - r) {
+    case 3: x8_rows_q4_K(n, s + 8 * r, w, a + (size_t)r * stride, stride, 3); break;
+    case 2: x8_rows_q4_K(n, s + 8 * r, w, a + (size_t)r * stride, stride, 2); break;
+    case 1: x8_rows_q4_K(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1); break;
     default: break;
     }
 }
@@ -484,7 +573,7 @@ static void set(uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn mult
 static void build(void) {
     table = *hachi_kernels_ref();   /* cold entries (and int8 dots without sdot) stay ref's */
     table.t[HACHI_TYPE_Q4_0].vec_dot_x8 = NULL;   /* without sdot: keep the file's layout */
-    table.t[HACHI_TYPE_Q4_K].vec_dot_x8 = NULL;   /* no NEON x8 kernel: Q4_K keeps the file's layout */
+    table.t[HACHI_TYPE_Q4_K].vec_dot_x8 = NULL;
     table.isa = HACHI_ISA_NEON;
     table.name = "neon";
     set(HACHI_TYPE_F32, hachi_vec_dot_f32_neon, multi_f32);
@@ -502,6 +591,7 @@ static void build(void) {
         set(HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_neon, multi_q5_0);
         set(HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_neon, multi_q8_0);
         set(HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_neon, multi_q4_K);
+        table.t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;   /* and Q4_K rows by 8 */
         set(HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_neon, multi_q5_K);
         set(HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_neon, multi_q6_K);
     }
