@@ -63,14 +63,15 @@ TEST(bench_json_tiny) {
     CHECK(n > 0);
     if (!json || !n) { free(json); return; }
     CHECK(json[0] == '{' && strstr(json, "}\n"));
-    static const char *keys[] = {"bandwidth_gbs", "threads", "model", "path", "type", "depths", "prefill_tps",
-                                 "verify", "rss_bytes", "profile"};
+    static const char *keys[] = {"bandwidth_gbs", "bandwidth_end_gbs", "threads", "model", "path", "type", "depths",
+                                 "prefill_tps", "verify", "rss_bytes", "profile"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         char pat[64];
         snprintf(pat, sizeof pat, "\"%s\":", keys[i]);
         CHECKF(strstr(json, pat), "key %s missing", keys[i]);
     }
     CHECK_POS(json, "bandwidth_gbs", 0);
+    CHECK_POS(json, "bandwidth_end_gbs", 0);
     CHECK(json_num_at(json, "threads", 0) == 1);
     CHECK(strstr(json, "\"type\": \"q4_0\""));
     static const char *dkeys[] = {"decode_tps_median", "decode_tps_min", "decode_tps_max", "ms_per_token",

@@ -60,7 +60,7 @@ typedef struct depth_result {
 } depth_result;
 
 typedef struct bench_result {
-    double bw_gbs;
+    double bw_gbs, bw_end_gbs;      /* read bandwidth at the start (the roofline's), again at the end */
     int threads, n_cpus, n_ctx;
     char cpu[128], kernels[16], type[32];
     const char *model_path;
@@ -410,6 +410,7 @@ static bool write_json(const char *path, const bench_result *r, const bench_opts
     FILE *f = fopen(tmp, "w");
     if (!f) { cli_error(CMD, "cannot write '%s': %s", tmp, strerror(errno)); return false; }
     fprintf(f, "{\n  \"bandwidth_gbs\": "); json_num(f, r->bw_gbs);
+    fprintf(f, ",\n  \"bandwidth_end_gbs\": "); json_num(f, r->bw_end_gbs);
     fprintf(f, ",\n  \"threads\": %d,\n  \"n_cpus\": %d,\n  \"cpu\": ", r->threads, r->n_cpus);
     json_str(f, r->cpu);
     fprintf(f, ",\n  \"kernels\": "); json_str(f, r->kernels);
@@ -671,6 +672,12 @@ int cmd_bench(int argc, char **argv) {
     if (getrusage(RUSAGE_SELF, &ru) == 0) r.rss_bytes = (size_t)ru.ru_maxrss * 1024;
     printf("peak RSS %.1f MB (model file %.1f MB + session plan %.1f MB = %.1f MB)\n", r.rss_bytes / 1e6,
            r.file_bytes / 1e6, r.plan_bytes / 1e6, (r.file_bytes + r.plan_bytes) / 1e6);
+    /* measured again, in this process now that the peak RSS is taken: how far the machine's
+     * bandwidth drifted while the numbers above were taken (shared hosts drift a lot) */
+    fprintf(stderr, "hachi bench: measuring read bandwidth again...\n");
+    r.bw_end_gbs = hachi_measure_read_bandwidth_sized(r.threads, (size_t)b.bw_mb << 20, 5);
+    printf("read bandwidth at the end %.1f GB/s (start %.1f GB/s, which the roofline column uses)\n", r.bw_end_gbs,
+           r.bw_gbs);
     if (b.json) {
         if (!write_json(b.json, &r, &b)) goto out;
         printf("json: %s\n", b.json);
