@@ -35,19 +35,21 @@ static inline float bf2f(uint16_t h) { return hachi_bf16_to_f32(h); }
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
 
-/* multi from ROWS: groups of ROWS_MAX rows, then the 1..3 left */
-#define MULTI_FROM_ROWS(name, rows)                                                          \
+/* multi (step 1) or x8 (step 8: 8 outputs per activation row) from ROWS: groups of ROWS_MAX
+ * activation rows, then the 1..3 left */
+#define ROWS_FROM(name, rows, step)                                                          \
     static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
         const char *a = va;                                                                  \
         int r = 0;                                                                           \
-        for (; r + ROWS_MAX <= na; r += ROWS_MAX) rows(n, s + r, w, a + (size_t)r * stride, stride, ROWS_MAX); \
+        for (; r + ROWS_MAX <= na; r += ROWS_MAX) rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, ROWS_MAX); \
         switch (na - r) {                                                                    \
-        case 3: rows(n, s + r, w, a + (size_t)r * stride, stride, 3); break;                 \
-        case 2: rows(n, s + r, w, a + (size_t)r * stride, stride, 2); break;                 \
-        case 1: rows(n, s + r, w, a + (size_t)r * stride, stride, 1); break;                 \
+        case 3: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 3); break;        \
+        case 2: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 2); break;        \
+        case 1: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 1); break;        \
         default: break;                                                                      \
         }                                                                                    \
     }
+#define MULTI_FROM_ROWS(name, rows) ROWS_FROM(name, rows, 1)
 
 /* float weights, per row: per 16 elements t = w0*a0 (+ w1*a1 + w2*a2 + w3*a3 by fma),
  * acc += t; then 4 at a time acc = fma(w, a, acc); vaddv; scalar tail in order. */
@@ -201,17 +203,7 @@ static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, cons
         vst1q_f32(s + 8 * r + 4, acc1[r]);
     }
 }
-static void x8_q4_0(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) {
-    const char *a = va;
-    int r = 0;
-    for (; r + ROWS_MAX <= na; r += ROWS_MAX) x8_rows_q4_0(n, s + 8 * r, w, a + (size_t)r * stride, stride, ROWS_MAX);
-    switch (na - r) {
-    case 3: x8_rows_q4_0(n, s + 8 * r, w, a + (size_t)r * stride, stride, 3); break;
-    case 2: x8_rows_q4_0(n, s + 8 * r, w, a + (size_t)r * stride, stride, 2); break;
-    case 1: x8_rows_q4_0(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1); break;
-    default: break;
-    }
-}
+ROWS_FROM(x8_q4_0, x8_rows_q4_0, 8)
 
 /* 8 interleaved q4_K rows (block_q4_Kx8) against R activation rows. Per block the 8 rows'
  * 6-bit scales and mins are decoded once for all R rows: scales[k] holds byte k of the 8
@@ -290,17 +282,7 @@ static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, cons
         vst1q_f32(s + 8 * r + 4, acc[1][r]);
     }
 }
-static void x8_q4_K(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) {
-    const char *a = va;
-    int r = 0;
-    for (; r + ROWS_MAX <= na; r += ROWS_MAX) x8_rows_q4_K(n, s + 8 * r, w, a + (size_t)r * stride, stride, ROWS_MAX);
-    switch (na - r) {
-    case 3: x8_rows_q4_K(n, s + 8 * r, w, a + (size_t)r * stride, stride, 3); break;
-    case 2: x8_rows_q4_K(n, s + 8 * r, w, a + (size_t)r * stride, stride, 2); break;
-    case 1: x8_rows_q4_K(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1); break;
-    default: break;
-    }
-}
+ROWS_FROM(x8_q4_K, x8_rows_q4_K, 8)
 
 /* q4_1: d*da*sum(q*qa) + m*da*sum(qa); nibbles 0..15 are valid s8 operands */
 void hachi_vec_dot_q4_1_q8_0_neon(int64_t n, float *s, const void *vw, const void *va) {

@@ -12,6 +12,7 @@
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
+#include "kernels/x86_avx2_exp.h"
 #include <pthread.h>
 #include <string.h>
 #include "util.h"
@@ -80,33 +81,21 @@ static inline __m256 load_f32(const float *p) { return _mm256_loadu_ps(p); }
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
 
-/* multi from ROWS: groups of ROWS_MAX rows, then the 1..3 left */
-#define MULTI_FROM_ROWS(name, rows)                                                          \
+/* multi (step 1) or x8 (step 8: 8 outputs per activation row) from ROWS: groups of ROWS_MAX
+ * activation rows, then the 1..3 left */
+#define ROWS_FROM(name, rows, step)                                                          \
     static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
         const char *a = va;                                                                  \
         int r = 0;                                                                           \
-        for (; r + ROWS_MAX <= na; r += ROWS_MAX) rows(n, s + r, w, a + (size_t)r * stride, stride, ROWS_MAX); \
+        for (; r + ROWS_MAX <= na; r += ROWS_MAX) rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, ROWS_MAX); \
         switch (na - r) {                                                                    \
-        case 3: rows(n, s + r, w, a + (size_t)r * stride, stride, 3); break;                 \
-        case 2: rows(n, s + r, w, a + (size_t)r * stride, stride, 2); break;                 \
-        case 1: rows(n, s + r, w, a + (size_t)r * stride, stride, 1); break;                 \
+        case 3: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 3); break;        \
+        case 2: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 2); break;        \
+        case 1: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 1); break;        \
         default: break;                                                                      \
         }                                                                                    \
     }
-
-/* vec_dot_x8 from an X8 ROWS function (8 weight rows x R activation rows, s[8r + j]) */
-#define X8_FROM_ROWS(name, rows)                                                             \
-    static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
-        const char *a = va;                                                                  \
-        int r = 0;                                                                           \
-        for (; r + ROWS_MAX <= na; r += ROWS_MAX) rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, ROWS_MAX); \
-        switch (na - r) {                                                                    \
-        case 3: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 3); break;             \
-        case 2: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 2); break;             \
-        case 1: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1); break;             \
-        default: break;                                                                      \
-        }                                                                                    \
-    }
+#define MULTI_FROM_ROWS(name, rows) ROWS_FROM(name, rows, 1)
 
 /* float weights, per row: per 32 elements t = w0*a0 (+ w1*a1 + w2*a2 + w3*a3 by fma),
  * acc += t; then 8 at a time acc = fma(w, a, acc); hsum; scalar tail in order. */
@@ -361,7 +350,7 @@ static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, cons
     }
     UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
 }
-X8_FROM_ROWS(x8_q4_0, x8_rows_q4_0)
+ROWS_FROM(x8_q4_0, x8_rows_q4_0, 8)
 
 /* x = q*d + m (q unsigned): d*da*sum(q*qa) + m*da*sum(qa) */
 void hachi_vec_dot_q4_1_q8_0_avx2(int64_t n, float *s, const void *vw, const void *va) {
@@ -560,7 +549,7 @@ static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, cons
     }
     UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
 }
-X8_FROM_ROWS(x8_q4_K, x8_rows_q4_K)
+ROWS_FROM(x8_q4_K, x8_rows_q4_K, 8)
 
 /* q5_K: the 5th bit of sub-block 2c is bit 2c of qh[l], of sub-block 2c+1 bit 2c+1 */
 void hachi_vec_dot_q5_K_q8_K_avx2(int64_t n, float *s, const void *vw, const void *va) {
@@ -772,27 +761,10 @@ static void axpy_f16_multi(int64_t n, const float *a, const uint16_t *v, float *
 
 /* ---------------- activations ---------------- */
 
-/* e^x (Cephes expf: 2^n * polynomial(r), r = x - n ln2; about 1 ulp), x clamped to [-87, 88] */
-static inline __m256 exp_ps(__m256 x) {
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-    const __m256 fx = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-}
-
 /* tanh (Cephes tanhf): |x| < 0.625 an odd polynomial, else 1 - 2 / (e^2|x| + 1); sign restored */
 static inline __m256 tanh_ps(__m256 x) {
     const __m256 sign = _mm256_set1_ps(-0.0f), ax = _mm256_andnot_ps(sign, x);
-    const __m256 e = exp_ps(_mm256_min_ps(_mm256_add_ps(ax, ax), _mm256_set1_ps(40.0f)));
+    const __m256 e = hachi_exp256(_mm256_min_ps(_mm256_add_ps(ax, ax), _mm256_set1_ps(40.0f)));
     const __m256 big = _mm256_sub_ps(_mm256_set1_ps(1.0f), _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
     const __m256 z = _mm256_mul_ps(ax, ax);
     __m256 p = _mm256_set1_ps(-5.70498872745e-3f);

@@ -8,6 +8,7 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include "kernels/x86_avx2_exp.h"
 
 #define VTILE 8   /* keys per tile: 8 V rows stream in parallel (32 were ~20% slower from DRAM) */
 
@@ -127,23 +128,6 @@ static void values(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *
     }
 }
 
-/* exp(x) for x <= 0 (Cephes-style: 2^n * polynomial(r), r = x - n ln2; ~1 ulp) */
-static inline __m256 exp256(__m256 x) {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-    __m256 fx = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-}
-
 /* G = 8: one vector per key; G = 4: two keys per vector, the halves' maxima combined */
 static void softmax(float *x, int n, int G, float scale, float *mx, float *sum) {
     if ((G != 8 && G != 4) || (int64_t)n * G % 8) { hachi_attn_softmax_ref(x, n, G, scale, mx, sum); return; }
@@ -158,7 +142,7 @@ static void softmax(float *x, int n, int G, float scale, float *mx, float *sum) 
     if (G == 4) m = _mm256_max_ps(m, _mm256_permute2f128_ps(m, m, 0x01));   /* both halves: max per head */
     __m256 acc = _mm256_setzero_ps();
     for (int i = 0; i < nv; i++) {
-        __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + 8 * i), m));
+        __m256 e = hachi_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + 8 * i), m));
         _mm256_storeu_ps(x + 8 * i, e);
         acc = _mm256_add_ps(acc, e);
     }
