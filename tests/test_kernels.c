@@ -354,10 +354,67 @@ TEST(kernels_neon) {
 #endif
 }
 
-/* Interleaved q4_0 rows (block_q4_0x8): repack/unpack round trip; every table's vec_dot_x8
- * equals ref's bit for bit for na = 1..16 (its own activation extras, the same q8_0 bytes),
- * including the int16 extremes (all nibbles 15 against all +-127); ref's x8 against ref's
- * vec_dot of the file layout within KERNEL_EPS. */
+/* The checks shared by the interleaved layouts, on 8 weight rows w (file layout, rb bytes
+ * apart) of n elements and 16 activation rows a (vec_dot_type, ab bytes apart, no extras):
+ * repack/unpack round trip; ref's vec_dot_x8 against ref's vec_dot of the file layout within
+ * KERNEL_EPS; every table's vec_dot_x8 equal to ref's bit for bit for na = 1..16 (with its
+ * own activation extras, the same quantized bytes). Returns how many x86 tables ran it. */
+static int check_x8(uint32_t type, int64_t n, const char *w, int64_t rb, const char *a, size_t ab, int variant) {
+    const hachi_kernels *R = hachi_kernels_ref();
+    const uint32_t vdt = R->t[type].vec_dot_type;
+    void (*repack)(const void *, uint64_t, void *, int64_t) =
+        type == HACHI_TYPE_Q4_K ? hachi_repack_q4_K_x8 : hachi_repack_q4_0_x8;
+    void (*unpack)(const void *, int, void *, int64_t) = type == HACHI_TYPE_Q4_K ? hachi_unpack_q4_K_x8 : hachi_unpack_q4_0_x8;
+    const char *name = hachi_type_name(type);
+    char *w8 = malloc((size_t)rb * 8), *back = malloc((size_t)rb), *ax = malloc((ab + 4096) * 16);
+    float *wf = malloc((size_t)n * sizeof(float)), *af = malloc((size_t)n * sizeof(float)), got[128], want[128];
+    int x86 = 0;
+    repack(w, (uint64_t)rb, w8, n);
+    int bad_rt = 0;
+    for (int j = 0; j < 8; j++) {
+        unpack(w8, j, back, n);
+        bad_rt += memcmp(back, w + j * rb, (size_t)rb) != 0;
+    }
+    CHECKF(bad_rt == 0, "%s x8 n=%lld: %d rows differ after repack + unpack", name, (long long)n, bad_rt);
+    R->t[type].vec_dot_x8(n, want, w8, a, ab, 16);
+    int bad_ref = 0;
+    for (int t = 0; t < 16; t++)
+        for (int j = 0; j < 8; j++) {
+            float d, norm = 0;
+            R->t[type].vec_dot(n, &d, w + j * rb, a + t * ab);
+            R->t[type].to_float(w + j * rb, wf, n);
+            R->t[vdt].to_float(a + t * ab, af, n);
+            for (int64_t i = 0; i < n; i++) norm += fabsf(wf[i] * af[i]);
+            bad_ref += !(fabsf(want[8 * t + j] - d) <= KERNEL_EPS * norm);
+        }
+    CHECKF(bad_ref == 0, "ref %s x8 n=%lld variant %d: %d sums off ref's vec_dot", name, (long long)n, variant, bad_ref);
+    for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
+        const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
+        if (!K || !K->t[type].vec_dot_x8) continue;
+        x86 += isa == HACHI_ISA_AVX2 || isa == HACHI_ISA_AVX512;
+        const hachi_type_kernels *kt = &K->t[type];
+        const size_t st = ab + (kt->act_extra ? kt->act_extra(n) : 0);
+        for (int t = 0; t < 16; t++) {
+            memcpy(ax + t * st, a + t * ab, ab);
+            if (kt->act_prep) kt->act_prep(n, ax + t * st, 0, n / hachi_type_info(vdt)->blck_size);
+        }
+        int bad = 0, at = -1;
+        for (int na = 1; na <= 16; na++) {
+            for (int i = 0; i < 128; i++) got[i] = NAN;
+            kt->vec_dot_x8(n, got, w8, ax, st, na);
+            for (int i = 0; i < 8 * na; i++)
+                if (memcmp(&got[i], &want[i], sizeof(float))) { bad++; if (at < 0) at = 1000 * na + i; }
+            for (int i = 8 * na; i < 128; i++) bad += !isnan(got[i]);
+        }
+        CHECKF(bad == 0, "%s %s x8 n=%lld variant %d: %d sums not bitwise ref's (first na*1000+i %d)",
+               K->name, name, (long long)n, variant, bad, at);
+    }
+    free(w8); free(back); free(ax); free(wf); free(af);
+    return x86;
+}
+
+/* Interleaved q4_0 rows (block_q4_0x8), check_x8 on variants 0 random, 1, 2 the int16
+ * extremes (all nibbles 15 against all +127 / -127). */
 TEST(kernels_q4_0_x8) {
     const hachi_kernels *R = hachi_kernels_ref();
     static const int64_t sizes[] = {32, 96, 1536 + 32};
@@ -365,9 +422,8 @@ TEST(kernels_q4_0_x8) {
         for (int extreme = 0; extreme < 3; extreme++) {
             const int64_t n = sizes[si], rb = row_bytes(HACHI_TYPE_Q4_0, n);
             const size_t ab = (size_t)row_bytes(HACHI_TYPE_Q8_0, n);
-            char *w = malloc((size_t)rb * 8), *w8 = malloc((size_t)rb * 8), *back = malloc((size_t)rb);
-            char *a = malloc(ab * 16), *ax = malloc((ab + 4096) * 16);
-            float *x = malloc((size_t)n * sizeof(float)), got[128], want[128];
+            char *w = malloc((size_t)rb * 8), *a = malloc(ab * 16);
+            float *x = malloc((size_t)n * sizeof(float));
             for (int j = 0; j < 8; j++) {
                 fill(x, n, 0);
                 if (extreme) for (int64_t i = 0; i < n; i++) x[i] = i % 32 ? -1.0f : 8.0f / 7.0f;   /* nibble 15 */
@@ -378,56 +434,14 @@ TEST(kernels_q4_0_x8) {
                 if (extreme) for (int64_t i = 0; i < n; i++) x[i] = extreme == 1 ? 1.0f : -1.0f;   /* +-127 */
                 R->t[HACHI_TYPE_Q8_0].from_float(x, a + t * ab, n);
             }
-            hachi_repack_q4_0_x8(w, (uint64_t)rb, w8, n);
-            int bad_rt = 0;
-            for (int j = 0; j < 8; j++) {
-                hachi_unpack_q4_0_x8(w8, j, back, n);
-                bad_rt += memcmp(back, w + j * rb, (size_t)rb) != 0;
-            }
-            CHECKF(bad_rt == 0, "q4_0 x8 n=%lld: %d rows differ after repack + unpack", (long long)n, bad_rt);
-            R->t[HACHI_TYPE_Q4_0].vec_dot_x8(n, want, w8, a, ab, 16);
-            int bad_ref = 0;
-            for (int t = 0; t < 16; t++)
-                for (int j = 0; j < 8; j++) {
-                    float d, norm = 0;
-                    R->t[HACHI_TYPE_Q4_0].vec_dot(n, &d, w + j * rb, a + t * ab);
-                    float *wf = malloc((size_t)n * sizeof(float)), *af = malloc((size_t)n * sizeof(float));
-                    R->t[HACHI_TYPE_Q4_0].to_float(w + j * rb, wf, n);
-                    R->t[HACHI_TYPE_Q8_0].to_float(a + t * ab, af, n);
-                    for (int64_t i = 0; i < n; i++) norm += fabsf(wf[i] * af[i]);
-                    free(wf); free(af);
-                    bad_ref += !(fabsf(want[8 * t + j] - d) <= KERNEL_EPS * norm);
-                }
-            CHECKF(bad_ref == 0, "ref q4_0 x8 n=%lld extreme %d: %d sums off ref's vec_dot", (long long)n, extreme, bad_ref);
-            for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
-                const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
-                if (!K || !K->t[HACHI_TYPE_Q4_0].vec_dot_x8) continue;
-                const hachi_type_kernels *kt = &K->t[HACHI_TYPE_Q4_0];
-                const size_t st = ab + (kt->act_extra ? kt->act_extra(n) : 0);
-                for (int t = 0; t < 16; t++) {
-                    memcpy(ax + t * st, a + t * ab, ab);
-                    if (kt->act_prep) kt->act_prep(n, ax + t * st, 0, n / 32);
-                }
-                int bad = 0, at = -1;
-                for (int na = 1; na <= 16; na++) {
-                    for (int i = 0; i < 128; i++) got[i] = NAN;
-                    kt->vec_dot_x8(n, got, w8, ax, st, na);
-                    for (int i = 0; i < 8 * na; i++)
-                        if (memcmp(&got[i], &want[i], sizeof(float))) { bad++; if (at < 0) at = 1000 * na + i; }
-                    for (int i = 8 * na; i < 128; i++) bad += !isnan(got[i]);
-                }
-                CHECKF(bad == 0, "%s q4_0 x8 n=%lld extreme %d: %d sums not bitwise ref's (first na*1000+i %d)",
-                       K->name, (long long)n, extreme, bad, at);
-            }
-            free(w); free(w8); free(back); free(a); free(ax); free(x);
+            check_x8(HACHI_TYPE_Q4_0, n, w, rb, a, ab, extreme);
+            free(w); free(a); free(x);
         }
 }
 
-/* Interleaved q4_K rows (block_q4_Kx8), as kernels_q4_0_x8: repack/unpack round trip; every
- * table's vec_dot_x8 equals ref's bit for bit for na = 1..16; ref's x8 against ref's vec_dot
- * of the file layout within KERNEL_EPS. Inputs: 0 quantized random floats; 1, 2 the int16
- * extremes (all nibbles 15, every scale and min 63, all activations +127 / -127); 3 random
- * bytes (every scale/min bit pattern, nibbles 0..15, activations -127..127). */
+/* Interleaved q4_K rows (block_q4_Kx8), check_x8 on variants 0 quantized random floats; 1, 2
+ * the int16 extremes (all nibbles 15, every scale and min 63, all activations +127 / -127);
+ * 3 random bytes (every scale/min bit pattern, nibbles 0..15, activations -127..127). */
 static void q8_K_bsums(block_q8_K *y, int64_t nb) {
     for (int64_t b = 0; b < nb; b++)
         for (int k = 0; k < QK_K / 16; k++) {
@@ -445,9 +459,8 @@ TEST(kernels_q4_K_x8) {
         for (int mode = 0; mode < 4; mode++) {
             const int64_t n = sizes[si], nb = n / QK_K, rb = row_bytes(HACHI_TYPE_Q4_K, n);
             const size_t ab = (size_t)row_bytes(HACHI_TYPE_Q8_K, n);
-            char *w = malloc((size_t)rb * 8), *w8 = malloc((size_t)rb * 8), *back = malloc((size_t)rb);
-            char *a = malloc(ab * 16), *ax = malloc((ab + 4096) * 16);
-            float *x = malloc((size_t)n * sizeof(float)), got[128], want[128];
+            char *w = malloc((size_t)rb * 8), *a = malloc(ab * 16);
+            float *x = malloc((size_t)n * sizeof(float));
             for (int j = 0; j < 8; j++) {
                 block_q4_K *wb = (block_q4_K *)(w + j * rb);
                 if (mode == 0) {
@@ -479,49 +492,8 @@ TEST(kernels_q4_K_x8) {
                 }
                 q8_K_bsums(yb, nb);
             }
-            hachi_repack_q4_K_x8(w, (uint64_t)rb, w8, n);
-            int bad_rt = 0;
-            for (int j = 0; j < 8; j++) {
-                hachi_unpack_q4_K_x8(w8, j, back, n);
-                bad_rt += memcmp(back, w + j * rb, (size_t)rb) != 0;
-            }
-            CHECKF(bad_rt == 0, "q4_K x8 n=%lld: %d rows differ after repack + unpack", (long long)n, bad_rt);
-            R->t[HACHI_TYPE_Q4_K].vec_dot_x8(n, want, w8, a, ab, 16);
-            int bad_ref = 0;
-            float *wf = malloc((size_t)n * sizeof(float)), *af = malloc((size_t)n * sizeof(float));
-            for (int t = 0; t < 16; t++)
-                for (int j = 0; j < 8; j++) {
-                    float d, norm = 0;
-                    R->t[HACHI_TYPE_Q4_K].vec_dot(n, &d, w + j * rb, a + t * ab);
-                    R->t[HACHI_TYPE_Q4_K].to_float(w + j * rb, wf, n);
-                    R->t[HACHI_TYPE_Q8_K].to_float(a + t * ab, af, n);
-                    for (int64_t i = 0; i < n; i++) norm += fabsf(wf[i] * af[i]);
-                    bad_ref += !(fabsf(want[8 * t + j] - d) <= KERNEL_EPS * norm);
-                }
-            free(wf); free(af);
-            CHECKF(bad_ref == 0, "ref q4_K x8 n=%lld mode %d: %d sums off ref's vec_dot", (long long)n, mode, bad_ref);
-            for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
-                const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
-                if (!K || !K->t[HACHI_TYPE_Q4_K].vec_dot_x8) continue;
-                x86_x8 += isa == HACHI_ISA_AVX2 || isa == HACHI_ISA_AVX512;
-                const hachi_type_kernels *kt = &K->t[HACHI_TYPE_Q4_K];
-                const size_t st = ab + (kt->act_extra ? kt->act_extra(n) : 0);
-                for (int t = 0; t < 16; t++) {
-                    memcpy(ax + t * st, a + t * ab, ab);
-                    if (kt->act_prep) kt->act_prep(n, ax + t * st, 0, nb);
-                }
-                int bad = 0, at = -1;
-                for (int na = 1; na <= 16; na++) {
-                    for (int i = 0; i < 128; i++) got[i] = NAN;
-                    kt->vec_dot_x8(n, got, w8, ax, st, na);
-                    for (int i = 0; i < 8 * na; i++)
-                        if (memcmp(&got[i], &want[i], sizeof(float))) { bad++; if (at < 0) at = 1000 * na + i; }
-                    for (int i = 8 * na; i < 128; i++) bad += !isnan(got[i]);
-                }
-                CHECKF(bad == 0, "%s q4_K x8 n=%lld mode %d: %d sums not bitwise ref's (first na*1000+i %d)",
-                       K->name, (long long)n, mode, bad, at);
-            }
-            free(w); free(w8); free(back); free(a); free(ax); free(x);
+            x86_x8 += check_x8(HACHI_TYPE_Q4_K, n, w, rb, a, ab, mode);
+            free(w); free(a); free(x);
         }
     /* the AVX2 table (and AVX-512's, its copy) must have the kernel where this CPU runs it */
     CHECKF(!hachi_kernels_get(HACHI_ISA_AVX2) || x86_x8 > 0, "no x86 q4_K vec_dot_x8 was tested");
