@@ -169,18 +169,28 @@ void hachi_matmul(hachi_pool *pool, const hachi_kernels *k, const hachi_mat *W,
 
 /* The interleaved layouts (quant.h): a group of 8 rows takes exactly the bytes of the 8 file
  * rows, so matmul_rows steps by 8 * row_bytes whatever the type. */
+typedef struct x8_layout {
+    int64_t block;             /* elements per block of one row */
+    size_t block8;             /* bytes of a block of the 8 rows */
+    void (*repack)(const void *rows, uint64_t row_bytes, void *dst, int64_t n);
+    void (*unpack)(const void *src, int j, void *row, int64_t n);
+} x8_layout;
+
+static const x8_layout *x8_layout_of(uint32_t type) {
+    static const x8_layout q4_0 = {QK4_0, sizeof(block_q4_0x8), hachi_repack_q4_0_x8, hachi_unpack_q4_0_x8};
+    static const x8_layout q4_K = {QK_K, sizeof(block_q4_Kx8), hachi_repack_q4_K_x8, hachi_unpack_q4_K_x8};
+    return type == HACHI_TYPE_Q4_0 ? &q4_0 : type == HACHI_TYPE_Q4_K ? &q4_K : NULL;
+}
+
 uint64_t hachi_mat_x8_bytes(const hachi_kernels *k, const hachi_mat *W) {
-    if (W->x8 || !W->data || (W->type != HACHI_TYPE_Q4_0 && W->type != HACHI_TYPE_Q4_K) ||
-        !k->t[W->type].vec_dot_x8 || W->rows % 8)
-        return 0;
+    if (W->x8 || !W->data || !x8_layout_of(W->type) || !k->t[W->type].vec_dot_x8 || W->rows % 8) return 0;
     return (uint64_t)W->rows * W->row_bytes;
 }
 
 void hachi_mat_to_x8_groups(const hachi_mat *W, void *dst, int64_t g0, int64_t g1) {
-    void (*repack)(const void *, uint64_t, void *, int64_t) =
-        W->type == HACHI_TYPE_Q4_K ? hachi_repack_q4_K_x8 : hachi_repack_q4_0_x8;
+    const x8_layout *x = x8_layout_of(W->type);
     for (int64_t g = g0; g < g1; g++)
-        repack((const char *)W->data + g * 8 * W->row_bytes, W->row_bytes, (char *)dst + g * 8 * W->row_bytes, W->cols);
+        x->repack((const char *)W->data + g * 8 * W->row_bytes, W->row_bytes, (char *)dst + g * 8 * W->row_bytes, W->cols);
 }
 
 void hachi_mat_to_x8(hachi_mat *W, void *dst) {
@@ -191,19 +201,12 @@ void hachi_mat_to_x8(hachi_mat *W, void *dst) {
 
 void hachi_mat_row(const hachi_kernels *k, const hachi_mat *W, int64_t r, float *out) {
     if (W->x8) {   /* one block of row r at a time */
+        const x8_layout *x = x8_layout_of(W->type);
         const char *g = (const char *)W->data + (r / 8) * 8 * W->row_bytes;
-        if (W->type == HACHI_TYPE_Q4_K) {
-            for (int64_t b = 0; b < W->cols / QK_K; b++) {
-                block_q4_K blk;
-                hachi_unpack_q4_K_x8(g + b * sizeof(block_q4_Kx8), (int)(r % 8), &blk, QK_K);
-                k->t[W->type].to_float(&blk, out + b * QK_K, QK_K);
-            }
-            return;
-        }
-        for (int64_t b = 0; b < W->cols / QK4_0; b++) {
-            block_q4_0 blk;
-            hachi_unpack_q4_0_x8(g + b * sizeof(block_q4_0x8), (int)(r % 8), &blk, QK4_0);
-            k->t[W->type].to_float(&blk, out + b * QK4_0, QK4_0);
+        union { block_q4_0 q4_0; block_q4_K q4_K; } blk;
+        for (int64_t b = 0; b < W->cols / x->block; b++) {
+            x->unpack(g + (size_t)b * x->block8, (int)(r % 8), &blk, x->block);
+            k->t[W->type].to_float(&blk, out + b * x->block, x->block);
         }
         return;
     }
