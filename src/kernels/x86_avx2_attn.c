@@ -1,9 +1,11 @@
 /* x86_avx2_attn: register-blocked attention tiles for G = 4 or 8 query heads
  * per K/V head (other G, or head dims not a multiple of 16, fall back to the
  * per-row kernels). Scores: one K row converted once, G accumulators (G
- * independent FMA chains), a transposing horizontal sum. Values: keys in
- * tiles of 8 (the V tile stays in L1, the next one is prefetched), 4 heads x
- * 16 dims of output in registers, each V element converted once per 4 heads. */
+ * independent FMA chains), a transposing horizontal sum, a row 4 keys ahead
+ * prefetched line by line. Values: keys in
+ * tiles of 8 (the V tile stays in L1, the next one is prefetched a
+ * few lines at a time), 4 heads x 16 dims of output in registers, each V
+ * element converted once per 4 heads. */
 #include "kernels/attn.h"
 
 #if defined(__x86_64__)
@@ -11,6 +13,8 @@
 #include "kernels/x86_avx2_exp.h"
 
 #define VTILE 8   /* keys per tile: 8 V rows stream in parallel (32 were ~20% slower from DRAM) */
+#define KAHEAD 4  /* scores prefetch the K row this many keys ahead, a line per 32 dims (4096
+                   * keys x 512 dims x 8 heads from DRAM, 2 threads: ~0.74 -> ~0.47 ms) */
 
 static inline __m256 ld16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 
@@ -25,9 +29,10 @@ static void scores_g8(int64_t hd, int nk, const uint16_t *k, int64_t ks, const f
     const float *q0 = q, *q1 = q + hd, *q2 = q1 + hd, *q3 = q2 + hd, *q4 = q3 + hd, *q5 = q4 + hd, *q6 = q5 + hd,
                 *q7 = q6 + hd;
     for (int j = 0; j < nk; j++) {
-        const uint16_t *kr = k + (size_t)j * ks;
+        const uint16_t *kr = k + (size_t)j * ks, *ahead = j + KAHEAD < nk ? kr + KAHEAD * ks : 0;
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
         for (int64_t d = 0; d < hd; d += 8) {
+            if (ahead && d % 32 == 0) _mm_prefetch((const char *)(ahead + d), _MM_HINT_T0);
             const __m256 kv = ld16(kr + d);
             a0 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q0 + d), a0);
             a1 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q1 + d), a1);
@@ -46,9 +51,13 @@ static void scores_g4(int64_t hd, int nk, const uint16_t *k, int64_t ks, const f
     const float *q0 = q, *q1 = q + hd, *q2 = q1 + hd, *q3 = q2 + hd;
     int j = 0;
     for (; j + 2 <= nk; j += 2) {   /* two keys: 8 chains */
-        const uint16_t *k0 = k + (size_t)j * ks, *k1 = k0 + ks;
+        const uint16_t *k0 = k + (size_t)j * ks, *k1 = k0 + ks, *ahead = j + KAHEAD + 1 < nk ? k0 + KAHEAD * ks : 0;
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
         for (int64_t d = 0; d < hd; d += 8) {
+            if (ahead && d % 32 == 0) {
+                _mm_prefetch((const char *)(ahead + d), _MM_HINT_T0);
+                _mm_prefetch((const char *)(ahead + ks + d), _MM_HINT_T0);
+            }
             const __m256 x0 = ld16(k0 + d), x1 = ld16(k1 + d);
             const __m256 r0 = _mm256_loadu_ps(q0 + d), r1 = _mm256_loadu_ps(q1 + d);
             const __m256 r2 = _mm256_loadu_ps(q2 + d), r3 = _mm256_loadu_ps(q3 + d);
@@ -82,11 +91,18 @@ static void scores(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *
     else hachi_attn_scores_rows(kt, hd, nk, k, ks, q, G, s);
 }
 
-/* out rows h0..h0+3 += p[j*G + h] * v_j over one tile of keys */
+/* out rows h0..h0+3 += p[j*G + h] * v_j over one tile of keys. The nn rows at next
+ * (the next tile) are prefetched a few lines per 16 dims, spread over the pass:
+ * issuing the whole tile's prefetches at once stalled on the outstanding misses
+ * (0.79 -> 0.56 ms for 4096 keys x 512 dims x 8 heads from DRAM, 2 threads). */
 static void values_4heads(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, int h0,
-                          float *out) {
+                          float *out, const uint16_t *next, int nn) {
     float *o0 = out + (size_t)h0 * hd, *o1 = o0 + hd, *o2 = o1 + hd, *o3 = o2 + hd;
+    const int64_t row_lines = (hd + 31) / 32, lines = nn * row_lines, per_step = (lines + hd / 16 - 1) / (hd / 16);
+    int64_t line = 0;
     for (int64_t d = 0; d < hd; d += 16) {
+        for (int64_t e = line + per_step; line < e && line < lines; line++)
+            _mm_prefetch((const char *)(next + (size_t)(line / row_lines) * vs + (line % row_lines) * 32), _MM_HINT_T0);
         __m256 a0 = _mm256_loadu_ps(o0 + d), b0 = _mm256_loadu_ps(o0 + d + 8);
         __m256 a1 = _mm256_loadu_ps(o1 + d), b1 = _mm256_loadu_ps(o1 + d + 8);
         __m256 a2 = _mm256_loadu_ps(o2 + d), b2 = _mm256_loadu_ps(o2 + d + 8);
@@ -111,20 +127,15 @@ static void values_4heads(int64_t hd, int nk, const uint16_t *v, int64_t vs, con
     }
 }
 
-/* the rows of the next tile, one prefetch per cache line */
-static void prefetch_rows(const uint16_t *v, int nk, int64_t vs, int64_t hd) {
-    for (int j = 0; j < nk; j++)
-        for (int64_t d = 0; d < hd; d += 32) _mm_prefetch((const char *)(v + (size_t)j * vs + d), _MM_HINT_T0);
-}
-
 static void values(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *v, int64_t vs,
                    const float *p, int G, float *out) {
     if (hd % 16 || (G != 4 && G != 8)) { hachi_attn_values_rows(kt, hd, nk, v, vs, p, G, out); return; }
     for (int j0 = 0; j0 < nk; j0 += VTILE) {
-        int n = nk - j0 < VTILE ? nk - j0 : VTILE;
-        if (j0 + VTILE < nk) prefetch_rows(v + (size_t)(j0 + VTILE) * vs, nk - j0 - VTILE < VTILE ? nk - j0 - VTILE : VTILE, vs, hd);
-        for (int h0 = 0; h0 < G; h0 += 4)
-            values_4heads(hd, n, v + (size_t)j0 * vs, vs, p + (size_t)j0 * G, G, h0, out);
+        const int n = nk - j0 < VTILE ? nk - j0 : VTILE, left = nk - j0 - n;
+        const uint16_t *tile = v + (size_t)j0 * vs;
+        for (int h0 = 0; h0 < G; h0 += 4)   /* the first pass prefetches the next tile */
+            values_4heads(hd, n, tile, vs, p + (size_t)j0 * G, G, h0, out, tile + (size_t)n * vs,
+                          h0 ? 0 : left < VTILE ? left : VTILE);
     }
 }
 
