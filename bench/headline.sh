@@ -4,10 +4,10 @@
 # the machine's measured read bandwidth. The model (random weights, real shape,
 # ~3 GB) is generated once into bench/cache/ ($HACHI_BENCH_CACHE overrides) and
 # reused; nothing is downloaded. Depth 128 is filled by a real prefill, 2048 and
-# 8192 by writing plausible K/V rows (--fill auto: real up to 512): E2B prefills
-# at ~5 tok/s on a shared 2-core machine, so a real fill to 8192 would take half
-# an hour, and dense attention time does not depend on the K/V values. The
-# prefill rate is still measured (512 real tokens). Results: the table on
+# 8192 by writing plausible K/V rows (--fill auto: real up to 512): a real fill
+# to 8192 takes minutes on a 2-core machine (E2B prefills at ~40-50 tok/s here),
+# and dense attention time does not depend on the K/V values. The prefill rate is
+# still measured (512 real tokens). Results: the table on
 # stdout, JSON in bench/last.json.
 # Extra arguments are passed to `hachi bench` (e.g. -r 5, --fill real).
 set -e
