@@ -2,7 +2,7 @@
  * Sorted, disjoint inclusive code point ranges for the GPT-2 pre-tokenizer:
  *   hachi_ucd_letter: \p{L} (Lu Ll Lt Lm Lo), 648 ranges
  *   hachi_ucd_number: \p{N} (Nd Nl No), 134 ranges
- * Included by src/tokenizer.c only. */
+ * Included by src/tokenize.c only. */
 #ifndef HACHI_UNICODE_TABLES_H
 #define HACHI_UNICODE_TABLES_H
 #include <stdint.h>

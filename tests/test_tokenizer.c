@@ -1,4 +1,4 @@
-/* Tests of src/tokenizer.c against vectors written by other implementations:
+/* Tests of src/tokenizer.c and src/tokenize.c against vectors written by other implementations:
  * llama.cpp's test-tokenizer-0 files for the Llama SentencePiece and GPT-2 vocabs,
  * the Gemma vocabulary oracle (../shared/oracle/gemma4-vocab.tests.txt), the
  * stories260K reference ids; plus streaming detokenization over random splits,
