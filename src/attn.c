@@ -2,9 +2,12 @@
  * serves a group of G query heads: each K and V row is read once per step and
  * used for all G heads (dot_f16_multi / axpy_f16_multi). Keys before p0 come
  * from the owner's cache (ring slot = position % n_slots on sliding layers),
- * keys of this forward from its batch rows (kb/vb). A single decoded token
- * splits its key range over the threads and merges the softmax partials
- * (flash-decoding); several tokens are split by token. */
+ * keys of this forward from its batch rows (kb/vb). A decoded token splits its
+ * key range over the threads and merges the softmax partials (flash-decoding).
+ * A forward of up to HACHI_SPEC_SLOTS tokens (verifying drafted tokens) runs
+ * each token exactly as its own decode step would, so its logits are bitwise
+ * those of decoding the tokens one by one; longer forwards (prefill) are split
+ * by token. */
 #include <math.h>
 #include <float.h>
 #include "session.h"
@@ -13,8 +16,9 @@
 
 typedef struct attn_job {
     hachi_session *s;
-    int l, n, p0;
-    bool split;
+    int l, p0;      /* layer; position of this forward's first token (batch row 0) */
+    int t0, n;      /* tokens t0..t0+n-1 of the forward (split: n = 1) */
+    bool split;     /* one token's keys split over the threads */
 } attn_job;
 
 /* f32 KV rows (kv_f32): the same contracts as the kernels' fp16 versions */
@@ -109,7 +113,7 @@ static void attn_task(void *ctx, int ith, int nth) {
 
     if (jb->split) {   /* one token, keys split over threads; partials merged by the caller */
         int lo, hi;
-        key_bounds(lp, jb->p0, &lo, &hi);
+        key_bounds(lp, jb->p0 + jb->t0, &lo, &hi);
         int64_t a, b;
         hachi_split(hi - lo, 1, ith, nth, &a, &b);
         float *part = s->partial + (size_t)ith * m->n_head * (hd + 2);
@@ -118,7 +122,7 @@ static void attn_task(void *ctx, int ith, int nth) {
             /* acc rows interleaved with their max and sum: [G][hd + 2]; the raw
              * [G][hd] sums go right after this range's scores */
             float *buf = sc + (size_t)G * (b - a);
-            attend_range(jb, sc, 0, g, lo + (int)a, lo + (int)b, buf, mx, sum);
+            attend_range(jb, sc, jb->t0, g, lo + (int)a, lo + (int)b, buf, mx, sum);
             for (int h = 0; h < G; h++) {
                 memcpy(acc + (size_t)h * (hd + 2), buf + (size_t)h * hd, hd * sizeof(float));
                 acc[(size_t)h * (hd + 2) + hd] = mx[h];
@@ -129,7 +133,7 @@ static void attn_task(void *ctx, int ith, int nth) {
     }
     int64_t t0, t1;
     hachi_split(jb->n, 1, ith, nth, &t0, &t1);
-    for (int t = (int)t0; t < t1; t++) {
+    for (int t = jb->t0 + (int)t0; t < jb->t0 + t1; t++) {
         int lo, hi;
         key_bounds(lp, jb->p0 + t, &lo, &hi);
         for (int g = 0; g < Hkv; g++) {
@@ -143,20 +147,13 @@ static void attn_task(void *ctx, int ith, int nth) {
     }
 }
 
-void hachi_attention(hachi_session *s, int l, int n, int p0) {
+/* out = sum_i e^(m_i - M) acc_i / sum_i e^(m_i - M) l_i over the threads' partials of token t */
+static void merge_partials(hachi_session *s, int l, int t, int nth) {
     const hachi_model *m = s->m;
-    const hachi_layer_plan *lp = &s->lp[l];
-    int nth = hachi_pool_size(s->pool), lo, hi;
-    key_bounds(lp, p0, &lo, &hi);
-    attn_job jb = {s, l, n, p0, n == 1 && nth > 1 && hi - lo >= 64 * nth};
-    hachi_pool_run(s->pool, attn_task, &jb);
-    if (!jb.split) return;
-
-    /* merge the per-thread softmax partials: out = sum_i e^(m_i - M) acc_i / sum_i e^(m_i - M) l_i */
-    const int hd = lp->head_dim, H = m->n_head;
+    const int hd = s->lp[l].head_dim, H = m->n_head;
     for (int h = 0; h < H; h++) {
         float M = -FLT_MAX, den = 0.0f;
-        float *out = s->att + (size_t)h * hd;
+        float *out = s->att + (size_t)t * H * hd + (size_t)h * hd;
         for (int i = 0; i < nth; i++) {
             const float *p = s->partial + (size_t)i * H * (hd + 2) + (size_t)h * (hd + 2);
             if (p[hd + 1] > 0.0f && p[hd] > M) M = p[hd];
@@ -170,5 +167,22 @@ void hachi_attention(hachi_session *s, int l, int n, int p0) {
             for (int d = 0; d < hd; d++) out[d] += w * p[d];
         }
         for (int d = 0; d < hd; d++) out[d] /= den;
+    }
+}
+
+void hachi_attention(hachi_session *s, int l, int n, int p0) {
+    const hachi_layer_plan *lp = &s->lp[l];
+    const int nth = hachi_pool_size(s->pool);
+    if (n > HACHI_SPEC_SLOTS || nth == 1) {   /* prefill (or one thread): tokens split over the threads */
+        attn_job jb = {s, l, p0, 0, n, false};
+        hachi_pool_run(s->pool, attn_task, &jb);
+        return;
+    }
+    for (int t = 0; t < n; t++) {   /* decode and verify: each token as its own decode step */
+        int lo, hi;
+        key_bounds(lp, p0 + t, &lo, &hi);
+        attn_job jb = {s, l, p0, t, 1, hi - lo >= 64 * nth};
+        hachi_pool_run(s->pool, attn_task, &jb);
+        if (jb.split) merge_partials(s, l, t, nth);
     }
 }

@@ -406,6 +406,52 @@ TEST(synth_repack_matches_file_layout) { repack_matches_file_layout("q4_0", HACH
  * and the Q8_0 per-layer proj, cols 128) are repacked; the others stay as they are. */
 TEST(synth_repack_matches_file_layout_q4_K) { repack_matches_file_layout("q4_k_m", HACHI_TYPE_Q4_K, 8); }
 
+/* A forward of k <= 16 tokens (verifying drafted tokens) gives bitwise the logits of
+ * decoding the k tokens one by one, on 1 and 2 threads, past depth 128 where a decode
+ * step splits its keys over the threads: the matmul kernels' per-token results do not
+ * depend on the batch, and attention runs each token of such a forward as its decode
+ * step would. What makes speculative decoding exact. */
+static void verify_equals_decode(const char *type_name) {
+    const char *path = tmp_file("verify-%s.gguf", type_name);
+    CHECKF(synth(type_name, 3, 0, path) == HACHI_OK, "%s", hachi_last_error());
+    enum { V = 1024, DEPTH = 140, K = 16 };
+    int32_t toks[DEPTH + K];
+    uint32_t x = 12345;
+    for (int i = 0; i < DEPTH + K; i++) { x = x * 1103515245u + 12345u; toks[i] = (int32_t)(x >> 8) % V; }
+    float *one = malloc((size_t)K * V * sizeof(float)), *all = malloc((size_t)K * V * sizeof(float));
+    hachi_model *mod = NULL;
+    CHECKF(hachi_model_load(path, NULL, &mod) == HACHI_OK, "%s", hachi_last_error());
+    for (int threads = 1; threads <= 2 && mod && one && all; threads++) {
+        hachi_session_params sp = hachi_session_default_params();
+        sp.n_ctx = 2048;
+        sp.n_threads = threads;
+        hachi_session *s = NULL;
+        CHECKF(hachi_session_create(mod, &sp, &s) == HACHI_OK, "%s", hachi_last_error());
+        if (!s) continue;
+        CHECK(hachi_session_eval(s, toks, DEPTH, NULL) == HACHI_OK);
+        for (int i = 0; i < K; i++) CHECK(hachi_session_eval(s, toks + DEPTH + i, 1, one + (size_t)i * V) == HACHI_OK);
+        const int ks[] = {16, 9, 2};
+        for (int j = 0; j < 3; j++) {
+            CHECK(hachi_session_rewind(s, DEPTH) == HACHI_OK);
+            CHECK(hachi_session_eval(s, toks + DEPTH, ks[j], all) == HACHI_OK);
+            int bad = -1;
+            for (int i = ks[j] - 1; i >= 0; i--)
+                if (memcmp(one + (size_t)i * V, all + (size_t)i * V, V * sizeof(float))) bad = i;
+            CHECKF(bad < 0, "%s, %d thread(s): a forward of %d tokens at depth %d: row %d differs from its decode step",
+                   type_name, threads, ks[j], DEPTH, bad);
+        }
+        hachi_session_free(s);
+    }
+    hachi_model_free(mod);
+    free(one);
+    free(all);
+    remove(path);
+}
+
+TEST(synth_verify_equals_decode_q4_0) { verify_equals_decode("q4_0"); }
+TEST(synth_verify_equals_decode_q4_k_m) { verify_equals_decode("q4_k_m"); }
+TEST(synth_verify_equals_decode_f16) { verify_equals_decode("f16"); }
+
 static int exists(const char *path) { struct stat st; return stat(path, &st) == 0; }
 
 TEST(synth_errors) {
