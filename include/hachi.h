@@ -128,6 +128,22 @@ int32_t hachi_sampler_sample(hachi_sampler *s, const float *logits);  /* allocat
 void    hachi_sampler_accept(hachi_sampler *s, int32_t token);         /* record for the penalty */
 void    hachi_sampler_reset(hachi_sampler *s);
 
+/* ---- speculative decoding: prompt-lookup drafts ------------------------------ */
+
+#define HACHI_DRAFT_MAX 15   /* drafted tokens per forward: with the token before them, at most
+                              * 16 rows, which verify bitwise like decode steps and rewind exactly */
+/* Prompt lookup: the tokens that followed the latest earlier occurrence of the last
+ * n tokens of hist[0..n_hist), for n = ngram_max down to ngram_min (the first n that
+ * matches). Writes at most max_draft of them (<= HACHI_DRAFT_MAX) into draft and returns
+ * how many; 0 when nothing matches. Exact use (hachi run --draft): evaluate the last
+ * token and the draft in one hachi_session_eval with logits_out; sample each row in
+ * order with the same sampler as usual; keep the drafted tokens while the sample equals
+ * them, emit the first sample that does not (or the sample after the last draft), and
+ * hachi_session_rewind past the rejected rest. The tokens are those of decoding one at
+ * a time, for any sampler settings and seed. */
+int32_t hachi_draft_lookup(const int32_t *hist, int32_t n_hist, int32_t ngram_min, int32_t ngram_max,
+                           int32_t max_draft, int32_t *draft);
+
 
 /* ---- chat ---------------------------------------------------------------------- */
 

@@ -49,12 +49,76 @@ TEST(cli_stories260k_greedy_256) {
     size_t elen = 0;
     char *expected = test_read_file(expected_path, &elen);
     if (!expected) { CHECK(0); return; }
-    int rc;
-    char *out = sh(&rc, "%s run -m %s -n 256 --temp 0 2>/dev/null", test_hachi_bin(), model);
-    CHECKF(rc == 0, "run exit %d", rc);
-    CHECKF(strlen(out) == elen && !memcmp(out, expected, elen), "greedy output differs:\n--- got\n%s\n--- expected\n%s",
-           out, expected);
-    free(out); free(expected);
+    for (int draft = 0; draft <= 8; draft += 8) {   /* plain, and speculative with prompt-lookup drafts */
+        int rc;
+        char *out = sh(&rc, "%s run -m %s -n 256 --temp 0 --draft %d 2>/dev/null", test_hachi_bin(), model, draft);
+        CHECKF(rc == 0, "run exit %d", rc);
+        CHECKF(strlen(out) == elen && !memcmp(out, expected, elen),
+               "greedy output (--draft %d) differs:\n--- got\n%s\n--- expected\n%s", draft, out, expected);
+        free(out);
+    }
+    free(expected);
+}
+
+/* "draft: D drafted, A accepted (..%), F forwards for N tokens" of a run's stderr */
+static bool draft_stats(const char *err, int *drafted, int *accepted, int *forwards, int *tokens) {
+    const char *l = strstr(err, "draft: ");
+    return l && sscanf(l, "draft: %d drafted, %d accepted (%*d%%), %d forwards for %d tokens", drafted, accepted,
+                       forwards, tokens) == 4;
+}
+
+/* Speculative decoding is exact for any sampler: the same tokens with and without
+ * drafts (temperature, top-p, repetition penalty, a seed), and drafts really kept. */
+TEST(cli_run_draft_same_tokens_sampled) {
+    const char *model = stories_gguf();
+    if (!model) SKIP("stories260K absent");
+    const char *args = "-p 'Once upon a time' -n 200 --temp 0.8 --top-p 0.95 --repeat-penalty 1.1 --seed 7";
+    int rc, d, a, fw, n;
+    char *plain = sh(&rc, "%s run -m %s %s 2>/dev/null", test_hachi_bin(), model, args);
+    CHECKF(rc == 0 && strlen(plain) > 200, "run: %s", plain);
+    const int drafts[] = {1, 8, HACHI_DRAFT_MAX};
+    for (int i = 0; i < 3; i++) {
+        const char *err = tmp("draft_err.txt");
+        char *out = sh(&rc, "%s run -m %s %s --draft %d 2>%s", test_hachi_bin(), model, args, drafts[i], err);
+        CHECKF(rc == 0 && !strcmp(out, plain), "--draft %d: other tokens:\n--- got\n%s\n--- without drafts\n%s",
+               drafts[i], out, plain);
+        size_t len;
+        char *e = test_read_file(err, &len);
+        CHECKF(e && draft_stats(e, &d, &a, &fw, &n) && d > 0 && a > 0 && a <= d && n == 200 && fw < n,
+               "--draft %d: stats: %s", drafts[i], e ? e : "(none)");
+        free(e);
+        free(out);
+    }
+    free(plain);
+}
+
+/* On the trained long-context model a passkey answer copies the key from the context:
+ * prompt lookup drafts its digits, which the model accepts (fewer forwards than tokens),
+ * with the same answer as plain decoding. */
+TEST(cli_gemma4_micro_draft_passkey) {
+    NEED_SHARED(model, "models/gemma4-micro.gguf");
+    NEED_SHARED(text, "models/heldout/heldout_stories.txt");
+    size_t len;
+    char *t = test_read_file(text, &len);
+    if (!t) { CHECK(0); return; }
+    const char *path = tmp("passkey_prompt.txt");
+    FILE *f = fopen(path, "w");
+    size_t cut = len < 6000 ? len / 2 : 3000, end = len < 6000 ? len : 6000;
+    while (cut < end && t[cut] != ' ') cut++;
+    fwrite(t, 1, cut, f);
+    fputs(" The pass key is 67519. Remember it. 67519 is the pass key.", f);
+    fwrite(t + cut, 1, end - cut, f);
+    fputs(" What is the pass key? The pass key is", f);
+    fclose(f);
+    int rc, d, a, fw, n;
+    char *plain = sh(&rc, "%s run -m %s -f %s -n 12 --temp 0 2>/dev/null", test_hachi_bin(), model, path);
+    CHECKF(rc == 0 && strstr(plain, "The pass key is 67519"), "plain answer: %s", plain + (strlen(plain) > 200 ? strlen(plain) - 200 : 0));
+    const char *err = tmp("passkey_err.txt");
+    char *out = sh(&rc, "%s run -m %s -f %s -n 12 --temp 0 --draft 8 2>%s", test_hachi_bin(), model, path, err);
+    CHECKF(rc == 0 && !strcmp(out, plain), "--draft 8 answers otherwise: %s", out + (strlen(out) > 200 ? strlen(out) - 200 : 0));
+    char *e = test_read_file(err, &len);
+    CHECKF(e && draft_stats(e, &d, &a, &fw, &n) && a >= 5 && fw < n, "stats: %s", e ? e : "(none)");
+    free(e); free(out); free(plain); free(t);
 }
 
 TEST(cli_stories260k_perplexity) {
@@ -157,6 +221,7 @@ TEST(cli_errors_are_one_line) {
         {"run -m %s -n abc", "-n expects an integer", true},
         {"run -m %s --temp -1", "--temp must be in", true},
         {"run -m %s --top-p 2", "--top-p must be in", true},
+        {"run -m %s --draft 16", "--draft must be in", true},
         {"run -m %s -c 1000", "context mode", true},
         {"run -m %s -t 0", "-t must be in", true},
         {"run -m %s --bogus", "unknown option '--bogus'", true},
