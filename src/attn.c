@@ -2,12 +2,11 @@
  * serves a group of G query heads: each K and V row is read once per step and
  * used for all G heads (dot_f16_multi / axpy_f16_multi). Keys before p0 come
  * from the owner's cache (ring slot = position % n_slots on sliding layers),
- * keys of this forward from its batch rows (kb/vb). A decoded token splits its
- * key range over the threads and merges the softmax partials (flash-decoding).
- * A forward of up to HACHI_SPEC_SLOTS tokens (verifying drafted tokens) runs
- * each token exactly as its own decode step would, so its logits are bitwise
- * those of decoding the tokens one by one; longer forwards (prefill) are split
- * by token. */
+ * keys of this forward from its batch rows (kb/vb). Each token of a forward is
+ * attended alone, as its own decode step would be: its key range split over the
+ * threads, the softmax partials merged (flash-decoding). So a token's logits do
+ * not depend on how the sequence was cut into forwards (prefill chunks, verified
+ * drafts, a restored prompt cache): they are bitwise those of decoding it. */
 #include <math.h>
 #include <float.h>
 #include "session.h"
@@ -173,12 +172,12 @@ static void merge_partials(hachi_session *s, int l, int t, int nth) {
 void hachi_attention(hachi_session *s, int l, int n, int p0) {
     const hachi_layer_plan *lp = &s->lp[l];
     const int nth = hachi_pool_size(s->pool);
-    if (n > HACHI_SPEC_SLOTS || nth == 1) {   /* prefill (or one thread): tokens split over the threads */
+    if (nth == 1) {   /* one thread: the tokens in order, each over all its keys */
         attn_job jb = {s, l, p0, 0, n, false};
         hachi_pool_run(s->pool, attn_task, &jb);
         return;
     }
-    for (int t = 0; t < n; t++) {   /* decode and verify: each token as its own decode step */
+    for (int t = 0; t < n; t++) {   /* each token as its own decode step */
         int lo, hi;
         key_bounds(lp, p0 + t, &lo, &hi);
         attn_job jb = {s, l, p0, t, 1, hi - lo >= 64 * nth};

@@ -406,12 +406,13 @@ TEST(synth_repack_matches_file_layout) { repack_matches_file_layout("q4_0", HACH
  * and the Q8_0 per-layer proj, cols 128) are repacked; the others stay as they are. */
 TEST(synth_repack_matches_file_layout_q4_K) { repack_matches_file_layout("q4_k_m", HACHI_TYPE_Q4_K, 8); }
 
-/* A forward of k <= 16 tokens (verifying drafted tokens) gives bitwise the logits of
- * decoding the k tokens one by one, on 1 and 2 threads, past depth 128 where a decode
- * step splits its keys over the threads: the matmul kernels' per-token results do not
- * depend on the batch, and attention runs each token of such a forward as its decode
- * step would. What makes speculative decoding exact. */
-static void verify_equals_decode(const char *type_name) {
+/* A token's logits do not depend on how the sequence is cut into forwards: a forward
+ * of k <= 16 tokens (verifying drafted tokens) and whole prefills in chunks of 64 or 7
+ * give bitwise the logits of decoding the tokens one by one, on 1 and 2 threads, past
+ * depth 128 where a decode step splits its keys over the threads (the matmul kernels'
+ * per-token results do not depend on the batch; attention runs each token as its decode
+ * step would). What makes speculative decoding and a restored prompt cache exact. */
+static void forwards_equal_decode(const char *type_name) {
     const char *path = tmp_file("verify-%s.gguf", type_name);
     CHECKF(synth(type_name, 3, 0, path) == HACHI_OK, "%s", hachi_last_error());
     enum { V = 1024, DEPTH = 140, K = 16 };
@@ -419,6 +420,7 @@ static void verify_equals_decode(const char *type_name) {
     uint32_t x = 12345;
     for (int i = 0; i < DEPTH + K; i++) { x = x * 1103515245u + 12345u; toks[i] = (int32_t)(x >> 8) % V; }
     float *one = malloc((size_t)K * V * sizeof(float)), *all = malloc((size_t)K * V * sizeof(float));
+    float *prefill = malloc((size_t)(DEPTH + K) * V * sizeof(float));
     hachi_model *mod = NULL;
     CHECKF(hachi_model_load(path, NULL, &mod) == HACHI_OK, "%s", hachi_last_error());
     for (int threads = 1; threads <= 2 && mod && one && all; threads++) {
@@ -441,16 +443,31 @@ static void verify_equals_decode(const char *type_name) {
                    type_name, threads, ks[j], DEPTH, bad);
         }
         hachi_session_free(s);
+        const int batches[] = {64, 7};
+        for (int j = 0; j < 2 && prefill; j++) {   /* the whole sequence as a prefill in chunks */
+            sp.n_batch = batches[j];
+            s = NULL;
+            CHECKF(hachi_session_create(mod, &sp, &s) == HACHI_OK, "%s", hachi_last_error());
+            if (!s) continue;
+            CHECK(hachi_session_eval(s, toks, DEPTH + K, prefill) == HACHI_OK);
+            int bad = -1;
+            for (int i = K - 1; i >= 0; i--)
+                if (memcmp(one + (size_t)i * V, prefill + (size_t)(DEPTH + i) * V, V * sizeof(float))) bad = i;
+            CHECKF(bad < 0, "%s, %d thread(s): a prefill in chunks of %d: row %d differs from its decode step",
+                   type_name, threads, batches[j], DEPTH + bad);
+            hachi_session_free(s);
+        }
     }
     hachi_model_free(mod);
     free(one);
     free(all);
+    free(prefill);
     remove(path);
 }
 
-TEST(synth_verify_equals_decode_q4_0) { verify_equals_decode("q4_0"); }
-TEST(synth_verify_equals_decode_q4_k_m) { verify_equals_decode("q4_k_m"); }
-TEST(synth_verify_equals_decode_f16) { verify_equals_decode("f16"); }
+TEST(synth_forwards_equal_decode_q4_0) { forwards_equal_decode("q4_0"); }
+TEST(synth_forwards_equal_decode_q4_k_m) { forwards_equal_decode("q4_k_m"); }
+TEST(synth_forwards_equal_decode_f16) { forwards_equal_decode("f16"); }
 
 static int exists(const char *path) { struct stat st; return stat(path, &st) == 0; }
 
