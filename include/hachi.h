@@ -105,6 +105,19 @@ int32_t hachi_session_n_ctx(const hachi_session *s);
 /* Forget positions >= pos (pos <= current). Sliding layers keep 16 spare ring slots,
  * so a rewind of up to 16 tokens is always exact. */
 hachi_status hachi_session_rewind(hachi_session *s, int32_t pos);
+/* Prompt cache (a safetensors file: the token ids, every K/V row the session holds, the last
+ * token's logits, an id of the model). save: the state after tokens[0..n), n = the session's
+ * position; written to path.tmp, then renamed over path. load: drops the session's state and
+ * restores the longest prefix of tokens[0..n) that path holds: *n_loaded positions (then
+ * hachi_session_pos); with *n_loaded == n also that token's logits, else the caller evaluates
+ * tokens[*n_loaded..n) as usual. 0 restored, and HACHI_OK, when the file is for another model
+ * or KV type or shares no prefix a sliding window can resume from (a prompt that extends the
+ * saved one always can). A file that is not a prompt cache, or is damaged, is an error naming
+ * what is wrong, with the session left at position 0. Restored or not, the tokens that follow
+ * get bitwise the logits of an uncached run. */
+hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, int32_t n, const char *path);
+hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_t *tokens, int32_t n,
+                                int32_t *n_loaded);
 /* Print the plan (per layer: kind, window, KV owner, bytes) and totals into f. */
 void hachi_session_print_plan(const hachi_session *s, void *file /* FILE* */);
 size_t hachi_session_plan_bytes(const hachi_session *s);

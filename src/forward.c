@@ -214,5 +214,6 @@ void hachi_forward(hachi_session *s, const int32_t *tokens, int n, float *out, b
         hachi_pool_run(s->pool, softcap_task, &sj);
     }
     if (out) memcpy(s->logits, out + (size_t)(n - 1) * m->n_vocab, (size_t)m->n_vocab * sizeof(float));
+    s->logits_pos = p0 + n - 1;
     if (prof) { s->prof.head_ms += hachi_time_ms() - t0; s->prof.steps++; }
 }

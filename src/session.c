@@ -126,6 +126,7 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     ALLOC(s->hb2, (size_t)nb * ff_max);
     if (LP) { ALLOC(s->ple, (size_t)nb * LP); ALLOC(s->plg, (size_t)nb * m->n_embd_pl); }
     ALLOC(s->logits, m->n_vocab);
+    s->logits_pos = -1;
     s->scores_stride = (size_t)H * (s->n_ctx + hd_max);
     ALLOC(s->scores, (size_t)nth * s->scores_stride);
     ALLOC(s->partial, (size_t)nth * H * (hd_max + 2));
@@ -207,7 +208,7 @@ hachi_status hachi_session_rewind(hachi_session *s, int32_t pos) {
     for (int i = 0; i < s->n_kv; i++) {
         const hachi_kv *kv = &s->kv[i];
         int window = s->lp[kv->owner].window;
-        if (kv->ring && pos > 0 && HACHI_MAX(0, pos - window + 1) < s->pos - kv->n_slots)
+        if (kv->ring && pos > 0 && HACHI_MAX(0, pos - window + 1) < HACHI_MAX(s->pos - kv->n_slots, kv->valid_from))
             return hachi_fail(HACHI_ERR_INVALID_ARG,
                               "rewind by %d tokens: sliding-window rings keep only %d spare slots",
                               s->pos - pos, HACHI_SPEC_SLOTS);

@@ -24,6 +24,7 @@ typedef struct hachi_kv {
     int dim;                        /* n_head_kv * head_dim */
     int n_slots;                    /* ring: window + 16; linear: n_ctx */
     bool ring;
+    int valid_from;                 /* rows of positions below it are not there (a restored prompt cache) */
     size_t row_bytes;               /* dim * (2 for fp16, 4 for f32) */
     char *k, *v;                    /* [n_slots][dim] fp16 (or f32 with kv_f32) */
     char *kb, *vb;                  /* [n_batch][dim]: this forward's new rows, committed at its end */
@@ -63,6 +64,7 @@ struct hachi_session {
     float *rope_cs[2];              /* [nb][hd/2][2] cos,sin for sliding (0) and full (1) */
     double *inv_freq[2];            /* [hd/2] */
     float *logits;                  /* [n_vocab] of the last evaluated token */
+    int logits_pos;                 /* its position; -1: none */
     float *scores;                  /* [n_threads][scores_stride] attention scratch */
     size_t scores_stride;           /* n_head * (n_ctx + hd_max): scores of every key, then one [G][hd] sum */
     float *partial;                 /* [n_threads][n_head][hd_max + 2] split-K partials */

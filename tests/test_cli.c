@@ -67,6 +67,39 @@ static bool draft_stats(const char *err, int *drafted, int *accepted, int *forwa
                        forwards, tokens) == 4;
 }
 
+/* --prompt-cache: the first run saves the prompt's state, the second restores all of it
+ * (no prefill) and prints the same text; a file that is not a prompt cache is refused with
+ * one line and left as it was. */
+TEST(cli_run_prompt_cache) {
+    const char *model = stories_gguf();
+    if (!model) SKIP("stories260K absent");
+    const char *cache = tmp("stories.cache"), *notes = tmp("notes.txt");
+    remove(cache);
+    const char *args = "-p 'Once upon a time, a little dog' -n 64 --temp 0.7 --seed 3";
+    int rc;
+    char *out[2], *err[2];
+    for (int i = 0; i < 2; i++) {
+        const char *e = tmp(i ? "pc_err1.txt" : "pc_err0.txt");
+        out[i] = sh(&rc, "%s run -m %s %s --prompt-cache %s 2>%s", test_hachi_bin(), model, args, cache, e);
+        CHECKF(rc == 0, "run %d exit %d", i, rc);
+        err[i] = test_read_file(e, NULL);
+    }
+    CHECKF(err[0] && strstr(err[0], "prompt cache: saved"), "first run: %s", err[0] ? err[0] : "");
+    CHECKF(err[1] && strstr(err[1], "prompt cache: restored 10 of 10 prompt tokens"), "second run: %s", err[1] ? err[1] : "");
+    CHECKF(!strcmp(out[0], out[1]), "outputs differ:\n%s\n---\n%s", out[0], out[1]);
+    FILE *f = fopen(notes, "w");
+    fputs("my notes, not a cache\n", f);
+    fclose(f);
+    char *e2 = sh(&rc, "%s run -m %s %s --prompt-cache %s 2>&1 >/dev/null", test_hachi_bin(), model, args, notes);
+    char *kept = test_read_file(notes, NULL);
+    CHECKF(rc != 0 && strstr(e2, "not a hachi prompt cache") && strchr(e2, '\n') == e2 + strlen(e2) - 1,
+           "not a cache: %s", e2);
+    CHECKF(kept && !strcmp(kept, "my notes, not a cache\n"), "the file was changed: %s", kept ? kept : "(gone)");
+    for (int i = 0; i < 2; i++) { free(out[i]); free(err[i]); }
+    free(e2); free(kept);
+    remove(cache);
+}
+
 /* Speculative decoding is exact for any sampler: the same tokens with and without
  * drafts (temperature, top-p, repetition penalty, a seed), and drafts really kept. */
 TEST(cli_run_draft_same_tokens_sampled) {

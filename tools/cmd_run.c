@@ -2,7 +2,10 @@
  * summary (tokens, prefill and decode tok/s) goes to stderr. --profile prints
  * the per-chunk profile line every 16 decode steps after a warm-up. --draft N:
  * speculative decoding with prompt-lookup drafts of up to N tokens, verified in
- * one forward; the output is the same as without it (hachi_draft_lookup). */
+ * one forward; the output is the same as without it (hachi_draft_lookup).
+ * --prompt-cache FILE: restore the longest prefix of the prompt that FILE holds
+ * and prefill only the rest; when nothing was restored, save the prompt's state
+ * there (hachi_session_save / _load; the output is the same either way). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,10 +17,12 @@ static void usage(void) {
     fprintf(stderr,
             "usage: hachi run -m MODEL [-p PROMPT | -f FILE] [-n N] [-c CTX] [-t THREADS]\n"
             "                 [--temp T] [--top-k K] [--top-p P] [--min-p M] [--repeat-penalty R] [--seed S]\n"
-            "                 [--no-bos] [--draft N] [--profile] [--chunks 8,15,25]\n"
+            "                 [--no-bos] [--draft N] [--prompt-cache FILE] [--profile] [--chunks 8,15,25]\n"
             "  --draft N   speculative decoding: up to N (1..%d) tokens drafted by prompt lookup (the tokens\n"
             "              after the latest earlier occurrence of the last 4, 3 or 2 tokens), verified in one\n"
-            "              forward; the same output as without, faster when the text repeats its context\n",
+            "              forward; the same output as without, faster when the text repeats its context\n"
+            "  --prompt-cache FILE   restore the longest prefix of the prompt FILE holds and prefill only\n"
+            "              the rest; when nothing was restored, save the prompt's state to FILE\n",
             HACHI_DRAFT_MAX);
 }
 
@@ -36,7 +41,7 @@ void cli_print_profile(FILE *f, const hachi_session *s) {
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *cmd = "run", *prompt = "", *prompt_file = NULL;
+    const char *cmd = "run", *prompt = "", *prompt_file = NULL, *cache_path = NULL;
     cli_opts o;
     long n_predict = 128, n_draft = 0;
     bool bos = true;
@@ -55,6 +60,8 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--draft")) {
             const char *v = cli_value(cmd, argc, argv, &i);
             if (!v || !cli_int(cmd, a, v, 0, HACHI_DRAFT_MAX, &n_draft)) return 1;
+        } else if (!strcmp(a, "--prompt-cache")) {
+            if (!(cache_path = cli_value(cmd, argc, argv, &i))) return 1;
         } else if (!strcmp(a, "--no-bos")) bos = false;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
         else return cli_error(cmd, "unknown option '%s' (hachi run --help)", a);
@@ -95,8 +102,25 @@ int cmd_run(int argc, char **argv) {
     fwrite(prompt, 1, plen, stdout);
     fflush(stdout);
     double t0 = hachi_time_ms();
-    if ((st = hachi_session_eval(s, toks, n_tok, NULL))) { cli_lib_error(cmd, st, "prefill failed"); goto out; }
+    int32_t n_cached = 0;
+    FILE *cf = cache_path ? fopen(cache_path, "rb") : NULL;
+    if (cf) {
+        fclose(cf);
+        if ((st = hachi_session_load(s, cache_path, toks, n_tok, &n_cached))) {
+            cli_lib_error(cmd, st, "cannot use the prompt cache");
+            goto out;
+        }
+    }
+    if (n_cached < n_tok && (st = hachi_session_eval(s, toks + n_cached, n_tok - n_cached, NULL))) {
+        cli_lib_error(cmd, st, "prefill failed");
+        goto out;
+    }
     double t_prefill = hachi_time_ms() - t0;
+    if (cache_path && n_cached) fprintf(stderr, "prompt cache: restored %d of %d prompt tokens from %s\n", n_cached, n_tok, cache_path);
+    else if (cache_path) {
+        if ((st = hachi_session_save(s, toks, n_tok, cache_path))) { cli_lib_error(cmd, st, "cannot save the prompt cache"); goto out; }
+        fprintf(stderr, "prompt cache: saved %d prompt tokens to %s\n", n_tok, cache_path);
+    }
     for (int i = 0; i < n_tok; i++) hachi_sampler_accept(smp, toks[i]);
 
     hachi_detok dt;
@@ -160,7 +184,8 @@ int cmd_run(int argc, char **argv) {
     fflush(stdout);
     if (full) fprintf(stderr, "hachi run: context full (%d tokens): generation stopped\n", hachi_session_n_ctx(s));
     fprintf(stderr, "prompt tokens: %d, generated tokens: %d, prefill: %.2f tok/s, decode: %.2f tok/s\n", n_tok, n_gen,
-            n_tok / (t_prefill / 1000.0), n_gen > 1 ? (n_gen - 1) / (t_decode / 1000.0) : 0.0);
+            n_tok > n_cached ? (n_tok - n_cached) / (t_prefill / 1000.0) : 0.0,
+            n_gen > 1 ? (n_gen - 1) / (t_decode / 1000.0) : 0.0);
     if (n_draft)
         fprintf(stderr, "draft: %d drafted, %d accepted (%.0f%%), %d forwards for %d tokens\n", n_drafted, n_accepted,
                 n_drafted ? 100.0 * n_accepted / n_drafted : 0.0, n_forwards, n_gen);

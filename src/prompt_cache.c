@@ -1,0 +1,349 @@
+/* prompt_cache: a session's state on disk, so a later run whose prompt starts
+ * the same way prefills only the rest (DESIGN.md section 4, "prefix cache").
+ *
+ * The file is safetensors: an 8-byte little-endian header length, a JSON header
+ * (padded with spaces to a multiple of 8), then the raw tensors back to back:
+ *   tokens      I32 [n]          the ids that produced the state
+ *   logits      F32 [n_vocab]    of tokens[n-1] (only when the session had them)
+ *   kv.L.k/.v   F16|F32 [rows][dim]  owner layer L's K/V rows of positions first..n-1
+ * and __metadata__ strings: format, version, model (an id of the weights: FNV-1a
+ * over the tensors' names, types, shapes and first/last bytes), n_tokens, kv
+ * (f16|f32) and kv.L.first. Full-attention caches keep every position (first
+ * 0), sliding rings their last slots. The loader reads only this layout; any
+ * other JSON, or sizes that disagree with the file or the session, is an error.
+ *
+ * Restoring position r needs, per ring, the keys a query at r sees (r-window, r):
+ * a prompt that extends the saved one (the usual reuse) always works; one that
+ * leaves it earlier works down to about window - n_slots positions before its end
+ * on sliding layers (all the way on models without rings). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include "session.h"
+#include "util.h"
+
+#define PC_FORMAT "hachi-prompt-cache"
+#define PC_VERSION "1"
+#define PC_MAX_TENSORS 130   /* tokens, logits, K and V of up to 64 caches */
+#define PC_MAX_HEADER (1u << 20)
+
+/* ---- the model id ------------------------------------------------------------------------- */
+
+static uint64_t fnv64(uint64_t h, const void *p, size_t n) {
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ull;
+    return h;
+}
+
+static uint64_t model_id(const hachi_model *m) {
+    const hachi_gguf *g = m->gguf;
+    uint64_t h = 14695981039346656037ull, size = hachi_gguf_file_size(g);
+    h = fnv64(h, &size, sizeof size);
+    for (int64_t i = 0; i < hachi_gguf_n_tensors(g); i++) {
+        const hachi_gguf_tensor *t = hachi_gguf_tensor_at(g, i);
+        size_t k = (size_t)HACHI_MIN(t->nbytes, 64);
+        h = fnv64(h, t->name, strlen(t->name));
+        h = fnv64(h, &t->type, sizeof t->type);
+        h = fnv64(h, t->ne, sizeof t->ne);
+        h = fnv64(h, t->data, k);
+        h = fnv64(h, (const char *)t->data + t->nbytes - k, k);
+    }
+    return h;
+}
+
+/* ---- saving --------------------------------------------------------------------------------- */
+
+/* first position whose row a cache holds at position n */
+static int kv_first(const hachi_kv *kv, int n) { return HACHI_MAX(kv->valid_from, kv->ring ? n - kv->n_slots : 0); }
+
+static size_t kv_slot(const hachi_kv *kv, int pos) { return (size_t)(kv->ring ? pos % kv->n_slots : pos); }
+
+hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, int32_t n, const char *path) {
+    if (!s || !tokens || !path || n <= 0 || n != s->pos)
+        return hachi_fail(HACHI_ERR_INVALID_ARG, "save: %d tokens given for a session at position %d", n, s ? s->pos : 0);
+    const hachi_model *m = s->m;
+    const bool logits = s->logits_pos == n - 1;
+    const char *dt = s->kv_f32 ? "F32" : "F16";
+    size_t cap = 4096 + (size_t)s->n_kv * 256, len = 0, off = 0;
+    char *hdr = hachi_malloc(cap);
+    if (!hdr) return HACHI_ERR_NOMEM;
+#define PUT(...) (len += (size_t)snprintf(hdr + len, cap - len, __VA_ARGS__))
+    PUT("{\"__metadata__\":{\"format\":\"" PC_FORMAT "\",\"version\":\"" PC_VERSION "\",\"model\":\"%016llx\","
+        "\"n_tokens\":\"%d\",\"kv\":\"%s\"", (unsigned long long)model_id(m), n, s->kv_f32 ? "f32" : "f16");
+    for (int c = 0; c < s->n_kv; c++) PUT(",\"kv.%d.first\":\"%d\"", s->kv[c].owner, kv_first(&s->kv[c], n));
+    PUT("},\"tokens\":{\"dtype\":\"I32\",\"shape\":[%d],\"data_offsets\":[0,%zu]}", n, (size_t)n * 4);
+    off = (size_t)n * 4;
+    if (logits) {
+        PUT(",\"logits\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]}", m->n_vocab, off,
+            off + (size_t)m->n_vocab * 4);
+        off += (size_t)m->n_vocab * 4;
+    }
+    for (int c = 0; c < s->n_kv; c++) {
+        const hachi_kv *kv = &s->kv[c];
+        size_t rows = (size_t)(n - kv_first(kv, n)), bytes = rows * kv->row_bytes;
+        for (int j = 0; j < 2; j++, off += bytes)
+            PUT(",\"kv.%d.%c\":{\"dtype\":\"%s\",\"shape\":[%zu,%d],\"data_offsets\":[%zu,%zu]}", kv->owner,
+                j ? 'v' : 'k', dt, rows, kv->dim, off, off + bytes);
+    }
+    PUT("}");
+#undef PUT
+    while (len % 8) hdr[len++] = ' ';
+
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        hachi_free(hdr);
+        return hachi_fail(HACHI_ERR_INVALID_ARG, "save: path too long");
+    }
+    FILE *f = fopen(tmp, "wb");
+    if (!f) { hachi_free(hdr); return hachi_fail(HACHI_ERR_IO, "cannot write '%s'", tmp); }
+    uint64_t hl = len;
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++) le[i] = (unsigned char)(hl >> (8 * i));
+    bool ok = fwrite(le, 1, 8, f) == 8 && fwrite(hdr, 1, len, f) == len &&
+              fwrite(tokens, 4, (size_t)n, f) == (size_t)n &&
+              (!logits || fwrite(s->logits, 4, (size_t)m->n_vocab, f) == (size_t)m->n_vocab);
+    for (int c = 0; ok && c < s->n_kv; c++) {
+        const hachi_kv *kv = &s->kv[c];
+        for (int j = 0; ok && j < 2; j++)
+            for (int p = kv_first(kv, n); ok && p < n; p++)
+                ok = fwrite((j ? kv->v : kv->k) + kv_slot(kv, p) * kv->row_bytes, 1, kv->row_bytes, f) == kv->row_bytes;
+    }
+    ok = (fclose(f) == 0) && ok;
+    hachi_free(hdr);
+    if (!ok || rename(tmp, path) != 0) {
+        remove(tmp);
+        return hachi_fail(HACHI_ERR_IO, "cannot write the prompt cache '%s'", path);
+    }
+    return HACHI_OK;
+}
+
+/* ---- the header: exactly the JSON hachi_session_save writes ---------------------------------- */
+
+typedef struct { const char *p, *end; } js;
+typedef struct { char name[32], dtype[8]; int64_t shape[2]; int n_shape; uint64_t a, b; } pc_tensor;
+typedef struct {
+    char format[32], version[32], model[32], kv[32];
+    int64_t n_tokens;
+    int first[64], first_owner[64], n_first;
+    pc_tensor t[PC_MAX_TENSORS];
+    int n_t;
+} pc_header;
+
+static void ws(js *j) { while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\t' || *j->p == '\r')) j->p++; }
+static bool lit(js *j, char c) { ws(j); if (j->p < j->end && *j->p == c) { j->p++; return true; } return false; }
+
+/* a string without escapes into buf (cap bytes with the NUL) */
+static bool jstr(js *j, char *buf, size_t cap) {
+    if (!lit(j, '"')) return false;
+    size_t n = 0;
+    while (j->p < j->end && *j->p != '"') {
+        if (*j->p == '\\' || n + 1 >= cap) return false;
+        buf[n++] = *j->p++;
+    }
+    buf[n] = 0;
+    return lit(j, '"');
+}
+
+static bool jint(js *j, int64_t *v) {
+    ws(j);
+    int64_t x = 0;
+    const char *s = j->p;
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
+        if (x > (INT64_MAX - 9) / 10) return false;
+        x = x * 10 + (*j->p++ - '0');
+    }
+    *v = x;
+    return j->p > s;
+}
+
+static bool jints(js *j, int64_t *v, int max, int *n) {
+    if (!lit(j, '[')) return false;
+    for (*n = 0; *n < max; (*n)++) {
+        if (!jint(j, &v[*n])) return false;
+        if (lit(j, ']')) { (*n)++; return true; }
+        if (!lit(j, ',')) return false;
+    }
+    return false;
+}
+
+static bool parse_meta(js *j, pc_header *h) {
+    if (!lit(j, '{')) return false;
+    do {
+        char k[32], v[32];
+        if (!jstr(j, k, sizeof k) || !lit(j, ':') || !jstr(j, v, sizeof v)) return false;
+        int owner;
+        char tail;
+        if (!strcmp(k, "format")) snprintf(h->format, sizeof h->format, "%s", v);
+        else if (!strcmp(k, "version")) snprintf(h->version, sizeof h->version, "%s", v);
+        else if (!strcmp(k, "model")) snprintf(h->model, sizeof h->model, "%s", v);
+        else if (!strcmp(k, "kv")) snprintf(h->kv, sizeof h->kv, "%s", v);
+        else if (!strcmp(k, "n_tokens")) { if (sscanf(v, "%" SCNd64 "%c", &h->n_tokens, &tail) != 1) return false; }
+        else if (sscanf(k, "kv.%d.first%c", &owner, &tail) == 1 && h->n_first < 64) {
+            if (sscanf(v, "%d%c", &h->first[h->n_first], &tail) != 1) return false;
+            h->first_owner[h->n_first++] = owner;
+        } else return false;
+    } while (lit(j, ','));
+    return lit(j, '}');
+}
+
+static bool parse_tensor(js *j, pc_tensor *t) {
+    if (!lit(j, '{')) return false;
+    int seen = 0;
+    do {
+        char k[16];
+        int64_t off[2];
+        int n;
+        if (!jstr(j, k, sizeof k) || !lit(j, ':')) return false;
+        if (!strcmp(k, "dtype") && jstr(j, t->dtype, sizeof t->dtype)) seen |= 1;
+        else if (!strcmp(k, "shape") && jints(j, t->shape, 2, &t->n_shape)) seen |= 2;
+        else if (!strcmp(k, "data_offsets") && jints(j, off, 2, &n) && n == 2) { t->a = (uint64_t)off[0]; t->b = (uint64_t)off[1]; seen |= 4; }
+        else return false;
+    } while (lit(j, ','));
+    return seen == 7 && lit(j, '}');
+}
+
+static bool parse_header(const char *p, size_t n, pc_header *h) {
+    js j = {p, p + n};
+    memset(h, 0, sizeof *h);
+    h->n_tokens = -1;
+    if (!lit(&j, '{')) return false;
+    do {
+        char k[32];
+        if (!jstr(&j, k, sizeof k) || !lit(&j, ':')) return false;
+        if (!strcmp(k, "__metadata__")) { if (!parse_meta(&j, h)) return false; continue; }
+        if (h->n_t == PC_MAX_TENSORS) return false;
+        pc_tensor *t = &h->t[h->n_t++];
+        snprintf(t->name, sizeof t->name, "%s", k);
+        if (!parse_tensor(&j, t)) return false;
+    } while (lit(&j, ','));
+    if (!lit(&j, '}')) return false;
+    ws(&j);
+    return j.p == j.end;
+}
+
+static const pc_tensor *find(const pc_header *h, const char *name) {
+    for (int i = 0; i < h->n_t; i++) if (!strcmp(h->t[i].name, name)) return &h->t[i];
+    return NULL;
+}
+
+/* The tensor name, of dtype and shape [d0] (d1 < 0) or [d0][d1], inside the data section. */
+static hachi_status check_tensor(const pc_tensor *t, const char *name, const char *dtype, int64_t d0, int64_t d1,
+                                 size_t elem, uint64_t data_size, const char *path) {
+    if (!t) return hachi_fail(HACHI_ERR_FORMAT, "prompt cache '%s': no tensor %s", path, name);
+    const int nd = d1 < 0 ? 1 : 2;
+    uint64_t bytes = (uint64_t)d0 * (uint64_t)(d1 < 0 ? 1 : d1) * elem;
+    if (strcmp(t->dtype, dtype) || t->n_shape != nd || t->shape[0] != d0 || (nd == 2 && t->shape[1] != d1) ||
+        t->b < t->a || t->b - t->a != bytes || t->b > data_size)
+        return hachi_fail(HACHI_ERR_FORMAT, "prompt cache '%s': tensor %s is not %s [%lld%s%lld] within the file", path,
+                          name, dtype, (long long)d0, nd == 2 ? ", " : "", (long long)(nd == 2 ? d1 : 0));
+    return HACHI_OK;
+}
+
+/* ---- loading -------------------------------------------------------------------------------- */
+
+static bool read_at(FILE *f, uint64_t off, void *dst, size_t n) {
+    return fseeko(f, (off_t)off, SEEK_SET) == 0 && fread(dst, 1, n, f) == n;
+}
+
+hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_t *tokens, int32_t n,
+                                int32_t *n_loaded) {
+    if (!s || !path || !tokens || n <= 0 || !n_loaded) return hachi_fail(HACHI_ERR_INVALID_ARG, "load: bad arguments");
+    *n_loaded = 0;
+    s->pos = 0;
+    s->logits_pos = -1;
+    for (int c = 0; c < s->n_kv; c++) s->kv[c].valid_from = 0;
+    const hachi_model *m = s->m;
+    FILE *f = fopen(path, "rb");
+    if (!f) return hachi_fail(HACHI_ERR_IO, "cannot open the prompt cache '%s'", path);
+    hachi_status st = HACHI_OK;
+    char *hdr = NULL;
+    int32_t *ftok = NULL;
+    pc_header *h = hachi_calloc(1, sizeof *h);
+    unsigned char le[8];
+    uint64_t hl = 0, size = 0;
+    if (!h) { st = HACHI_ERR_NOMEM; goto out; }
+    if (fseeko(f, 0, SEEK_END) == 0) size = (uint64_t)ftello(f);
+    if (!read_at(f, 0, le, 8)) { st = hachi_fail(HACHI_ERR_FORMAT, "'%s' is not a hachi prompt cache (under 8 bytes)", path); goto out; }
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)le[i] << (8 * i);
+    if (hl == 0 || hl > PC_MAX_HEADER || hl > size - 8) {
+        st = hachi_fail(HACHI_ERR_FORMAT, "'%s' is not a hachi prompt cache (a header of %llu bytes does not fit the file)",
+                        path, (unsigned long long)hl);
+        goto out;
+    }
+    if (!(hdr = hachi_malloc(hl))) { st = HACHI_ERR_NOMEM; goto out; }
+    if (!read_at(f, 8, hdr, hl) || !parse_header(hdr, hl, h) || strcmp(h->format, PC_FORMAT)) {
+        st = hachi_fail(HACHI_ERR_FORMAT, "'%s' is not a hachi prompt cache (safetensors header not understood)", path);
+        goto out;
+    }
+    if (strcmp(h->version, PC_VERSION)) {
+        st = hachi_fail(HACHI_ERR_UNSUPPORTED, "prompt cache '%s': version %s (this hachi reads %s)", path, h->version, PC_VERSION);
+        goto out;
+    }
+    char id[24];
+    snprintf(id, sizeof id, "%016llx", (unsigned long long)model_id(m));
+    if (strcmp(h->model, id) || strcmp(h->kv, s->kv_f32 ? "f32" : "f16") || h->n_first != s->n_kv)
+        goto out;   /* another model, or another KV type: nothing to reuse, not an error */
+    const uint64_t base = 8 + hl, data = size - base;
+    const int64_t nf = h->n_tokens;
+    if (nf <= 0 || nf > INT32_MAX / 4 || (st = check_tensor(find(h, "tokens"), "tokens", "I32", nf, -1, 4, data, path)))
+        goto out;
+    if (!(ftok = hachi_malloc((size_t)nf * 4))) { st = HACHI_ERR_NOMEM; goto out; }
+    const pc_tensor *tt = find(h, "tokens");
+    if (!read_at(f, base + tt->a, ftok, (size_t)nf * 4)) { st = hachi_fail(HACHI_ERR_IO, "cannot read '%s'", path); goto out; }
+
+    /* the position to restore: the common prefix, less the last prompt token when its
+     * logits are not in the file (the caller evaluates it) */
+    int32_t c = 0;
+    while (c < n && c < nf && ftok[c] == tokens[c]) c++;
+    const pc_tensor *lt = find(h, "logits");
+    if (lt && (st = check_tensor(lt, "logits", "F32", m->n_vocab, -1, 4, data, path))) goto out;
+    const bool with_logits = lt && c == n && c == nf;
+    int32_t r = with_logits ? c : HACHI_MIN(c, n - 1);
+    if (r > s->n_ctx) r = 0;
+    for (int k = 0; k < s->n_kv && r > 0; k++) {   /* each cache must hold what a query at r sees */
+        const hachi_kv *kv = &s->kv[k];
+        int first = -1;
+        for (int i = 0; i < h->n_first; i++) if (h->first_owner[i] == kv->owner) first = h->first[i];
+        if (first < 0 || first > nf) { st = hachi_fail(HACHI_ERR_FORMAT, "prompt cache '%s': no rows for layer %d", path, kv->owner); goto out; }
+        const int window = s->lp[kv->owner].window;
+        if (first > (window ? HACHI_MAX(0, r - window + 1) : 0)) r = 0;
+    }
+    for (int k = 0; k < s->n_kv && r > 0; k++) {
+        hachi_kv *kv = &s->kv[k];
+        int first = 0;
+        for (int i = 0; i < h->n_first; i++) if (h->first_owner[i] == kv->owner) first = h->first[i];
+        int from = HACHI_MAX(first, kv->ring ? r - kv->n_slots : 0);
+        for (int j = 0; j < 2; j++) {
+            char name[32];
+            snprintf(name, sizeof name, "kv.%d.%c", kv->owner, j ? 'v' : 'k');
+            if ((st = check_tensor(find(h, name), name, s->kv_f32 ? "F32" : "F16", nf - first, kv->dim,
+                                   s->kv_f32 ? 4 : 2, data, path)))
+                goto out;
+            const pc_tensor *t = find(h, name);
+            for (int p = from; p < r; p++)
+                if (!read_at(f, base + t->a + (uint64_t)(p - first) * kv->row_bytes,
+                             (j ? kv->v : kv->k) + kv_slot(kv, p) * kv->row_bytes, kv->row_bytes)) {
+                    st = hachi_fail(HACHI_ERR_IO, "cannot read '%s'", path);
+                    goto out;
+                }
+        }
+        kv->valid_from = from;
+    }
+    if (with_logits && r == c) {
+        if (!read_at(f, base + lt->a, s->logits, (size_t)m->n_vocab * 4)) { st = hachi_fail(HACHI_ERR_IO, "cannot read '%s'", path); goto out; }
+        s->logits_pos = r - 1;
+    }
+    s->pos = r;
+    *n_loaded = r;
+out:
+    if (st) {
+        s->pos = 0;
+        for (int c = 0; c < s->n_kv; c++) s->kv[c].valid_from = 0;
+    }
+    fclose(f);
+    hachi_free(hdr);
+    hachi_free(ftok);
+    hachi_free(h);
+    return st;
+}

@@ -1,0 +1,160 @@
+/* Tests of src/prompt_cache.c on the trained gemma4-micro (sliding rings of
+ * 64 + 16 slots, full layers, shared caches): a restored state continues with
+ * bitwise the logits of an uncached session; which prefixes can be restored;
+ * other models and damaged files. */
+#include "test.h"
+#include <stdint.h>
+#include "hachi.h"
+#include "session.h"
+
+enum { P = 300, EXTRA = 20, V = 512 };
+
+static hachi_session *session(hachi_model *m, int batch) {
+    hachi_session_params sp = hachi_session_default_params();
+    sp.n_ctx = 2048;
+    sp.n_threads = 2;
+    sp.n_batch = batch;
+    hachi_session *s = NULL;
+    CHECKF(hachi_session_create(m, &sp, &s) == HACHI_OK, "%s", hachi_last_error());
+    return s;
+}
+
+static void ids(int32_t *t, int n, uint32_t seed) {
+    for (int i = 0; i < n; i++) { seed = seed * 1103515245u + 12345u; t[i] = 3 + (int32_t)((seed >> 8) % (V - 3)); }
+}
+
+static bool same_logits(const float *a, const float *b) { return !memcmp(a, b, V * sizeof(float)); }
+
+/* logits of the last of tokens[0..n) from a fresh session that prefills them all */
+static void reference(hachi_model *m, const int32_t *t, int n, float *out) {
+    hachi_session *s = session(m, 64);
+    if (s && hachi_session_eval(s, t, n, NULL) == HACHI_OK) memcpy(out, hachi_session_logits(s), V * sizeof(float));
+    hachi_session_free(s);
+}
+
+TEST(prompt_cache_restores_exactly) {
+    NEED_SHARED(path, "models/gemma4-micro.gguf");
+    char file[1024];
+    snprintf(file, sizeof file, "%s/micro.cache", test_tmpdir());
+    hachi_model *m = NULL;
+    CHECKF(hachi_model_load(path, NULL, &m) == HACHI_OK, "%s", hachi_last_error());
+    if (!m) return;
+    int32_t t[P + EXTRA];
+    ids(t, P + EXTRA, 7);
+    float want[V], after[6][V];
+    hachi_session *a = session(m, 64), *b = session(m, 7);
+    if (!a || !b) goto out;
+
+    /* save after the prompt; a session of another batch size restores it and continues alike */
+    CHECK(hachi_session_eval(a, t, P, NULL) == HACHI_OK);
+    memcpy(want, hachi_session_logits(a), sizeof want);
+    CHECKF(hachi_session_save(a, t, P, file) == HACHI_OK, "%s", hachi_last_error());
+    for (int i = 0; i < 6; i++) {
+        CHECK(hachi_session_eval(a, &t[P + i], 1, NULL) == HACHI_OK);
+        memcpy(after[i], hachi_session_logits(a), sizeof after[i]);
+    }
+    int32_t n = -1;
+    CHECKF(hachi_session_load(b, file, t, P, &n) == HACHI_OK && n == P && hachi_session_pos(b) == P,
+           "load: %d restored: %s", n, hachi_last_error());
+    CHECK(same_logits(hachi_session_logits(b), want));
+    for (int i = 0; i < 6; i++) {
+        CHECK(hachi_session_eval(b, &t[P + i], 1, NULL) == HACHI_OK);
+        CHECKF(same_logits(hachi_session_logits(b), after[i]), "step %d after the restore differs", i);
+    }
+    CHECK(hachi_session_rewind(b, P - 10) == HACHI_OK);   /* the rings hold their spare slots */
+
+    /* a longer prompt: the saved part restored, the rest prefilled */
+    float ref[V];
+    CHECK(hachi_session_load(b, file, t, P + EXTRA, &n) == HACHI_OK && n == P);
+    CHECK(hachi_session_eval(b, t + P, EXTRA, NULL) == HACHI_OK);
+    reference(m, t, P + EXTRA, ref);
+    CHECK(same_logits(hachi_session_logits(b), ref));
+
+    /* a shorter prompt: restored up to its last token, which is evaluated again */
+    CHECK(hachi_session_load(b, file, t, P - 5, &n) == HACHI_OK && n == P - 6);
+    CHECK(hachi_session_eval(b, t + P - 6, 1, NULL) == HACHI_OK);
+    reference(m, t, P - 5, ref);
+    CHECK(same_logits(hachi_session_logits(b), ref));
+
+    /* diverging at 100: the sliding rings no longer hold what position 100 needs */
+    int32_t u[P];
+    memcpy(u, t, sizeof u);
+    u[100] ^= 1;
+    CHECK(hachi_session_load(b, file, u, P, &n) == HACHI_OK && n == 0 && hachi_session_pos(b) == 0);
+out:
+    hachi_session_free(a);
+    hachi_session_free(b);
+    hachi_model_free(m);
+    remove(file);
+}
+
+/* Damaged files are errors that name the file, never a crash, and leave the session at
+ * position 0; a file written for other weights restores nothing. */
+TEST(prompt_cache_bad_files) {
+    NEED_SHARED(path, "models/gemma4-micro.gguf");
+    char file[1024], bad[1024];
+    snprintf(file, sizeof file, "%s/micro2.cache", test_tmpdir());
+    snprintf(bad, sizeof bad, "%s/bad.cache", test_tmpdir());
+    hachi_model *m = NULL;
+    CHECKF(hachi_model_load(path, NULL, &m) == HACHI_OK, "%s", hachi_last_error());
+    hachi_session *s = m ? session(m, 64) : NULL;
+    int32_t t[P];
+    ids(t, P, 9);
+    size_t len = 0;
+    char *img = NULL;
+    if (!s || hachi_session_eval(s, t, P, NULL) != HACHI_OK || hachi_session_save(s, t, P, file) != HACHI_OK ||
+        !(img = test_read_file(file, &len))) {
+        CHECK(0);
+        goto out;
+    }
+    struct { const char *what; size_t keep; const char *patch, *with; } cases[] = {
+        {"truncated in the data", len / 2, NULL, NULL},
+        {"truncated in the header", 40, NULL, NULL},
+        {"shorter than the length", 5, NULL, NULL},
+        {"not JSON", len, "{\"__metadata__\"", "[\"__metadata__\""},
+        {"another format", len, "hachi-prompt-cache", "hachi-prompt-cachx"},
+        {"offsets past the end", len, "\"data_offsets\":[0,", "\"data_offsets\":[9,"},
+        {"a wrong shape", len, "\"shape\":[300]", "\"shape\":[301]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *c = malloc(len + 1);
+        memcpy(c, img, len);
+        if (cases[i].patch) {
+            char *at = strstr(c + 8, cases[i].patch);
+            CHECKF(at != NULL, "%s: no '%s' in the header", cases[i].what, cases[i].patch);
+            if (at) memcpy(at, cases[i].with, strlen(cases[i].with));
+        }
+        FILE *f = fopen(bad, "wb");
+        fwrite(c, 1, cases[i].keep, f);
+        fclose(f);
+        free(c);
+        int32_t n = -1;
+        hachi_status st = hachi_session_load(s, bad, t, P, &n);
+        CHECKF(st != HACHI_OK && n == 0 && hachi_session_pos(s) == 0 && strstr(hachi_last_error(), "bad.cache"),
+               "%s: status %d, %d restored, error '%s'", cases[i].what, st, n, hachi_last_error());
+    }
+    int32_t n = -1;
+    CHECK(hachi_session_load(s, "/nonexistent.cache", t, P, &n) == HACHI_ERR_IO && n == 0);
+
+    /* the tiny random model cannot use the micro model's file */
+    char tiny[1024];
+    snprintf(tiny, sizeof tiny, "%s/tiny-pc.gguf", test_tmpdir());
+    char *out = NULL;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s synth --shape tiny --type f32 -o %s >/dev/null 2>&1", test_hachi_bin(), tiny);
+    hachi_model *tm = NULL;
+    if (test_run(cmd, &out) == 0 && hachi_model_load(tiny, NULL, &tm) == HACHI_OK) {
+        hachi_session *ts = session(tm, 64);
+        CHECK(ts && hachi_session_load(ts, file, t, P, &n) == HACHI_OK && n == 0);
+        hachi_session_free(ts);
+    } else CHECKF(0, "synth tiny failed");
+    hachi_model_free(tm);
+    free(out);
+    remove(tiny);
+out:
+    free(img);
+    hachi_session_free(s);
+    hachi_model_free(m);
+    remove(file);
+    remove(bad);
+}
