@@ -227,6 +227,34 @@ TEST(cli_chat_reuses_cache) {
     free(out);
 }
 
+/* chat --draft: the same replies and the same context after each turn (drafted positions
+ * not kept are rewound before the next turn), with drafts kept from the conversation. */
+TEST(cli_chat_draft_same_replies) {
+    NEED_SHARED(model, "models/gemma4-micro.gguf");
+    const char *in = "printf 'The pass key is 12345. Remember it. 12345 is the pass key.\\n"
+                     "What is the pass key? The pass key is\\n'";
+    int rc;
+    char *out[2], *err[2];
+    for (int d = 0; d < 2; d++) {
+        const char *e = tmp(d ? "chat_err1.txt" : "chat_err0.txt");
+        out[d] = sh(&rc, "%s | %s chat -m %s -n 16 --temp 0 --draft %d 2>%s", in, test_hachi_bin(), model, d ? 8 : 0, e);
+        CHECKF(rc == 0, "chat --draft %d exit %d", d ? 8 : 0, rc);
+        err[d] = test_read_file(e, NULL);
+    }
+    CHECKF(!strcmp(out[0], out[1]), "replies differ:\n%s\n---\n%s", out[0], out[1]);
+    int kept = 0, drafted = 0;
+    for (int t = 1; t <= 2; t++) {
+        char key[32];
+        snprintf(key, sizeof key, "[turn %d: ", t);
+        const char *a = err[0] ? strstr(err[0], key) : NULL, *b = err[1] ? strstr(err[1], key) : NULL;
+        const char *ca = a ? strstr(a, "context ") : NULL, *cb = b ? strstr(b, "context ") : NULL;
+        CHECKF(ca && cb && !strncmp(ca, cb, strcspn(ca, ";]")), "turn %d: %s / %s", t, a ? a : "-", b ? b : "-");
+        if (b && strstr(b, "so far ")) sscanf(strstr(b, "so far "), "so far %d of %d", &kept, &drafted);
+    }
+    CHECKF(kept > 0 && kept <= drafted, "drafts: %d of %d kept", kept, drafted);
+    for (int d = 0; d < 2; d++) { free(out[d]); free(err[d]); }
+}
+
 TEST(cli_run_profile) {
     NEED_SHARED(model, "models/gemma4-micro.gguf");
     int rc;

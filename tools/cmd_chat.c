@@ -1,7 +1,8 @@
 /* hachi chat: a conversation in one session. Each line on stdin is a user
  * turn; only its new tokens are prefilled (the KV cache is reused across
  * turns); the reply streams until the end-of-turn token or EOS. When the
- * context cannot hold the next turn, the user is told and the chat ends. */
+ * context cannot hold the next turn, the user is told and the chat ends.
+ * --draft N: prompt-lookup drafts over the whole conversation (tools/gen.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 int cmd_chat(int argc, char **argv) {
     const char *cmd = "chat", *system = NULL;
     cli_opts o;
-    long n_max = 512;
+    long n_max = 512, n_draft = 0;
     int rc = 1;
     cli_opts_init(&o);
     for (int i = 1; i < argc; i++) {
@@ -23,9 +24,13 @@ int cmd_chat(int argc, char **argv) {
         else if (!strcmp(a, "-n")) {
             const char *v = cli_value(cmd, argc, argv, &i);
             if (!v || !cli_int(cmd, a, v, 1, 1 << 20, &n_max)) return 1;
+        } else if (!strcmp(a, "--draft")) {
+            const char *v = cli_value(cmd, argc, argv, &i);
+            if (!v || !cli_int(cmd, a, v, 0, HACHI_DRAFT_MAX, &n_draft)) return 1;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: hachi chat -m MODEL [--system TEXT] [-n MAX_REPLY_TOKENS] [-c CTX] [sampling flags]\n"
-                   "one user message per line on stdin; an empty line or end of input ends the chat\n");
+            printf("usage: hachi chat -m MODEL [--system TEXT] [-n MAX_REPLY_TOKENS] [-c CTX] [--draft N] [sampling flags]\n"
+                   "one user message per line on stdin; an empty line or end of input ends the chat\n"
+                   "--draft N: speculative decoding with prompt-lookup drafts (as in hachi run)\n");
             return 0;
         } else return cli_error(cmd, "unknown option '%s'", a);
     }
@@ -35,10 +40,12 @@ int cmd_chat(int argc, char **argv) {
     char *line = NULL, *turn = NULL;
     int32_t *toks = NULL;
     size_t line_cap = 0;
+    cli_gen g = {0};
     if (!m) goto out;
     hachi_status st = hachi_session_create(m, &o.sp, &s);
     if (st) { cli_lib_error(cmd, st, "cannot create the session"); goto out; }
     if ((st = hachi_sampler_create(&o.smp, hachi_model_n_vocab(m), &smp))) { cli_lib_error(cmd, st, "sampler"); goto out; }
+    if ((st = cli_gen_init(&g, s, smp, m, (int)n_draft, hachi_session_n_ctx(s)))) { cli_lib_error(cmd, st, "generator"); goto out; }
     bool tty = isatty(STDIN_FILENO);
     static const char *names[] = {"gemma4", "gemma3", "plain"};
     fprintf(stderr, "hachi chat: %s format, context %d; one message per line, empty line to quit\n",
@@ -68,7 +75,7 @@ int cmd_chat(int argc, char **argv) {
             goto out;
         }
         if ((st = hachi_session_eval(s, toks, n, NULL))) { cli_lib_error(cmd, st, "prefill failed"); goto out; }
-        for (int i = 0; i < n; i++) hachi_sampler_accept(smp, toks[i]);
+        cli_gen_feed(&g, toks, n);
 
         hachi_detok dt;
         hachi_detok_init(&dt, m);
@@ -76,34 +83,37 @@ int cmd_chat(int argc, char **argv) {
         int gen = 0;
         bool ended = false;
         while (gen < n_max) {
-            int32_t tok = hachi_sampler_sample(smp, hachi_session_logits(s));
+            int32_t tok = cli_gen_sample(&g);
             gen++;
             if (hachi_model_is_eog(m, tok)) { ended = true; break; }
-            hachi_sampler_accept(smp, tok);
             int32_t len = hachi_detok_push(&dt, tok, buf, sizeof buf);
             fwrite(buf, 1, len, stdout);
             fflush(stdout);
-            if (hachi_session_pos(s) >= hachi_session_n_ctx(s)) {
+            if ((st = cli_gen_next(&g, tok, (int)(n_max - gen))) == HACHI_ERR_CONTEXT_FULL) {
                 fprintf(stderr, "\nhachi chat: context full (%d tokens): the reply was cut; start a new chat\n",
                         hachi_session_n_ctx(s));
                 rc = 2;
                 goto out;
             }
-            if ((st = hachi_session_eval(s, &tok, 1, NULL))) { cli_lib_error(cmd, st, "decode failed"); goto out; }
+            if (st) { cli_lib_error(cmd, st, "decode failed"); goto out; }
         }
+        if ((st = cli_gen_settle(&g))) { cli_lib_error(cmd, st, "rewind failed"); goto out; }
         int32_t len = hachi_detok_flush(&dt, buf, sizeof buf);
         fwrite(buf, 1, len, stdout);
         fputc('\n', stdout);
         fflush(stdout);
         turns++;
-        fprintf(stderr, "[turn %d: prefilled %d new tokens, replied %d tokens%s, context %d/%d]\n", turns, n, gen,
+        fprintf(stderr, "[turn %d: prefilled %d new tokens, replied %d tokens%s, context %d/%d", turns, n, gen,
                 ended ? "" : " (cut at -n)", hachi_session_pos(s), hachi_session_n_ctx(s));
+        if (n_draft) fprintf(stderr, "; so far %d of %d drafted tokens kept, %d forwards", g.accepted, g.drafted, g.forwards);
+        fputs("]\n", stderr);
     }
     rc = 0;
 out:
     free(line);
     free(turn);
     free(toks);
+    cli_gen_free(&g);
     hachi_sampler_free(smp);
     hachi_session_free(s);
     hachi_model_free(m);

@@ -76,12 +76,11 @@ int cmd_run(int argc, char **argv) {
     hachi_session *s = NULL;
     hachi_sampler *smp = NULL;
     int32_t *toks = NULL, n_tok = 0;
-    float *rows = NULL;   /* --draft: the logits of one verifying forward */
+    cli_gen g = {0};
     if (!m) goto out;
 
     hachi_tokenize(m, prompt, plen, bos, true, NULL, 0, &n_tok);
-    /* the prompt, then the generated tokens (the drafter's history) */
-    if (!(toks = malloc(sizeof(int32_t) * (n_tok + 1 + (size_t)n_predict)))) goto out;
+    if (!(toks = malloc(sizeof(int32_t) * (n_tok + 1)))) goto out;
     hachi_status st = hachi_tokenize(m, prompt, plen, bos, true, toks, n_tok + 1, &n_tok);
     if (st != HACHI_OK) { cli_lib_error(cmd, st, "cannot tokenize the prompt"); goto out; }
     if (n_tok == 0) { cli_error(cmd, "empty prompt and no BOS: nothing to start from"); goto out; }
@@ -92,13 +91,9 @@ int cmd_run(int argc, char **argv) {
         goto out;
     }
     if ((st = hachi_sampler_create(&o.smp, hachi_model_n_vocab(m), &smp))) { cli_lib_error(cmd, st, "sampler"); goto out; }
-    const size_t n_vocab = (size_t)hachi_model_n_vocab(m);
-    if (n_draft && !(rows = malloc(sizeof(float) * n_vocab * (size_t)(n_draft + 1)))) {
-        cli_error(cmd, "no memory for %ld rows of logits (--draft)", n_draft + 1);
-        goto out;
-    }
+    if ((st = cli_gen_init(&g, s, smp, m, (int)n_draft, n_tok + (int)n_predict))) { cli_lib_error(cmd, st, "generator"); goto out; }
 
-    /* echo the prompt, then prefill it */
+    /* echo the prompt, then prefill it (what the prompt cache does not restore) */
     fwrite(prompt, 1, plen, stdout);
     fflush(stdout);
     double t0 = hachi_time_ms();
@@ -121,57 +116,31 @@ int cmd_run(int argc, char **argv) {
         if ((st = hachi_session_save(s, toks, n_tok, cache_path))) { cli_lib_error(cmd, st, "cannot save the prompt cache"); goto out; }
         fprintf(stderr, "prompt cache: saved %d prompt tokens to %s\n", n_tok, cache_path);
     }
-    for (int i = 0; i < n_tok; i++) hachi_sampler_accept(smp, toks[i]);
+    cli_gen_feed(&g, toks, n_tok);
 
     hachi_detok dt;
     hachi_detok_init(&dt, m);
     dt.at_start = plen == 0;         /* strip the dummy-prefix space only at the very start */
     char buf[256];
-    int n_gen = 0, n_hist = n_tok, n_forwards = 0, n_drafted = 0, n_accepted = 0;
+    int n_gen = 0;
     bool full = false;
     const int warmup = 4;
-    /* the forward being consumed: its tokens sit at positions base..; row r of its logits
-     * gives the token after position base + r; draft[r] (r < k) is what sits at base + r + 1 */
-    const float *lg = hachi_session_logits(s);
-    int32_t draft[HACHI_DRAFT_MAX], k = 0, r = 0, base = 0;
     if (o.sp.profile) hachi_session_profile_reset(s);
     t0 = hachi_time_ms();
     while (n_gen < n_predict) {
-        int32_t tok = hachi_sampler_sample(smp, lg);
+        int32_t tok = cli_gen_sample(&g);
         if (hachi_model_is_eog(m, tok)) break;
-        hachi_sampler_accept(smp, tok);
         int32_t len = hachi_detok_push(&dt, tok, buf, sizeof buf);
         fwrite(buf, 1, len, stdout);
         fflush(stdout);
         n_gen++;
-        toks[n_hist++] = tok;
         if (n_gen >= n_predict) break;
-        if (r < k && tok == draft[r]) {   /* a drafted token, already evaluated: its row is next */
-            n_accepted++;
-            lg = rows + ++r * n_vocab;
-            continue;
-        }
-        if (r < k && (st = hachi_session_rewind(s, base + r + 1))) { cli_lib_error(cmd, st, "rewind failed"); goto out; }
-        if (hachi_session_pos(s) >= hachi_session_n_ctx(s)) { full = true; break; }
-        base = hachi_session_pos(s);
-        int32_t room = HACHI_MIN(hachi_session_n_ctx(s) - base - 1, (int32_t)(n_predict - n_gen - 1));
-        k = n_draft && room > 0 ? hachi_draft_lookup(toks, n_hist, 2, 4, HACHI_MIN((int32_t)n_draft, room), draft) : 0;
-        r = 0;
-        if (k == 0) {
-            if ((st = hachi_session_eval(s, &tok, 1, NULL))) { cli_lib_error(cmd, st, "decode failed"); goto out; }
-            lg = hachi_session_logits(s);
-        } else {
-            int32_t batch[HACHI_DRAFT_MAX + 1];
-            batch[0] = tok;
-            memcpy(batch + 1, draft, (size_t)k * sizeof *draft);
-            if ((st = hachi_session_eval(s, batch, k + 1, rows))) { cli_lib_error(cmd, st, "decode failed"); goto out; }
-            lg = rows;
-            n_drafted += k;
-        }
-        n_forwards++;
-        if (o.sp.profile) {
-            if (n_forwards == warmup) hachi_session_profile_reset(s);
-            else if (n_forwards > warmup && (n_forwards - warmup) % 16 == 0) {
+        const int forwards = g.forwards;
+        if ((st = cli_gen_next(&g, tok, (int)(n_predict - n_gen))) == HACHI_ERR_CONTEXT_FULL) { full = true; break; }
+        if (st) { cli_lib_error(cmd, st, "decode failed"); goto out; }
+        if (o.sp.profile && g.forwards > forwards) {
+            if (g.forwards == warmup) hachi_session_profile_reset(s);
+            else if (g.forwards > warmup && (g.forwards - warmup) % 16 == 0) {
                 cli_print_profile(stderr, s);
                 hachi_session_profile_reset(s);
             }
@@ -187,15 +156,15 @@ int cmd_run(int argc, char **argv) {
             n_tok > n_cached ? (n_tok - n_cached) / (t_prefill / 1000.0) : 0.0,
             n_gen > 1 ? (n_gen - 1) / (t_decode / 1000.0) : 0.0);
     if (n_draft)
-        fprintf(stderr, "draft: %d drafted, %d accepted (%.0f%%), %d forwards for %d tokens\n", n_drafted, n_accepted,
-                n_drafted ? 100.0 * n_accepted / n_drafted : 0.0, n_forwards, n_gen);
+        fprintf(stderr, "draft: %d drafted, %d accepted (%.0f%%), %d forwards for %d tokens\n", g.drafted, g.accepted,
+                g.drafted ? 100.0 * g.accepted / g.drafted : 0.0, g.forwards, n_gen);
     rc = 0;
 out:
     hachi_sampler_free(smp);
     hachi_session_free(s);
     hachi_model_free(m);
     free(toks);
-    free(rows);
+    cli_gen_free(&g);
     free(file_text);
     return rc;
 }
