@@ -3,8 +3,9 @@
  * used for all G heads (dot_f16_multi / axpy_f16_multi). Keys before p0 come
  * from the owner's cache (ring slot = position % n_slots on sliding layers),
  * keys of this forward from its batch rows (kb/vb). Each token of a forward is
- * attended alone, as its own decode step would be: its key range split over the
- * threads, the softmax partials merged (flash-decoding). So a token's logits do
+ * attended alone, as its own decode step would be: with enough keys, its key
+ * range split over the threads and the softmax partials merged (flash-decoding),
+ * else whole on one thread; up to 16 tokens per dispatch. So a token's logits do
  * not depend on how the sequence was cut into forwards (prefill chunks, verified
  * drafts, a restored prompt cache): they are bitwise those of decoding it. */
 #include <math.h>
@@ -16,8 +17,7 @@
 typedef struct attn_job {
     hachi_session *s;
     int l, p0;      /* layer; position of this forward's first token (batch row 0) */
-    int t0, n;      /* tokens t0..t0+n-1 of the forward (split: n = 1) */
-    bool split;     /* one token's keys split over the threads */
+    int t0, n;      /* tokens t0..t0+n-1 of the forward (n <= HACHI_ATTN_GROUP) */
 } attn_job;
 
 /* f32 KV rows (kv_f32): the same contracts as the kernels' fp16 versions */
@@ -101,6 +101,11 @@ static void key_bounds(const hachi_layer_plan *lp, int pos, int *lo, int *hi) {
     *lo = lp->window > 0 ? HACHI_MAX(0, pos - lp->window + 1) : 0;
 }
 
+/* A token's keys are split over the threads when there are enough of them (decode too). */
+static bool split_keys(int lo, int hi, int nth) { return nth > 1 && hi - lo >= 64 * nth; }
+
+/* Tokens t0..t0+n-1: a short token whole on one thread (round robin), a long one with its
+ * keys split over all of them, the partials of slot i (token t0+i) left for the caller. */
 static void attn_task(void *ctx, int ith, int nth) {
     const attn_job *jb = ctx;
     hachi_session *s = jb->s;
@@ -110,56 +115,55 @@ static void attn_task(void *ctx, int ith, int nth) {
     float *sc = s->scores + (size_t)ith * s->scores_stride;
     float mx[64], sum[64];
 
-    if (jb->split) {   /* one token, keys split over threads; partials merged by the caller */
+    for (int i = 0; i < jb->n; i++) {
+        const int t = jb->t0 + i;
         int lo, hi;
-        key_bounds(lp, jb->p0 + jb->t0, &lo, &hi);
+        key_bounds(lp, jb->p0 + t, &lo, &hi);
+        if (!split_keys(lo, hi, nth)) {
+            if (i % nth != ith) continue;
+            for (int g = 0; g < Hkv; g++) {
+                float *out = s->att + (size_t)t * qd + (size_t)g * G * hd;
+                attend_range(jb, sc, t, g, lo, hi, out, mx, sum);
+                for (int h = 0; h < G; h++) {
+                    float inv = 1.0f / sum[h];
+                    for (int d = 0; d < hd; d++) out[h * hd + d] *= inv;
+                }
+            }
+            continue;
+        }
         int64_t a, b;
         hachi_split(hi - lo, 1, ith, nth, &a, &b);
-        float *part = s->partial + (size_t)ith * m->n_head * (hd + 2);
+        float *part = s->partial + ((size_t)i * nth + ith) * m->n_head * (hd + 2);
         for (int g = 0; g < Hkv; g++) {
             float *acc = part + (size_t)g * G * (hd + 2);
             /* acc rows interleaved with their max and sum: [G][hd + 2]; the raw
              * [G][hd] sums go right after this range's scores */
             float *buf = sc + (size_t)G * (b - a);
-            attend_range(jb, sc, jb->t0, g, lo + (int)a, lo + (int)b, buf, mx, sum);
+            attend_range(jb, sc, t, g, lo + (int)a, lo + (int)b, buf, mx, sum);
             for (int h = 0; h < G; h++) {
                 memcpy(acc + (size_t)h * (hd + 2), buf + (size_t)h * hd, hd * sizeof(float));
                 acc[(size_t)h * (hd + 2) + hd] = mx[h];
                 acc[(size_t)h * (hd + 2) + hd + 1] = sum[h];
             }
         }
-        return;
-    }
-    int64_t t0, t1;
-    hachi_split(jb->n, 1, ith, nth, &t0, &t1);
-    for (int t = jb->t0 + (int)t0; t < jb->t0 + t1; t++) {
-        int lo, hi;
-        key_bounds(lp, jb->p0 + t, &lo, &hi);
-        for (int g = 0; g < Hkv; g++) {
-            float *out = s->att + (size_t)t * qd + (size_t)g * G * hd;
-            attend_range(jb, sc, t, g, lo, hi, out, mx, sum);
-            for (int h = 0; h < G; h++) {
-                float inv = 1.0f / sum[h];
-                for (int i = 0; i < hd; i++) out[h * hd + i] *= inv;
-            }
-        }
     }
 }
 
-/* out = sum_i e^(m_i - M) acc_i / sum_i e^(m_i - M) l_i over the threads' partials of token t */
-static void merge_partials(hachi_session *s, int l, int t, int nth) {
+/* out = sum_k e^(m_k - M) acc_k / sum_k e^(m_k - M) l_k over the threads' partials of token t (slot i) */
+static void merge_partials(hachi_session *s, int l, int t, int i, int nth) {
     const hachi_model *m = s->m;
     const int hd = s->lp[l].head_dim, H = m->n_head;
+    const float *part = s->partial + (size_t)i * nth * H * (hd + 2);
     for (int h = 0; h < H; h++) {
         float M = -FLT_MAX, den = 0.0f;
         float *out = s->att + (size_t)t * H * hd + (size_t)h * hd;
-        for (int i = 0; i < nth; i++) {
-            const float *p = s->partial + (size_t)i * H * (hd + 2) + (size_t)h * (hd + 2);
+        for (int k = 0; k < nth; k++) {
+            const float *p = part + (size_t)k * H * (hd + 2) + (size_t)h * (hd + 2);
             if (p[hd + 1] > 0.0f && p[hd] > M) M = p[hd];
         }
         memset(out, 0, hd * sizeof(float));
-        for (int i = 0; i < nth; i++) {
-            const float *p = s->partial + (size_t)i * H * (hd + 2) + (size_t)h * (hd + 2);
+        for (int k = 0; k < nth; k++) {
+            const float *p = part + (size_t)k * H * (hd + 2) + (size_t)h * (hd + 2);
             if (p[hd + 1] <= 0.0f) continue;
             float w = expf(p[hd] - M);
             den += w * p[hd + 1];
@@ -172,16 +176,13 @@ static void merge_partials(hachi_session *s, int l, int t, int nth) {
 void hachi_attention(hachi_session *s, int l, int n, int p0) {
     const hachi_layer_plan *lp = &s->lp[l];
     const int nth = hachi_pool_size(s->pool);
-    if (nth == 1) {   /* one thread: the tokens in order, each over all its keys */
-        attn_job jb = {s, l, p0, 0, n, false};
+    for (int t0 = 0; t0 < n; t0 += HACHI_ATTN_GROUP) {
+        attn_job jb = {s, l, p0, t0, HACHI_MIN(HACHI_ATTN_GROUP, n - t0)};
         hachi_pool_run(s->pool, attn_task, &jb);
-        return;
-    }
-    for (int t = 0; t < n; t++) {   /* each token as its own decode step */
-        int lo, hi;
-        key_bounds(lp, p0 + t, &lo, &hi);
-        attn_job jb = {s, l, p0, t, 1, hi - lo >= 64 * nth};
-        hachi_pool_run(s->pool, attn_task, &jb);
-        if (jb.split) merge_partials(s, l, t, nth);
+        for (int i = 0; i < jb.n; i++) {
+            int lo, hi;
+            key_bounds(lp, p0 + t0 + i, &lo, &hi);
+            if (split_keys(lo, hi, nth)) merge_partials(s, l, t0 + i, i, nth);
+        }
     }
 }

@@ -129,7 +129,7 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     s->logits_pos = -1;
     s->scores_stride = (size_t)H * (s->n_ctx + hd_max);
     ALLOC(s->scores, (size_t)nth * s->scores_stride);
-    ALLOC(s->partial, (size_t)nth * H * (hd_max + 2));
+    ALLOC(s->partial, (size_t)HACHI_ATTN_GROUP * nth * H * (hd_max + 2));
 
     /* rope: inv_freq_i = base^(-2i/d) (/ rope_freqs[i] on full gemma4 layers) */
     for (int kind = 0; kind < 2; kind++) {

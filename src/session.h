@@ -9,6 +9,7 @@
 
 #define HACHI_SPEC_SLOTS 16         /* spare ring slots: a rewind of up to 16 tokens stays exact */
 #define HACHI_MAX_CHUNKS 8
+#define HACHI_ATTN_GROUP 16         /* tokens per attention dispatch (their split partials kept at once) */
 
 typedef struct hachi_layer_plan {
     bool sliding;
@@ -67,7 +68,7 @@ struct hachi_session {
     int logits_pos;                 /* its position; -1: none */
     float *scores;                  /* [n_threads][scores_stride] attention scratch */
     size_t scores_stride;           /* n_head * (n_ctx + hd_max): scores of every key, then one [G][hd] sum */
-    float *partial;                 /* [n_threads][n_head][hd_max + 2] split-K partials */
+    float *partial;                 /* [HACHI_ATTN_GROUP][n_threads][n_head][hd_max + 2] split-K partials */
     void *mm_scratch;
     size_t mm_scratch_bytes;
     size_t plan_bytes;
