@@ -286,8 +286,11 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
         goto out;   /* another model, or another KV type: nothing to reuse, not an error */
     const uint64_t base = 8 + hl, data = size - base;
     const int64_t nf = h->n_tokens;
-    if (nf <= 0 || nf > INT32_MAX / 4 || (st = check_tensor(find(h, "tokens"), "tokens", "I32", nf, -1, 4, data, path)))
+    if (nf <= 0 || nf > INT32_MAX / 4) {
+        st = hachi_fail(HACHI_ERR_FORMAT, "prompt cache '%s': n_tokens %lld", path, (long long)nf);
         goto out;
+    }
+    if ((st = check_tensor(find(h, "tokens"), "tokens", "I32", nf, -1, 4, data, path))) goto out;
     if (!(ftok = hachi_malloc((size_t)nf * 4))) { st = HACHI_ERR_NOMEM; goto out; }
     const pc_tensor *tt = find(h, "tokens");
     if (!read_at(f, base + tt->a, ftok, (size_t)nf * 4)) { st = hachi_fail(HACHI_ERR_IO, "cannot read '%s'", path); goto out; }

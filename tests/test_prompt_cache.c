@@ -115,6 +115,7 @@ TEST(prompt_cache_bad_files) {
         {"another format", len, "hachi-prompt-cache", "hachi-prompt-cachx"},
         {"offsets past the end", len, "\"data_offsets\":[0,", "\"data_offsets\":[9,"},
         {"a wrong shape", len, "\"shape\":[300]", "\"shape\":[301]"},
+        {"no token count", len, "\"n_tokens\":\"300\"", "\"n_tokens\":\"000\""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *c = malloc(len + 1);
