@@ -1,11 +1,10 @@
 /* x86_avx2_attn: register-blocked attention tiles for G = 4 or 8 query heads
  * per K/V head (other G, or head dims not a multiple of 16, fall back to the
  * per-row kernels). Scores: one K row converted once, G accumulators (G
- * independent FMA chains), a transposing horizontal sum, a row 4 keys ahead
- * prefetched line by line. Values: keys in
- * tiles of 8 (the V tile stays in L1, the next one is prefetched a
- * few lines at a time), 4 heads x 16 dims of output in registers, each V
- * element converted once per 4 heads. */
+ * independent FMA chains), a transposing horizontal sum, the row 4 keys ahead
+ * prefetched line by line. Values: keys in tiles of 8 (the V tile stays in L1,
+ * the next one is prefetched a few lines at a time), 4 heads x 16 dims of output
+ * in registers, each V element converted once per 4 heads. */
 #include "kernels/attn.h"
 
 #if defined(__x86_64__)
