@@ -227,6 +227,13 @@ static const pc_tensor *find(const pc_header *h, const char *name) {
     return NULL;
 }
 
+/* kv.<owner>.first of the metadata, -1 when absent */
+static int file_first(const pc_header *h, int owner) {
+    int first = -1;
+    for (int i = 0; i < h->n_first; i++) if (h->first_owner[i] == owner) first = h->first[i];
+    return first;
+}
+
 /* The tensor name, of dtype and shape [d0] (d1 < 0) or [d0][d1], inside the data section. */
 static hachi_status check_tensor(const pc_tensor *t, const char *name, const char *dtype, int64_t d0, int64_t d1,
                                  size_t elem, uint64_t data_size, const char *path) {
@@ -290,9 +297,9 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
         st = hachi_fail(HACHI_ERR_FORMAT, "prompt cache '%s': n_tokens %lld", path, (long long)nf);
         goto out;
     }
-    if ((st = check_tensor(find(h, "tokens"), "tokens", "I32", nf, -1, 4, data, path))) goto out;
-    if (!(ftok = hachi_malloc((size_t)nf * 4))) { st = HACHI_ERR_NOMEM; goto out; }
     const pc_tensor *tt = find(h, "tokens");
+    if ((st = check_tensor(tt, "tokens", "I32", nf, -1, 4, data, path))) goto out;
+    if (!(ftok = hachi_malloc((size_t)nf * 4))) { st = HACHI_ERR_NOMEM; goto out; }
     if (!read_at(f, base + tt->a, ftok, (size_t)nf * 4)) { st = hachi_fail(HACHI_ERR_IO, "cannot read '%s'", path); goto out; }
 
     /* the position to restore: the common prefix, less the last prompt token when its
@@ -306,30 +313,31 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
     if (r > s->n_ctx) r = 0;
     for (int k = 0; k < s->n_kv && r > 0; k++) {   /* each cache must hold what a query at r sees */
         const hachi_kv *kv = &s->kv[k];
-        int first = -1;
-        for (int i = 0; i < h->n_first; i++) if (h->first_owner[i] == kv->owner) first = h->first[i];
+        const int first = file_first(h, kv->owner);
         if (first < 0 || first > nf) { st = hachi_fail(HACHI_ERR_FORMAT, "prompt cache '%s': no rows for layer %d", path, kv->owner); goto out; }
         const int window = s->lp[kv->owner].window;
         if (first > (window ? HACHI_MAX(0, r - window + 1) : 0)) r = 0;
     }
     for (int k = 0; k < s->n_kv && r > 0; k++) {
         hachi_kv *kv = &s->kv[k];
-        int first = 0;
-        for (int i = 0; i < h->n_first; i++) if (h->first_owner[i] == kv->owner) first = h->first[i];
-        int from = HACHI_MAX(first, kv->ring ? r - kv->n_slots : 0);
+        const int first = file_first(h, kv->owner), from = HACHI_MAX(first, kv->ring ? r - kv->n_slots : 0);
         for (int j = 0; j < 2; j++) {
             char name[32];
             snprintf(name, sizeof name, "kv.%d.%c", kv->owner, j ? 'v' : 'k');
-            if ((st = check_tensor(find(h, name), name, s->kv_f32 ? "F32" : "F16", nf - first, kv->dim,
-                                   s->kv_f32 ? 4 : 2, data, path)))
-                goto out;
             const pc_tensor *t = find(h, name);
-            for (int p = from; p < r; p++)
+            if ((st = check_tensor(t, name, s->kv_f32 ? "F32" : "F16", nf - first, kv->dim, s->kv_f32 ? 4 : 2, data,
+                                   path)))
+                goto out;
+            /* positions from..r-1, one read per run of consecutive slots (a ring wraps once) */
+            for (int p = from, run; p < r; p += run) {
+                const size_t slot = kv_slot(kv, p);
+                run = kv->ring ? HACHI_MIN(r - p, kv->n_slots - (int)slot) : r - p;
                 if (!read_at(f, base + t->a + (uint64_t)(p - first) * kv->row_bytes,
-                             (j ? kv->v : kv->k) + kv_slot(kv, p) * kv->row_bytes, kv->row_bytes)) {
+                             (j ? kv->v : kv->k) + slot * kv->row_bytes, (size_t)run * kv->row_bytes)) {
                     st = hachi_fail(HACHI_ERR_IO, "cannot read '%s'", path);
                     goto out;
                 }
+            }
         }
         kv->valid_from = from;
     }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cli.h"
 #include "util.h"
 #include "session.h"
@@ -98,9 +99,7 @@ int cmd_run(int argc, char **argv) {
     fflush(stdout);
     double t0 = hachi_time_ms();
     int32_t n_cached = 0;
-    FILE *cf = cache_path ? fopen(cache_path, "rb") : NULL;
-    if (cf) {
-        fclose(cf);
+    if (cache_path && access(cache_path, F_OK) == 0) {   /* no file yet: nothing to restore */
         if ((st = hachi_session_load(s, cache_path, toks, n_tok, &n_cached))) {
             cli_lib_error(cmd, st, "cannot use the prompt cache");
             goto out;
