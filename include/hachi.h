@@ -121,6 +121,9 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
 /* Print the plan (per layer: kind, window, KV owner, bytes) and totals into f. */
 void hachi_session_print_plan(const hachi_session *s, void *file /* FILE* */);
 size_t hachi_session_plan_bytes(const hachi_session *s);
+/* Bytes of K/V one decode step reads after depth positions (every layer reads its cache,
+ * a sliding layer its window at most). */
+size_t hachi_session_kv_bytes_read(const hachi_session *s, int32_t depth);
 
 /* ---- sampler ----------------------------------------------------------------- */
 

@@ -1,104 +1,58 @@
-/* attn: decode/verify/prefill attention over the fp16 KV cache. One K/V head
- * serves a group of G query heads: each K and V row is read once per step and
- * used for all G heads (dot_f16_multi / axpy_f16_multi). Keys before p0 come
- * from the owner's cache (ring slot = position % n_slots on sliding layers),
- * keys of this forward from its batch rows (kb/vb). Each token of a forward is
- * attended alone, as its own decode step would be: with enough keys, its key
- * range split over the threads and the softmax partials merged (flash-decoding),
- * else whole on one thread; up to 16 tokens per dispatch. So a token's logits do
- * not depend on how the sequence was cut into forwards (prefill chunks, verified
- * drafts, a restored prompt cache): they are bitwise those of decoding it. */
-#include <math.h>
+/* attn: decode/verify/prefill attention of one layer over its KV cache (kv.h). One
+ * K/V head serves a group of G query heads: each K and V row is read once per step
+ * and used for all G heads. Keys before p0 are the cache's held rows, keys of this
+ * forward its pending rows. Each token of a forward is attended alone, as its own
+ * decode step would be: with enough keys, its key range split over the threads and
+ * the softmax partials merged (flash-decoding), else whole on one thread; up to 16
+ * tokens per dispatch. So a token's logits do not depend on how the sequence was cut
+ * into forwards (prefill chunks, verified drafts, a restored prompt cache): they are
+ * bitwise those of decoding it. Everything comes from hachi_attn_args (attn.h). */
 #include <float.h>
-#include "session.h"
+#include <math.h>
+#include <string.h>
+#include "attn.h"
 #include "util.h"
 #include "kernels/attn.h"
 
 typedef struct attn_job {
-    hachi_session *s;
-    int l, p0;      /* layer; position of this forward's first token (batch row 0) */
+    const hachi_attn_args *a;
+    const hachi_kernels *kern;
     int t0, n;      /* tokens t0..t0+n-1 of the forward (n <= HACHI_ATTN_GROUP) */
 } attn_job;
 
-/* f32 KV rows (kv_f32): the same contracts as the kernels' fp16 versions */
-static void dot_f32_multi(int64_t n, float *s, const float *k, const float *q, int64_t q_stride, int m) {
-    for (int j = 0; j < m; j++) {
-        float acc = 0.0f;
-        for (int64_t i = 0; i < n; i++) acc += q[j * q_stride + i] * k[i];
-        s[j] = acc;
-    }
-}
+size_t hachi_attn_scores_stride(int n_head, int n_ctx, int hd_max) { return (size_t)n_head * (n_ctx + hd_max); }
 
-static void axpy_f32_multi(int64_t n, const float *a, const float *v, float *y, int64_t y_stride, int m) {
-    for (int j = 0; j < m; j++)
-        for (int64_t i = 0; i < n; i++) y[j * y_stride + i] += a[j] * v[i];
+size_t hachi_attn_partial_floats(int n_threads, int n_head, int hd_max) {
+    return (size_t)HACHI_ATTN_GROUP * n_threads * n_head * (hd_max + 2);
 }
-
-/* Calls fn(seg, j0, n) for the contiguous runs of rows holding positions [a, b):
- * cache rows (a ring wraps at most once) before p0, this forward's batch rows after. */
-typedef struct seg { const char *k, *v; } seg;
-#define FOR_SEGMENTS(kv, a, b, p0, BODY)                                                          \
-    do {                                                                                          \
-        int j_ = (a);                                                                             \
-        while (j_ < (b)) {                                                                        \
-            seg sg_;                                                                              \
-            int n_;                                                                               \
-            if (j_ >= (p0)) {                                                                     \
-                sg_.k = (kv)->kb + (size_t)(j_ - (p0)) * (kv)->row_bytes;                         \
-                sg_.v = (kv)->vb + (size_t)(j_ - (p0)) * (kv)->row_bytes;                         \
-                n_ = (b) - j_;                                                                    \
-            } else {                                                                              \
-                int slot_ = (kv)->ring ? j_ % (kv)->n_slots : j_;                                 \
-                n_ = HACHI_MIN((b), (p0)) - j_;                                                   \
-                if ((kv)->ring) n_ = HACHI_MIN(n_, (kv)->n_slots - slot_);                        \
-                sg_.k = (kv)->k + (size_t)slot_ * (kv)->row_bytes;                                \
-                sg_.v = (kv)->v + (size_t)slot_ * (kv)->row_bytes;                                \
-            }                                                                                     \
-            { const int j0 = j_ - (a), n = n_; const seg sgm = sg_; BODY; }                      \
-            j_ += n_;                                                                             \
-        }                                                                                         \
-    } while (0)
 
 /* Scores, softmax numerators and the weighted V sum of keys [a, b) for token t and
  * KV head g. acc [G][hd] receives sum_j exp(s_j - mx_h) v_j; mx, sum [G]. */
 static void attend_range(const attn_job *jb, float *sc, int t, int g, int a, int b,
                          float *acc, float *mx, float *sum) {
-    const hachi_session *s = jb->s;
-    const hachi_model *m = s->m;
-    const hachi_kernels *k = s->kern;
-    const hachi_attn_kernels *ak = s->attn_kern;
-    const hachi_layer_plan *lp = &s->lp[jb->l];
-    const hachi_kv *kv = &s->kv[lp->kv_index];
-    const int hd = lp->head_dim, G = m->n_head / m->n_head_kv, qd = m->n_head * hd;
-    const int64_t stride = kv->dim;   /* elements between rows */
-    const float *q = s->q + (size_t)t * qd + (size_t)g * G * hd;
-    const float scale = m->attn_scale;
-    const int p0 = jb->p0;
+    const hachi_attn_args *A = jb->a;
+    const hachi_kv *kv = A->kv;
+    const int hd = A->head_dim, G = A->n_head / A->n_head_kv;
+    const float *q = A->q + (size_t)t * A->n_head * hd + (size_t)g * G * hd;
 
-    FOR_SEGMENTS(kv, a, b, p0, {
-        float *sj = sc + (size_t)j0 * G;
-        if (s->kv_f32)
-            for (int j = 0; j < n; j++)
-                dot_f32_multi(hd, sj + (size_t)j * G, (const float *)sgm.k + j * stride + g * hd, q, hd, G);
-        else
-            ak->scores_f16(k, hd, n, (const uint16_t *)sgm.k + g * hd, stride, q, G, sj);
-    });
-    ak->softmax(sc, b - a, G, scale, mx, sum);
+    for (int j = a; j < b;) {
+        hachi_kv_run r = hachi_kv_segment(kv, j, b, A->p0);
+        hachi_kv_scores(kv, jb->kern, &r, g, hd, q, G, sc + (size_t)(j - a) * G);
+        j += r.n;
+    }
+    hachi_attn_kernels_for(jb->kern)->softmax(sc, b - a, G, A->scale, mx, sum);
     memset(acc, 0, (size_t)G * hd * sizeof(float));
-    FOR_SEGMENTS(kv, a, b, p0, {
-        const float *pj = sc + (size_t)j0 * G;
-        if (s->kv_f32)
-            for (int j = 0; j < n; j++)
-                axpy_f32_multi(hd, pj + (size_t)j * G, (const float *)sgm.v + j * stride + g * hd, acc, hd, G);
-        else
-            ak->values_f16(k, hd, n, (const uint16_t *)sgm.v + g * hd, stride, pj, G, acc);
-    });
+    for (int j = a; j < b;) {
+        hachi_kv_run r = hachi_kv_segment(kv, j, b, A->p0);
+        hachi_kv_values(kv, jb->kern, &r, g, hd, sc + (size_t)(j - a) * G, G, acc);
+        j += r.n;
+    }
 }
 
 /* keys a query at pos sees: [lo, hi) */
-static void key_bounds(const hachi_layer_plan *lp, int pos, int *lo, int *hi) {
+static void key_bounds(const hachi_attn_args *a, int pos, int *lo, int *hi) {
     *hi = pos + 1;
-    *lo = lp->window > 0 ? HACHI_MAX(0, pos - lp->window + 1) : 0;
+    *lo = a->window > 0 ? HACHI_MAX(0, pos - a->window + 1) : 0;
 }
 
 /* A token's keys are split over the threads when there are enough of them (decode too). */
@@ -108,21 +62,19 @@ static bool split_keys(int lo, int hi, int nth) { return nth > 1 && hi - lo >= 6
  * keys split over all of them, the partials of slot i (token t0+i) left for the caller. */
 static void attn_task(void *ctx, int ith, int nth) {
     const attn_job *jb = ctx;
-    hachi_session *s = jb->s;
-    const hachi_model *m = s->m;
-    const hachi_layer_plan *lp = &s->lp[jb->l];
-    const int hd = lp->head_dim, Hkv = m->n_head_kv, G = m->n_head / Hkv, qd = m->n_head * hd;
-    float *sc = s->scores + (size_t)ith * s->scores_stride;
+    const hachi_attn_args *A = jb->a;
+    const int hd = A->head_dim, Hkv = A->n_head_kv, G = A->n_head / Hkv, qd = A->n_head * hd;
+    float *sc = A->scores + (size_t)ith * A->scores_stride;
     float mx[64], sum[64];
 
     for (int i = 0; i < jb->n; i++) {
         const int t = jb->t0 + i;
         int lo, hi;
-        key_bounds(lp, jb->p0 + t, &lo, &hi);
+        key_bounds(A, A->p0 + t, &lo, &hi);
         if (!split_keys(lo, hi, nth)) {
             if (i % nth != ith) continue;
             for (int g = 0; g < Hkv; g++) {
-                float *out = s->att + (size_t)t * qd + (size_t)g * G * hd;
+                float *out = A->out + (size_t)t * qd + (size_t)g * G * hd;
                 attend_range(jb, sc, t, g, lo, hi, out, mx, sum);
                 for (int h = 0; h < G; h++) {
                     float inv = 1.0f / sum[h];
@@ -133,7 +85,7 @@ static void attn_task(void *ctx, int ith, int nth) {
         }
         int64_t a, b;
         hachi_split(hi - lo, 1, ith, nth, &a, &b);
-        float *part = s->partial + ((size_t)i * nth + ith) * m->n_head * (hd + 2);
+        float *part = A->partial + ((size_t)i * nth + ith) * A->n_head * (hd + 2);
         for (int g = 0; g < Hkv; g++) {
             float *acc = part + (size_t)g * G * (hd + 2);
             /* acc rows interleaved with their max and sum: [G][hd + 2]; the raw
@@ -150,13 +102,12 @@ static void attn_task(void *ctx, int ith, int nth) {
 }
 
 /* out = sum_k e^(m_k - M) acc_k / sum_k e^(m_k - M) l_k over the threads' partials of token t (slot i) */
-static void merge_partials(hachi_session *s, int l, int t, int i, int nth) {
-    const hachi_model *m = s->m;
-    const int hd = s->lp[l].head_dim, H = m->n_head;
-    const float *part = s->partial + (size_t)i * nth * H * (hd + 2);
+static void merge_partials(const hachi_attn_args *a, int t, int i, int nth) {
+    const int hd = a->head_dim, H = a->n_head;
+    const float *part = a->partial + (size_t)i * nth * H * (hd + 2);
     for (int h = 0; h < H; h++) {
         float M = -FLT_MAX, den = 0.0f;
-        float *out = s->att + (size_t)t * H * hd + (size_t)h * hd;
+        float *out = a->out + (size_t)t * H * hd + (size_t)h * hd;
         for (int k = 0; k < nth; k++) {
             const float *p = part + (size_t)k * H * (hd + 2) + (size_t)h * (hd + 2);
             if (p[hd + 1] > 0.0f && p[hd] > M) M = p[hd];
@@ -173,16 +124,15 @@ static void merge_partials(hachi_session *s, int l, int t, int i, int nth) {
     }
 }
 
-void hachi_attention(hachi_session *s, int l, int n, int p0) {
-    const hachi_layer_plan *lp = &s->lp[l];
-    const int nth = hachi_pool_size(s->pool);
-    for (int t0 = 0; t0 < n; t0 += HACHI_ATTN_GROUP) {
-        attn_job jb = {s, l, p0, t0, HACHI_MIN(HACHI_ATTN_GROUP, n - t0)};
-        hachi_pool_run(s->pool, attn_task, &jb);
+void hachi_attention(hachi_pool *pool, const hachi_kernels *kern, const hachi_attn_args *a) {
+    const int nth = hachi_pool_size(pool);
+    for (int t0 = 0; t0 < a->n; t0 += HACHI_ATTN_GROUP) {
+        attn_job jb = {a, kern, t0, HACHI_MIN(HACHI_ATTN_GROUP, a->n - t0)};
+        hachi_pool_run(pool, attn_task, &jb);
         for (int i = 0; i < jb.n; i++) {
             int lo, hi;
-            key_bounds(lp, p0 + t0 + i, &lo, &hi);
-            if (split_keys(lo, hi, nth)) merge_partials(s, l, t0 + i, i, nth);
+            key_bounds(a, a->p0 + t0 + i, &lo, &hi);
+            if (split_keys(lo, hi, nth)) merge_partials(a, t0 + i, i, nth);
         }
     }
 }

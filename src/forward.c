@@ -15,8 +15,6 @@ static void rmsnorm(float *out, const float *x, const float *w, int n, float eps
     else   for (int i = 0; i < n; i++) out[i] = x[i] * r;
 }
 
-static float silu(float x) { return x / (1.0f + expf(-x)); }
-
 /* Rotate one head in place: neox pairs (i, i + d/2), normal pairs (2i, 2i+1); cs = [d/2][cos, sin]. */
 static void rope_head(float *x, const float *cs, int n_rot, int head_dim, bool neox) {
     int half = n_rot / 2;
@@ -33,13 +31,25 @@ static void matmul(hachi_session *s, const hachi_mat *W, const float *x, int64_t
     hachi_matmul(s->pool, s->kern, W, x, ldx, n, y, ldy, s->mm_scratch);
 }
 
+/* x[t] += rmsnorm(o[t]) * w for the n rows (w NULL: o added as it is) */
+static void add_normed(float *x, float *o, const float *w, int n, int E, float eps) {
+    for (int t = 0; t < n; t++) {
+        float *xr = x + (size_t)t * E, *or = o + (size_t)t * E;
+        if (w) rmsnorm(or, or, w, E, eps);
+        for (int i = 0; i < E; i++) xr[i] += or[i];
+    }
+}
+
+/* out[t] = rmsnorm(x[t]) * w for the n rows */
+static void norm_rows(float *out, const float *x, const float *w, int n, int E, float eps) {
+    for (int t = 0; t < n; t++) rmsnorm(out + (size_t)t * E, x + (size_t)t * E, w, E, eps);
+}
+
 /* cos/sin tables of this forward's positions for both attention kinds. */
 static void rope_tables(hachi_session *s, int n, int p0) {
-    const hachi_model *m = s->m;
     for (int kind = 0; kind < 2; kind++) {
         if (!s->inv_freq[kind]) continue;
-        int half = (kind ? m->head_dim_full : m->head_dim_swa) / 2;
-        if (m->arch == HACHI_ARCH_LLAMA) half = m->n_rot / 2;
+        int half = s->rope_dim[kind] / 2;
         for (int t = 0; t < n; t++) {
             float *cs = s->rope_cs[kind] + (size_t)t * half * 2;
             for (int i = 0; i < half; i++) {
@@ -58,7 +68,7 @@ static void per_layer_inputs(hachi_session *s, const int32_t *tokens, int n) {
     matmul(s, &m->pl_model_proj, s->x, m->n_embd, n, s->ple, LP);
     float inv_sqrt_e = 1.0f / sqrtf((float)m->n_embd), sqrt_p = sqrtf((float)P);
     for (int t = 0; t < n; t++) {
-        float *pl = s->ple + (size_t)t * LP, *tok = s->hb + 0;    /* hb is free here: [LP] scratch */
+        float *pl = s->ple + (size_t)t * LP, *tok = s->ple_tok;
         hachi_mat_row(s->kern, &m->pl_tok_embd, tokens[t], tok);
         for (int l = 0; l < m->n_layer; l++) {
             float *c = pl + l * P;
@@ -69,90 +79,121 @@ static void per_layer_inputs(hachi_session *s, const int32_t *tokens, int n) {
     }
 }
 
-static void layer(hachi_session *s, int l, int n, int p0) {
+/* The layer's attention over its plan: this forward's K/V rows are staged in the cache
+ * (when the layer owns one) before it is called. */
+static void attend(hachi_session *s, const hachi_layer_plan *lp, int n, int p0) {
+    const hachi_attn_args a = {
+        .q = s->q, .out = s->attn, .kv = lp->kv, .p0 = p0, .n = n, .window = lp->window,
+        .n_head = lp->n_head, .n_head_kv = lp->n_head_kv, .head_dim = lp->head_dim, .scale = lp->attn_scale,
+        .scores = s->scores, .scores_stride = s->scores_stride, .partial = s->partial,
+    };
+    double t0 = s->profiling ? hachi_time_ms() : 0;
+    hachi_attention(s->pool, s->kern, &a);
+    if (s->profiling) s->prof.attn_ms[lp->chunk] += hachi_time_ms() - t0;
+}
+
+/* ---- Gemma 4 (DESIGN.md section 3) ----------------------------------------------------- */
+
+static void gemma4_layer(hachi_session *s, int l, int n, int p0) {
     const hachi_model *m = s->m;
     const hachi_layer *L = &m->layers[l];
     const hachi_layer_plan *lp = &s->lp[l];
-    const bool gemma = m->arch == HACHI_ARCH_GEMMA4;
-    const int E = m->n_embd, hd = lp->head_dim, H = m->n_head, Hkv = m->n_head_kv;
-    const int qd = H * hd, kd = Hkv * hd, ff = L->n_ff;
+    const int E = m->n_embd, hd = lp->head_dim, H = lp->n_head, Hkv = lp->n_head_kv;
+    const int qd = H * hd, kd = Hkv * hd, ff = L->n_ff, P = m->n_embd_pl;
     const float eps = m->rms_eps;
-    hachi_kv *kv = &s->kv[lp->kv_index];
-    int kind = lp->sliding ? 0 : 1;
-    const float *cs = s->rope_cs[m->arch == HACHI_ARCH_LLAMA ? 1 : kind];
-    int n_rot = m->arch == HACHI_ARCH_LLAMA ? m->n_rot : hd;
 
-    /* attention: h = norm(x); q, k, v; per-head norms; rope; softmax(q k^T) v */
-    for (int t = 0; t < n; t++) rmsnorm(s->xb + (size_t)t * E, s->x + (size_t)t * E, L->attn_norm, E, eps);
-    matmul(s, &L->wq, s->xb, E, n, s->q, qd);
-    bool own = lp->kv_owner == l;
-    if (own) {
-        matmul(s, &L->wk, s->xb, E, n, s->k, kd);
-        if (L->wv.data) matmul(s, &L->wv, s->xb, E, n, s->v, kd);
-        else memcpy(s->v, s->k, (size_t)n * kd * sizeof(float));   /* V = K before norms */
-    }
-    for (int t = 0; t < n; t++) {
-        const float *c = cs + (size_t)t * (n_rot / 2) * 2;
+    /* h = rmsnorm(x) * attn_norm */
+    norm_rows(s->xn, s->x, L->attn_norm, n, E, eps);
+    /* q = rope(rmsnorm_per_head(Wq h) * attn_q_norm) */
+    matmul(s, &L->wq, s->xn, E, n, s->q, qd);
+    for (int t = 0; t < n; t++)
         for (int h = 0; h < H; h++) {
             float *qh = s->q + (size_t)t * qd + h * hd;
-            if (gemma) rmsnorm(qh, qh, L->q_norm, hd, eps);
-            rope_head(qh, c, n_rot, hd, m->rope_neox);
+            rmsnorm(qh, qh, L->q_norm, hd, eps);
+            rope_head(qh, lp->rope_cs + (size_t)t * hd, hd, hd, true);
         }
-        if (!own) continue;
-        for (int h = 0; h < Hkv; h++) {
-            float *kh = s->k + (size_t)t * kd + h * hd, *vh = s->v + (size_t)t * kd + h * hd;
-            if (gemma) { rmsnorm(kh, kh, L->k_norm, hd, eps); rmsnorm(vh, vh, NULL, hd, eps); }
-            rope_head(kh, c, n_rot, hd, m->rope_neox);
-        }
-        if (s->kv_f32) {
-            memcpy(kv->kb + t * kv->row_bytes, s->k + (size_t)t * kd, kv->row_bytes);
-            memcpy(kv->vb + t * kv->row_bytes, s->v + (size_t)t * kd, kv->row_bytes);
-        } else {
-            s->kern->f32_to_f16(s->k + (size_t)t * kd, (uint16_t *)(kv->kb + t * kv->row_bytes), kd);
-            s->kern->f32_to_f16(s->v + (size_t)t * kd, (uint16_t *)(kv->vb + t * kv->row_bytes), kd);
-        }
-    }
-    double t0 = s->profiling ? hachi_time_ms() : 0;
-    hachi_attention(s, l, n, p0);
-    if (s->profiling) s->prof.attn_ms[lp->chunk] += hachi_time_ms() - t0;
-    matmul(s, &L->wo, s->att, qd, n, s->xb2, E);
-    for (int t = 0; t < n; t++) {
-        float *x = s->x + (size_t)t * E, *o = s->xb2 + (size_t)t * E;
-        if (gemma) rmsnorm(o, o, L->post_attn_norm, E, eps);
-        for (int i = 0; i < E; i++) x[i] += o[i];
-        rmsnorm(s->xb + (size_t)t * E, x, L->ffn_norm, E, eps);
-    }
-
-    /* feed-forward: down(act(gate f) * up f) */
-    matmul(s, &L->w_gate, s->xb, E, n, s->hb, ff);
-    matmul(s, &L->w_up, s->xb, E, n, s->hb2, ff);
-    if (gemma) s->kern->gelu_mul((int64_t)n * ff, s->hb, s->hb2);
-    else for (int64_t i = 0; i < (int64_t)n * ff; i++) s->hb[i] = silu(s->hb[i]) * s->hb2[i];
-    matmul(s, &L->w_down, s->hb, ff, n, s->xb2, E);
-    for (int t = 0; t < n; t++) {
-        float *x = s->x + (size_t)t * E, *o = s->xb2 + (size_t)t * E;
-        if (gemma) rmsnorm(o, o, L->post_ffw_norm, E, eps);
-        for (int i = 0; i < E; i++) x[i] += o[i];
-    }
-
-    /* per-layer input branch: x += norm(proj(gelu(inp_gate x) * ple[l])) */
-    if (gemma && m->n_embd_pl > 0) {
-        int P = m->n_embd_pl;
-        matmul(s, &L->inp_gate, s->x, E, n, s->plg, P);
+    /* owner of a cache: k = rope(rmsnorm_per_head(Wk h) * attn_k_norm), v = rmsnorm_per_head(Wv h)
+     * (V = K before the norms without Wv), staged in the cache; shared layers read the owner's */
+    if (lp->owns_kv) {
+        matmul(s, &L->wk, s->xn, E, n, s->k, kd);
+        if (L->wv.data) matmul(s, &L->wv, s->xn, E, n, s->v, kd);
+        else memcpy(s->v, s->k, (size_t)n * kd * sizeof(float));
         for (int t = 0; t < n; t++) {
-            float *g = s->plg + (size_t)t * P;
-            const float *pl = s->ple + (size_t)t * m->n_layer * P + (size_t)l * P;
-            s->kern->gelu_mul(P, g, pl);
-        }
-        matmul(s, &L->proj, s->plg, P, n, s->xb2, E);
-        for (int t = 0; t < n; t++) {
-            float *x = s->x + (size_t)t * E, *o = s->xb2 + (size_t)t * E;
-            rmsnorm(o, o, L->post_norm, E, eps);
-            for (int i = 0; i < E; i++) x[i] += o[i];
+            for (int h = 0; h < Hkv; h++) {
+                float *kh = s->k + (size_t)t * kd + h * hd, *vh = s->v + (size_t)t * kd + h * hd;
+                rmsnorm(kh, kh, L->k_norm, hd, eps);
+                rmsnorm(vh, vh, NULL, hd, eps);
+                rope_head(kh, lp->rope_cs + (size_t)t * hd, hd, hd, true);
+            }
+            hachi_kv_stage(lp->kv, s->kern, t, s->k + (size_t)t * kd, s->v + (size_t)t * kd);
         }
     }
+    /* a = softmax(q k^T * scale + causal/window mask) v */
+    attend(s, lp, n, p0);
+    /* x1 = rmsnorm(Wo a) * post_attention_norm + x */
+    matmul(s, &L->wo, s->attn, qd, n, s->proj, E);
+    add_normed(s->x, s->proj, L->post_attn_norm, n, E, eps);
+
+    /* f = rmsnorm(x1) * ffn_norm; f = Wdown(gelu_tanh(Wgate f) * (Wup f)) */
+    norm_rows(s->xn, s->x, L->ffn_norm, n, E, eps);
+    matmul(s, &L->w_gate, s->xn, E, n, s->ffn_gate, ff);
+    matmul(s, &L->w_up, s->xn, E, n, s->ffn_up, ff);
+    s->kern->gelu_mul((int64_t)n * ff, s->ffn_gate, s->ffn_up);
+    matmul(s, &L->w_down, s->ffn_gate, ff, n, s->proj, E);
+    /* x2 = rmsnorm(f) * post_ffw_norm + x1 */
+    add_normed(s->x, s->proj, L->post_ffw_norm, n, E, eps);
+
+    /* per-layer input: g = gelu_tanh(inp_gate x2) * inp_pl[l]; x3 = rmsnorm(proj g) * post_norm + x2 */
+    if (P > 0) {
+        matmul(s, &L->inp_gate, s->x, E, n, s->ple_gate, P);
+        for (int t = 0; t < n; t++)
+            s->kern->gelu_mul(P, s->ple_gate + (size_t)t * P, s->ple + (size_t)t * m->n_layer * P + (size_t)l * P);
+        matmul(s, &L->proj, s->ple_gate, P, n, s->proj, E);
+        add_normed(s->x, s->proj, L->post_norm, n, E, eps);
+    }
+    /* x = x3 * layer_output_scale */
     if (L->out_scale != 1.0f)
         for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] *= L->out_scale;
+}
+
+/* ---- llama ------------------------------------------------------------------------------ */
+
+static float silu(float x) { return x / (1.0f + expf(-x)); }
+
+static void llama_layer(hachi_session *s, int l, int n, int p0) {
+    const hachi_model *m = s->m;
+    const hachi_layer *L = &m->layers[l];
+    const hachi_layer_plan *lp = &s->lp[l];
+    const int E = m->n_embd, hd = lp->head_dim, H = lp->n_head, Hkv = lp->n_head_kv;
+    const int qd = H * hd, kd = Hkv * hd, ff = L->n_ff, n_rot = lp->n_rot;
+    const float eps = m->rms_eps;
+
+    /* h = rmsnorm(x) * attn_norm; q, k, v = Wq h, Wk h, Wv h; rope on q and k */
+    norm_rows(s->xn, s->x, L->attn_norm, n, E, eps);
+    matmul(s, &L->wq, s->xn, E, n, s->q, qd);
+    matmul(s, &L->wk, s->xn, E, n, s->k, kd);
+    matmul(s, &L->wv, s->xn, E, n, s->v, kd);
+    for (int t = 0; t < n; t++) {
+        const float *cs = lp->rope_cs + (size_t)t * n_rot;
+        for (int h = 0; h < H; h++) rope_head(s->q + (size_t)t * qd + h * hd, cs, n_rot, hd, m->rope_neox);
+        for (int h = 0; h < Hkv; h++) rope_head(s->k + (size_t)t * kd + h * hd, cs, n_rot, hd, m->rope_neox);
+        hachi_kv_stage(lp->kv, s->kern, t, s->k + (size_t)t * kd, s->v + (size_t)t * kd);
+    }
+    /* x += Wo softmax(q k^T * scale + causal mask) v */
+    attend(s, lp, n, p0);
+    matmul(s, &L->wo, s->attn, qd, n, s->proj, E);
+    add_normed(s->x, s->proj, NULL, n, E, eps);
+    /* x += Wdown(silu(Wgate f) * (Wup f)), f = rmsnorm(x) * ffn_norm */
+    norm_rows(s->xn, s->x, L->ffn_norm, n, E, eps);
+    matmul(s, &L->w_gate, s->xn, E, n, s->ffn_gate, ff);
+    matmul(s, &L->w_up, s->xn, E, n, s->ffn_up, ff);
+    for (int64_t i = 0; i < (int64_t)n * ff; i++) s->ffn_gate[i] = silu(s->ffn_gate[i]) * s->ffn_up[i];
+    matmul(s, &L->w_down, s->ffn_gate, ff, n, s->proj, E);
+    add_normed(s->x, s->proj, NULL, n, E, eps);
+}
+
+hachi_layer_fn hachi_forward_layer_fn(const hachi_model *m) {
+    return m->arch == HACHI_ARCH_GEMMA4 ? gemma4_layer : llama_layer;
 }
 
 typedef struct softcap_job { const hachi_kernels *k; float *x; int64_t n; float cap; } softcap_job;
@@ -165,30 +206,17 @@ static void softcap_task(void *ctx, int ith, int nth) {
     if (hi > lo) j->k->softcap(hi - lo, j->x + lo, j->cap);
 }
 
-/* Copy this forward's new K/V rows into the caches (ring slot = position % n_slots). */
-static void commit_kv(hachi_session *s, int n, int p0) {
-    for (int c = 0; c < s->n_kv; c++) {
-        hachi_kv *kv = &s->kv[c];
-        for (int t = 0; t < n; t++) {
-            int slot = kv->ring ? (p0 + t) % kv->n_slots : p0 + t;
-            memcpy(kv->k + slot * kv->row_bytes, kv->kb + t * kv->row_bytes, kv->row_bytes);
-            memcpy(kv->v + slot * kv->row_bytes, kv->vb + t * kv->row_bytes, kv->row_bytes);
-        }
-    }
-}
-
 void hachi_forward(hachi_session *s, const int32_t *tokens, int n, float *out, bool head) {
     const hachi_model *m = s->m;
     const int E = m->n_embd, p0 = s->pos;
     const bool prof = s->profiling;
     double t0 = prof ? hachi_time_ms() : 0, t1;
 
-    /* embedding: x = token_embd[t] (* sqrt(E) for gemma) */
-    float emb_scale = m->arch == HACHI_ARCH_GEMMA4 ? sqrtf((float)E) : 1.0f;
+    /* x = token_embd[t] * emb_scale (gemma4: sqrt(E)) */
     for (int t = 0; t < n; t++) {
         float *x = s->x + (size_t)t * E;
         hachi_mat_row(s->kern, &m->tok_embd, tokens[t], x);
-        if (emb_scale != 1.0f) for (int i = 0; i < E; i++) x[i] *= emb_scale;
+        if (s->emb_scale != 1.0f) for (int i = 0; i < E; i++) x[i] *= s->emb_scale;
     }
     rope_tables(s, n, p0);
     if (prof) { t1 = hachi_time_ms(); s->prof.emb_ms += t1 - t0; t0 = t1; }
@@ -196,19 +224,19 @@ void hachi_forward(hachi_session *s, const int32_t *tokens, int n, float *out, b
     if (prof) { t1 = hachi_time_ms(); s->prof.ple_ms += t1 - t0; t0 = t1; }
 
     for (int l = 0; l < m->n_layer; l++) {
-        layer(s, l, n, p0);
+        s->layer(s, l, n, p0);
         if (prof) { t1 = hachi_time_ms(); s->prof.chunk_ms[s->lp[l].chunk] += t1 - t0; t0 = t1; }
     }
-    commit_kv(s, n, p0);
+    for (int c = 0; c < s->n_kv; c++) hachi_kv_commit(&s->kv[c], p0, n);
     s->pos = p0 + n;
     if (!head && !out) return;
 
     /* head: logits = softcap(output @ norm(x)) for the rows asked for */
     int first = out ? 0 : n - 1;
     for (int t = first; t < n; t++)
-        rmsnorm(s->xb + (size_t)t * E, s->x + (size_t)t * E, m->output_norm, E, m->rms_eps);
+        rmsnorm(s->xn + (size_t)t * E, s->x + (size_t)t * E, m->output_norm, E, m->rms_eps);
     float *dst = out ? out : s->logits;
-    matmul(s, &m->output, s->xb + (size_t)first * E, E, n - first, dst, m->n_vocab);
+    matmul(s, &m->output, s->xn + (size_t)first * E, E, n - first, dst, m->n_vocab);
     if (m->softcap > 0.0f) {   /* 262144 tanh per row: split them */
         softcap_job sj = {s->kern, dst, (int64_t)(n - first) * m->n_vocab, m->softcap};
         hachi_pool_run(s->pool, softcap_task, &sj);

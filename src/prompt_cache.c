@@ -54,24 +54,19 @@ static uint64_t model_id(const hachi_model *m) {
 
 /* ---- saving --------------------------------------------------------------------------------- */
 
-/* first position whose row a cache holds at position n */
-static int kv_first(const hachi_kv *kv, int n) { return HACHI_MAX(kv->valid_from, kv->ring ? n - kv->n_slots : 0); }
-
-static size_t kv_slot(const hachi_kv *kv, int pos) { return (size_t)(kv->ring ? pos % kv->n_slots : pos); }
-
 hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, int32_t n, const char *path) {
     if (!s || !tokens || !path || n <= 0 || n != s->pos)
         return hachi_fail(HACHI_ERR_INVALID_ARG, "save: %d tokens given for a session at position %d", n, s ? s->pos : 0);
     const hachi_model *m = s->m;
     const bool logits = s->logits_pos == n - 1;
-    const char *dt = s->kv_f32 ? "F32" : "F16";
+    const char *kvt = hachi_kv_type_name(s->kv_type), *dt = hachi_kv_dtype(s->kv_type);
     size_t cap = 4096 + (size_t)s->n_kv * 256, len = 0, off = 0;
     char *hdr = hachi_malloc(cap);
     if (!hdr) return HACHI_ERR_NOMEM;
 #define PUT(...) (len += (size_t)snprintf(hdr + len, cap - len, __VA_ARGS__))
     PUT("{\"__metadata__\":{\"format\":\"" PC_FORMAT "\",\"version\":\"" PC_VERSION "\",\"model\":\"%016llx\","
-        "\"n_tokens\":\"%d\",\"kv\":\"%s\"", (unsigned long long)model_id(m), n, s->kv_f32 ? "f32" : "f16");
-    for (int c = 0; c < s->n_kv; c++) PUT(",\"kv.%d.first\":\"%d\"", s->kv[c].owner, kv_first(&s->kv[c], n));
+        "\"n_tokens\":\"%d\",\"kv\":\"%s\"", (unsigned long long)model_id(m), n, kvt);
+    for (int c = 0; c < s->n_kv; c++) PUT(",\"kv.%d.first\":\"%d\"", s->kv[c].owner, hachi_kv_first(&s->kv[c], n));
     PUT("},\"tokens\":{\"dtype\":\"I32\",\"shape\":[%d],\"data_offsets\":[0,%zu]}", n, (size_t)n * 4);
     off = (size_t)n * 4;
     if (logits) {
@@ -81,7 +76,7 @@ hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, i
     }
     for (int c = 0; c < s->n_kv; c++) {
         const hachi_kv *kv = &s->kv[c];
-        size_t rows = (size_t)(n - kv_first(kv, n)), bytes = rows * kv->row_bytes;
+        size_t rows = (size_t)(n - hachi_kv_first(kv, n)), bytes = rows * kv->row_bytes;
         for (int j = 0; j < 2; j++, off += bytes)
             PUT(",\"kv.%d.%c\":{\"dtype\":\"%s\",\"shape\":[%zu,%d],\"data_offsets\":[%zu,%zu]}", kv->owner,
                 j ? 'v' : 'k', dt, rows, kv->dim, off, off + bytes);
@@ -106,8 +101,10 @@ hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, i
     for (int c = 0; ok && c < s->n_kv; c++) {
         const hachi_kv *kv = &s->kv[c];
         for (int j = 0; ok && j < 2; j++)
-            for (int p = kv_first(kv, n); ok && p < n; p++)
-                ok = fwrite((j ? kv->v : kv->k) + kv_slot(kv, p) * kv->row_bytes, 1, kv->row_bytes, f) == kv->row_bytes;
+            for (int p = hachi_kv_first(kv, n), run; ok && p < n; p += run) {
+                const char *rows = hachi_kv_rows(kv, j, p, n, &run);
+                ok = fwrite(rows, kv->row_bytes, (size_t)run, f) == (size_t)run;
+            }
     }
     ok = (fclose(f) == 0) && ok;
     hachi_free(hdr);
@@ -259,7 +256,7 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
     *n_loaded = 0;
     s->pos = 0;
     s->logits_pos = -1;
-    for (int c = 0; c < s->n_kv; c++) s->kv[c].valid_from = 0;
+    for (int c = 0; c < s->n_kv; c++) hachi_kv_restored_from(&s->kv[c], 0);
     const hachi_model *m = s->m;
     FILE *f = fopen(path, "rb");
     if (!f) return hachi_fail(HACHI_ERR_IO, "cannot open the prompt cache '%s'", path);
@@ -289,7 +286,7 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
     }
     char id[24];
     snprintf(id, sizeof id, "%016llx", (unsigned long long)model_id(m));
-    if (strcmp(h->model, id) || strcmp(h->kv, s->kv_f32 ? "f32" : "f16") || h->n_first != s->n_kv)
+    if (strcmp(h->model, id) || strcmp(h->kv, hachi_kv_type_name(s->kv_type)) || h->n_first != s->n_kv)
         goto out;   /* another model, or another KV type: nothing to reuse, not an error */
     const uint64_t base = 8 + hl, data = size - base;
     const int64_t nf = h->n_tokens;
@@ -315,31 +312,27 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
         const hachi_kv *kv = &s->kv[k];
         const int first = file_first(h, kv->owner);
         if (first < 0 || first > nf) { st = hachi_fail(HACHI_ERR_FORMAT, "prompt cache '%s': no rows for layer %d", path, kv->owner); goto out; }
-        const int window = s->lp[kv->owner].window;
-        if (first > (window ? HACHI_MAX(0, r - window + 1) : 0)) r = 0;
+        if (first > (kv->window ? HACHI_MAX(0, r - kv->window + 1) : 0)) r = 0;
     }
     for (int k = 0; k < s->n_kv && r > 0; k++) {
         hachi_kv *kv = &s->kv[k];
-        const int first = file_first(h, kv->owner), from = HACHI_MAX(first, kv->ring ? r - kv->n_slots : 0);
+        const int first = file_first(h, kv->owner), from = HACHI_MAX(first, hachi_kv_first(kv, r));
         for (int j = 0; j < 2; j++) {
             char name[32];
             snprintf(name, sizeof name, "kv.%d.%c", kv->owner, j ? 'v' : 'k');
             const pc_tensor *t = find(h, name);
-            if ((st = check_tensor(t, name, s->kv_f32 ? "F32" : "F16", nf - first, kv->dim, s->kv_f32 ? 4 : 2, data,
-                                   path)))
+            if ((st = check_tensor(t, name, hachi_kv_dtype(s->kv_type), nf - first, kv->dim, hachi_kv_type_size(s->kv_type), data, path)))
                 goto out;
             /* positions from..r-1, one read per run of consecutive slots (a ring wraps once) */
             for (int p = from, run; p < r; p += run) {
-                const size_t slot = kv_slot(kv, p);
-                run = kv->ring ? HACHI_MIN(r - p, kv->n_slots - (int)slot) : r - p;
-                if (!read_at(f, base + t->a + (uint64_t)(p - first) * kv->row_bytes,
-                             (j ? kv->v : kv->k) + slot * kv->row_bytes, (size_t)run * kv->row_bytes)) {
+                char *rows = hachi_kv_rows(kv, j, p, r, &run);
+                if (!read_at(f, base + t->a + (uint64_t)(p - first) * kv->row_bytes, rows, (size_t)run * kv->row_bytes)) {
                     st = hachi_fail(HACHI_ERR_IO, "cannot read '%s'", path);
                     goto out;
                 }
             }
         }
-        kv->valid_from = from;
+        hachi_kv_restored_from(kv, from);
     }
     if (with_logits && r == c) {
         if (!read_at(f, base + lt->a, s->logits, (size_t)m->n_vocab * 4)) { st = hachi_fail(HACHI_ERR_IO, "cannot read '%s'", path); goto out; }
@@ -350,7 +343,7 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
 out:
     if (st) {
         s->pos = 0;
-        for (int c = 0; c < s->n_kv; c++) s->kv[c].valid_from = 0;
+        for (int c = 0; c < s->n_kv; c++) hachi_kv_restored_from(&s->kv[c], 0);
     }
     fclose(f);
     hachi_free(hdr);

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include "session.h"
 #include "util.h"
-#include "kernels/attn.h"
 
 static const int modes[] = {2048, 4096, 8192, 16384, 32768};
 
@@ -75,17 +74,34 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     if (!s) return HACHI_ERR_NOMEM;
     s->m = m;
     s->kern = m->kern;
-    s->attn_kern = hachi_attn_kernels_for(s->kern);
     s->n_ctx = p.n_ctx;
     s->n_batch = HACHI_MIN(p.n_batch, p.n_ctx);
     s->profiling = p.profile;
-    s->kv_f32 = p.kv_f32;
+    s->kv_type = p.kv_f32 ? HACHI_KV_F32 : HACHI_KV_F16;
+    s->layer = hachi_forward_layer_fn(m);
+    s->emb_scale = m->arch == HACHI_ARCH_GEMMA4 ? sqrtf((float)m->n_embd) : 1.0f;
     if ((st = hachi_pool_create(p.n_threads ? p.n_threads : hachi_physical_cores(), &s->pool))) goto fail;
     int nth = hachi_pool_size(s->pool), nb = s->n_batch, L = m->n_layer;
     int E = m->n_embd, H = m->n_head, Hkv = m->n_head_kv;
     int hd_max = HACHI_MAX(m->head_dim_full, m->head_dim_swa), ff_max = 0, LP = L * m->n_embd_pl;
+    const bool llama = m->arch == HACHI_ARCH_LLAMA;
 
-    /* per layer: kind, window, head dim, KV owner and its cache */
+    /* rope: inv_freq_i = base^(-2i/d) (/ rope_freqs[i] on full gemma4 layers); llama has
+     * one kind (table 1) over n_rot dims */
+    for (int kind = 0; kind < 2; kind++) {
+        int d = llama ? m->n_rot : kind ? m->head_dim_full : m->head_dim_swa;
+        double base = kind ? m->rope_base : m->rope_base_swa;
+        if (llama && kind == 0) continue;
+        s->rope_dim[kind] = d;
+        ALLOC(s->inv_freq[kind], d / 2);
+        ALLOC(s->rope_cs[kind], (size_t)nb * d);
+        for (int i = 0; i < d / 2; i++) {
+            s->inv_freq[kind][i] = pow(base, -2.0 * i / d);
+            if (kind && m->rope_freqs) s->inv_freq[kind][i] /= m->rope_freqs[i];
+        }
+    }
+
+    /* per layer: kind, window, head dims, scale, rope table, KV owner and its cache */
     ALLOC(s->lp, L);
     ALLOC(s->kv, L);
     for (int l = 0; l < L; l++) {
@@ -94,55 +110,45 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
         lp->sliding = ly->sliding;
         lp->window = ly->sliding ? m->window : 0;
         lp->head_dim = ly->head_dim;
+        lp->n_head = H;
+        lp->n_head_kv = Hkv;
+        lp->attn_scale = m->attn_scale;
+        lp->n_rot = llama ? m->n_rot : ly->head_dim;
+        lp->rope_cs = s->rope_cs[llama || !ly->sliding ? 1 : 0];
         lp->kv_owner = ly->kv_owner;
+        lp->owns_kv = ly->kv_owner == l;
         ff_max = HACHI_MAX(ff_max, ly->n_ff);
-        if (ly->kv_owner == l) {
-            hachi_kv *kv = &s->kv[s->n_kv];
-            kv->owner = l;
-            kv->dim = Hkv * ly->head_dim;
-            kv->ring = lp->window > 0 && lp->window + HACHI_SPEC_SLOTS < s->n_ctx;
-            kv->n_slots = kv->ring ? lp->window + HACHI_SPEC_SLOTS : s->n_ctx;
-            kv->row_bytes = (size_t)kv->dim * (s->kv_f32 ? 4 : 2);
-            ALLOC(kv->k, (size_t)kv->n_slots * kv->row_bytes);
-            ALLOC(kv->v, (size_t)kv->n_slots * kv->row_bytes);
-            ALLOC(kv->kb, (size_t)nb * kv->row_bytes);
-            ALLOC(kv->vb, (size_t)nb * kv->row_bytes);
-            lp->kv_index = s->n_kv++;
+        if (lp->owns_kv) {
+            lp->kv = &s->kv[s->n_kv++];
+            if ((st = hachi_kv_init(lp->kv, l, Hkv * ly->head_dim, lp->window, s->n_ctx, nb, s->kv_type,
+                                    &s->plan_bytes)))
+                goto fail;
         } else {
-            lp->kv_index = s->lp[ly->kv_owner].kv_index;
+            lp->kv = s->lp[ly->kv_owner].kv;
         }
     }
     if ((st = plan_chunks(s, p.chunks))) goto fail;
 
     /* activations */
     ALLOC(s->x, (size_t)nb * E);
-    ALLOC(s->xb, (size_t)nb * E);
-    ALLOC(s->xb2, (size_t)nb * E);
+    ALLOC(s->xn, (size_t)nb * E);
+    ALLOC(s->proj, (size_t)nb * E);
     ALLOC(s->q, (size_t)nb * H * hd_max);
-    ALLOC(s->att, (size_t)nb * H * hd_max);
+    ALLOC(s->attn, (size_t)nb * H * hd_max);
     ALLOC(s->k, (size_t)nb * Hkv * hd_max);
     ALLOC(s->v, (size_t)nb * Hkv * hd_max);
-    ALLOC(s->hb, (size_t)nb * HACHI_MAX(ff_max, LP));
-    ALLOC(s->hb2, (size_t)nb * ff_max);
-    if (LP) { ALLOC(s->ple, (size_t)nb * LP); ALLOC(s->plg, (size_t)nb * m->n_embd_pl); }
+    ALLOC(s->ffn_gate, (size_t)nb * ff_max);
+    ALLOC(s->ffn_up, (size_t)nb * ff_max);
+    if (LP) {
+        ALLOC(s->ple, (size_t)nb * LP);
+        ALLOC(s->ple_gate, (size_t)nb * m->n_embd_pl);
+        ALLOC(s->ple_tok, LP);
+    }
     ALLOC(s->logits, m->n_vocab);
     s->logits_pos = -1;
-    s->scores_stride = (size_t)H * (s->n_ctx + hd_max);
+    s->scores_stride = hachi_attn_scores_stride(H, s->n_ctx, hd_max);
     ALLOC(s->scores, (size_t)nth * s->scores_stride);
-    ALLOC(s->partial, (size_t)HACHI_ATTN_GROUP * nth * H * (hd_max + 2));
-
-    /* rope: inv_freq_i = base^(-2i/d) (/ rope_freqs[i] on full gemma4 layers) */
-    for (int kind = 0; kind < 2; kind++) {
-        int d = m->arch == HACHI_ARCH_LLAMA ? m->n_rot : kind ? m->head_dim_full : m->head_dim_swa;
-        double base = kind ? m->rope_base : m->rope_base_swa;
-        if (m->arch == HACHI_ARCH_LLAMA && kind == 0) continue;
-        ALLOC(s->inv_freq[kind], d / 2);
-        ALLOC(s->rope_cs[kind], (size_t)nb * d);
-        for (int i = 0; i < d / 2; i++) {
-            s->inv_freq[kind][i] = pow(base, -2.0 * i / d);
-            if (kind && m->rope_freqs) s->inv_freq[kind][i] /= m->rope_freqs[i];
-        }
-    }
+    ALLOC(s->partial, hachi_attn_partial_floats(nth, H, hd_max));
 
     /* matmul scratch: the largest activation conversion of any matrix at nb rows */
     size_t scr = hachi_matmul_scratch_bytes(s->kern, m->output.type, m->output.cols, nb);
@@ -168,12 +174,9 @@ fail:
 void hachi_session_free(hachi_session *s) {
     if (!s) return;
     if (s->kv)
-        for (int i = 0; i < s->n_kv; i++) {
-            hachi_free(s->kv[i].k); hachi_free(s->kv[i].v);
-            hachi_free(s->kv[i].kb); hachi_free(s->kv[i].vb);
-        }
-    void *bufs[] = {s->lp, s->kv, s->x, s->xb, s->xb2, s->q, s->att, s->k, s->v, s->hb, s->hb2, s->ple,
-                    s->plg, s->logits, s->scores, s->partial, s->inv_freq[0], s->inv_freq[1],
+        for (int i = 0; i < s->n_kv; i++) hachi_kv_free(&s->kv[i]);
+    void *bufs[] = {s->lp, s->kv, s->x, s->xn, s->proj, s->q, s->attn, s->k, s->v, s->ffn_gate, s->ffn_up, s->ple,
+                    s->ple_gate, s->ple_tok, s->logits, s->scores, s->partial, s->inv_freq[0], s->inv_freq[1],
                     s->rope_cs[0], s->rope_cs[1], s->mm_scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) hachi_free(bufs[i]);
     hachi_pool_free(s->pool);
@@ -201,18 +204,19 @@ int32_t hachi_session_pos(const hachi_session *s) { return s ? s->pos : 0; }
 int32_t hachi_session_n_ctx(const hachi_session *s) { return s ? s->n_ctx : 0; }
 size_t hachi_session_plan_bytes(const hachi_session *s) { return s ? s->plan_bytes : 0; }
 
+size_t hachi_session_kv_bytes_read(const hachi_session *s, int32_t depth) {
+    size_t b = 0;
+    for (int l = 0; s && l < s->m->n_layer; l++) b += hachi_kv_bytes_read(s->lp[l].kv, depth);
+    return b;
+}
+
 hachi_status hachi_session_rewind(hachi_session *s, int32_t pos) {
     if (!s || pos < 0 || pos > s->pos) return hachi_fail(HACHI_ERR_INVALID_ARG, "rewind to %d: outside [0, %d]", pos, s ? s->pos : 0);
-    /* after the rewind, every ring must still hold the window before pos: it keeps
-     * positions [old_pos - n_slots, old_pos) */
-    for (int i = 0; i < s->n_kv; i++) {
-        const hachi_kv *kv = &s->kv[i];
-        int window = s->lp[kv->owner].window;
-        if (kv->ring && pos > 0 && HACHI_MAX(0, pos - window + 1) < HACHI_MAX(s->pos - kv->n_slots, kv->valid_from))
+    for (int i = 0; i < s->n_kv; i++)
+        if (!hachi_kv_can_rewind(&s->kv[i], pos, s->pos))
             return hachi_fail(HACHI_ERR_INVALID_ARG,
                               "rewind by %d tokens: sliding-window rings keep only %d spare slots",
                               s->pos - pos, HACHI_SPEC_SLOTS);
-    }
     s->pos = pos;
     return HACHI_OK;
 }
@@ -227,39 +231,20 @@ void hachi_session_print_plan(const hachi_session *s, void *file) {
     for (int l = 0; l < m->n_layer; l++) {
         const hachi_layer_plan *lp = &s->lp[l];
         size_t bytes = 0;
-        if (lp->kv_owner == l) {
-            const hachi_kv *kv = &s->kv[lp->kv_index];
-            bytes = (size_t)kv->n_slots * kv->row_bytes * 2;
+        if (lp->owns_kv) {
+            bytes = hachi_kv_bytes(lp->kv);
             kv_total += bytes;
         }
         fprintf(f, "  %5d %-7s %6d %8d %8d %5d %10zu%s\n", l, lp->sliding ? "sliding" : "full", lp->window,
-                lp->head_dim, lp->kv_owner, lp->chunk + 1, bytes, lp->kv_owner == l ? "" : " (shared)");
+                lp->head_dim, lp->kv_owner, lp->chunk + 1, bytes, lp->owns_kv ? "" : " (shared)");
     }
     fprintf(f, "  kv cache: %zu bytes (%s, %d caches); activations+scratch: %zu bytes; total plan: %zu bytes\n",
-            kv_total, s->kv_f32 ? "f32" : "fp16", s->n_kv, s->plan_bytes - kv_total, s->plan_bytes);
+            kv_total, s->kv_type == HACHI_KV_F32 ? "f32" : "fp16", s->n_kv, s->plan_bytes - kv_total, s->plan_bytes);
 }
 
 void hachi_session_fill_fast(hachi_session *s, int n, uint64_t seed) {
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (int c = 0; c < s->n_kv; c++) {
-        hachi_kv *kv = &s->kv[c];
-        for (int t = 0; t < n; t++) {
-            int slot = kv->ring ? (s->pos + t) % kv->n_slots : s->pos + t;
-            if (kv->ring && n - t > kv->n_slots) continue;   /* would be overwritten anyway */
-            for (int i = 0; i < kv->dim; i++) {
-                x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-                /* roughly unit-RMS values, as after the K/V RMSNorm */
-                float a = ((int)(x & 0xffff) - 32768) / 18918.0f, b = ((int)((x >> 16) & 0xffff) - 32768) / 18918.0f;
-                if (s->kv_f32) {
-                    ((float *)(kv->k + slot * kv->row_bytes))[i] = a;
-                    ((float *)(kv->v + slot * kv->row_bytes))[i] = b;
-                } else {
-                    ((uint16_t *)(kv->k + slot * kv->row_bytes))[i] = hachi_f32_to_f16(a);
-                    ((uint16_t *)(kv->v + slot * kv->row_bytes))[i] = hachi_f32_to_f16(b);
-                }
-            }
-        }
-    }
+    for (int c = 0; c < s->n_kv; c++) hachi_kv_fill_fast(&s->kv[c], s->pos, n, &x);
     s->pos = HACHI_MIN(s->pos + n, s->n_ctx);
 }
 

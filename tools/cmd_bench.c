@@ -298,17 +298,6 @@ static double prefill(hachi_session *s, int n, uint64_t *rng, const char *what) 
     return ms > 0 ? n / (ms / 1000.0) : INFINITY;
 }
 
-/* Bytes of KV cache read by one decode step at depth (every layer reads its owner's cache). */
-static double kv_bytes_at(const hachi_session *s, int depth) {
-    double b = 0;
-    for (int l = 0; l < s->m->n_layer; l++) {
-        const hachi_layer_plan *lp = &s->lp[l];
-        int keys = lp->window > 0 ? HACHI_MIN(depth, lp->window) : depth;
-        b += (double)keys * s->kv[lp->kv_index].dim * 2 /* K and V */ * 2 /* fp16 */;
-    }
-    return b;
-}
-
 /* -r repetitions of -n decode steps; tok/s per repetition into tps[]. */
 static bool decode_reps(hachi_session *s, int n, int reps, uint64_t *rng, double *tps) {
     int32_t tok;
@@ -622,7 +611,7 @@ int cmd_bench(int argc, char **argv) {
         }
         d->tps_med = median(tps, (int)b.reps);
         d->weight_bytes = (double)m->weight_bytes;
-        d->kv_bytes = kv_bytes_at(s, d->depth);
+        d->kv_bytes = (double)hachi_session_kv_bytes_read(s, d->depth);
         r.n_depths++;
         if (i == 0 && b.verify) {
             fprintf(stderr, "hachi bench: timing forwards of k = 1..16 tokens at depth %d...\n", hachi_session_pos(s));

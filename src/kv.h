@@ -1,0 +1,79 @@
+/* kv: the KV cache of one owning layer. It alone knows the storage type (f16, f32) and the
+ * layout: a full-attention cache holds every position of the context in order (linear), a
+ * sliding one a ring of window + HACHI_SPEC_SLOTS slots (slot = position % n_slots), the spare
+ * slots letting a rewind of up to that many tokens stay exact. A forward stages its new rows
+ * in the pending rows (one per token of the forward) and commits them when every layer has
+ * read them. Hot path: hachi_kv_stage, hachi_kv_segment, hachi_kv_commit. */
+#ifndef HACHI_KV_H
+#define HACHI_KV_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "hachi.h"
+#include "kernels/kernels.h"
+
+#define HACHI_SPEC_SLOTS 16         /* spare ring slots: a rewind of up to 16 tokens stays exact */
+
+typedef enum hachi_kv_type { HACHI_KV_F16 = 0, HACHI_KV_F32 = 1 } hachi_kv_type;
+
+typedef struct hachi_kv {
+    int owner;                      /* layer that writes it */
+    int dim;                        /* elements per row: n_head_kv * head_dim */
+    int window;                     /* keys a query at q sees: q-window < p <= q; 0 = all */
+    hachi_kv_type type;
+    bool ring;                      /* sliding ring (window + spare slots < context) */
+    int n_slots;                    /* ring: window + HACHI_SPEC_SLOTS; linear: n_ctx */
+    int n_pending;                  /* pending rows: the largest forward */
+    int valid_from;                 /* positions below it are not held (a restored prompt cache) */
+    size_t row_bytes;               /* dim * element size */
+    char *k, *v;                    /* [n_slots][dim] of the type */
+    char *kp, *vp;                  /* [n_pending][dim]: this forward's new rows, committed at its end */
+} hachi_kv;
+
+/* A run of consecutive rows: n rows of k and v, stride hachi_kv.dim elements. */
+typedef struct hachi_kv_run { const void *k, *v; int n; } hachi_kv_run;
+
+const char *hachi_kv_type_name(hachi_kv_type type);     /* "f16", "f32" */
+size_t hachi_kv_type_size(hachi_kv_type type);          /* bytes per element */
+const char *hachi_kv_dtype(hachi_kv_type type);         /* safetensors dtype: "F16", "F32" */
+
+/* Sets up (allocates) the cache of owner for a context of n_ctx and forwards of up to
+ * n_pending tokens; *bytes receives what was allocated. */
+hachi_status hachi_kv_init(hachi_kv *kv, int owner, int dim, int window, int n_ctx, int n_pending,
+                           hachi_kv_type type, size_t *bytes);
+void hachi_kv_free(hachi_kv *kv);
+/* bytes the cache itself holds (K and V, without the pending rows) */
+size_t hachi_kv_bytes(const hachi_kv *kv);
+/* bytes of K and V a decode step reads after depth positions (the window's at most) */
+size_t hachi_kv_bytes_read(const hachi_kv *kv, int depth);
+
+/* Stages row t of this forward from f32 k, v [dim] (converted to the storage type). */
+void hachi_kv_stage(hachi_kv *kv, const hachi_kernels *kern, int t, const float *k, const float *v);
+/* The rows of positions [a, b) a forward starting at p0 reads, from position a on: held rows
+ * before p0 (a ring wraps at most once), then the forward's pending rows. Returns the first
+ * run; call again from a + run.n until b. */
+hachi_kv_run hachi_kv_segment(const hachi_kv *kv, int a, int b, int p0);
+/* Moves the pending rows of positions [p0, p0 + n) into the cache. */
+void hachi_kv_commit(hachi_kv *kv, int p0, int n);
+
+/* First position whose row the cache holds when the session is at position pos. */
+int hachi_kv_first(const hachi_kv *kv, int pos);
+/* The cache holds positions from pos on only (a restored prompt cache; 0: all). */
+void hachi_kv_restored_from(hachi_kv *kv, int pos);
+/* Whether, at position cur, a rewind to pos leaves every key a query at pos sees. */
+bool hachi_kv_can_rewind(const hachi_kv *kv, int pos, int cur);
+/* Row storage of positions [p, end) from p on (for saving and restoring): the rows stay
+ * consecutive for the returned count (a ring wraps once). which: 0 = K, 1 = V. */
+char *hachi_kv_rows(const hachi_kv *kv, int which, int p, int end, int *n);
+/* Writes rows that look like real ones (roughly unit RMS, as after the K/V norm) for
+ * positions [pos, pos + n) without computing them (bench --fill fast). */
+void hachi_kv_fill_fast(hachi_kv *kv, int pos, int n, uint64_t *rng);
+
+/* Scores and value sums over one run of rows for G query heads of KV head g (head dim hd):
+ * s[j*G + h] = dot(q + h*hd, key j); out[h*hd + d] += sum_j p[j*G + h] * value j [d]. */
+void hachi_kv_scores(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,
+                     const float *q, int G, float *s);
+void hachi_kv_values(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,
+                     const float *p, int G, float *out);
+
+#endif
