@@ -19,7 +19,7 @@ SAN     ?=
 OPT     ?= -O2
 
 MACHINE := $(shell $(CC) -dumpmachine)
-CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc -pthread -fPIC -g $(OPT) $(SAN) $(EXTRA_CFLAGS)
+CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude -pthread -fPIC -g $(OPT) $(SAN) $(EXTRA_CFLAGS)
 LDFLAGS := -pthread $(SAN)
 LDLIBS  := -lm
 
@@ -41,6 +41,12 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 .PHONY: all test test-fast fuzz bench clean
 all: $(BUILD)/libhachi.a $(BUILD)/libhachi.so $(BUILD)/hachi $(BUILD)/test_hachi
 
+# The library exports only include/hachi.h's HACHI_API functions; tools/ sees only that header
+# (no -Isrc), tests also the internals.
+$(LIB_OBJ):  DIR_FLAGS = -Isrc -fvisibility=hidden -DHACHI_BUILD
+$(TOOL_OBJ): DIR_FLAGS = -Itools
+$(TEST_OBJ): DIR_FLAGS = -Isrc
+
 $(BUILD)/src/kernels/x86_avx2.o:   ISA_FLAGS = $(FLAGS_avx2)
 $(BUILD)/src/kernels/x86_avx512.o: ISA_FLAGS = $(FLAGS_avx512)
 $(BUILD)/src/kernels/x86_avx2_attn.o: ISA_FLAGS = $(FLAGS_avx2)
@@ -48,7 +54,7 @@ $(BUILD)/src/kernels/arm_neon.o:   ISA_FLAGS = $(FLAGS_neon)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(ISA_FLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(DIR_FLAGS) $(ISA_FLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libhachi.a: $(LIB_OBJ)
 	@rm -f $@
@@ -78,7 +84,7 @@ test-fast: all
 
 fuzz:
 	@mkdir -p build-fuzz
-	clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O1 -fsanitize=fuzzer,address,undefined \
+	clang -std=c11 -D_GNU_SOURCE -DHACHI_BUILD -Iinclude -Isrc -g -O1 -fsanitize=fuzzer,address,undefined \
 	    fuzz/fuzz_gguf.c src/gguf.c src/util.c src/quant.c -o build-fuzz/fuzz_gguf -lm
 
 bench: all

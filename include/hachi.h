@@ -1,9 +1,18 @@
 /* hachi — run Gemma 4 (and llama-family) GGUF models on CPUs.
  *
- * One header, opaque handles. Every function that can fail returns a
- * hachi_status; on failure hachi_last_error() gives a one-line message naming
- * the file, key, tensor or value at fault. Free functions accept NULL.
- * The library never calls exit() or abort(). */
+ * One header, opaque handles; the functions declared here (HACHI_API) are the only
+ * symbols libhachi.so exports. Every function that can fail returns a hachi_status; on
+ * failure hachi_last_error() gives a one-line message naming the file, key, tensor or
+ * value at fault. Free functions accept NULL. The library never calls exit() or abort().
+ *
+ * Lifetimes: a model must outlive every session, sampler use and detokenizer made from
+ * it; a session outlives what points into it (hachi_session_logits, hachi_session_profile).
+ * Pointers into a session stay valid until its next eval, rewind, load or free.
+ *
+ * Threads: a loaded model is read-only and may be shared by sessions running on several
+ * threads at once (tested). A session, a sampler or a detokenizer is used by one thread
+ * at a time. hachi_last_error() is per thread: it describes the calling thread's last
+ * failure. Each session owns a pool of worker threads (hachi_session_params.n_threads). */
 #ifndef HACHI_H
 #define HACHI_H
 
@@ -15,6 +24,15 @@
 extern "C" {
 #endif
 
+#if defined(HACHI_BUILD) && defined(__GNUC__)
+#define HACHI_API __attribute__((visibility("default")))
+#else
+#define HACHI_API
+#endif
+
+#define HACHI_VERSION "0.4.0"
+HACHI_API const char *hachi_version(void);   /* HACHI_VERSION of the library linked in */
+
 typedef enum hachi_status {
     HACHI_OK = 0,
     HACHI_ERR_INVALID_ARG = 1,   /* a parameter out of range, a bad flag value */
@@ -24,10 +42,15 @@ typedef enum hachi_status {
     HACHI_ERR_NOMEM = 5,
     HACHI_ERR_CONTEXT_FULL = 6,  /* more tokens than the session's context holds */
     HACHI_ERR_INTERNAL = 7,
+    HACHI_ERR_ABORTED = 8,       /* a progress callback asked to stop */
 } hachi_status;
 
-const char *hachi_last_error(void);          /* thread-local; "" when none */
-const char *hachi_status_str(hachi_status st);
+/* Progress of long work (model load and repack: bytes; an eval of several chunks: tokens):
+ * done of total so far. Return false to stop: the call then fails with HACHI_ERR_ABORTED. */
+typedef bool (*hachi_progress_fn)(void *ctx, double done, double total);
+
+HACHI_API const char *hachi_last_error(void);          /* thread-local; "" when none */
+HACHI_API const char *hachi_status_str(hachi_status st);
 
 typedef struct hachi_model hachi_model;
 typedef struct hachi_session hachi_session;
@@ -39,31 +62,37 @@ typedef struct hachi_model_params {
     bool vocab_only;        /* load the tokenizer only (no tensors needed) */
     bool no_repack;         /* keep Q4_0/Q4_K matrices in the file's layout (default: rows are
                                interleaved 8 by 8 at load for the SIMD kernels; same bytes) */
+    hachi_progress_fn progress;  /* NULL = none; called during the repack (bytes done of total) */
+    void *progress_ctx;
 } hachi_model_params;
 
-hachi_model_params hachi_model_default_params(void);
-hachi_status hachi_model_load(const char *path, const hachi_model_params *params, hachi_model **out);
-void hachi_model_free(hachi_model *model);
+HACHI_API hachi_model_params hachi_model_default_params(void);
+HACHI_API hachi_status hachi_model_load(const char *path, const hachi_model_params *params, hachi_model **out);
+HACHI_API void hachi_model_free(hachi_model *model);
 
-const char *hachi_model_arch(const hachi_model *model);     /* "gemma4", "llama" */
-int32_t hachi_model_n_vocab(const hachi_model *model);
-int32_t hachi_model_n_ctx_train(const hachi_model *model);
-int32_t hachi_model_bos(const hachi_model *model);
-int32_t hachi_model_eos(const hachi_model *model);
-bool    hachi_model_is_eog(const hachi_model *model, int32_t token); /* EOS, end of turn, ... */
+HACHI_API const char *hachi_model_arch(const hachi_model *model);     /* "gemma4", "llama" */
+HACHI_API int32_t hachi_model_n_vocab(const hachi_model *model);
+HACHI_API int32_t hachi_model_n_ctx_train(const hachi_model *model);
+HACHI_API int32_t hachi_model_bos(const hachi_model *model);
+HACHI_API int32_t hachi_model_eos(const hachi_model *model);
+HACHI_API bool    hachi_model_is_eog(const hachi_model *model, int32_t token); /* EOS, end of turn, ... */
+HACHI_API size_t  hachi_model_file_bytes(const hachi_model *model);
+HACHI_API size_t  hachi_model_weight_bytes(const hachi_model *model);    /* matrix bytes one token reads */
+HACHI_API size_t  hachi_model_repacked_bytes(const hachi_model *model);  /* of which interleaved at load */
+HACHI_API int32_t hachi_model_file_type(const hachi_model *model);       /* general.file_type; -1: absent */
 /* Human-readable description (hyperparameters, tokenizer, tensors) into f. */
-void    hachi_model_print_info(const hachi_model *model, void *file /* FILE* */);
+HACHI_API void    hachi_model_print_info(const hachi_model *model, void *file /* FILE* */);
 
 /* ---- tokenizer --------------------------------------------------------------- */
 
 /* Encode text[0..len). Writes at most cap ids into out and the number needed into
  * *n_out (which may exceed cap: call again with a larger buffer). */
-hachi_status hachi_tokenize(const hachi_model *model, const char *text, size_t len,
+HACHI_API hachi_status hachi_tokenize(const hachi_model *model, const char *text, size_t len,
                             bool add_bos, bool parse_special,
                             int32_t *out, int32_t cap, int32_t *n_out);
 /* The text of one token (byte tokens give their byte; may be a partial UTF-8
  * sequence). Returns the byte length written (<= cap) or -1 on a bad id. */
-int32_t hachi_token_to_text(const hachi_model *model, int32_t token, char *buf, int32_t cap);
+HACHI_API int32_t hachi_token_to_text(const hachi_model *model, int32_t token, char *buf, int32_t cap);
 
 /* Streaming detokenizer: pushes tokens, emits only complete UTF-8 sequences. */
 typedef struct hachi_detok {
@@ -72,11 +101,11 @@ typedef struct hachi_detok {
     int32_t n_pending;
     bool at_start;          /* strip the SentencePiece leading space of the first piece */
 } hachi_detok;
-void    hachi_detok_init(hachi_detok *d, const hachi_model *model);
+HACHI_API void    hachi_detok_init(hachi_detok *d, const hachi_model *model);
 /* Appends the printable text of token to out (cap >= 64 suffices); returns bytes written. */
-int32_t hachi_detok_push(hachi_detok *d, int32_t token, char *out, int32_t cap);
+HACHI_API int32_t hachi_detok_push(hachi_detok *d, int32_t token, char *out, int32_t cap);
 /* Emits what is left (an incomplete sequence becomes U+FFFD). */
-int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap);
+HACHI_API int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap);
 
 /* ---- session: one static plan for one context size --------------------------- */
 
@@ -87,24 +116,28 @@ typedef struct hachi_session_params {
     const char *chunks;     /* profile chunk boundaries, e.g. "8,15,25"; NULL = DESIGN.md's */
     bool profile;           /* collect per-chunk timings */
     bool kv_f32;            /* keep K/V in f32 instead of fp16 (twice the KV bytes; for exactness checks) */
+    hachi_progress_fn progress;  /* NULL = none; an eval of more than n_batch tokens calls it after
+                                    each chunk (tokens done of the eval's). On a stop the chunks done
+                                    stay evaluated (hachi_session_pos) and no logits are kept. */
+    void *progress_ctx;
 } hachi_session_params;
 
-hachi_session_params hachi_session_default_params(void);
-hachi_status hachi_session_create(const hachi_model *model, const hachi_session_params *params,
+HACHI_API hachi_session_params hachi_session_default_params(void);
+HACHI_API hachi_status hachi_session_create(const hachi_model *model, const hachi_session_params *params,
                                   hachi_session **out);
-void hachi_session_free(hachi_session *s);
+HACHI_API void hachi_session_free(hachi_session *s);
 
 /* Run n tokens at positions pos..pos+n-1 (pos = hachi_session_pos). When
  * logits_out is non-NULL it receives [n][n_vocab] logits, else only the last
  * row is kept (hachi_session_logits). Fails with HACHI_ERR_CONTEXT_FULL, changing
  * nothing, when the tokens do not fit. */
-hachi_status hachi_session_eval(hachi_session *s, const int32_t *tokens, int32_t n, float *logits_out);
-const float *hachi_session_logits(const hachi_session *s);   /* [n_vocab] of the last token */
-int32_t hachi_session_pos(const hachi_session *s);
-int32_t hachi_session_n_ctx(const hachi_session *s);
+HACHI_API hachi_status hachi_session_eval(hachi_session *s, const int32_t *tokens, int32_t n, float *logits_out);
+HACHI_API const float *hachi_session_logits(const hachi_session *s);   /* [n_vocab] of the last token */
+HACHI_API int32_t hachi_session_pos(const hachi_session *s);
+HACHI_API int32_t hachi_session_n_ctx(const hachi_session *s);
 /* Forget positions >= pos (pos <= current). Sliding layers keep 16 spare ring slots,
  * so a rewind of up to 16 tokens is always exact. */
-hachi_status hachi_session_rewind(hachi_session *s, int32_t pos);
+HACHI_API hachi_status hachi_session_rewind(hachi_session *s, int32_t pos);
 /* Prompt cache (a safetensors file: the token ids, every K/V row the session holds, the last
  * token's logits, an id of the model). save: the state after tokens[0..n), n = the session's
  * position; written to path.tmp, then renamed over path. load: drops the session's state and
@@ -115,15 +148,37 @@ hachi_status hachi_session_rewind(hachi_session *s, int32_t pos);
  * saved one always can). A file that is not a prompt cache, or is damaged, is an error naming
  * what is wrong, with the session left at position 0. Restored or not, the tokens that follow
  * get bitwise the logits of an uncached run. */
-hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, int32_t n, const char *path);
-hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_t *tokens, int32_t n,
+HACHI_API hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, int32_t n, const char *path);
+HACHI_API hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_t *tokens, int32_t n,
                                 int32_t *n_loaded);
+/* The name of the kernel table the session runs ("avx2", "neon", "ref", ...). */
+HACHI_API const char *hachi_session_kernels(const hachi_session *s);
+HACHI_API const hachi_model *hachi_session_model(const hachi_session *s);
 /* Print the plan (per layer: kind, window, KV owner, bytes) and totals into f. */
-void hachi_session_print_plan(const hachi_session *s, void *file /* FILE* */);
-size_t hachi_session_plan_bytes(const hachi_session *s);
+HACHI_API void hachi_session_print_plan(const hachi_session *s, void *file /* FILE* */);
+HACHI_API size_t hachi_session_plan_bytes(const hachi_session *s);
 /* Bytes of K/V one decode step reads after depth positions (every layer reads its cache,
  * a sliding layer its window at most). */
-size_t hachi_session_kv_bytes_read(const hachi_session *s, int32_t depth);
+HACHI_API size_t hachi_session_kv_bytes_read(const hachi_session *s, int32_t depth);
+
+/* Per-chunk timings of the forwards since the last reset (hachi_session_params.profile):
+ * chunk c covers layers [bounds[c], bounds[c+1]). */
+#define HACHI_MAX_CHUNKS 8
+typedef struct hachi_profile {
+    int32_t n_chunks;
+    int32_t bounds[HACHI_MAX_CHUNKS + 1];
+    double emb_ms, ple_ms, head_ms;                 /* embeddings, per-layer inputs, output head */
+    double chunk_ms[HACHI_MAX_CHUNKS];              /* each chunk's layers */
+    double attn_ms[HACHI_MAX_CHUNKS];               /* of which attention */
+    int32_t steps;                                  /* forwards that ran the head */
+} hachi_profile;
+HACHI_API const hachi_profile *hachi_session_profile(const hachi_session *s);
+HACHI_API void hachi_session_profile_reset(hachi_session *s);
+
+/* Benchmarking: write K/V rows that look like real ones (unit-RMS random values) for the
+ * next n positions without computing them, advancing the position (at most to n_ctx). Decode
+ * speed after it is that at the filled depth; the model's outputs are then meaningless. */
+HACHI_API hachi_status hachi_session_fill_synthetic(hachi_session *s, int32_t n, uint64_t seed);
 
 /* ---- sampler ----------------------------------------------------------------- */
 
@@ -137,12 +192,12 @@ typedef struct hachi_sampler_params {
     uint64_t seed;
 } hachi_sampler_params;
 
-hachi_sampler_params hachi_sampler_default_params(void);
-hachi_status hachi_sampler_create(const hachi_sampler_params *params, int32_t n_vocab, hachi_sampler **out);
-void    hachi_sampler_free(hachi_sampler *s);
-int32_t hachi_sampler_sample(hachi_sampler *s, const float *logits);  /* allocates nothing */
-void    hachi_sampler_accept(hachi_sampler *s, int32_t token);         /* record for the penalty */
-void    hachi_sampler_reset(hachi_sampler *s);
+HACHI_API hachi_sampler_params hachi_sampler_default_params(void);
+HACHI_API hachi_status hachi_sampler_create(const hachi_sampler_params *params, int32_t n_vocab, hachi_sampler **out);
+HACHI_API void    hachi_sampler_free(hachi_sampler *s);
+HACHI_API int32_t hachi_sampler_sample(hachi_sampler *s, const float *logits);  /* allocates nothing */
+HACHI_API void    hachi_sampler_accept(hachi_sampler *s, int32_t token);         /* record for the penalty */
+HACHI_API void    hachi_sampler_reset(hachi_sampler *s);
 
 /* ---- speculative decoding: prompt-lookup drafts ------------------------------ */
 
@@ -157,7 +212,7 @@ void    hachi_sampler_reset(hachi_sampler *s);
  * them, emit the first sample that does not (or the sample after the last draft), and
  * hachi_session_rewind past the rejected rest. The tokens are those of decoding one at
  * a time, for any sampler settings and seed. */
-int32_t hachi_draft_lookup(const int32_t *hist, int32_t n_hist, int32_t ngram_min, int32_t ngram_max,
+HACHI_API int32_t hachi_draft_lookup(const int32_t *hist, int32_t n_hist, int32_t ngram_min, int32_t ngram_max,
                            int32_t max_draft, int32_t *draft);
 
 
@@ -165,12 +220,43 @@ int32_t hachi_draft_lookup(const int32_t *hist, int32_t n_hist, int32_t ngram_mi
 
 typedef enum hachi_chat_format { HACHI_CHAT_GEMMA4, HACHI_CHAT_GEMMA3, HACHI_CHAT_PLAIN } hachi_chat_format;
 /* The format of the model's vocabulary (and tokenizer.chat_template when present). */
-hachi_chat_format hachi_chat_detect(const hachi_model *model);
+HACHI_API hachi_chat_format hachi_chat_detect(const hachi_model *model);
 /* The text to prefill for one user turn: on the first turn BOS and the system
  * prompt, on later turns the end of the previous reply first. Writes at most cap
  * bytes (NUL-terminated) and returns the full length; tokenize it with specials on. */
-int32_t hachi_chat_turn(const hachi_model *model, const char *system, const char *user, bool first,
+HACHI_API int32_t hachi_chat_turn(const hachi_model *model, const char *system, const char *user, bool first,
                         char *buf, int32_t cap);
+
+/* ---- models for tests and benchmarks, conversion, the machine ----------------- */
+
+/* A random-weight Gemma 4 written as GGUF, with the real E2B dimensions or a tiny test shape,
+ * in one of the weight mixes published files use. Metadata keys and tensor names mirror
+ * llama.cpp's gemma4 files. The bytes depend on the seed only. */
+typedef struct hachi_synth_params {
+    const char *arch;       /* "gemma4" (the only one) */
+    const char *shape;      /* "e2b" (35 layers, 1536 wide, 262144 vocab) or "tiny" (10 layers, 256 wide) */
+    const char *type;       /* "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m" */
+    uint64_t seed;
+    int n_threads;          /* quantization threads; 0 = number of online CPUs (at most 16) */
+} hachi_synth_params;
+/* Called from the writing thread with the fraction of tensor bytes written so far. */
+typedef void (*hachi_synth_progress_fn)(void *ctx, double done);
+HACHI_API hachi_synth_params hachi_synth_default_params(void);   /* gemma4, tiny, f32, seed 1 */
+/* Writes out_path (through out_path.tmp and a rename). progress may be NULL. */
+HACHI_API hachi_status hachi_synth(const hachi_synth_params *p, const char *out_path,
+                         hachi_synth_progress_fn progress, void *progress_ctx);
+
+/* A llama2.c checkpoint (legacy v0 header, then float32 weights) and its tokenizer.bin as a
+ * llama-architecture GGUF (llama.cpp's names, F32, SentencePiece vocabulary). Written through
+ * out_gguf.tmp and a rename: never half-written. Errors name the file and what is wrong. */
+HACHI_API hachi_status hachi_convert_llama2c(const char *model_bin, const char *tok_bin, const char *out_gguf);
+
+/* Memory read bandwidth in GB/s (1e9 bytes/s): n_threads threads (0 = physical cores) sum a
+ * buffer of bytes (0 = 1 GiB, halved until it can be allocated, at least 64 MiB) with vector
+ * loads; the best of passes (0 = several). Negative when no buffer or threads could be had. */
+HACHI_API double hachi_measure_read_bandwidth(int n_threads, size_t bytes, int passes);
+/* Number of physical cores (falls back to online CPUs). */
+HACHI_API int hachi_physical_cores(void);
 
 #ifdef __cplusplus
 }

@@ -4,7 +4,7 @@
  * pool over its own slice with 32-byte vector loads and four independent
  * accumulators; the best of several passes is the machine's read roofline.
  * Not a hot path of inference: used once per `hachi bench`. */
-#include "bandwidth.h"
+#include "hachi.h"
 #include <stdint.h>
 #include "threads.h"
 #include "util.h"
@@ -56,8 +56,10 @@ static void bw_read(void *ctx, int ith, int nth) {
     t->sink[ith % 64][0] += sum_fn(t->buf + lo, hi - lo);
 }
 
-double hachi_measure_read_bandwidth_sized(int n_threads, size_t bytes, int passes) {
+double hachi_measure_read_bandwidth(int n_threads, size_t bytes, int passes) {
     hachi_pool *pool = NULL;
+    if (!bytes) bytes = (size_t)1 << 30;
+    if (passes <= 0) passes = 5;
     if (hachi_pool_create(n_threads > 0 ? n_threads : hachi_physical_cores(), &pool)) return -1.0;
     if (!sum_fn) sum_fn = pick_sum();
     bytes = bytes / 128 * 128;
@@ -84,6 +86,3 @@ double hachi_measure_read_bandwidth_sized(int n_threads, size_t bytes, int passe
     return best;
 }
 
-double hachi_measure_read_bandwidth(int n_threads) {
-    return hachi_measure_read_bandwidth_sized(n_threads, (size_t)1 << 30, 5);
-}

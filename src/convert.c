@@ -15,7 +15,7 @@
  * The tokenizer: int32 max_token_length, then per token float score, int32
  * length, bytes. llama2.c stored SentencePiece's U+2581 as ' ' and BOS/EOS as
  * "\n<s>\n" / "\n</s>\n"; both are turned back into SentencePiece form. */
-#include "convert.h"
+#include "hachi.h"
 #include "gguf.h"
 #include "quant.h"
 #include "util.h"

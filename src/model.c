@@ -305,20 +305,18 @@ static void release_file_pages(const void *p, size_t n) {
  * replace the file pages they came from (when the mapping cannot be had, nothing is
  * repacked). The work (mostly the kernel zeroing the new pages) is split over a pool of the
  * physical cores. */
-typedef struct repack_job { hachi_mat **list; char **dst; int n; } repack_job;
+typedef struct repack_job { hachi_mat *mat; char *dst; } repack_job;
 
 static void repack_task(void *ctx, int ith, int nth) {
     const repack_job *j = ctx;
-    for (int i = 0; i < j->n; i++) {
-        int64_t g0, g1;
-        hachi_split(j->list[i]->rows / 8, 1, ith, nth, &g0, &g1);
-        hachi_mat_to_x8_groups(j->list[i], j->dst[i], g0, g1);
-        const uint64_t gb = 8 * j->list[i]->row_bytes;   /* release as we go: the peak stays low */
-        release_file_pages((const char *)j->list[i]->data + g0 * gb, (size_t)((g1 - g0) * gb));
-    }
+    int64_t g0, g1;
+    hachi_split(j->mat->rows / 8, 1, ith, nth, &g0, &g1);
+    hachi_mat_to_x8_groups(j->mat, j->dst, g0, g1);
+    const uint64_t gb = 8 * j->mat->row_bytes;   /* release as we go: the peak stays low */
+    release_file_pages((const char *)j->mat->data + g0 * gb, (size_t)((g1 - g0) * gb));
 }
 
-static hachi_status repack(hachi_model *m) {
+static hachi_status repack(hachi_model *m, const hachi_model_params *params) {
     int n = 0, cap = m->n_layer * 9 + 2;
     hachi_mat **list = hachi_calloc((size_t)cap, sizeof *list);
     char **dst = hachi_calloc((size_t)cap, sizeof *dst);
@@ -347,8 +345,17 @@ static hachi_status repack(hachi_model *m) {
         dst[i] = p + off;
         off += (hachi_mat_x8_bytes(m->kern, list[i]) + 63) / 64 * 64;
     }
-    repack_job job = {list, dst, n};
-    hachi_pool_run(pool, repack_task, &job);
+    size_t done = 0;
+    for (int i = 0; i < n; i++) {   /* one matrix per run: progress between them */
+        repack_job job = {list[i], dst[i]};
+        hachi_pool_run(pool, repack_task, &job);
+        done += (hachi_mat_x8_bytes(m->kern, list[i]) + 63) / 64 * 64;
+        if (params->progress && !params->progress(params->progress_ctx, (double)done, (double)total) && i + 1 < n) {
+            munmap(p, total);
+            st = hachi_fail(HACHI_ERR_ABORTED, "load of '%s' stopped by its progress callback", m->path);
+            goto out;
+        }
+    }
     for (int i = 0; i < n; i++) {
         release_file_pages(list[i]->data, hachi_mat_x8_bytes(m->kern, list[i]));   /* the slices' edges */
         list[i]->data = dst[i];
@@ -376,7 +383,7 @@ hachi_status hachi_model_load(const char *path, const hachi_model_params *params
     st = hachi_gguf_open(path, &m->gguf);
     if (!params) params = &def;
     if (st == HACHI_OK) st = load(m, params);
-    if (st == HACHI_OK && m->layers && !params->no_repack) st = repack(m);
+    if (st == HACHI_OK && m->layers && !params->no_repack) st = repack(m, params);
     if (st != HACHI_OK) { hachi_model_free(m); return st; }
     *out = m;
     return HACHI_OK;
@@ -407,6 +414,13 @@ const hachi_gguf *hachi_model_gguf(const hachi_model *m) { return m ? m->gguf : 
 const char *hachi_model_arch(const hachi_model *m) { return m ? m->arch_name : ""; }
 int32_t hachi_model_n_vocab(const hachi_model *m) { return m ? m->n_vocab : 0; }
 int32_t hachi_model_n_ctx_train(const hachi_model *m) { return m ? m->n_ctx_train : 0; }
+size_t hachi_model_file_bytes(const hachi_model *m) { return m ? (size_t)hachi_gguf_file_size(m->gguf) : 0; }
+size_t hachi_model_weight_bytes(const hachi_model *m) { return m ? m->weight_bytes : 0; }
+size_t hachi_model_repacked_bytes(const hachi_model *m) { return m ? m->x8_bytes : 0; }
+int32_t hachi_model_file_type(const hachi_model *m) {
+    int64_t ft = -1;
+    return m && hachi_gguf_get_i64(m->gguf, "general.file_type", &ft) ? (int32_t)ft : -1;
+}
 int32_t hachi_model_bos(const hachi_model *m) { return m ? hachi_tokenizer_bos(m->tok) : -1; }
 int32_t hachi_model_eos(const hachi_model *m) { return m ? hachi_tokenizer_eos(m->tok) : -1; }
 bool hachi_model_is_eog(const hachi_model *m, int32_t t) { return m && hachi_tokenizer_is_eog(m->tok, t); }

@@ -77,6 +77,8 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     s->n_ctx = p.n_ctx;
     s->n_batch = HACHI_MIN(p.n_batch, p.n_ctx);
     s->profiling = p.profile;
+    s->progress = p.progress;
+    s->progress_ctx = p.progress_ctx;
     s->kv_type = p.kv_f32 ? HACHI_KV_F32 : HACHI_KV_F16;
     s->layer = hachi_forward_layer_fn(m);
     s->emb_scale = m->arch == HACHI_ARCH_GEMMA4 ? sqrtf((float)m->n_embd) : 1.0f;
@@ -195,6 +197,10 @@ hachi_status hachi_session_eval(hachi_session *s, const int32_t *tokens, int32_t
     for (int i = 0; i < n; i += s->n_batch) {
         int c = HACHI_MIN(s->n_batch, n - i);
         hachi_forward(s, tokens + i, c, logits_out ? logits_out + (size_t)i * s->m->n_vocab : NULL, i + c == n);
+        if (s->progress && n > s->n_batch && !s->progress(s->progress_ctx, i + c, n) && i + c < n) {
+            s->logits_pos = -1;
+            return hachi_fail(HACHI_ERR_ABORTED, "eval stopped by its progress callback after %d of %d tokens", i + c, n);
+        }
     }
     return HACHI_OK;
 }
@@ -242,15 +248,22 @@ void hachi_session_print_plan(const hachi_session *s, void *file) {
             kv_total, s->kv_type == HACHI_KV_F32 ? "f32" : "fp16", s->n_kv, s->plan_bytes - kv_total, s->plan_bytes);
 }
 
-void hachi_session_fill_fast(hachi_session *s, int n, uint64_t seed) {
+hachi_status hachi_session_fill_synthetic(hachi_session *s, int32_t n, uint64_t seed) {
+    if (!s || n < 0) return hachi_fail(HACHI_ERR_INVALID_ARG, "fill: bad arguments");
+    n = HACHI_MIN(n, s->n_ctx - s->pos);
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
     for (int c = 0; c < s->n_kv; c++) hachi_kv_fill_fast(&s->kv[c], s->pos, n, &x);
-    s->pos = HACHI_MIN(s->pos + n, s->n_ctx);
+    s->pos += n;
+    s->logits_pos = -1;
+    return HACHI_OK;
 }
 
-const hachi_profile *hachi_session_profile(const hachi_session *s) { return &s->prof; }
+const hachi_profile *hachi_session_profile(const hachi_session *s) { return s ? &s->prof : NULL; }
+const char *hachi_session_kernels(const hachi_session *s) { return s ? s->kern->name : ""; }
+const hachi_model *hachi_session_model(const hachi_session *s) { return s ? s->m : NULL; }
 
 void hachi_session_profile_reset(hachi_session *s) {
+    if (!s) return;
     hachi_profile *p = &s->prof;
     p->emb_ms = p->ple_ms = p->head_ms = 0;
     memset(p->chunk_ms, 0, sizeof p->chunk_ms);

@@ -11,8 +11,6 @@
 #include "model.h"
 #include "threads.h"
 
-#define HACHI_MAX_CHUNKS 8
-
 typedef struct hachi_layer_plan {
     bool sliding;
     int window;                     /* keys seen: positions q-window < p <= q; 0 = all */
@@ -27,15 +25,6 @@ typedef struct hachi_layer_plan {
     int chunk;                      /* profile chunk */
 } hachi_layer_plan;
 
-struct hachi_profile {
-    int n_chunks;
-    int bounds[HACHI_MAX_CHUNKS + 1];   /* chunk c covers layers [bounds[c], bounds[c+1]) */
-    double emb_ms, ple_ms, head_ms;
-    double chunk_ms[HACHI_MAX_CHUNKS], attn_ms[HACHI_MAX_CHUNKS];
-    int steps;
-};
-typedef struct hachi_profile hachi_profile;
-
 /* One layer for the n tokens of a forward at positions p0..: the architecture's equations. */
 typedef void (*hachi_layer_fn)(hachi_session *s, int l, int n, int p0);
 hachi_layer_fn hachi_forward_layer_fn(const hachi_model *m);
@@ -46,6 +35,8 @@ struct hachi_session {
     hachi_pool *pool;
     int n_ctx, n_batch, pos;
     bool profiling;
+    hachi_progress_fn progress;     /* of evals longer than one chunk; NULL = none */
+    void *progress_ctx;
     hachi_kv_type kv_type;
     hachi_profile prof;
 
@@ -83,10 +74,5 @@ struct hachi_session {
  * when out != NULL, else (when head) the last row into s->logits; head = false skips the
  * output head (an intermediate prefill chunk). Advances s->pos. */
 void hachi_forward(hachi_session *s, const int32_t *tokens, int n, float *out, bool head);
-/* Write K/V rows that look like real ones for positions [pos, pos+n) without computing
- * them (bench --fill fast), advancing pos. */
-void hachi_session_fill_fast(hachi_session *s, int n, uint64_t seed);
-const hachi_profile *hachi_session_profile(const hachi_session *s);
-void hachi_session_profile_reset(hachi_session *s);
 
 #endif

@@ -12,7 +12,7 @@
  * drawn block by block straight from the RNG (see make_row_direct), not
  * quantized from floats: E2B takes seconds, not the reference K-quant
  * quantizer's ten minutes; F32/F16/BF16 and the norms go through floats. */
-#include "synth.h"
+#include "hachi.h"
 #include "gguf.h"
 #include "kernels/kernels.h"
 #include "quant.h"

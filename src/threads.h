@@ -26,8 +26,6 @@ void hachi_pool_run(hachi_pool *pool, hachi_task_fn fn, void *ctx);
 /* Inside a task run by hachi_pool_run: wait until all nth threads reach it.
  * Every thread of the run must call it the same number of times. No-op for 1 thread. */
 void hachi_pool_barrier(hachi_pool *pool);
-/* Number of physical cores (falls back to online CPUs). */
-int  hachi_physical_cores(void);
 /* Split [0, n) into nth near-equal parts (multiples of `align`): part ith is [*lo, *hi). */
 void hachi_split(int64_t n, int64_t align, int ith, int nth, int64_t *lo, int64_t *hi);
 

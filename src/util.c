@@ -20,6 +20,8 @@ hachi_status hachi_fail(hachi_status st, const char *fmt, ...) {
     return st;
 }
 
+const char *hachi_version(void) { return HACHI_VERSION; }
+
 const char *hachi_status_str(hachi_status st) {
     switch (st) {
     case HACHI_OK: return "ok";
@@ -30,6 +32,7 @@ const char *hachi_status_str(hachi_status st) {
     case HACHI_ERR_NOMEM: return "out of memory";
     case HACHI_ERR_CONTEXT_FULL: return "context full";
     case HACHI_ERR_INTERNAL: return "internal error";
+    case HACHI_ERR_ABORTED: return "aborted";
     }
     return "unknown status";
 }

@@ -6,7 +6,7 @@
  * asserts a speed (DESIGN.md section 5). */
 #include "test.h"
 #include <math.h>
-#include "bandwidth.h"
+#include "hachi.h"
 
 /* The number after the n-th (0-based) occurrence of "key": in json, NAN if absent or null. */
 static double json_num_at(const char *json, const char *key, int nth) {
@@ -127,6 +127,6 @@ TEST(bench_bad_flags) {
 }
 
 TEST(bench_bandwidth_small) {
-    double bw = hachi_measure_read_bandwidth_sized(2, (size_t)8 << 20, 2);
+    double bw = hachi_measure_read_bandwidth(2, (size_t)8 << 20, 2);
     CHECKF(isfinite(bw) && bw > 0, "bandwidth %g", bw);
 }

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "convert.h"
+#include "hachi.h"
 #include "gguf.h"
 #include "quant.h"
 

@@ -12,7 +12,7 @@
 #include "kernels/kernels.h"
 #include "model.h"
 #include "quant.h"
-#include "synth.h"
+#include "hachi.h"
 
 static const char *tmp_file(const char *fmt, const char *arg) {
     static char bufs[4][1024];

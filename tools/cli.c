@@ -1,5 +1,6 @@
 /* cli: shared helpers of the commands: errors, strict flag values, file reading. */
 #include "cli.h"
+#include <time.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -142,4 +143,10 @@ int cli_ctx_for(int n_tokens) {
     for (int c = 2048; c <= 32768; c *= 2)
         if (n_tokens <= c) return c;
     return 0;
+}
+
+double cli_time_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }

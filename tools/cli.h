@@ -18,6 +18,11 @@ int cmd_bench(int argc, char **argv);
 int cmd_convert_llama2c(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 
+#define CLI_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define CLI_MAX(a, b) ((a) > (b) ? (a) : (b))
+/* Monotonic clock in milliseconds. */
+double cli_time_ms(void);
+
 /* Print "hachi <cmd>: <msg>\n" to stderr; returns 1 (the exit code to use). */
 int cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Same, appending ": <hachi_last_error()>" for a failed library call. */

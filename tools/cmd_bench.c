@@ -1,7 +1,7 @@
 /* hachi bench: decode speed against the memory roofline (DESIGN.md section 5).
  *
  * For each context depth: fill the KV cache to that depth (a real prefill, or
- * hachi_session_fill_fast), then time -r repetitions of -n single-token decode
+ * hachi_session_fill_synthetic), then time -r repetitions of -n single-token decode
  * steps and report tok/s (median, min, max), bytes read per token (weights +
  * KV at that depth), the achieved GB/s and its fraction of the machine's
  * measured read bandwidth. Also: prefill tok/s, the cost of one forward of
@@ -22,11 +22,9 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "bandwidth.h"
+#include "hachi.h"
 #include "cli.h"
-#include "session.h"
-#include "synth.h"
-#include "util.h"
+#include "hachi.h"
 
 void cli_print_profile(FILE *f, const hachi_session *s);   /* tools/cmd_run.c */
 
@@ -52,7 +50,7 @@ typedef struct bench_opts {
 
 typedef struct depth_result {
     int depth;
-    bool fast;                      /* filled by fill_fast (K/V rows not computed) */
+    bool fast;                      /* filled by hachi_session_fill_synthetic (K/V rows not computed) */
     int fill_tokens;                /* tokens actually prefilled to reach the depth (0: none / fast) */
     double fill_tps;
     double tps_med, tps_min, tps_max;
@@ -192,7 +190,7 @@ static double measure_bandwidth(int threads, long mb) {
         pid_t pid = fork();
         if (pid == 0) {
             close(fd[0]);
-            double bw = hachi_measure_read_bandwidth_sized(threads, bytes, 5);
+            double bw = hachi_measure_read_bandwidth(threads, bytes, 5);
             ssize_t w = write(fd[1], &bw, sizeof bw);
             _exit(w == (ssize_t)sizeof bw ? 0 : 1);
         }
@@ -208,7 +206,7 @@ static double measure_bandwidth(int threads, long mb) {
         }
         close(fd[0]);
     }
-    return hachi_measure_read_bandwidth_sized(threads, bytes, 5);
+    return hachi_measure_read_bandwidth(threads, bytes, 5);
 }
 
 /* ---- synthetic model cache --------------------------------------------------- */
@@ -220,7 +218,7 @@ static void on_synth_progress(void *ctx, double done) {
     synth_progress *p = ctx;
     int pct = (int)(done * 100.0);
     if (pct == p->last) return;
-    double now = hachi_time_ms();
+    double now = cli_time_ms();
     if (p->tty) fprintf(stderr, "\rhachi bench: synthesizing %s: %3d%%", p->what, pct);
     else if (pct / 10 != p->last / 10 || now - p->t_print > 15000) {
         fprintf(stderr, "hachi bench: synthesizing %s: %d%%\n", p->what, pct);
@@ -258,13 +256,13 @@ static bool synth_model(const bench_opts *b, char *path, size_t cap) {
     p.seed = b->seed;
     char what[1200];
     snprintf(what, sizeof what, "%s %s (seed %llu) into %s", b->synth_shape, b->type, (unsigned long long)b->seed, path);
-    synth_progress pr = {0, isatty(2) != 0, what, hachi_time_ms()};
+    synth_progress pr = {0, isatty(2) != 0, what, cli_time_ms()};
     double t0 = pr.t_print;
     fprintf(stderr, pr.tty ? "\rhachi bench: synthesizing %s:   0%%" : "hachi bench: synthesizing %s: 0%%\n", what);
     hachi_status st2 = hachi_synth(&p, path, on_synth_progress, &pr);
     if (pr.tty) fputc('\n', stderr);
     if (st2) { cli_lib_error(CMD, st2, "cannot synthesize the model"); return false; }
-    fprintf(stderr, "hachi bench: synthesized %s in %.1f s\n", path, (hachi_time_ms() - t0) / 1000.0);
+    fprintf(stderr, "hachi bench: synthesized %s in %.1f s\n", path, (cli_time_ms() - t0) / 1000.0);
     return true;
 }
 
@@ -273,17 +271,17 @@ static bool synth_model(const bench_opts *b, char *path, size_t cap) {
 /* Real prefill of n tokens at the session's position in chunks, with progress
  * lines for long fills; returns tok/s or -1 (error printed). */
 static double prefill(hachi_session *s, int n, uint64_t *rng, const char *what) {
-    const hachi_model *m = s->m;
+    const hachi_model *m = hachi_session_model(s);
     enum { CHUNK = 128 };   /* one output head per chunk: < 0.5% extra on E2B */
     int32_t toks[CHUNK];
-    double ms = 0, last_print = hachi_time_ms();
+    double ms = 0, last_print = cli_time_ms();
     bool tty = isatty(2) != 0, printed = false;
     for (int done = 0; done < n;) {
-        int c = HACHI_MIN(CHUNK, n - done);
-        fill_tokens(toks, c, m->n_vocab, rng);
-        double t0 = hachi_time_ms();
+        int c = CLI_MIN(CHUNK, n - done);
+        fill_tokens(toks, c, hachi_model_n_vocab(m), rng);
+        double t0 = cli_time_ms();
         hachi_status st = hachi_session_eval(s, toks, c, NULL);
-        double t1 = hachi_time_ms();
+        double t1 = cli_time_ms();
         if (st) { cli_lib_error(CMD, st, "prefill failed"); return -1; }
         ms += t1 - t0;
         done += c;
@@ -300,20 +298,21 @@ static double prefill(hachi_session *s, int n, uint64_t *rng, const char *what) 
 
 /* -r repetitions of -n decode steps; tok/s per repetition into tps[]. */
 static bool decode_reps(hachi_session *s, int n, int reps, uint64_t *rng, double *tps) {
+    const hachi_model *m = hachi_session_model(s);
     int32_t tok;
     for (int w = 0; w < WARMUP_STEPS; w++) {
-        fill_tokens(&tok, 1, s->m->n_vocab, rng);
+        fill_tokens(&tok, 1, hachi_model_n_vocab(m), rng);
         hachi_status st = hachi_session_eval(s, &tok, 1, NULL);
         if (st) { cli_lib_error(CMD, st, "decode failed"); return false; }
     }
     for (int r = 0; r < reps; r++) {
-        double t0 = hachi_time_ms();
+        double t0 = cli_time_ms();
         for (int i = 0; i < n; i++) {
-            fill_tokens(&tok, 1, s->m->n_vocab, rng);
+            fill_tokens(&tok, 1, hachi_model_n_vocab(m), rng);
             hachi_status st = hachi_session_eval(s, &tok, 1, NULL);
             if (st) { cli_lib_error(CMD, st, "decode failed"); return false; }
         }
-        double ms = hachi_time_ms() - t0;
+        double ms = cli_time_ms() - t0;
         tps[r] = ms > 0 ? n / (ms / 1000.0) : INFINITY;
     }
     return true;
@@ -321,7 +320,8 @@ static bool decode_reps(hachi_session *s, int n, int reps, uint64_t *rng, double
 
 /* One forward of k tokens (all k logits rows, as a verifier needs), then a rewind by k. */
 static bool verify_costs(hachi_session *s, int reps, uint64_t *rng, double *ms_out) {
-    size_t nv = (size_t)s->m->n_vocab;
+    const hachi_model *m = hachi_session_model(s);
+    size_t nv = (size_t)hachi_model_n_vocab(m);
     float *logits = malloc(sizeof(float) * nv * 16);
     double *t = malloc(sizeof(double) * reps);
     bool ok = logits && t;
@@ -330,11 +330,11 @@ static bool verify_costs(hachi_session *s, int reps, uint64_t *rng, double *ms_o
         int k = verify_k[ki];
         int32_t toks[16];
         for (int r = -1; ok && r < reps; r++) {     /* r = -1: warm-up */
-            fill_tokens(toks, k, s->m->n_vocab, rng);
+            fill_tokens(toks, k, hachi_model_n_vocab(m), rng);
             int pos = hachi_session_pos(s);
-            double t0 = hachi_time_ms();
+            double t0 = cli_time_ms();
             hachi_status st = hachi_session_eval(s, toks, k, logits);
-            double ms = hachi_time_ms() - t0;
+            double ms = cli_time_ms() - t0;
             if (!st) st = hachi_session_rewind(s, pos);
             if (st) { cli_lib_error(CMD, st, "verify forward failed"); ok = false; }
             if (r >= 0) t[r] = ms;
@@ -357,13 +357,13 @@ static bool profile_run(const hachi_model *m, const bench_opts *b, int n_ctx, in
         cli_lib_error(CMD, st, "cannot create the profiling session");
         return false;
     }
-    hachi_session_fill_fast(s, depth, 7);
+    hachi_session_fill_synthetic(s, depth, 7);
     uint64_t rng = 0x51ed270b27a3f1b5ull;
     int32_t tok;
     bool ok = true;
     for (int i = 0; ok && i < WARMUP_STEPS + (int)b->n; i++) {
         if (i == WARMUP_STEPS) hachi_session_profile_reset(s);
-        fill_tokens(&tok, 1, m->n_vocab, &rng);
+        fill_tokens(&tok, 1, hachi_model_n_vocab(m), &rng);
         if ((st = hachi_session_eval(s, &tok, 1, NULL))) { cli_lib_error(CMD, st, "profiled decode failed"); ok = false; }
     }
     if (ok) {
@@ -559,12 +559,12 @@ int cmd_bench(int argc, char **argv) {
     if (!m) goto out;
     hachi_status st = hachi_session_create(m, &b.o.sp, &s);
     if (st) { cli_lib_error(CMD, st, "cannot create the session"); goto out; }
-    r.file_bytes = hachi_gguf_file_size(hachi_model_gguf(m));
+    r.file_bytes = hachi_model_file_bytes(m);
     r.plan_bytes = hachi_session_plan_bytes(s);
-    snprintf(r.kernels, sizeof r.kernels, "%s", s->kern->name);
-    int64_t ft = -1;
+    snprintf(r.kernels, sizeof r.kernels, "%s", hachi_session_kernels(s));
+    const int64_t ft = hachi_model_file_type(m);
     if (b.synth_shape) snprintf(r.type, sizeof r.type, "%s", b.type);
-    else if (hachi_gguf_get_i64(hachi_model_gguf(m), "general.file_type", &ft) && ftype_name(ft))
+    else if (ft >= 0 && ftype_name(ft))
         snprintf(r.type, sizeof r.type, "%s", ftype_name(ft));
     else snprintf(r.type, sizeof r.type, ft >= 0 ? "ftype %lld" : "unknown", (long long)ft);
 
@@ -572,13 +572,13 @@ int cmd_bench(int argc, char **argv) {
            r.threads, r.kernels, r.bw_gbs);
     printf("model: %s (%s %s, %.1f MB file, %.1f MB weights read per token, %.1f MB of them interleaved by 8), "
            "context %d, plan %.1f MB\n", r.model_path, hachi_model_arch(m), r.type, r.file_bytes / 1e6,
-           m->weight_bytes / 1e6, m->x8_bytes / 1e6, n_ctx, r.plan_bytes / 1e6);
+           hachi_model_weight_bytes(m) / 1e6, hachi_model_repacked_bytes(m) / 1e6, n_ctx, r.plan_bytes / 1e6);
     fflush(stdout);
 
     uint64_t rng = 0x2545F4914F6CDD1Dull ^ b.seed;
     /* prefill rate: a real prefill from position 0, then forgotten */
     if (b.prefill) {
-        r.prefill_tokens = (int)HACHI_MIN(b.prefill_n, (long)n_ctx);
+        r.prefill_tokens = (int)CLI_MIN(b.prefill_n, (long)n_ctx);
         fprintf(stderr, "hachi bench: timing a prefill of %d tokens...\n", r.prefill_tokens);
         r.prefill_tps = prefill(s, r.prefill_tokens, &rng, "prefill");
         if (r.prefill_tps < 0 || hachi_session_rewind(s, 0)) goto out;
@@ -596,7 +596,7 @@ int cmd_bench(int argc, char **argv) {
         snprintf(what, sizeof what, "filling to depth %d", d->depth);
         if (d->fast) {
             fprintf(stderr, "hachi bench: %s (fast: K/V rows not computed)...\n", what);
-            hachi_session_fill_fast(s, fill, b.seed + (uint64_t)i);
+            hachi_session_fill_synthetic(s, fill, b.seed + (uint64_t)i);
         } else if (fill > 0) {
             fprintf(stderr, "hachi bench: %s (real prefill of %d tokens)...\n", what, fill);
             d->fill_tokens = fill;
@@ -610,13 +610,13 @@ int cmd_bench(int argc, char **argv) {
             d->tps_max = fmax(d->tps_max, tps[k]);
         }
         d->tps_med = median(tps, (int)b.reps);
-        d->weight_bytes = (double)m->weight_bytes;
+        d->weight_bytes = (double)hachi_model_weight_bytes(m);
         d->kv_bytes = (double)hachi_session_kv_bytes_read(s, d->depth);
         r.n_depths++;
         if (i == 0 && b.verify) {
             fprintf(stderr, "hachi bench: timing forwards of k = 1..16 tokens at depth %d...\n", hachi_session_pos(s));
             r.verify_depth = hachi_session_pos(s);
-            if (!(r.have_verify = verify_costs(s, (int)HACHI_MAX(b.reps, 5), &rng, r.verify_ms))) { free(tps); goto out; }
+            if (!(r.have_verify = verify_costs(s, (int)CLI_MAX(b.reps, 5), &rng, r.verify_ms))) { free(tps); goto out; }
         }
     }
     free(tps);
@@ -632,7 +632,7 @@ int cmd_bench(int argc, char **argv) {
     }
     bool any_fast = false;
     for (int i = 0; i < r.n_depths; i++) any_fast |= r.d[i].fast;
-    if (any_fast) printf("  (fill: fast, K/V rows not computed: written by hachi_session_fill_fast)\n");
+    if (any_fast) printf("  (fill: fast, K/V rows not computed: written by hachi_session_fill_synthetic)\n");
     printf("  (decode: %ld reps x %ld steps of one pseudo-random token, after %d warm-up steps; "
            "depth D decodes at positions D+%d..)\n", b.reps, b.n, WARMUP_STEPS, WARMUP_STEPS);
     if (b.prefill) {
@@ -644,7 +644,7 @@ int cmd_bench(int argc, char **argv) {
     }
     if (r.have_verify) {
         printf("verify (depth %d, one forward of k tokens with k logits rows, median of %ld): ", r.verify_depth,
-               HACHI_MAX(b.reps, 5));
+               CLI_MAX(b.reps, 5));
         for (int i = 0; i < N_VERIFY; i++)
             printf("%sk=%d %.2fx (%.1f ms)", i ? ", " : "", verify_k[i], r.verify_ms[i] / r.verify_ms[0], r.verify_ms[i]);
         printf("\n");
@@ -664,7 +664,7 @@ int cmd_bench(int argc, char **argv) {
     /* measured again, in this process now that the peak RSS is taken: how far the machine's
      * bandwidth drifted while the numbers above were taken (shared hosts drift a lot) */
     fprintf(stderr, "hachi bench: measuring read bandwidth again...\n");
-    r.bw_end_gbs = hachi_measure_read_bandwidth_sized(r.threads, (size_t)b.bw_mb << 20, 5);
+    r.bw_end_gbs = hachi_measure_read_bandwidth(r.threads, (size_t)b.bw_mb << 20, 5);
     printf("read bandwidth at the end %.1f GB/s (start %.1f GB/s, which the roofline column uses)\n", r.bw_end_gbs,
            r.bw_gbs);
     if (b.json) {

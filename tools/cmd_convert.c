@@ -4,7 +4,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "cli.h"
-#include "convert.h"
+#include "hachi.h"
 
 static const char *CMD = "convert-llama2c";
 

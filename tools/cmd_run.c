@@ -11,8 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
-#include "util.h"
-#include "session.h"
 
 static void usage(void) {
     fprintf(stderr,
@@ -97,7 +95,7 @@ int cmd_run(int argc, char **argv) {
     /* echo the prompt, then prefill it (what the prompt cache does not restore) */
     fwrite(prompt, 1, plen, stdout);
     fflush(stdout);
-    double t0 = hachi_time_ms();
+    double t0 = cli_time_ms();
     int32_t n_cached = 0;
     if (cache_path && access(cache_path, F_OK) == 0) {   /* no file yet: nothing to restore */
         if ((st = hachi_session_load(s, cache_path, toks, n_tok, &n_cached))) {
@@ -109,7 +107,7 @@ int cmd_run(int argc, char **argv) {
         cli_lib_error(cmd, st, "prefill failed");
         goto out;
     }
-    double t_prefill = hachi_time_ms() - t0;
+    double t_prefill = cli_time_ms() - t0;
     if (cache_path && n_cached) fprintf(stderr, "prompt cache: restored %d of %d prompt tokens from %s\n", n_cached, n_tok, cache_path);
     else if (cache_path) {
         if ((st = hachi_session_save(s, toks, n_tok, cache_path))) { cli_lib_error(cmd, st, "cannot save the prompt cache"); goto out; }
@@ -125,7 +123,7 @@ int cmd_run(int argc, char **argv) {
     bool full = false;
     const int warmup = 4;
     if (o.sp.profile) hachi_session_profile_reset(s);
-    t0 = hachi_time_ms();
+    t0 = cli_time_ms();
     while (n_gen < n_predict) {
         int32_t tok = cli_gen_sample(&g);
         if (hachi_model_is_eog(m, tok)) break;
@@ -145,7 +143,7 @@ int cmd_run(int argc, char **argv) {
             }
         }
     }
-    double t_decode = hachi_time_ms() - t0;
+    double t_decode = cli_time_ms() - t0;
     int32_t len = hachi_detok_flush(&dt, buf, sizeof buf);
     fwrite(buf, 1, len, stdout);
     fputc('\n', stdout);

@@ -5,8 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cli.h"
-#include "synth.h"
-#include "util.h"
+#include "hachi.h"
 
 static const char *CMD = "synth";
 
@@ -56,7 +55,7 @@ int cmd_synth(int argc, char **argv) {
     }
     if (!out) return cli_error(CMD, "missing -o FILE.gguf");
     progress pr = {-1, isatty(2) != 0};
-    double t0 = hachi_time_ms();
+    double t0 = cli_time_ms();
     hachi_status st = hachi_synth(&p, out, quiet ? NULL : on_progress, &pr);
     if (!quiet && pr.tty && pr.last >= 0) fputc('\n', stderr);
     if (st) return cli_error(CMD, "%s", *hachi_last_error() ? hachi_last_error() : hachi_status_str(st));
@@ -64,6 +63,6 @@ int cmd_synth(int argc, char **argv) {
     if (!quiet)
         fprintf(stderr, "hachi synth: wrote %s (%s %s %s, seed %llu, %.1f MB) in %.1f s\n", out, p.arch,
                 p.shape, p.type, (unsigned long long)p.seed, stat(out, &sb) ? 0.0 : (double)sb.st_size / 1e6,
-                (hachi_time_ms() - t0) / 1000.0);
+                (cli_time_ms() - t0) / 1000.0);
     return 0;
 }

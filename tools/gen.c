@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
-#include "util.h"
 
 hachi_status cli_gen_init(cli_gen *g, hachi_session *s, hachi_sampler *smp, const hachi_model *m, int n_draft,
                           int cap_hist) {
@@ -64,8 +63,8 @@ hachi_status cli_gen_next(cli_gen *g, int32_t tok, int more) {
     hachi_session *s = g->s;
     g->base = hachi_session_pos(s);
     if (g->base >= hachi_session_n_ctx(s)) return HACHI_ERR_CONTEXT_FULL;
-    int room = HACHI_MIN(hachi_session_n_ctx(s) - g->base - 1, more - 1);
-    g->k = g->n_draft && room > 0 ? hachi_draft_lookup(g->hist, g->n_hist, 2, 4, HACHI_MIN(g->n_draft, room), g->draft) : 0;
+    int room = CLI_MIN(hachi_session_n_ctx(s) - g->base - 1, more - 1);
+    g->k = g->n_draft && room > 0 ? hachi_draft_lookup(g->hist, g->n_hist, 2, 4, CLI_MIN(g->n_draft, room), g->draft) : 0;
     g->forwards++;
     if (g->k == 0) {
         st = hachi_session_eval(s, &tok, 1, NULL);
