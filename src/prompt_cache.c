@@ -14,8 +14,8 @@
  *
  * Restoring position r needs, per ring, the keys a query at r sees (r-window, r):
  * a prompt that extends the saved one (the usual reuse) always works; one that
- * leaves it earlier works down to about window - n_slots positions before its end
- * on sliding layers (all the way on models without rings). */
+ * leaves it earlier works down to about as many positions before its end as the rings have spare
+ * slots (kv.h) on sliding layers (all the way on models without rings). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

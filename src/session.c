@@ -245,7 +245,7 @@ void hachi_session_print_plan(const hachi_session *s, void *file) {
                 lp->head_dim, lp->kv_owner, lp->chunk + 1, bytes, lp->owns_kv ? "" : " (shared)");
     }
     fprintf(f, "  kv cache: %zu bytes (%s, %d caches); activations+scratch: %zu bytes; total plan: %zu bytes\n",
-            kv_total, s->kv_type == HACHI_KV_F32 ? "f32" : "fp16", s->n_kv, s->plan_bytes - kv_total, s->plan_bytes);
+            kv_total, hachi_kv_type_name(s->kv_type), s->n_kv, s->plan_bytes - kv_total, s->plan_bytes);
 }
 
 hachi_status hachi_session_fill_synthetic(hachi_session *s, int32_t n, uint64_t seed) {

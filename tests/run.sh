@@ -17,6 +17,7 @@ run() {  # label, command...
 }
 run release env HACHI_BIN=build/hachi build/test_hachi
 run asan env HACHI_BIN=build-asan/hachi ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/test_hachi
+run house sh tests/house.sh build
 if [ -x build-aarch64/test_hachi ] && command -v qemu-aarch64 >/dev/null 2>&1; then
     run aarch64 env HACHI_TEST_QUICK=1 HACHI_BIN="qemu-aarch64 -L /usr/aarch64-linux-gnu build-aarch64/hachi" \
         qemu-aarch64 -L /usr/aarch64-linux-gnu build-aarch64/test_hachi "${HACHI_AARCH64_TESTS:-}"
