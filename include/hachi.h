@@ -109,13 +109,19 @@ HACHI_API int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap);
 
 /* ---- session: one static plan for one context size --------------------------- */
 
+/* How K/V rows are stored. f16 is the default; f32 for exactness checks (twice the bytes). */
+typedef enum hachi_kv_type { HACHI_KV_F16 = 0, HACHI_KV_F32 = 1 } hachi_kv_type;
+HACHI_API const char *hachi_kv_type_name(hachi_kv_type type);   /* "f16", "f32" */
+
+#define HACHI_CTX_MIN 2048
+#define HACHI_CTX_MAX 131072
 typedef struct hachi_session_params {
-    int32_t n_ctx;          /* context mode: 2048, 4096, 8192, 16384, 32768 (0 = 2048 clamp to train ctx) */
+    int32_t n_ctx;          /* context mode: a power of two from 2048 to 131072 (0 = 2048) */
     int32_t n_threads;      /* 0 = number of physical cores */
     int32_t n_batch;        /* prefill chunk (tokens per forward), default 64 */
     const char *chunks;     /* profile chunk boundaries, e.g. "8,15,25"; NULL = DESIGN.md's */
     bool profile;           /* collect per-chunk timings */
-    bool kv_f32;            /* keep K/V in f32 instead of fp16 (twice the KV bytes; for exactness checks) */
+    hachi_kv_type kv_type;  /* K/V storage, HACHI_KV_F16 by default */
     hachi_progress_fn progress;  /* NULL = none; an eval of more than n_batch tokens calls it after
                                     each chunk (tokens done of the eval's). On a stop the chunks done
                                     stay evaluated (hachi_session_pos) and no logits are kept. */

@@ -13,6 +13,13 @@ const char *hachi_kv_dtype(hachi_kv_type type) { return type == HACHI_KV_F32 ? "
 
 static int slot_of(const hachi_kv *kv, int pos) { return kv->ring ? pos % kv->n_slots : pos; }
 
+static bool is_ring(int window, int n_ctx) { return window > 0 && window + HACHI_SPEC_SLOTS < n_ctx; }
+
+size_t hachi_kv_plan_bytes(int dim, int window, int n_ctx, int n_pending, hachi_kv_type type) {
+    const size_t slots = is_ring(window, n_ctx) ? (size_t)window + HACHI_SPEC_SLOTS : (size_t)n_ctx;
+    return 2 * (slots + (size_t)n_pending) * (size_t)dim * hachi_kv_type_size(type);
+}
+
 hachi_status hachi_kv_init(hachi_kv *kv, int owner, int dim, int window, int n_ctx, int n_pending,
                            hachi_kv_type type, size_t *bytes) {
     memset(kv, 0, sizeof *kv);
@@ -20,7 +27,7 @@ hachi_status hachi_kv_init(hachi_kv *kv, int owner, int dim, int window, int n_c
     kv->dim = dim;
     kv->window = window;
     kv->type = type;
-    kv->ring = window > 0 && window + HACHI_SPEC_SLOTS < n_ctx;
+    kv->ring = is_ring(window, n_ctx);
     kv->n_slots = kv->ring ? window + HACHI_SPEC_SLOTS : n_ctx;
     kv->n_pending = n_pending;
     kv->row_bytes = (size_t)dim * hachi_kv_type_size(type);

@@ -14,7 +14,6 @@
 
 #define HACHI_SPEC_SLOTS 16         /* spare ring slots: a rewind of up to 16 tokens stays exact */
 
-typedef enum hachi_kv_type { HACHI_KV_F16 = 0, HACHI_KV_F32 = 1 } hachi_kv_type;
 
 typedef struct hachi_kv {
     int owner;                      /* layer that writes it */
@@ -33,10 +32,11 @@ typedef struct hachi_kv {
 /* A run of consecutive rows: n rows of k and v, stride hachi_kv.dim elements. */
 typedef struct hachi_kv_run { const void *k, *v; int n; } hachi_kv_run;
 
-const char *hachi_kv_type_name(hachi_kv_type type);     /* "f16", "f32" */
 size_t hachi_kv_type_size(hachi_kv_type type);          /* bytes per element */
 const char *hachi_kv_dtype(hachi_kv_type type);         /* safetensors dtype: "F16", "F32" */
 
+/* Bytes hachi_kv_init allocates for such a cache (K and V, held and pending rows). */
+size_t hachi_kv_plan_bytes(int dim, int window, int n_ctx, int n_pending, hachi_kv_type type);
 /* Sets up (allocates) the cache of owner for a context of n_ctx and forwards of up to
  * n_pending tokens; *bytes receives what was allocated. */
 hachi_status hachi_kv_init(hachi_kv *kv, int owner, int dim, int window, int n_ctx, int n_pending,

@@ -6,7 +6,16 @@
 #include "session.h"
 #include "util.h"
 
-static const int modes[] = {2048, 4096, 8192, 16384, 32768};
+/* Bytes of the KV caches a plan for n_ctx allocates with KV type t. */
+static size_t kv_plan_bytes(const hachi_model *m, int n_ctx, int n_batch, hachi_kv_type t) {
+    size_t b = 0;
+    for (int l = 0; l < m->n_layer; l++) {
+        const hachi_layer *ly = &m->layers[l];
+        if (ly->kv_owner == l)
+            b += hachi_kv_plan_bytes(m->n_head_kv * ly->head_dim, ly->sliding ? m->window : 0, n_ctx, n_batch, t);
+    }
+    return b;
+}
 
 hachi_session_params hachi_session_default_params(void) {
     hachi_session_params p = {.n_ctx = 2048, .n_threads = 0, .n_batch = 64, .chunks = NULL, .profile = false};
@@ -62,13 +71,26 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     *out = NULL;
     if (!m->layers) return hachi_fail(HACHI_ERR_INVALID_ARG, "model '%s' was loaded vocab-only", m->path);
     if (p.n_ctx == 0) p.n_ctx = 2048;
-    bool ok = false;
-    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) ok |= p.n_ctx == modes[i];
-    if (!ok) return hachi_fail(HACHI_ERR_INVALID_ARG, "context %d is not a context mode (2048, 4096, 8192, 16384, 32768)", p.n_ctx);
+    if (p.n_ctx < HACHI_CTX_MIN || p.n_ctx > HACHI_CTX_MAX || (p.n_ctx & (p.n_ctx - 1)))
+        return hachi_fail(HACHI_ERR_INVALID_ARG, "context %d is not a context mode (a power of two from %d to %d)",
+                          p.n_ctx, HACHI_CTX_MIN, HACHI_CTX_MAX);
+    if ((unsigned)p.kv_type > HACHI_KV_F32) return hachi_fail(HACHI_ERR_INVALID_ARG, "unknown KV type %d", (int)p.kv_type);
     if (p.n_threads < 0 || p.n_threads > 256) return hachi_fail(HACHI_ERR_INVALID_ARG, "threads %d out of range [1, 256]", p.n_threads);
     if (p.n_batch <= 0) p.n_batch = 64;
     if (p.n_batch > 512) return hachi_fail(HACHI_ERR_INVALID_ARG, "batch %d out of range [1, 512]", p.n_batch);
     if (m->n_head / m->n_head_kv > 64) return hachi_fail(HACHI_ERR_UNSUPPORTED, "more than 64 query heads per KV head");
+    {   /* the plan's large buffers must fit in the memory the system has available */
+        const int nth = p.n_threads ? p.n_threads : hachi_physical_cores(), nb = HACHI_MIN(p.n_batch, p.n_ctx);
+        const int hd_max = HACHI_MAX(m->head_dim_full, m->head_dim_swa);
+        const size_t kv = kv_plan_bytes(m, p.n_ctx, nb, p.kv_type);
+        const size_t need = kv + sizeof(float) * (nth * hachi_attn_scores_stride(m->n_head, p.n_ctx, hd_max) +
+                                                  hachi_attn_partial_floats(nth, m->n_head, hd_max));
+        const size_t avail = hachi_mem_available();
+        if (avail && need > avail)
+            return hachi_fail(HACHI_ERR_NOMEM,
+                              "context %d needs %zu bytes (KV cache %zu, %s) but the system has %zu available",
+                              p.n_ctx, need, kv, hachi_kv_type_name(p.kv_type), avail);
+    }
 
     hachi_session *s = hachi_calloc(1, sizeof *s);
     if (!s) return HACHI_ERR_NOMEM;
@@ -79,7 +101,7 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     s->profiling = p.profile;
     s->progress = p.progress;
     s->progress_ctx = p.progress_ctx;
-    s->kv_type = p.kv_f32 ? HACHI_KV_F32 : HACHI_KV_F16;
+    s->kv_type = p.kv_type;
     s->layer = hachi_forward_layer_fn(m);
     s->emb_scale = m->arch == HACHI_ARCH_GEMMA4 ? sqrtf((float)m->n_embd) : 1.0f;
     if ((st = hachi_pool_create(p.n_threads ? p.n_threads : hachi_physical_cores(), &s->pool))) goto fail;
@@ -244,6 +266,11 @@ void hachi_session_print_plan(const hachi_session *s, void *file) {
         fprintf(f, "  %5d %-7s %6d %8d %8d %5d %10zu%s\n", l, lp->sliding ? "sliding" : "full", lp->window,
                 lp->head_dim, lp->kv_owner, lp->chunk + 1, bytes, lp->owns_kv ? "" : " (shared)");
     }
+    fprintf(f, "  kv plan by type (held and pending rows) at context %d:", s->n_ctx);
+    for (int t = HACHI_KV_F16; t <= HACHI_KV_F32; t++)
+        fprintf(f, " %s %zu bytes", hachi_kv_type_name((hachi_kv_type)t),
+                kv_plan_bytes(m, s->n_ctx, s->n_batch, (hachi_kv_type)t));
+    fputc('\n', f);
     fprintf(f, "  kv cache: %zu bytes (%s, %d caches); activations+scratch: %zu bytes; total plan: %zu bytes\n",
             kv_total, hachi_kv_type_name(s->kv_type), s->n_kv, s->plan_bytes - kv_total, s->plan_bytes);
 }

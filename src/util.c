@@ -84,3 +84,16 @@ double hachi_time_ms(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
+
+size_t hachi_mem_available(void) {
+    const char *e = getenv("HACHI_MEM_AVAILABLE");   /* a stand-in for the system's figure (tests) */
+    if (e && *e) return (size_t)strtoull(e, NULL, 10);
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (size_t)kb * 1024;
+}

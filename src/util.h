@@ -21,6 +21,8 @@ char *hachi_strndup(const char *s, size_t n);
 uint64_t hachi_alloc_count(void);         /* allocations made so far by the library */
 
 double hachi_time_ms(void);               /* monotonic clock */
+size_t hachi_mem_available(void);         /* bytes the system can still give (MemAvailable, or
+                                             $HACHI_MEM_AVAILABLE when set); 0: unknown */
 
 /* IEEE half <-> float, round to nearest even; bf16 by truncation-free rounding. */
 static inline float hachi_f16_to_f32(uint16_t h) {

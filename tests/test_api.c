@@ -154,3 +154,26 @@ TEST(api_version_and_error_per_thread) {
     CHECK(st != HACHI_OK);
     CHECKF(strstr(hachi_last_error(), "this-thread") != NULL, "last error: %s", hachi_last_error());
 }
+
+TEST(api_context_modes_and_memory) {
+    hachi_model *m = load_micro();
+    if (!m) SKIP("../shared/models/gemma4-micro.gguf absent");
+    hachi_session_params sp = hachi_session_default_params();
+    hachi_session *s = NULL;
+    sp.n_ctx = 3000;
+    CHECK(hachi_session_create(m, &sp, &s) == HACHI_ERR_INVALID_ARG && !s);
+    CHECK(strstr(hachi_last_error(), "3000") != NULL);
+    sp.n_ctx = 262144;
+    CHECK(hachi_session_create(m, &sp, &s) == HACHI_ERR_INVALID_ARG && !s);
+    sp.n_ctx = 131072;
+    CHECK(hachi_session_create(m, &sp, &s) == HACHI_OK);
+    CHECK(hachi_session_n_ctx(s) == 131072);
+    hachi_session_free(s);
+    s = NULL;
+    /* a plan larger than the memory available fails at creation, naming the bytes */
+    setenv("HACHI_MEM_AVAILABLE", "1000000", 1);
+    CHECK(hachi_session_create(m, &sp, &s) == HACHI_ERR_NOMEM && !s);
+    CHECKF(strstr(hachi_last_error(), "needs") && strstr(hachi_last_error(), "1000000 available"), "%s", hachi_last_error());
+    unsetenv("HACHI_MEM_AVAILABLE");
+    hachi_model_free(m);
+}

@@ -47,7 +47,7 @@ static hachi_model *load(const char *path) {
 
 static hachi_session *session(hachi_model *m, int ctx, int threads, bool kv_f32) {
     hachi_session_params p = hachi_session_default_params();
-    p.n_ctx = ctx; p.n_threads = threads; p.kv_f32 = kv_f32;
+    p.n_ctx = ctx; p.n_threads = threads; p.kv_type = kv_f32 ? HACHI_KV_F32 : HACHI_KV_F16;
     hachi_session *s = NULL;
     hachi_status st = hachi_session_create(m, &p, &s);
     CHECKF(st == HACHI_OK, "session ctx %d: %s", ctx, hachi_last_error());

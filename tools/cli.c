@@ -103,7 +103,7 @@ int cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i) 
     if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; return 1; }
     if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
         VAL();
-        if (!cli_int(cmd, a, v, 1, 32768, &n)) return -1;
+        if (!cli_int(cmd, a, v, 1, 131072, &n)) return -1;
         o->sp.n_ctx = (int32_t)n; o->ctx_given = true; return 1;
     }
     if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
@@ -112,7 +112,14 @@ int cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i) 
     if (!strcmp(a, "--batch")) { VAL(); if (!cli_int(cmd, a, v, 1, 512, &n)) return -1; o->sp.n_batch = (int32_t)n; return 1; }
     if (!strcmp(a, "--chunks")) { VAL(); o->sp.chunks = v; return 1; }
     if (!strcmp(a, "--profile")) { o->sp.profile = true; return 1; }
-    if (!strcmp(a, "--kv-f32")) { o->sp.kv_f32 = true; return 1; }
+    if (!strcmp(a, "--kv-f32")) { o->sp.kv_type = HACHI_KV_F32; return 1; }
+    if (!strcmp(a, "--kv-type")) {
+        VAL();
+        if (!strcmp(v, "f16")) o->sp.kv_type = HACHI_KV_F16;
+        else if (!strcmp(v, "f32")) o->sp.kv_type = HACHI_KV_F32;
+        else return cli_error(cmd, "--kv-type '%s': expected f16 or f32", v), -1;
+        return 1;
+    }
     if (!strcmp(a, "--no-repack")) { o->no_repack = true; return 1; }
     if (!strcmp(a, "--temp")) { VAL(); if (!cli_float(cmd, a, v, 0, 100, &d)) return -1; o->smp.temp = (float)d; return 1; }
     if (!strcmp(a, "--top-k")) { VAL(); if (!cli_int(cmd, a, v, 0, 1 << 30, &n)) return -1; o->smp.top_k = (int32_t)n; return 1; }
@@ -140,7 +147,7 @@ hachi_model *cli_load_model(const char *cmd, const cli_opts *o, bool vocab_only)
 }
 
 int cli_ctx_for(int n_tokens) {
-    for (int c = 2048; c <= 32768; c *= 2)
+    for (int c = HACHI_CTX_MIN; c <= HACHI_CTX_MAX; c *= 2)
         if (n_tokens <= c) return c;
     return 0;
 }

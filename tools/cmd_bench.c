@@ -124,7 +124,7 @@ static bool parse_depths(bench_opts *b, const char *val) {
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         long d;
         if (b->n_depths == MAX_DEPTHS) { cli_error(CMD, "--depth: at most %d depths", MAX_DEPTHS); return false; }
-        if (!cli_int(CMD, "--depth", tok, 1, 32768, &d)) return false;
+        if (!cli_int(CMD, "--depth", tok, 1, HACHI_CTX_MAX, &d)) return false;
         b->depths[b->n_depths++] = (int)d;
     }
     if (b->n_depths == 0) { cli_error(CMD, "--depth needs at least one depth, got '%s'", val); return false; }
@@ -531,7 +531,7 @@ int cmd_bench(int argc, char **argv) {
         n_ctx = b.o.sp.n_ctx;
         if (n_ctx < need) return cli_error(CMD, "-c %d cannot hold depth %d + %ld decode steps (needs %d)", n_ctx, max_depth, b.n * b.reps, need);
     }
-    if (!n_ctx) return cli_error(CMD, "depth %d + %ld decode steps exceeds the largest context mode (32768)", max_depth, b.n * b.reps);
+    if (!n_ctx) return cli_error(CMD, "depth %d + %ld decode steps exceeds the largest context mode (%d)", max_depth, b.n * b.reps, HACHI_CTX_MAX);
     b.o.sp.n_ctx = n_ctx;
     b.o.sp.profile = false;         /* the main session never profiles; profile_run does */
 
