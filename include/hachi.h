@@ -122,6 +122,10 @@ typedef struct hachi_session_params {
     const char *chunks;     /* profile chunk boundaries, e.g. "8,15,25"; NULL = DESIGN.md's */
     bool profile;           /* collect per-chunk timings */
     hachi_kv_type kv_type;  /* K/V storage, HACHI_KV_F16 by default */
+    int32_t sparse_budget;  /* page-sparse attention on full-attention layers (lossy, see README):
+                               keys attended per query, in pages of 16 positions: page 0, the last
+                               two pages and the best-scoring others; a multiple of 16 from 48 to
+                               16384. 0 = dense (the default) */
     hachi_progress_fn progress;  /* NULL = none; an eval of more than n_batch tokens calls it after
                                     each chunk (tokens done of the eval's). On a stop the chunks done
                                     stay evaluated (hachi_session_pos) and no logits are kept. */

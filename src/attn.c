@@ -17,6 +17,7 @@
 typedef struct attn_job {
     const hachi_attn_args *a;
     const hachi_kernels *kern;
+    hachi_pool *pool;
     int t0, n;      /* tokens t0..t0+n-1 of the forward (n <= HACHI_ATTN_GROUP) */
 } attn_job;
 
@@ -26,37 +27,143 @@ size_t hachi_attn_partial_floats(int n_threads, int n_head, int hd_max) {
     return (size_t)HACHI_ATTN_GROUP * n_threads * n_head * (hd_max + 2);
 }
 
-/* Scores, softmax numerators and the weighted V sum of keys [a, b) for token t and
- * KV head g. acc [G][hd] receives sum_j exp(s_j - mx_h) v_j; mx, sum [G]. */
-static void attend_range(const attn_job *jb, float *sc, int t, int g, int a, int b,
+size_t hachi_attn_page_floats(int n_ctx) { return (size_t)HACHI_ATTN_GROUP * 2 * (n_ctx / HACHI_PAGE); }
+size_t hachi_attn_range_ints(int sparse_pages) { return (size_t)HACHI_ATTN_GROUP * 2 * (sparse_pages + 2); }
+
+/* ---- the keys a query sees: ascending runs of positions ------------------------------------ */
+
+/* Keys of the query at pos, as n ascending runs [r[2i], r[2i+1]); returns n. Dense: the
+ * window (or everything) before it. Page-sparse, once the pages before pos exceed the budget:
+ * page 0 (the sink), the selected pages, and the last two pages (pos's and the one before),
+ * so the keys of this forward (at most 16 before pos) are always in the recent run. */
+static int key_runs(const hachi_attn_args *a, int pos, const int *sel, int n_sel, int *r) {
+    const int P = pos / HACHI_PAGE;
+    if (!a->sparse_pages || P + 1 <= a->sparse_pages) {
+        r[0] = a->window > 0 ? HACHI_MAX(0, pos - a->window + 1) : 0;
+        r[1] = pos + 1;
+        return 1;
+    }
+    int n = 0;
+    r[n++] = 0; r[n++] = HACHI_PAGE;
+    for (int i = 0; i < n_sel; i++) {
+        const int lo = sel[i] * HACHI_PAGE;
+        if (r[n - 1] == lo) r[n - 1] = lo + HACHI_PAGE;
+        else { r[n++] = lo; r[n++] = lo + HACHI_PAGE; }
+    }
+    const int lo = (P - 1) * HACHI_PAGE;
+    if (r[n - 1] == lo) r[n - 1] = pos + 1;
+    else { r[n++] = lo; r[n++] = pos + 1; }
+    return n / 2;
+}
+
+static int n_keys(const int *r, int n) {
+    int k = 0;
+    for (int i = 0; i < n; i++) k += r[2 * i + 1] - r[2 * i];
+    return k;
+}
+
+/* Whether the query at pos selects pages, and its candidate pages [1, P - 1). */
+static bool selects(const hachi_attn_args *a, int pos) {
+    return a->sparse_pages && pos / HACHI_PAGE + 1 > a->sparse_pages;
+}
+
+/* Candidates better first: a higher score, on a tie the lower page. */
+static bool better(const float *sc, int x, int y) { return sc[x] > sc[y] || (sc[x] == sc[y] && x < y); }
+
+/* The n_top best of pages [1, P - 1) by score (sc indexed by page), ascending into sel:
+ * a heap of the best so far with the worst at its root. */
+static void select_pages(const float *sc, int P, int n_top, int *sel) {
+    int n = 0;
+    for (int p = 1; p < P - 1; p++) {
+        int i;
+        if (n < n_top) {
+            i = n++;
+            while (i > 0 && better(sc, sel[(i - 1) / 2], p)) { sel[i] = sel[(i - 1) / 2]; i = (i - 1) / 2; }
+            sel[i] = p;
+            continue;
+        }
+        if (!better(sc, p, sel[0])) continue;
+        i = 0;   /* replace the root, sift down */
+        for (;;) {
+            int c = 2 * i + 1;
+            if (c >= n) break;
+            if (c + 1 < n && better(sc, sel[c], sel[c + 1])) c++;
+            if (!better(sc, p, sel[c])) break;
+            sel[i] = sel[c];
+            i = c;
+        }
+        sel[i] = p;
+    }
+    for (int i = 1; i < n; i++) {   /* ascending pages */
+        int v = sel[i], j = i;
+        while (j > 0 && sel[j - 1] > v) { sel[j] = sel[j - 1]; j--; }
+        sel[j] = v;
+    }
+}
+
+/* ---- attention over a token's runs -------------------------------------------------------- */
+
+/* Scores, softmax numerators and the weighted V sum of keys [a, b) of the token's key list
+ * (runs r) for token t and KV head g. acc [G][hd] receives sum_j exp(s_j - mx_h) v_j; mx, sum [G]. */
+static void attend_range(const attn_job *jb, float *sc, int t, int g, const int *r, int nr, int a, int b,
                          float *acc, float *mx, float *sum) {
     const hachi_attn_args *A = jb->a;
     const hachi_kv *kv = A->kv;
     const int hd = A->head_dim, G = A->n_head / A->n_head_kv;
     const float *q = A->q + (size_t)t * A->n_head * hd + (size_t)g * G * hd;
 
-    for (int j = a; j < b;) {
-        hachi_kv_run r = hachi_kv_segment(kv, j, b, A->p0);
-        hachi_kv_scores(kv, jb->kern, &r, g, hd, q, G, sc + (size_t)(j - a) * G);
-        j += r.n;
+    for (int pass = 0; pass < 2; pass++) {   /* 0: scores, then the softmax; 1: values */
+        if (pass) {
+            hachi_attn_kernels_for(jb->kern)->softmax(sc, b - a, G, A->scale, mx, sum);
+            memset(acc, 0, (size_t)G * hd * sizeof(float));
+        }
+        for (int i = 0, f = 0; i < nr && f < b; f += r[2 * i + 1] - r[2 * i], i++) {
+            const int lo = r[2 * i] + HACHI_MAX(0, a - f), hi = HACHI_MIN(r[2 * i + 1], r[2 * i] + (b - f));
+            for (int j = lo; j < hi;) {
+                hachi_kv_run run = hachi_kv_segment(kv, j, hi, A->p0);
+                float *sj = sc + (size_t)(f + (j - r[2 * i]) - a) * G;
+                if (pass) hachi_kv_values(kv, jb->kern, &run, g, hd, sj, G, acc);
+                else hachi_kv_scores(kv, jb->kern, &run, g, hd, q, G, sj);
+                j += run.n;
+            }
+        }
     }
-    hachi_attn_kernels_for(jb->kern)->softmax(sc, b - a, G, A->scale, mx, sum);
-    memset(acc, 0, (size_t)G * hd * sizeof(float));
-    for (int j = a; j < b;) {
-        hachi_kv_run r = hachi_kv_segment(kv, j, b, A->p0);
-        hachi_kv_values(kv, jb->kern, &r, g, hd, sc + (size_t)(j - a) * G, G, acc);
-        j += r.n;
-    }
-}
-
-/* keys a query at pos sees: [lo, hi) */
-static void key_bounds(const hachi_attn_args *a, int pos, int *lo, int *hi) {
-    *hi = pos + 1;
-    *lo = a->window > 0 ? HACHI_MAX(0, pos - a->window + 1) : 0;
 }
 
 /* A token's keys are split over the threads when there are enough of them (decode too). */
-static bool split_keys(int lo, int hi, int nth) { return nth > 1 && hi - lo >= 64 * nth; }
+static bool split_keys(int k, int nth) { return nth > 1 && k >= 64 * nth; }
+
+/* Page-sparse tokens of the group: their page scores (pages split over the threads), then
+ * each one's selection (tokens round robin) into its runs. Every thread takes both barriers. */
+static void select_group(const attn_job *jb, int ith, int nth) {
+    const hachi_attn_args *A = jb->a;
+    const int hd = A->head_dim, Hkv = A->n_head_kv, G = A->n_head / Hkv, stride = 2 * A->kv->n_pages;
+    for (int i = 0; i < jb->n; i++) {
+        const int t = jb->t0 + i, pos = A->p0 + t, P = pos / HACHI_PAGE;
+        if (!selects(A, pos)) continue;
+        int64_t lo, hi;   /* candidates 1 .. P-2, split over the threads */
+        hachi_split(P - 2, 1, ith, nth, &lo, &hi);
+        const int p0 = 1 + (int)lo, p1 = 1 + (int)hi;
+        float *ps = A->page_scores + (size_t)i * stride, *add = ps + stride / 2;   /* [n_pages] each */
+        for (int g = 0; g < Hkv; g++) {   /* more KV heads: their scores add up */
+            const float *q = A->q + (size_t)t * A->n_head * hd + (size_t)g * G * hd;
+            hachi_kv_page_scores(A->kv, g, hd, q, G, p0, p1, g ? add + p0 : ps + p0);
+            for (int p = p0; g && p < p1; p++) ps[p] += add[p];
+        }
+    }
+    hachi_pool_barrier(jb->pool);
+    for (int i = ith; i < jb->n; i += nth) {
+        const int t = jb->t0 + i, pos = A->p0 + t;
+        int *r = A->ranges + (size_t)i * 2 * (A->sparse_pages + 2), sel[HACHI_ATTN_MAX_PAGES];
+        int n_sel = 0;
+        if (selects(A, pos)) {
+            n_sel = A->sparse_pages - 3;
+            select_pages(A->page_scores + (size_t)i * stride, pos / HACHI_PAGE, n_sel, sel);
+        }
+        A->n_ranges[i] = key_runs(A, pos, sel, n_sel, r);
+    }
+    hachi_pool_barrier(jb->pool);
+}
 
 /* Tokens t0..t0+n-1: a short token whole on one thread (round robin), a long one with its
  * keys split over all of them, the partials of slot i (token t0+i) left for the caller. */
@@ -67,15 +174,18 @@ static void attn_task(void *ctx, int ith, int nth) {
     float *sc = A->scores + (size_t)ith * A->scores_stride;
     float mx[64], sum[64];
 
+    if (A->sparse_pages) select_group(jb, ith, nth);
     for (int i = 0; i < jb->n; i++) {
         const int t = jb->t0 + i;
-        int lo, hi;
-        key_bounds(A, A->p0 + t, &lo, &hi);
-        if (!split_keys(lo, hi, nth)) {
+        int dense[2];
+        const int *r = A->sparse_pages ? A->ranges + (size_t)i * 2 * (A->sparse_pages + 2) : dense;
+        const int nr = A->sparse_pages ? A->n_ranges[i] : key_runs(A, A->p0 + t, NULL, 0, dense);
+        const int k = n_keys(r, nr);
+        if (!split_keys(k, nth)) {
             if (i % nth != ith) continue;
             for (int g = 0; g < Hkv; g++) {
                 float *out = A->out + (size_t)t * qd + (size_t)g * G * hd;
-                attend_range(jb, sc, t, g, lo, hi, out, mx, sum);
+                attend_range(jb, sc, t, g, r, nr, 0, k, out, mx, sum);
                 for (int h = 0; h < G; h++) {
                     float inv = 1.0f / sum[h];
                     for (int d = 0; d < hd; d++) out[h * hd + d] *= inv;
@@ -84,14 +194,14 @@ static void attn_task(void *ctx, int ith, int nth) {
             continue;
         }
         int64_t a, b;
-        hachi_split(hi - lo, 1, ith, nth, &a, &b);
+        hachi_split(k, 1, ith, nth, &a, &b);
         float *part = A->partial + ((size_t)i * nth + ith) * A->n_head * (hd + 2);
         for (int g = 0; g < Hkv; g++) {
             float *acc = part + (size_t)g * G * (hd + 2);
             /* acc rows interleaved with their max and sum: [G][hd + 2]; the raw
              * [G][hd] sums go right after this range's scores */
             float *buf = sc + (size_t)G * (b - a);
-            attend_range(jb, sc, t, g, lo + (int)a, lo + (int)b, buf, mx, sum);
+            attend_range(jb, sc, t, g, r, nr, (int)a, (int)b, buf, mx, sum);
             for (int h = 0; h < G; h++) {
                 memcpy(acc + (size_t)h * (hd + 2), buf + (size_t)h * hd, hd * sizeof(float));
                 acc[(size_t)h * (hd + 2) + hd] = mx[h];
@@ -127,12 +237,13 @@ static void merge_partials(const hachi_attn_args *a, int t, int i, int nth) {
 void hachi_attention(hachi_pool *pool, const hachi_kernels *kern, const hachi_attn_args *a) {
     const int nth = hachi_pool_size(pool);
     for (int t0 = 0; t0 < a->n; t0 += HACHI_ATTN_GROUP) {
-        attn_job jb = {a, kern, t0, HACHI_MIN(HACHI_ATTN_GROUP, a->n - t0)};
+        attn_job jb = {a, kern, pool, t0, HACHI_MIN(HACHI_ATTN_GROUP, a->n - t0)};
         hachi_pool_run(pool, attn_task, &jb);
         for (int i = 0; i < jb.n; i++) {
-            int lo, hi;
-            key_bounds(a, a->p0 + t0 + i, &lo, &hi);
-            if (split_keys(lo, hi, nth)) merge_partials(a, t0 + i, i, nth);
+            int dense[2];
+            const int *r = a->sparse_pages ? a->ranges + (size_t)i * 2 * (a->sparse_pages + 2) : dense;
+            const int nr = a->sparse_pages ? a->n_ranges[i] : key_runs(a, a->p0 + t0 + i, NULL, 0, dense);
+            if (split_keys(n_keys(r, nr), nth)) merge_partials(a, t0 + i, i, nth);
         }
     }
 }

@@ -86,6 +86,7 @@ static void attend(hachi_session *s, const hachi_layer_plan *lp, int n, int p0) 
         .q = s->q, .out = s->attn, .kv = lp->kv, .p0 = p0, .n = n, .window = lp->window,
         .n_head = lp->n_head, .n_head_kv = lp->n_head_kv, .head_dim = lp->head_dim, .scale = lp->attn_scale,
         .scores = s->scores, .scores_stride = s->scores_stride, .partial = s->partial,
+        .sparse_pages = lp->sparse_pages, .page_scores = s->page_scores, .ranges = s->ranges, .n_ranges = s->n_ranges,
     };
     double t0 = s->profiling ? hachi_time_ms() : 0;
     hachi_attention(s->pool, s->kern, &a);
@@ -125,7 +126,7 @@ static void gemma4_layer(hachi_session *s, int l, int n, int p0) {
                 rmsnorm(vh, vh, NULL, hd, eps);
                 rope_head(kh, lp->rope_cs + (size_t)t * hd, hd, hd, true);
             }
-            hachi_kv_stage(lp->kv, s->kern, t, s->k + (size_t)t * kd, s->v + (size_t)t * kd);
+            hachi_kv_stage(lp->kv, s->kern, p0, t, s->k + (size_t)t * kd, s->v + (size_t)t * kd);
         }
     }
     /* a = softmax(q k^T * scale + causal/window mask) v */
@@ -177,7 +178,7 @@ static void llama_layer(hachi_session *s, int l, int n, int p0) {
         const float *cs = lp->rope_cs + (size_t)t * n_rot;
         for (int h = 0; h < H; h++) rope_head(s->q + (size_t)t * qd + h * hd, cs, n_rot, hd, m->rope_neox);
         for (int h = 0; h < Hkv; h++) rope_head(s->k + (size_t)t * kd + h * hd, cs, n_rot, hd, m->rope_neox);
-        hachi_kv_stage(lp->kv, s->kern, t, s->k + (size_t)t * kd, s->v + (size_t)t * kd);
+        hachi_kv_stage(lp->kv, s->kern, p0, t, s->k + (size_t)t * kd, s->v + (size_t)t * kd);
     }
     /* x += Wo softmax(q k^T * scale + causal mask) v */
     attend(s, lp, n, p0);

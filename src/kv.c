@@ -15,13 +15,18 @@ static int slot_of(const hachi_kv *kv, int pos) { return kv->ring ? pos % kv->n_
 
 static bool is_ring(int window, int n_ctx) { return window > 0 && window + HACHI_SPEC_SLOTS < n_ctx; }
 
-size_t hachi_kv_plan_bytes(int dim, int window, int n_ctx, int n_pending, hachi_kv_type type) {
+static int n_pages_of(int window, int n_ctx, bool pages) {
+    return pages && !is_ring(window, n_ctx) ? n_ctx / HACHI_PAGE : 0;
+}
+
+size_t hachi_kv_plan_bytes(int dim, int window, int n_ctx, int n_pending, hachi_kv_type type, bool pages) {
     const size_t slots = is_ring(window, n_ctx) ? (size_t)window + HACHI_SPEC_SLOTS : (size_t)n_ctx;
-    return 2 * (slots + (size_t)n_pending) * (size_t)dim * hachi_kv_type_size(type);
+    return 2 * (slots + (size_t)n_pending) * (size_t)dim * hachi_kv_type_size(type) +
+           2 * (size_t)n_pages_of(window, n_ctx, pages) * (size_t)dim * sizeof(uint16_t);
 }
 
 hachi_status hachi_kv_init(hachi_kv *kv, int owner, int dim, int window, int n_ctx, int n_pending,
-                           hachi_kv_type type, size_t *bytes) {
+                           hachi_kv_type type, bool pages, size_t *bytes) {
     memset(kv, 0, sizeof *kv);
     kv->owner = owner;
     kv->dim = dim;
@@ -36,15 +41,26 @@ hachi_status hachi_kv_init(hachi_kv *kv, int owner, int dim, int window, int n_c
     kv->v = hachi_aligned_alloc(held);
     kv->kp = hachi_aligned_alloc(pend);
     kv->vp = hachi_aligned_alloc(pend);
-    if (!kv->k || !kv->v || !kv->kp || !kv->vp) { hachi_kv_free(kv); return HACHI_ERR_NOMEM; }
-    *bytes += 2 * (held + pend);
+    kv->n_pages = n_pages_of(window, n_ctx, pages);
+    const size_t meta = (size_t)kv->n_pages * (size_t)dim * sizeof(uint16_t);
+    if (meta) {
+        kv->kmin = hachi_aligned_alloc(meta);
+        kv->kmax = hachi_aligned_alloc(meta);
+    }
+    if (!kv->k || !kv->v || !kv->kp || !kv->vp || (meta && (!kv->kmin || !kv->kmax))) {
+        hachi_kv_free(kv);
+        return HACHI_ERR_NOMEM;
+    }
+    *bytes += 2 * (held + pend + meta);
     return HACHI_OK;
 }
 
 void hachi_kv_free(hachi_kv *kv) {
     if (!kv) return;
     hachi_free(kv->k); hachi_free(kv->v); hachi_free(kv->kp); hachi_free(kv->vp);
+    hachi_free(kv->kmin); hachi_free(kv->kmax);
     kv->k = kv->v = kv->kp = kv->vp = NULL;
+    kv->kmin = kv->kmax = NULL;
 }
 
 size_t hachi_kv_bytes(const hachi_kv *kv) { return (size_t)kv->n_slots * kv->row_bytes * 2; }
@@ -54,7 +70,51 @@ size_t hachi_kv_bytes_read(const hachi_kv *kv, int depth) {
     return (size_t)keys * kv->row_bytes * 2;
 }
 
-void hachi_kv_stage(hachi_kv *kv, const hachi_kernels *kern, int t, const float *k, const float *v) {
+/* ---- page metadata: per dimension min and max of a page's keys, fp16 ---------------------- */
+
+static float elem(const hachi_kv *kv, const char *row, int i) {
+    return kv->type == HACHI_KV_F32 ? ((const float *)row)[i] : hachi_f16_to_f32(((const uint16_t *)row)[i]);
+}
+
+/* merges the key row of position pos into its page (the first row of a page starts it) */
+static void page_add(hachi_kv *kv, int pos, const char *row) {
+    const int p = pos / HACHI_PAGE;
+    uint16_t *lo = kv->kmin + (size_t)p * kv->dim, *hi = kv->kmax + (size_t)p * kv->dim;
+    const bool first = pos % HACHI_PAGE == 0;
+    for (int i = 0; i < kv->dim; i++) {
+        const float x = elem(kv, row, i);
+        lo[i] = first || x < hachi_f16_to_f32(lo[i]) ? hachi_f32_to_f16(x) : lo[i];
+        hi[i] = first || x > hachi_f16_to_f32(hi[i]) ? hachi_f32_to_f16(x) : hi[i];
+    }
+}
+
+void hachi_kv_rebuild_pages(hachi_kv *kv, int pos) {
+    if (!kv->n_pages) return;
+    for (int p = 0; p < pos; p++) page_add(kv, p, kv->k + (size_t)p * kv->row_bytes);
+}
+
+void hachi_kv_rewound(hachi_kv *kv, int pos) {
+    if (!kv->n_pages) return;
+    for (int p = pos / HACHI_PAGE * HACHI_PAGE; p < pos; p++) page_add(kv, p, kv->k + (size_t)p * kv->row_bytes);
+}
+
+void hachi_kv_page_scores(const hachi_kv *kv, int g, int hd, const float *q, int G, int p0, int p1, float *out) {
+    for (int p = p0; p < p1; p++) {
+        const uint16_t *lo = kv->kmin + (size_t)p * kv->dim + (size_t)g * hd;
+        const uint16_t *hi = kv->kmax + (size_t)p * kv->dim + (size_t)g * hd;
+        float s = 0.0f;
+        for (int d = 0; d < hd; d++) {
+            const float a = hachi_f16_to_f32(lo[d]), b = hachi_f16_to_f32(hi[d]);
+            for (int h = 0; h < G; h++) {
+                const float qd = q[(size_t)h * hd + d];
+                s += HACHI_MAX(qd * a, qd * b);
+            }
+        }
+        out[p - p0] = s;
+    }
+}
+
+void hachi_kv_stage(hachi_kv *kv, const hachi_kernels *kern, int p0, int t, const float *k, const float *v) {
     char *kd = kv->kp + (size_t)t * kv->row_bytes, *vd = kv->vp + (size_t)t * kv->row_bytes;
     if (kv->type == HACHI_KV_F32) {
         memcpy(kd, k, kv->row_bytes);
@@ -63,6 +123,7 @@ void hachi_kv_stage(hachi_kv *kv, const hachi_kernels *kern, int t, const float 
         kern->f32_to_f16(k, (uint16_t *)kd, kv->dim);
         kern->f32_to_f16(v, (uint16_t *)vd, kv->dim);
     }
+    if (kv->n_pages) page_add(kv, p0 + t, kd);
 }
 
 hachi_kv_run hachi_kv_segment(const hachi_kv *kv, int a, int b, int p0) {

@@ -13,7 +13,7 @@
 #include "kernels/kernels.h"
 
 #define HACHI_SPEC_SLOTS 16         /* spare ring slots: a rewind of up to 16 tokens stays exact */
-
+#define HACHI_PAGE 16               /* positions per page of the page-sparse metadata */
 
 typedef struct hachi_kv {
     int owner;                      /* layer that writes it */
@@ -27,6 +27,10 @@ typedef struct hachi_kv {
     size_t row_bytes;               /* dim * element size */
     char *k, *v;                    /* [n_slots][dim] of the type */
     char *kp, *vp;                  /* [n_pending][dim]: this forward's new rows, committed at its end */
+    int n_pages;                    /* linear caches with page metadata: n_ctx / HACHI_PAGE; else 0 */
+    uint16_t *kmin, *kmax;          /* [n_pages][dim] fp16: per dimension the min / max of the committed
+                                       keys of page p (positions [16p, 16p + 16)); 128 bytes a position
+                                       at dim 512 */
 } hachi_kv;
 
 /* A run of consecutive rows: n rows of k and v, stride hachi_kv.dim elements. */
@@ -36,25 +40,34 @@ size_t hachi_kv_type_size(hachi_kv_type type);          /* bytes per element */
 const char *hachi_kv_dtype(hachi_kv_type type);         /* safetensors dtype: "F16", "F32" */
 
 /* Bytes hachi_kv_init allocates for such a cache (K and V, held and pending rows). */
-size_t hachi_kv_plan_bytes(int dim, int window, int n_ctx, int n_pending, hachi_kv_type type);
+size_t hachi_kv_plan_bytes(int dim, int window, int n_ctx, int n_pending, hachi_kv_type type, bool pages);
 /* Sets up (allocates) the cache of owner for a context of n_ctx and forwards of up to
- * n_pending tokens; *bytes receives what was allocated. */
+ * n_pending tokens, with page metadata when pages (linear caches only); *bytes receives what
+ * was allocated. */
 hachi_status hachi_kv_init(hachi_kv *kv, int owner, int dim, int window, int n_ctx, int n_pending,
-                           hachi_kv_type type, size_t *bytes);
+                           hachi_kv_type type, bool pages, size_t *bytes);
 void hachi_kv_free(hachi_kv *kv);
 /* bytes the cache itself holds (K and V, without the pending rows) */
 size_t hachi_kv_bytes(const hachi_kv *kv);
 /* bytes of K and V a decode step reads after depth positions (the window's at most) */
 size_t hachi_kv_bytes_read(const hachi_kv *kv, int depth);
 
-/* Stages row t of this forward from f32 k, v [dim] (converted to the storage type). */
-void hachi_kv_stage(hachi_kv *kv, const hachi_kernels *kern, int t, const float *k, const float *v);
+/* Stages row t of the forward at p0 from f32 k, v [dim] (converted to the storage type) and
+ * merges its key into the page metadata: a query's candidate pages (attn.h) end before its
+ * own page, so they hold the same keys in a forward of any length as in a decode step. */
+void hachi_kv_stage(hachi_kv *kv, const hachi_kernels *kern, int p0, int t, const float *k, const float *v);
 /* The rows of positions [a, b) a forward starting at p0 reads, from position a on: held rows
  * before p0 (a ring wraps at most once), then the forward's pending rows. Returns the first
  * run; call again from a + run.n until b. */
 hachi_kv_run hachi_kv_segment(const hachi_kv *kv, int a, int b, int p0);
 /* Moves the pending rows of positions [p0, p0 + n) into the cache. */
 void hachi_kv_commit(hachi_kv *kv, int p0, int n);
+/* The session went back to position pos: the metadata of pos's page is rebuilt from its
+ * rows below pos. */
+void hachi_kv_rewound(hachi_kv *kv, int pos);
+/* Rebuilds the page metadata of positions [0, pos) from the held rows (after a restore or
+ * a synthetic fill). */
+void hachi_kv_rebuild_pages(hachi_kv *kv, int pos);
 
 /* First position whose row the cache holds when the session is at position pos. */
 int hachi_kv_first(const hachi_kv *kv, int pos);
@@ -75,5 +88,8 @@ void hachi_kv_scores(const hachi_kv *kv, const hachi_kernels *kern, const hachi_
                      const float *q, int G, float *s);
 void hachi_kv_values(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,
                      const float *p, int G, float *out);
+/* Page scores for G query heads of KV head g over pages [p0, p1): out[p - p0] = sum_h sum_d
+ * max(q_hd * kmax_d, q_hd * kmin_d), an upper bound of the page's q.k summed over the heads. */
+void hachi_kv_page_scores(const hachi_kv *kv, int g, int hd, const float *q, int G, int p0, int p1, float *out);
 
 #endif

@@ -333,6 +333,7 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
             }
         }
         hachi_kv_restored_from(kv, from);
+        hachi_kv_rebuild_pages(kv, r);
     }
     if (with_logits && r == c) {
         if (!read_at(f, base + lt->a, s->logits, (size_t)m->n_vocab * 4)) { st = hachi_fail(HACHI_ERR_IO, "cannot read '%s'", path); goto out; }

@@ -7,12 +7,12 @@
 #include "util.h"
 
 /* Bytes of the KV caches a plan for n_ctx allocates with KV type t. */
-static size_t kv_plan_bytes(const hachi_model *m, int n_ctx, int n_batch, hachi_kv_type t) {
+static size_t kv_plan_bytes(const hachi_model *m, int n_ctx, int n_batch, hachi_kv_type t, bool pages) {
     size_t b = 0;
     for (int l = 0; l < m->n_layer; l++) {
         const hachi_layer *ly = &m->layers[l];
         if (ly->kv_owner == l)
-            b += hachi_kv_plan_bytes(m->n_head_kv * ly->head_dim, ly->sliding ? m->window : 0, n_ctx, n_batch, t);
+            b += hachi_kv_plan_bytes(m->n_head_kv * ly->head_dim, ly->sliding ? m->window : 0, n_ctx, n_batch, t, pages);
     }
     return b;
 }
@@ -75,6 +75,19 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
         return hachi_fail(HACHI_ERR_INVALID_ARG, "context %d is not a context mode (a power of two from %d to %d)",
                           p.n_ctx, HACHI_CTX_MIN, HACHI_CTX_MAX);
     if ((unsigned)p.kv_type > HACHI_KV_F32) return hachi_fail(HACHI_ERR_INVALID_ARG, "unknown KV type %d", (int)p.kv_type);
+    if (p.sparse_budget) {
+        bool full = false;
+        for (int l = 0; l < m->n_layer; l++) full |= !m->layers[l].sliding;
+        if (p.sparse_budget < 3 * HACHI_PAGE || p.sparse_budget % HACHI_PAGE ||
+            p.sparse_budget > HACHI_ATTN_MAX_PAGES * HACHI_PAGE)
+            return hachi_fail(HACHI_ERR_INVALID_ARG,
+                              "sparse budget %d: expected a multiple of %d from %d (the sink and the last two "
+                              "pages) to %d",
+                              p.sparse_budget, HACHI_PAGE, 3 * HACHI_PAGE, HACHI_ATTN_MAX_PAGES * HACHI_PAGE);
+        if (!full)
+            return hachi_fail(HACHI_ERR_UNSUPPORTED, "sparse budget %d: model '%s' has no full-attention layers",
+                              p.sparse_budget, m->path);
+    }
     if (p.n_threads < 0 || p.n_threads > 256) return hachi_fail(HACHI_ERR_INVALID_ARG, "threads %d out of range [1, 256]", p.n_threads);
     if (p.n_batch <= 0) p.n_batch = 64;
     if (p.n_batch > 512) return hachi_fail(HACHI_ERR_INVALID_ARG, "batch %d out of range [1, 512]", p.n_batch);
@@ -82,7 +95,7 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     {   /* the plan's large buffers must fit in the memory the system has available */
         const int nth = p.n_threads ? p.n_threads : hachi_physical_cores(), nb = HACHI_MIN(p.n_batch, p.n_ctx);
         const int hd_max = HACHI_MAX(m->head_dim_full, m->head_dim_swa);
-        const size_t kv = kv_plan_bytes(m, p.n_ctx, nb, p.kv_type);
+        const size_t kv = kv_plan_bytes(m, p.n_ctx, nb, p.kv_type, p.sparse_budget > 0);
         const size_t need = kv + sizeof(float) * (nth * hachi_attn_scores_stride(m->n_head, p.n_ctx, hd_max) +
                                                   hachi_attn_partial_floats(nth, m->n_head, hd_max));
         const size_t avail = hachi_mem_available();
@@ -102,6 +115,7 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     s->progress = p.progress;
     s->progress_ctx = p.progress_ctx;
     s->kv_type = p.kv_type;
+    s->sparse_pages = p.sparse_budget / HACHI_PAGE;
     s->layer = hachi_forward_layer_fn(m);
     s->emb_scale = m->arch == HACHI_ARCH_GEMMA4 ? sqrtf((float)m->n_embd) : 1.0f;
     if ((st = hachi_pool_create(p.n_threads ? p.n_threads : hachi_physical_cores(), &s->pool))) goto fail;
@@ -141,11 +155,12 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
         lp->rope_cs = s->rope_cs[llama || !ly->sliding ? 1 : 0];
         lp->kv_owner = ly->kv_owner;
         lp->owns_kv = ly->kv_owner == l;
+        lp->sparse_pages = lp->window == 0 ? s->sparse_pages : 0;
         ff_max = HACHI_MAX(ff_max, ly->n_ff);
         if (lp->owns_kv) {
             lp->kv = &s->kv[s->n_kv++];
             if ((st = hachi_kv_init(lp->kv, l, Hkv * ly->head_dim, lp->window, s->n_ctx, nb, s->kv_type,
-                                    &s->plan_bytes)))
+                                    lp->sparse_pages > 0, &s->plan_bytes)))
                 goto fail;
         } else {
             lp->kv = s->lp[ly->kv_owner].kv;
@@ -173,6 +188,11 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     s->scores_stride = hachi_attn_scores_stride(H, s->n_ctx, hd_max);
     ALLOC(s->scores, (size_t)nth * s->scores_stride);
     ALLOC(s->partial, hachi_attn_partial_floats(nth, H, hd_max));
+    if (s->sparse_pages) {
+        ALLOC(s->page_scores, hachi_attn_page_floats(s->n_ctx));
+        ALLOC(s->ranges, hachi_attn_range_ints(s->sparse_pages));
+        ALLOC(s->n_ranges, HACHI_ATTN_GROUP);
+    }
 
     /* matmul scratch: the largest activation conversion of any matrix at nb rows */
     size_t scr = hachi_matmul_scratch_bytes(s->kern, m->output.type, m->output.cols, nb);
@@ -201,7 +221,7 @@ void hachi_session_free(hachi_session *s) {
         for (int i = 0; i < s->n_kv; i++) hachi_kv_free(&s->kv[i]);
     void *bufs[] = {s->lp, s->kv, s->x, s->xn, s->proj, s->q, s->attn, s->k, s->v, s->ffn_gate, s->ffn_up, s->ple,
                     s->ple_gate, s->ple_tok, s->logits, s->scores, s->partial, s->inv_freq[0], s->inv_freq[1],
-                    s->rope_cs[0], s->rope_cs[1], s->mm_scratch};
+                    s->rope_cs[0], s->rope_cs[1], s->mm_scratch, s->page_scores, s->ranges, s->n_ranges};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) hachi_free(bufs[i]);
     hachi_pool_free(s->pool);
     hachi_free(s);
@@ -245,6 +265,7 @@ hachi_status hachi_session_rewind(hachi_session *s, int32_t pos) {
             return hachi_fail(HACHI_ERR_INVALID_ARG,
                               "rewind by %d tokens: sliding-window rings keep only %d spare slots",
                               s->pos - pos, HACHI_SPEC_SLOTS);
+    for (int i = 0; i < s->n_kv; i++) hachi_kv_rewound(&s->kv[i], pos);
     s->pos = pos;
     return HACHI_OK;
 }
@@ -269,7 +290,7 @@ void hachi_session_print_plan(const hachi_session *s, void *file) {
     fprintf(f, "  kv plan by type (held and pending rows) at context %d:", s->n_ctx);
     for (int t = HACHI_KV_F16; t <= HACHI_KV_F32; t++)
         fprintf(f, " %s %zu bytes", hachi_kv_type_name((hachi_kv_type)t),
-                kv_plan_bytes(m, s->n_ctx, s->n_batch, (hachi_kv_type)t));
+                kv_plan_bytes(m, s->n_ctx, s->n_batch, (hachi_kv_type)t, s->sparse_pages > 0));
     fputc('\n', f);
     fprintf(f, "  kv cache: %zu bytes (%s, %d caches); activations+scratch: %zu bytes; total plan: %zu bytes\n",
             kv_total, hachi_kv_type_name(s->kv_type), s->n_kv, s->plan_bytes - kv_total, s->plan_bytes);
@@ -279,7 +300,10 @@ hachi_status hachi_session_fill_synthetic(hachi_session *s, int32_t n, uint64_t 
     if (!s || n < 0) return hachi_fail(HACHI_ERR_INVALID_ARG, "fill: bad arguments");
     n = HACHI_MIN(n, s->n_ctx - s->pos);
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (int c = 0; c < s->n_kv; c++) hachi_kv_fill_fast(&s->kv[c], s->pos, n, &x);
+    for (int c = 0; c < s->n_kv; c++) {
+        hachi_kv_fill_fast(&s->kv[c], s->pos, n, &x);
+        hachi_kv_rebuild_pages(&s->kv[c], s->pos + n);
+    }
     s->pos += n;
     s->logits_pos = -1;
     return HACHI_OK;

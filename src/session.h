@@ -20,6 +20,7 @@ typedef struct hachi_layer_plan {
     int n_rot;                      /* rotated dims per head */
     const float *rope_cs;           /* [n_batch][n_rot/2][cos, sin] of this forward's positions */
     bool owns_kv;                   /* computes K/V (else reads kv_owner's) */
+    int sparse_pages;               /* page-sparse: pages a query attends (attn.h); 0 = dense */
     int kv_owner;                   /* layer whose cache is read */
     hachi_kv *kv;                   /* that cache */
     int chunk;                      /* profile chunk */
@@ -38,6 +39,7 @@ struct hachi_session {
     hachi_progress_fn progress;     /* of evals longer than one chunk; NULL = none */
     void *progress_ctx;
     hachi_kv_type kv_type;
+    int sparse_pages;               /* page-sparse budget in pages on full-attention layers; 0 = dense */
     hachi_profile prof;
 
     hachi_layer_fn layer;           /* the architecture's layer, chosen once */
@@ -65,6 +67,8 @@ struct hachi_session {
     float *scores;                  /* [n_threads][scores_stride] attention scratch */
     size_t scores_stride;
     float *partial;                 /* attention split partials (attn.h) */
+    float *page_scores;             /* page-sparse scratch (attn.h); NULL when dense */
+    int *ranges, *n_ranges;
     void *mm_scratch;
     size_t mm_scratch_bytes;
     size_t plan_bytes;

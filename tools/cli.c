@@ -120,6 +120,9 @@ int cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i) 
         else return cli_error(cmd, "--kv-type '%s': expected f16 or f32", v), -1;
         return 1;
     }
+    if (!strcmp(a, "--sparse")) {
+        VAL(); if (!cli_int(cmd, a, v, 0, 16384, &n)) return -1; o->sp.sparse_budget = (int32_t)n; return 1;
+    }
     if (!strcmp(a, "--no-repack")) { o->no_repack = true; return 1; }
     if (!strcmp(a, "--temp")) { VAL(); if (!cli_float(cmd, a, v, 0, 100, &d)) return -1; o->smp.temp = (float)d; return 1; }
     if (!strcmp(a, "--top-k")) { VAL(); if (!cli_int(cmd, a, v, 0, 1 << 30, &n)) return -1; o->smp.top_k = (int32_t)n; return 1; }
