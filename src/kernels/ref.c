@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 #include "kernels/kernels.h"
+#include "kernels/rows.h"
 #include "util.h"
 
 /* ---- float weights: activations stay f32 ---- */
@@ -234,20 +235,16 @@ void hachi_vec_dot_q6_K_q8_K_ref(int64_t n, float *s, const void *vw, const void
 
 /* ---- multi-row: the reference just loops the single dot ---- */
 
-#define REF_MULTI(name, dot)                                                     \
-    static void name(int64_t n, float *s, const void *w, const void *a, size_t stride, int na) { \
-        for (int r = 0; r < na; r++) dot(n, s + r, w, (const char *)a + (size_t)r * stride);  \
-    }
-REF_MULTI(multi_f32, hachi_vec_dot_f32_ref)
-REF_MULTI(multi_f16, hachi_vec_dot_f16_ref)
-REF_MULTI(multi_bf16, hachi_vec_dot_bf16_ref)
-REF_MULTI(multi_q4_0, hachi_vec_dot_q4_0_q8_0_ref)
-REF_MULTI(multi_q4_1, hachi_vec_dot_q4_1_q8_0_ref)
-REF_MULTI(multi_q5_0, hachi_vec_dot_q5_0_q8_0_ref)
-REF_MULTI(multi_q8_0, hachi_vec_dot_q8_0_q8_0_ref)
-REF_MULTI(multi_q4_K, hachi_vec_dot_q4_K_q8_K_ref)
-REF_MULTI(multi_q5_K, hachi_vec_dot_q5_K_q8_K_ref)
-REF_MULTI(multi_q6_K, hachi_vec_dot_q6_K_q8_K_ref)
+LOOP_MULTI(multi_f32, hachi_vec_dot_f32_ref)
+LOOP_MULTI(multi_f16, hachi_vec_dot_f16_ref)
+LOOP_MULTI(multi_bf16, hachi_vec_dot_bf16_ref)
+LOOP_MULTI(multi_q4_0, hachi_vec_dot_q4_0_q8_0_ref)
+LOOP_MULTI(multi_q4_1, hachi_vec_dot_q4_1_q8_0_ref)
+LOOP_MULTI(multi_q5_0, hachi_vec_dot_q5_0_q8_0_ref)
+LOOP_MULTI(multi_q8_0, hachi_vec_dot_q8_0_q8_0_ref)
+LOOP_MULTI(multi_q4_K, hachi_vec_dot_q4_K_q8_K_ref)
+LOOP_MULTI(multi_q5_K, hachi_vec_dot_q5_K_q8_K_ref)
+LOOP_MULTI(multi_q6_K, hachi_vec_dot_q6_K_q8_K_ref)
 
 /* ---- conversions and attention over an fp16 KV cache ---- */
 

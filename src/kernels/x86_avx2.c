@@ -12,6 +12,7 @@
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
+#include "kernels/rows.h"
 #include "kernels/x86_avx2_exp.h"
 #include <pthread.h>
 #include <string.h>
@@ -72,31 +73,6 @@ static inline __m256 load_bf16(const uint16_t *p) {
 }
 static inline __m256 load_f32(const float *p) { return _mm256_loadu_ps(p); }
 
-/* Single and multi dots share one accumulation order, so a row's result is bit-identical
- * whether computed alone (decode) or with other rows (verify, prefill): both are the same
- * always-inlined ROWS function, instantiated for R = 1..ROWS_MAX rows whose accumulators
- * live in registers; multi sweeps the activation rows in groups of ROWS_MAX (the weight
- * row, a few KB, stays in L1 between groups). Per row the order never depends on R. */
-#define ROWS_MAX 4
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 16")
-
-/* multi (step 1) or x8 (step 8: 8 outputs per activation row) from ROWS: groups of ROWS_MAX
- * activation rows, then the 1..3 left */
-#define ROWS_FROM(name, rows, step)                                                          \
-    static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
-        const char *a = va;                                                                  \
-        int r = 0;                                                                           \
-        for (; r + ROWS_MAX <= na; r += ROWS_MAX) rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, ROWS_MAX); \
-        switch (na - r) {                                                                    \
-        case 3: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 3); break;        \
-        case 2: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 2); break;        \
-        case 1: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 1); break;        \
-        default: break;                                                                      \
-        }                                                                                    \
-    }
-#define MULTI_FROM_ROWS(name, rows) ROWS_FROM(name, rows, 1)
-
 /* float weights, per row: per 32 elements t = w0*a0 (+ w1*a1 + w2*a2 + w3*a3 by fma),
  * acc += t; then 8 at a time acc = fma(w, a, acc); hsum; scalar tail in order. */
 #define FLOAT_ROWS(name, wtype, load, scalar)                                                \
@@ -141,12 +117,6 @@ void hachi_vec_dot_bf16_avx2(int64_t n, float *s, const void *w, const void *a) 
 MULTI_FROM_ROWS(multi_f32, rows_f32)
 MULTI_FROM_ROWS(multi_f16, rows_f16)
 MULTI_FROM_ROWS(multi_bf16, rows_bf16)
-
-/* multi for the types without a block-shared path: loop the single dot */
-#define LOOP_MULTI(name, dot)                                                                \
-    static void name(int64_t n, float *s, const void *w, const void *a, size_t stride, int na) { \
-        for (int r = 0; r < na; r++) dot(n, s + r, w, (const char *)a + (size_t)r * stride); \
-    }
 
 /* ---------------- 32-element blocks x q8_0 ---------------- */
 
