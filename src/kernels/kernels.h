@@ -1,7 +1,7 @@
-/* kernels: the per-ISA kernel table. ref.c (scalar, always built),
- * x86_avx2.c, x86_avx512.c, arm_neon.c fill tables with the same signatures;
- * dispatch.c picks one from CPU features once. Kernels take pointers, lengths
- * and strides only; they never include model headers. */
+/* kernels: the per-ISA kernel table. ref.c (scalar, always built), x86_avx2.c,
+ * x86_avx512.c, arm_neon.c fill in the entries of their ISA with the same signatures;
+ * dispatch.c assembles one table per ISA from them and picks one from CPU features, once.
+ * Kernels take pointers, lengths and strides only; they never include model headers. */
 #ifndef HACHI_KERNELS_H
 #define HACHI_KERNELS_H
 #include <stddef.h>
@@ -67,14 +67,19 @@ typedef struct hachi_kernels {
 
 /* The table of one ISA: NULL when not compiled in or the CPU lacks it. */
 const hachi_kernels *hachi_kernels_get(hachi_isa isa);
+/* The scalar reference table, hachi_kernels_get(HACHI_ISA_REF) (always there). */
+const hachi_kernels *hachi_kernels_ref(void);
 /* The best table for this CPU ($HACHI_ISA=ref|avx2|avx512|neon forces one if available). */
 const hachi_kernels *hachi_kernels_best(void);
 const char *hachi_isa_name(hachi_isa isa);
 
-/* Per-ISA fillers (each file defines its own; absent ISAs return NULL). */
-const hachi_kernels *hachi_kernels_ref(void);
-const hachi_kernels *hachi_kernels_avx2(void);
-const hachi_kernels *hachi_kernels_avx512(void);
-const hachi_kernels *hachi_kernels_neon(void);
+/* Per-ISA fillers, called once by dispatch.c (the one place that assembles the tables) and
+ * only for an ISA the CPU has. ref.c's sets every entry. The others get a copy of their base
+ * table (AVX2 and NEON: ref's; AVX-512: AVX2's) with isa and name set, override the entries
+ * they accelerate and return 1, or return 0 when the ISA is not compiled in. */
+void hachi_kernels_fill_ref(hachi_kernels *t);
+int hachi_kernels_fill_avx2(hachi_kernels *t);
+int hachi_kernels_fill_avx512(hachi_kernels *t);
+int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod);   /* dotprod: the CPU has sdot (ASIMDDP) */
 
 #endif

@@ -14,7 +14,6 @@
 #include <immintrin.h>
 #include "kernels/rows.h"
 #include "kernels/x86_avx2_exp.h"
-#include <pthread.h>
 #include <string.h>
 #include "util.h"
 
@@ -781,47 +780,38 @@ static void softcap(int64_t n, float *x, float cap) {
 
 /* ---------------- the table ---------------- */
 
-static hachi_kernels table;
-static pthread_once_t table_once = PTHREAD_ONCE_INIT;
-
-static void set(uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
-    table.t[type].vec_dot = dot;
-    table.t[type].vec_dot_multi = multi;
+static void set(hachi_kernels *t, uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
+    t->t[type].vec_dot = dot;
+    t->t[type].vec_dot_multi = multi;
 }
 
-static void build(void) {
-    table = *hachi_kernels_ref();   /* cold entries stay ref's */
-    table.isa = HACHI_ISA_AVX2;
-    table.name = "avx2";
-    set(HACHI_TYPE_F32, hachi_vec_dot_f32_avx2, multi_f32);
-    set(HACHI_TYPE_F16, hachi_vec_dot_f16_avx2, multi_f16);
-    set(HACHI_TYPE_BF16, hachi_vec_dot_bf16_avx2, multi_bf16);
-    set(HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_avx2, multi_q4_0);
-    table.t[HACHI_TYPE_Q4_0].act_extra = act_extra_q4_0;
-    table.t[HACHI_TYPE_Q4_0].act_prep = act_prep_q4_0;
-    table.t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;
-    set(HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_avx2, multi_q4_1);
-    set(HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_avx2, multi_q5_0);
-    set(HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_avx2, multi_q8_0);
-    set(HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_avx2, multi_q4_K);
-    table.t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;   /* the loader repacks Q4_K rows by 8 too */
-    set(HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_avx2, multi_q5_K);
-    set(HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx2, multi_q6_K);
-    table.t[HACHI_TYPE_F16].to_float = to_float_f16;
-    table.t[HACHI_TYPE_Q8_0].from_float = quantize_row_q8_0;
-    table.f32_to_f16 = f32_to_f16;
-    table.f16_to_f32 = f16_to_f32;
-    table.dot_f16_multi = dot_f16_multi;
-    table.axpy_f16_multi = axpy_f16_multi;
-    table.gelu_mul = gelu_mul;
-    table.softcap = softcap;
-}
-
-const hachi_kernels *hachi_kernels_avx2(void) {
-    pthread_once(&table_once, build);
-    return &table;
+/* on a copy of ref's table: the cold entries stay ref's */
+int hachi_kernels_fill_avx2(hachi_kernels *t) {
+    set(t, HACHI_TYPE_F32, hachi_vec_dot_f32_avx2, multi_f32);
+    set(t, HACHI_TYPE_F16, hachi_vec_dot_f16_avx2, multi_f16);
+    set(t, HACHI_TYPE_BF16, hachi_vec_dot_bf16_avx2, multi_bf16);
+    set(t, HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_avx2, multi_q4_0);
+    t->t[HACHI_TYPE_Q4_0].act_extra = act_extra_q4_0;
+    t->t[HACHI_TYPE_Q4_0].act_prep = act_prep_q4_0;
+    t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;
+    set(t, HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_avx2, multi_q4_1);
+    set(t, HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_avx2, multi_q5_0);
+    set(t, HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_avx2, multi_q8_0);
+    set(t, HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_avx2, multi_q4_K);
+    t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;   /* the loader repacks Q4_K rows by 8 too */
+    set(t, HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_avx2, multi_q5_K);
+    set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx2, multi_q6_K);
+    t->t[HACHI_TYPE_F16].to_float = to_float_f16;
+    t->t[HACHI_TYPE_Q8_0].from_float = quantize_row_q8_0;
+    t->f32_to_f16 = f32_to_f16;
+    t->f16_to_f32 = f16_to_f32;
+    t->dot_f16_multi = dot_f16_multi;
+    t->axpy_f16_multi = axpy_f16_multi;
+    t->gelu_mul = gelu_mul;
+    t->softcap = softcap;
+    return 1;
 }
 
 #else
-const hachi_kernels *hachi_kernels_avx2(void) { return NULL; }
+int hachi_kernels_fill_avx2(hachi_kernels *t) { (void)t; return 0; }
 #endif

@@ -10,7 +10,6 @@
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
     defined(__AVX512DQ__) && defined(__AVX512VNNI__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
-#include <pthread.h>
 #include <string.h>
 #include "kernels/rows.h"
 #include "util.h"
@@ -552,43 +551,33 @@ static void axpy_f16_multi(int64_t n, const float *a, const uint16_t *v, float *
 
 /* ---------------- the table ---------------- */
 
-static hachi_kernels table;
-static pthread_once_t table_once = PTHREAD_ONCE_INIT;
-
-static void set(uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
-    table.t[type].vec_dot = dot;
-    table.t[type].vec_dot_multi = multi;
+static void set(hachi_kernels *t, uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
+    t->t[type].vec_dot = dot;
+    t->t[type].vec_dot_multi = multi;
 }
 
-static void build(void) {
-    const hachi_kernels *base = hachi_kernels_avx2();
-    table = base ? *base : *hachi_kernels_ref();   /* entries not set below: AVX2's */
-    table.isa = HACHI_ISA_AVX512;
-    table.name = "avx512";
-    set(HACHI_TYPE_F32, hachi_vec_dot_f32_avx512, multi_f32);
-    set(HACHI_TYPE_F16, hachi_vec_dot_f16_avx512, multi_f16);
-    set(HACHI_TYPE_BF16, hachi_vec_dot_bf16_avx512, multi_bf16);
-    set(HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_avx512, multi_q4_0);
-    table.t[HACHI_TYPE_Q4_0].act_extra = act_extra_q4_0;   /* this file's kernel, this file's extras */
-    table.t[HACHI_TYPE_Q4_0].act_prep = act_prep_q4_0;   /* the same extras as AVX2's, so AVX2's vec_dot_x8 stays */
-    set(HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_avx512, multi_q4_1);
-    set(HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_avx512, multi_q5_0);
-    set(HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_avx512, multi_q8_0);
-    set(HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_avx512, multi_q4_K);   /* no extras: AVX2's vec_dot_x8 stays */
-    set(HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_avx512, multi_q5_K);
-    set(HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx512, multi_q6_K);
-    table.t[HACHI_TYPE_F16].to_float = to_float_f16;
-    table.f32_to_f16 = f32_to_f16;
-    table.f16_to_f32 = f16_to_f32;
-    table.dot_f16_multi = dot_f16_multi;
-    table.axpy_f16_multi = axpy_f16_multi;
-}
-
-const hachi_kernels *hachi_kernels_avx512(void) {
-    pthread_once(&table_once, build);
-    return &table;
+/* on a copy of AVX2's table: entries not set below stay AVX2's */
+int hachi_kernels_fill_avx512(hachi_kernels *t) {
+    set(t, HACHI_TYPE_F32, hachi_vec_dot_f32_avx512, multi_f32);
+    set(t, HACHI_TYPE_F16, hachi_vec_dot_f16_avx512, multi_f16);
+    set(t, HACHI_TYPE_BF16, hachi_vec_dot_bf16_avx512, multi_bf16);
+    set(t, HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_avx512, multi_q4_0);
+    t->t[HACHI_TYPE_Q4_0].act_extra = act_extra_q4_0;   /* this file's kernel, this file's extras */
+    t->t[HACHI_TYPE_Q4_0].act_prep = act_prep_q4_0;   /* the same extras as AVX2's, so AVX2's vec_dot_x8 stays */
+    set(t, HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_avx512, multi_q4_1);
+    set(t, HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_avx512, multi_q5_0);
+    set(t, HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_avx512, multi_q8_0);
+    set(t, HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_avx512, multi_q4_K);   /* no extras: AVX2's vec_dot_x8 stays */
+    set(t, HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_avx512, multi_q5_K);
+    set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx512, multi_q6_K);
+    t->t[HACHI_TYPE_F16].to_float = to_float_f16;
+    t->f32_to_f16 = f32_to_f16;
+    t->f16_to_f32 = f16_to_f32;
+    t->dot_f16_multi = dot_f16_multi;
+    t->axpy_f16_multi = axpy_f16_multi;
+    return 1;
 }
 
 #else
-const hachi_kernels *hachi_kernels_avx512(void) { return NULL; }
+int hachi_kernels_fill_avx512(hachi_kernels *t) { (void)t; return 0; }
 #endif
