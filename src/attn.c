@@ -12,7 +12,6 @@
 #include <float.h>
 #include "session.h"
 #include "util.h"
-#include "kernels/attn.h"
 
 typedef struct attn_job {
     hachi_session *s;
@@ -66,7 +65,6 @@ static void attend_range(const attn_job *jb, float *sc, int t, int g, int a, int
     const hachi_session *s = jb->s;
     const hachi_model *m = s->m;
     const hachi_kernels *k = s->kern;
-    const hachi_attn_kernels *ak = s->attn_kern;
     const hachi_layer_plan *lp = &s->lp[jb->l];
     const hachi_kv *kv = &s->kv[lp->kv_index];
     const int hd = lp->head_dim, G = m->n_head / m->n_head_kv, qd = m->n_head * hd;
@@ -81,9 +79,9 @@ static void attend_range(const attn_job *jb, float *sc, int t, int g, int a, int
             for (int j = 0; j < n; j++)
                 dot_f32_multi(hd, sj + (size_t)j * G, (const float *)sgm.k + j * stride + g * hd, q, hd, G);
         else
-            ak->scores_f16(k, hd, n, (const uint16_t *)sgm.k + g * hd, stride, q, G, sj);
+            k->attn_scores_f16(hd, n, (const uint16_t *)sgm.k + g * hd, stride, q, G, sj);
     });
-    ak->softmax(sc, b - a, G, scale, mx, sum);
+    k->attn_softmax(sc, b - a, G, scale, mx, sum);
     memset(acc, 0, (size_t)G * hd * sizeof(float));
     FOR_SEGMENTS(kv, a, b, p0, {
         const float *pj = sc + (size_t)j0 * G;
@@ -91,7 +89,7 @@ static void attend_range(const attn_job *jb, float *sc, int t, int g, int a, int
             for (int j = 0; j < n; j++)
                 axpy_f32_multi(hd, pj + (size_t)j * G, (const float *)sgm.v + j * stride + g * hd, acc, hd, G);
         else
-            ak->values_f16(k, hd, n, (const uint16_t *)sgm.v + g * hd, stride, pj, G, acc);
+            k->attn_values_f16(hd, n, (const uint16_t *)sgm.v + g * hd, stride, pj, G, acc);
     });
 }
 

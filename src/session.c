@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include "session.h"
 #include "util.h"
-#include "kernels/attn.h"
 
 static const int modes[] = {2048, 4096, 8192, 16384, 32768};
 
@@ -75,7 +74,6 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     if (!s) return HACHI_ERR_NOMEM;
     s->m = m;
     s->kern = m->kern;
-    s->attn_kern = hachi_attn_kernels_for(s->kern);
     s->n_ctx = p.n_ctx;
     s->n_batch = HACHI_MIN(p.n_batch, p.n_ctx);
     s->profiling = p.profile;

@@ -42,7 +42,6 @@ typedef struct hachi_profile {
 struct hachi_session {
     const hachi_model *m;
     const hachi_kernels *kern;
-    const struct hachi_attn_kernels *attn_kern;
     hachi_pool *pool;
     int n_ctx, n_batch, pos;
     bool profiling;

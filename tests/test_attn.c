@@ -1,8 +1,8 @@
-/* Attention tile kernels (src/kernels/attn.h) against the per-row fallbacks and the
+/* Attention tile kernels (kernels.h attn_*) against the per-row fallbacks and the
  * scalar softmax: every G and head dim the tiles take and some they hand back. */
 #include <math.h>
 #include "test.h"
-#include "kernels/attn.h"
+#include "kernels/kernels.h"
 #include "util.h"
 
 static float frand(uint64_t *s) {
@@ -12,7 +12,6 @@ static float frand(uint64_t *s) {
 
 TEST(attn_tiles_match_rows) {
     const hachi_kernels *kt = hachi_kernels_best();
-    const hachi_attn_kernels *tiles = hachi_attn_kernels_for(kt);
     const int Gs[] = {1, 2, 4, 8}, hds[] = {32, 64, 256, 512, 40}, nks[] = {1, 3, 33, 200};
     uint64_t seed = 7;
     for (size_t gi = 0; gi < 4; gi++)
@@ -25,8 +24,8 @@ TEST(attn_tiles_match_rows) {
                 float *o1 = calloc((size_t)G * hd, sizeof *o1), *o2 = calloc((size_t)G * hd, sizeof *o2);
                 for (int i = 0; i < nk * stride; i++) { k[i] = hachi_f32_to_f16(frand(&seed)); v[i] = hachi_f32_to_f16(frand(&seed)); }
                 for (int i = 0; i < G * hd; i++) q[i] = frand(&seed);
-                hachi_attn_scores_rows(kt, hd, nk, k, stride, q, G, s1);
-                tiles->scores_f16(kt, hd, nk, k, stride, q, G, s2);
+                for (int j = 0; j < nk; j++) kt->dot_f16_multi(hd, s1 + j * G, k + j * stride, q, hd, G);
+                kt->attn_scores_f16(hd, nk, k, stride, q, G, s2);
                 double worst = 0;
                 for (int i = 0; i < nk * G; i++) worst = fmax(worst, fabs((double)s1[i] - s2[i]));
                 /* |s| <= hd; float sums of hd products differ by a few ulp of hd */
@@ -35,7 +34,7 @@ TEST(attn_tiles_match_rows) {
                 float mx1[8], mx2[8], sum1[8], sum2[8];
                 memcpy(s2, s1, sizeof *s1 * nk * G);
                 hachi_attn_softmax_ref(s1, nk, G, 0.125f, mx1, sum1);
-                tiles->softmax(s2, nk, G, 0.125f, mx2, sum2);
+                kt->attn_softmax(s2, nk, G, 0.125f, mx2, sum2);
                 for (int h = 0; h < G; h++) {
                     CHECKF(mx1[h] == mx2[h], "softmax max G %d head %d: %g vs %g", G, h, mx1[h], mx2[h]);
                     CHECKF(fabs(sum1[h] - sum2[h]) <= 1e-6 * nk * 4, "softmax sum G %d nk %d head %d: %g vs %g", G, nk,
@@ -45,8 +44,8 @@ TEST(attn_tiles_match_rows) {
                 for (int i = 0; i < nk * G; i++) worst = fmax(worst, fabs((double)s1[i] - s2[i]) / (s1[i] + 1e-30));
                 CHECKF(worst <= 2e-6, "softmax exp G %d nk %d: max rel diff %g", G, nk, worst);
 
-                hachi_attn_values_rows(kt, hd, nk, v, stride, s1, G, o1);
-                tiles->values_f16(kt, hd, nk, v, stride, s1, G, o2);
+                for (int j = 0; j < nk; j++) kt->axpy_f16_multi(hd, s1 + j * G, v + j * stride, o1, hd, G);
+                kt->attn_values_f16(hd, nk, v, stride, s1, G, o2);
                 worst = 0;
                 for (int i = 0; i < G * hd; i++) worst = fmax(worst, fabs((double)o1[i] - o2[i]));
                 CHECKF(worst <= 1e-5 * nk, "values G %d hd %d nk %d: max diff %g", G, hd, nk, worst);

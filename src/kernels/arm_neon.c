@@ -507,6 +507,8 @@ static void axpy_f16_multi(int64_t n, const float *a, const uint16_t *v, float *
     }
 }
 
+ATTN_ROWS_FROM(attn_scores_f16, attn_values_f16, dot_f16_multi, axpy_f16_multi)
+
 /* ---------------- the table ---------------- */
 
 static void set(hachi_kernels *t, uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
@@ -526,6 +528,8 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod) {
     t->f16_to_f32 = f16_to_f32;
     t->dot_f16_multi = dot_f16_multi;
     t->axpy_f16_multi = axpy_f16_multi;
+    t->attn_scores_f16 = attn_scores_f16;   /* the softmax stays ref's */
+    t->attn_values_f16 = attn_values_f16;
     if (dotprod) {
         set(t, HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_neon, multi_q4_0);
         t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;   /* the loader repacks Q4_0 rows by 8 */

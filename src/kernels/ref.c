@@ -2,6 +2,7 @@
  * per-ISA files are tested against. Integer dots sum exactly per block, then scale in
  * float as ggml does; float dots accumulate in double. Nothing here is hot unless the
  * CPU has no SIMD table (or HACHI_ISA=ref). */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 #include "kernels/kernels.h"
@@ -275,6 +276,24 @@ void hachi_axpy_f16_multi_ref(int64_t n, const float *a, const uint16_t *v, floa
     }
 }
 
+ATTN_ROWS_FROM(attn_scores_f16_ref, attn_values_f16_ref, hachi_dot_f16_multi_ref, hachi_axpy_f16_multi_ref)
+
+void hachi_attn_softmax_ref(float *x, int n, int G, float scale, float *mx, float *sum) {
+    for (int h = 0; h < G; h++) { mx[h] = -FLT_MAX; sum[h] = 0.0f; }
+    for (int j = 0; j < n; j++)
+        for (int h = 0; h < G; h++) {
+            float *v = &x[(size_t)j * G + h];
+            *v *= scale;
+            if (*v > mx[h]) mx[h] = *v;
+        }
+    for (int j = 0; j < n; j++)
+        for (int h = 0; h < G; h++) {
+            float *v = &x[(size_t)j * G + h];
+            *v = expf(*v - mx[h]);
+            sum[h] += *v;
+        }
+}
+
 /* Gemma's GELU (tanh form) times the up projection, and the logit softcap, with libm's tanhf */
 static void gelu_mul_ref(int64_t n, float *x, const float *g) {
     for (int64_t i = 0; i < n; i++) {
@@ -312,6 +331,9 @@ static const hachi_kernels ref_table = {
     .f16_to_f32 = hachi_f16_to_f32_ref,
     .dot_f16_multi = hachi_dot_f16_multi_ref,
     .axpy_f16_multi = hachi_axpy_f16_multi_ref,
+    .attn_scores_f16 = attn_scores_f16_ref,
+    .attn_values_f16 = attn_values_f16_ref,
+    .attn_softmax = hachi_attn_softmax_ref,
     .gelu_mul = gelu_mul_ref,
     .softcap = softcap_ref,
 };

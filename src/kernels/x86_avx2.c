@@ -728,6 +728,14 @@ static void axpy_f16_multi(int64_t n, const float *a, const uint16_t *v, float *
     }
 }
 
+/* the attention tiles (x86_avx2_attn.c) over this file's per-row kernels */
+static void attn_scores_f16(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, int G, float *s) {
+    hachi_attn_scores_f16_avx2(dot_f16_multi, hd, nk, k, ks, q, G, s);
+}
+static void attn_values_f16(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, float *out) {
+    hachi_attn_values_f16_avx2(axpy_f16_multi, hd, nk, v, vs, p, G, out);
+}
+
 /* ---------------- activations ---------------- */
 
 /* tanh (Cephes tanhf): |x| < 0.625 an odd polynomial, else 1 - 2 / (e^2|x| + 1); sign restored */
@@ -807,6 +815,9 @@ int hachi_kernels_fill_avx2(hachi_kernels *t) {
     t->f16_to_f32 = f16_to_f32;
     t->dot_f16_multi = dot_f16_multi;
     t->axpy_f16_multi = axpy_f16_multi;
+    t->attn_scores_f16 = attn_scores_f16;
+    t->attn_values_f16 = attn_values_f16;
+    t->attn_softmax = hachi_attn_softmax_avx2;
     t->gelu_mul = gelu_mul;
     t->softcap = softcap;
     return 1;

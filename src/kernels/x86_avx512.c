@@ -549,6 +549,14 @@ static void axpy_f16_multi(int64_t n, const float *a, const uint16_t *v, float *
     }
 }
 
+/* AVX2's attention tiles (x86_avx2_attn.c) over this file's per-row kernels */
+static void attn_scores_f16(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, int G, float *s) {
+    hachi_attn_scores_f16_avx2(dot_f16_multi, hd, nk, k, ks, q, G, s);
+}
+static void attn_values_f16(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, float *out) {
+    hachi_attn_values_f16_avx2(axpy_f16_multi, hd, nk, v, vs, p, G, out);
+}
+
 /* ---------------- the table ---------------- */
 
 static void set(hachi_kernels *t, uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
@@ -575,6 +583,8 @@ int hachi_kernels_fill_avx512(hachi_kernels *t) {
     t->f16_to_f32 = f16_to_f32;
     t->dot_f16_multi = dot_f16_multi;
     t->axpy_f16_multi = axpy_f16_multi;
+    t->attn_scores_f16 = attn_scores_f16;   /* the softmax stays AVX2's */
+    t->attn_values_f16 = attn_values_f16;
     return 1;
 }
 
