@@ -12,7 +12,6 @@
 #include <string.h>
 #include "attn.h"
 #include "util.h"
-#include "kernels/attn.h"
 
 typedef struct attn_job {
     const hachi_attn_args *a;
@@ -114,7 +113,7 @@ static void attend_range(const attn_job *jb, float *sc, int t, int g, const int 
 
     for (int pass = 0; pass < 2; pass++) {   /* 0: scores, then the softmax; 1: values */
         if (pass) {
-            hachi_attn_kernels_for(jb->kern)->softmax(sc, b - a, G, A->scale, mx, sum);
+            jb->kern->attn_softmax(sc, b - a, G, A->scale, mx, sum);
             memset(acc, 0, (size_t)G * hd * sizeof(float));
         }
         for (int i = 0, f = 0; i < nr && f < b; f += r[2 * i + 1] - r[2 * i], i++) {

@@ -4,7 +4,6 @@
  * element type a row holds. */
 #include <string.h>
 #include "kv.h"
-#include "kernels/attn.h"
 #include "util.h"
 
 const char *hachi_kv_type_name(hachi_kv_type type) { return type == HACHI_KV_F32 ? "f32" : "f16"; }
@@ -204,8 +203,7 @@ void hachi_kv_scores(const hachi_kv *kv, const hachi_kernels *kern, const hachi_
             }
         }
     } else {
-        hachi_attn_kernels_for(kern)->scores_f16(kern, hd, r->n, (const uint16_t *)r->k + (int64_t)g * hd, stride,
-                                                 q, G, s);
+        kern->attn_scores_f16(hd, r->n, (const uint16_t *)r->k + (int64_t)g * hd, stride, q, G, s);
     }
 }
 
@@ -219,7 +217,6 @@ void hachi_kv_values(const hachi_kv *kv, const hachi_kernels *kern, const hachi_
                 for (int i = 0; i < hd; i++) out[(int64_t)h * hd + i] += p[(size_t)j * G + h] * v[i];
         }
     } else {
-        hachi_attn_kernels_for(kern)->values_f16(kern, hd, r->n, (const uint16_t *)r->v + (int64_t)g * hd, stride,
-                                                 p, G, out);
+        kern->attn_values_f16(hd, r->n, (const uint16_t *)r->v + (int64_t)g * hd, stride, p, G, out);
     }
 }

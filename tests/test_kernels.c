@@ -1,7 +1,9 @@
 /* Kernel tests: every weight type x every ISA table this CPU can run, against (a) the ref
  * table on the same quantized inputs and (b) a double-precision dot of the dequantized
  * inputs; plus quantize round-trip bounds, exhaustive fp16 conversion, the fp16 attention
- * kernels and dispatch. Sizes: one block, odd block counts, 4096 and 12288. */
+ * kernels and dispatch. Sizes: one block, odd block counts, 4096 and 12288. Each SIMD table
+ * must hold its own kernels where its file has them, not ref's: a table that fell back to
+ * ref would pass every comparison against ref. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -11,6 +13,12 @@
 #include "quant.h"
 #include "test.h"
 #include "util.h"
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+#endif
 
 /* Kernel rounding budget, relative to sum|w_i a_i|: integer block sums are exact, so the
  * error is the float scaling and accumulation of at most n/32 partial sums (ref adds them
@@ -283,6 +291,50 @@ static void check_fp16(const hachi_kernels *K) {
         }
 }
 
+/* The entries an ISA's file provides are its own, not its base table's: every weight dot
+ * (NEON's int8 dots only with sdot), the x8 kernels, fp16 conversion and attention rows; on
+ * x86 the Q8_0 activation quantizer, the activations and the softmax; on AVX-512 the float
+ * dots and fp16 kernels are its 512-bit ones, not AVX2's. */
+static void check_own_entries(const hachi_kernels *K) {
+    const hachi_kernels *R = hachi_kernels_ref();
+    const int x86 = K->isa == HACHI_ISA_AVX2 || K->isa == HACHI_ISA_AVX512;
+    int int8 = x86;
+#if defined(__aarch64__)
+    if (K->isa == HACHI_ISA_NEON) int8 = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#endif
+    for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
+        const uint32_t type = weight_types[t];
+        const hachi_type_kernels *k = &K->t[type], *r = &R->t[type];
+        if (r->vec_dot_type != HACHI_TYPE_F32 && !int8) continue;
+        CHECKF(k->vec_dot != r->vec_dot && k->vec_dot_multi != r->vec_dot_multi, "%s %s: vec_dot is ref's", K->name,
+               hachi_type_name(type));
+    }
+    if (int8) {
+        CHECKF(K->t[HACHI_TYPE_Q4_0].vec_dot_x8 && K->t[HACHI_TYPE_Q4_0].vec_dot_x8 != R->t[HACHI_TYPE_Q4_0].vec_dot_x8,
+               "%s q4_0: vec_dot_x8 missing or ref's", K->name);
+        CHECKF(K->t[HACHI_TYPE_Q4_K].vec_dot_x8 && K->t[HACHI_TYPE_Q4_K].vec_dot_x8 != R->t[HACHI_TYPE_Q4_K].vec_dot_x8,
+               "%s q4_K: vec_dot_x8 missing or ref's", K->name);
+    }
+    CHECKF(K->f32_to_f16 != R->f32_to_f16 && K->f16_to_f32 != R->f16_to_f32 && K->dot_f16_multi != R->dot_f16_multi &&
+           K->axpy_f16_multi != R->axpy_f16_multi, "%s: fp16 kernels are ref's", K->name);
+    CHECKF(K->attn_scores_f16 != R->attn_scores_f16 && K->attn_values_f16 != R->attn_values_f16,
+           "%s: attention tiles are ref's", K->name);
+    if (x86) {
+        CHECKF(K->t[HACHI_TYPE_Q8_0].from_float != R->t[HACHI_TYPE_Q8_0].from_float, "%s: q8_0 quantizer is ref's", K->name);
+        CHECKF(K->gelu_mul != R->gelu_mul && K->softcap != R->softcap && K->attn_softmax != R->attn_softmax,
+               "%s: activations or softmax are ref's", K->name);
+    }
+    const hachi_kernels *A = hachi_kernels_get(HACHI_ISA_AVX2);
+    if (K->isa == HACHI_ISA_AVX512 && A) {
+        static const uint32_t wide[] = {HACHI_TYPE_F32, HACHI_TYPE_F16, HACHI_TYPE_BF16};
+        for (size_t t = 0; t < 3; t++)
+            CHECKF(K->t[wide[t]].vec_dot != A->t[wide[t]].vec_dot && K->t[wide[t]].vec_dot_multi != A->t[wide[t]].vec_dot_multi,
+                   "avx512 %s: vec_dot is AVX2's", hachi_type_name(wide[t]));
+        CHECKF(K->dot_f16_multi != A->dot_f16_multi && K->axpy_f16_multi != A->axpy_f16_multi &&
+               K->attn_scores_f16 != A->attn_scores_f16, "avx512: fp16 kernels are AVX2's");
+    }
+}
+
 TEST(kernels_roundtrip) {
     const hachi_kernels *R = hachi_kernels_ref();
     static const uint32_t types[] = {HACHI_TYPE_F32, HACHI_TYPE_F16, HACHI_TYPE_BF16, HACHI_TYPE_Q8_0,
@@ -325,6 +377,7 @@ TEST(kernels_avx2) {
     const hachi_kernels *K = hachi_kernels_get(HACHI_ISA_AVX2);
     if (!K) SKIP("CPU lacks AVX2/FMA/F16C");
     CHECK(K->isa == HACHI_ISA_AVX2);
+    check_own_entries(K);
     check_isa_all_types(K);
 #else
     SKIP("not an x86-64 build");
@@ -336,6 +389,7 @@ TEST(kernels_avx512) {
     const hachi_kernels *K = hachi_kernels_get(HACHI_ISA_AVX512);
     if (!K) SKIP("CPU lacks AVX-512");
     CHECK(K->isa == HACHI_ISA_AVX512);
+    check_own_entries(K);
     check_isa_all_types(K);
 #else
     SKIP("not an x86-64 build");
@@ -348,6 +402,7 @@ TEST(kernels_neon) {
     CHECK(K != NULL);
     if (!K) return;
     CHECK(K->isa == HACHI_ISA_NEON);
+    check_own_entries(K);
     check_isa_all_types(K);
 #else
     SKIP("not an aarch64 build");
@@ -578,6 +633,8 @@ TEST(kernels_dispatch) {
                    "%s: %s entry incomplete", K->name, hachi_type_name(weight_types[t]));
         }
         CHECKF(K->f32_to_f16 && K->f16_to_f32 && K->dot_f16_multi && K->axpy_f16_multi, "%s: fp16 entries", K->name);
+        CHECKF(K->attn_scores_f16 && K->attn_values_f16 && K->attn_softmax, "%s: attention entries", K->name);
+        CHECKF(K->gelu_mul && K->softcap, "%s: activation entries", K->name);
         CHECKF(K->t[HACHI_TYPE_Q8_K].from_float && K->t[HACHI_TYPE_Q8_0].from_float && K->t[HACHI_TYPE_F32].from_float,
                "%s: activation quantizers", K->name);
     }

@@ -1,6 +1,6 @@
 /* kernels/arm_neon: AArch64 NEON kernels, the hot path on ARM64. Int8 dots use sdot
  * (vdotq_s32: 4 s8 products summed into each int32 lane) and are installed only when the
- * CPU reports ASIMDDP; without it the int8 entries stay ref's while the float, fp16 and
+ * CPU reports ASIMDDP (dispatch.c asks); without it the int8 entries stay ref's while the float, fp16 and
  * attention kernels (plain ASIMD) are still used. vec_dot_multi unpacks each weight block
  * once for all rows for Q4_0, Q8_0, Q4_K, Q6_K, F16, F32; other types loop the dot. With
  * sdot, Q4_0 and Q4_K also get vec_dot_x8 (rows interleaved by 8, so the loader repacks them). */
@@ -8,14 +8,9 @@
 
 #if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
 #include <arm_neon.h>
-#include <pthread.h>
 #include <string.h>
-#include <sys/auxv.h>
+#include "kernels/rows.h"
 #include "util.h"
-
-#ifndef HWCAP_ASIMDDP
-#define HWCAP_ASIMDDP (1 << 20)
-#endif
 
 static inline float h2f(uint16_t h) { return hachi_f16_to_f32(h); }
 static inline float32x4_t load_f16(const uint16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
@@ -25,31 +20,6 @@ static inline float id_f32(float x) { return x; }
 static inline float bf2f(uint16_t h) { return hachi_bf16_to_f32(h); }
 
 /* ---------------- float weights ---------------- */
-
-/* Single and multi dots share one accumulation order, so a row's result is bit-identical
- * whether computed alone (decode) or with other rows (verify, prefill): both are the same
- * always-inlined ROWS function, instantiated for R = 1..ROWS_MAX rows whose accumulators
- * live in registers; multi sweeps the activation rows in groups of ROWS_MAX (the weight
- * row, a few KB, stays in L1 between groups). Per row the order never depends on R. */
-#define ROWS_MAX 4
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 16")
-
-/* multi (step 1) or x8 (step 8: 8 outputs per activation row) from ROWS: groups of ROWS_MAX
- * activation rows, then the 1..3 left */
-#define ROWS_FROM(name, rows, step)                                                          \
-    static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
-        const char *a = va;                                                                  \
-        int r = 0;                                                                           \
-        for (; r + ROWS_MAX <= na; r += ROWS_MAX) rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, ROWS_MAX); \
-        switch (na - r) {                                                                    \
-        case 3: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 3); break;        \
-        case 2: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 2); break;        \
-        case 1: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 1); break;        \
-        default: break;                                                                      \
-        }                                                                                    \
-    }
-#define MULTI_FROM_ROWS(name, rows) ROWS_FROM(name, rows, 1)
 
 /* float weights, per row: per 16 elements t = w0*a0 (+ w1*a1 + w2*a2 + w3*a3 by fma),
  * acc += t; then 4 at a time acc = fma(w, a, acc); vaddv; scalar tail in order. */
@@ -91,11 +61,6 @@ void hachi_vec_dot_bf16_neon(int64_t n, float *s, const void *w, const void *a) 
 MULTI_FROM_ROWS(multi_f32, rows_f32)
 MULTI_FROM_ROWS(multi_f16, rows_f16)
 MULTI_FROM_ROWS(multi_bf16, rows_bf16)
-
-#define LOOP_MULTI(name, dot)                                                                \
-    static void name(int64_t n, float *s, const void *w, const void *a, size_t stride, int na) { \
-        for (int r = 0; r < na; r++) dot(n, s + r, w, (const char *)a + (size_t)r * stride); \
-    }
 
 /* ---------------- 32-element blocks x q8_0 ---------------- */
 
@@ -542,48 +507,43 @@ static void axpy_f16_multi(int64_t n, const float *a, const uint16_t *v, float *
     }
 }
 
+ATTN_ROWS_FROM(attn_scores_f16, attn_values_f16, dot_f16_multi, axpy_f16_multi)
+
 /* ---------------- the table ---------------- */
 
-static hachi_kernels table;
-static pthread_once_t table_once = PTHREAD_ONCE_INIT;
-
-static void set(uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
-    table.t[type].vec_dot = dot;
-    table.t[type].vec_dot_multi = multi;
+static void set(hachi_kernels *t, uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
+    t->t[type].vec_dot = dot;
+    t->t[type].vec_dot_multi = multi;
 }
 
-static void build(void) {
-    table = *hachi_kernels_ref();   /* cold entries (and int8 dots without sdot) stay ref's */
-    table.t[HACHI_TYPE_Q4_0].vec_dot_x8 = NULL;   /* without sdot: keep the file's layout */
-    table.t[HACHI_TYPE_Q4_K].vec_dot_x8 = NULL;
-    table.isa = HACHI_ISA_NEON;
-    table.name = "neon";
-    set(HACHI_TYPE_F32, hachi_vec_dot_f32_neon, multi_f32);
-    set(HACHI_TYPE_F16, hachi_vec_dot_f16_neon, multi_f16);
-    set(HACHI_TYPE_BF16, hachi_vec_dot_bf16_neon, multi_bf16);
-    table.t[HACHI_TYPE_F16].to_float = to_float_f16;
-    table.f32_to_f16 = f32_to_f16;
-    table.f16_to_f32 = f16_to_f32;
-    table.dot_f16_multi = dot_f16_multi;
-    table.axpy_f16_multi = axpy_f16_multi;
-    if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) {
-        set(HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_neon, multi_q4_0);
-        table.t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;   /* the loader repacks Q4_0 rows by 8 */
-        set(HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_neon, multi_q4_1);
-        set(HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_neon, multi_q5_0);
-        set(HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_neon, multi_q8_0);
-        set(HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_neon, multi_q4_K);
-        table.t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;   /* and Q4_K rows by 8 */
-        set(HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_neon, multi_q5_K);
-        set(HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_neon, multi_q6_K);
+/* on a copy of ref's table: cold entries (and int8 dots without sdot) stay ref's */
+int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod) {
+    t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = NULL;   /* without sdot: keep the file's layout */
+    t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = NULL;
+    set(t, HACHI_TYPE_F32, hachi_vec_dot_f32_neon, multi_f32);
+    set(t, HACHI_TYPE_F16, hachi_vec_dot_f16_neon, multi_f16);
+    set(t, HACHI_TYPE_BF16, hachi_vec_dot_bf16_neon, multi_bf16);
+    t->t[HACHI_TYPE_F16].to_float = to_float_f16;
+    t->f32_to_f16 = f32_to_f16;
+    t->f16_to_f32 = f16_to_f32;
+    t->dot_f16_multi = dot_f16_multi;
+    t->axpy_f16_multi = axpy_f16_multi;
+    t->attn_scores_f16 = attn_scores_f16;   /* the softmax stays ref's */
+    t->attn_values_f16 = attn_values_f16;
+    if (dotprod) {
+        set(t, HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_neon, multi_q4_0);
+        t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;   /* the loader repacks Q4_0 rows by 8 */
+        set(t, HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_neon, multi_q4_1);
+        set(t, HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_neon, multi_q5_0);
+        set(t, HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_neon, multi_q8_0);
+        set(t, HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_neon, multi_q4_K);
+        t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;   /* and Q4_K rows by 8 */
+        set(t, HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_neon, multi_q5_K);
+        set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_neon, multi_q6_K);
     }
-}
-
-const hachi_kernels *hachi_kernels_neon(void) {
-    pthread_once(&table_once, build);
-    return &table;
+    return 1;
 }
 
 #else
-const hachi_kernels *hachi_kernels_neon(void) { return NULL; }
+int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod) { (void)t; (void)dotprod; return 0; }
 #endif

@@ -1,6 +1,10 @@
-/* kernels/dispatch: picks a kernel table from CPU features, once. A table is handed out
- * only when this build compiled it in (the ISA file returns non-NULL) and the running CPU
- * has the instructions; $HACHI_ISA=ref|avx2|avx512|neon forces one when available.
+/* kernels/dispatch: assembles the kernel table of every ISA and picks one from CPU
+ * features, once. Each table starts as a copy of its base (AVX2 and NEON: ref's, so the
+ * cold entries stay scalar; AVX-512: AVX2's, so it overrides only its 512-bit kernels) and
+ * its ISA file's filler overrides the entries it accelerates. A table exists only when this
+ * build compiled the ISA in (the filler returns 1) and the running CPU has the
+ * instructions (fillers are never run otherwise: their files are built with -m flags);
+ * $HACHI_ISA=ref|avx2|avx512|neon forces one when available.
  * AVX-512 is opt-in ($HACHI_ISA=avx512): its kernels have not yet run on a CPU that has
  * AVX-512 (the project's machines have none), so the automatic choice on such CPUs is the
  * tested AVX2 table. The kernel test still checks the AVX-512 table wherever it can run. */
@@ -10,6 +14,12 @@
 #include "kernels/kernels.h"
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#endif
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
 #endif
 
 static const char *const isa_names[HACHI_ISA_COUNT] = {"ref", "avx2", "avx512", "neon"};
@@ -47,16 +57,53 @@ static int cpu_has(hachi_isa isa) {
     }
 }
 
-const hachi_kernels *hachi_kernels_get(hachi_isa isa) {
-    if (!cpu_has(isa)) return NULL;
-    switch (isa) {
-    case HACHI_ISA_REF: return hachi_kernels_ref();
-    case HACHI_ISA_AVX2: return hachi_kernels_avx2();
-    case HACHI_ISA_AVX512: return hachi_kernels_avx512();
-    case HACHI_ISA_NEON: return hachi_kernels_neon();
-    default: return NULL;
-    }
+static int has_dotprod(void) {
+#if defined(__aarch64__)
+    return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#else
+    return 0;
+#endif
 }
+
+static hachi_kernels tables[HACHI_ISA_COUNT];
+static const hachi_kernels *avail[HACHI_ISA_COUNT];   /* NULL: not compiled in or not on this CPU */
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
+/* isa's table: a copy of base's with isa and name set, then the ISA file's entries */
+static void assemble(hachi_isa isa, hachi_isa base) {
+    if (!avail[base] || !cpu_has(isa)) return;
+    hachi_kernels *t = &tables[isa];
+    *t = *avail[base];
+    t->isa = isa;
+    t->name = isa_names[isa];
+    int ok = 0;
+    switch (isa) {
+    case HACHI_ISA_AVX2: ok = hachi_kernels_fill_avx2(t); break;
+    case HACHI_ISA_AVX512: ok = hachi_kernels_fill_avx512(t); break;
+    case HACHI_ISA_NEON: ok = hachi_kernels_fill_neon(t, has_dotprod()); break;
+    default: break;
+    }
+    if (ok) avail[isa] = t;
+}
+
+static void build_tables(void) {
+    hachi_kernels *r = &tables[HACHI_ISA_REF];
+    hachi_kernels_fill_ref(r);
+    r->isa = HACHI_ISA_REF;
+    r->name = isa_names[HACHI_ISA_REF];
+    avail[HACHI_ISA_REF] = r;
+    assemble(HACHI_ISA_AVX2, HACHI_ISA_REF);
+    assemble(HACHI_ISA_AVX512, HACHI_ISA_AVX2);
+    assemble(HACHI_ISA_NEON, HACHI_ISA_REF);
+}
+
+const hachi_kernels *hachi_kernels_get(hachi_isa isa) {
+    if ((unsigned)isa >= HACHI_ISA_COUNT) return NULL;
+    pthread_once(&tables_once, build_tables);
+    return avail[isa];
+}
+
+const hachi_kernels *hachi_kernels_ref(void) { return hachi_kernels_get(HACHI_ISA_REF); }
 
 static const hachi_kernels *best;
 static pthread_once_t best_once = PTHREAD_ONCE_INIT;

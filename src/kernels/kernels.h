@@ -1,7 +1,7 @@
-/* kernels: the per-ISA kernel table. ref.c (scalar, always built),
- * x86_avx2.c, x86_avx512.c, arm_neon.c fill tables with the same signatures;
- * dispatch.c picks one from CPU features once. Kernels take pointers, lengths
- * and strides only; they never include model headers. */
+/* kernels: the per-ISA kernel table. ref.c (scalar, always built), x86_avx2.c,
+ * x86_avx512.c, arm_neon.c fill in the entries of their ISA with the same signatures;
+ * dispatch.c assembles one table per ISA from them and picks one from CPU features, once.
+ * Kernels take pointers, lengths and strides only; they never include model headers. */
 #ifndef HACHI_KERNELS_H
 #define HACHI_KERNELS_H
 #include <stddef.h>
@@ -38,6 +38,11 @@ typedef void (*hachi_vec_dot_x8_fn)(int64_t n, float *s, const void *w8, const v
 typedef size_t (*hachi_act_extra_fn)(int64_t n);
 typedef void (*hachi_act_prep_fn)(int64_t n, void *a, int64_t b0, int64_t b1);
 
+/* s[j] = dot(q_j, k) for j < m: one fp16 key row against m f32 query rows (stride q_stride) */
+typedef void (*hachi_dot_f16_multi_fn)(int64_t n, float *s, const uint16_t *k, const float *q, int64_t q_stride, int m);
+/* y_j += a[j] * v for j < m: one fp16 value row into m f32 rows (stride y_stride) */
+typedef void (*hachi_axpy_f16_multi_fn)(int64_t n, const float *a, const uint16_t *v, float *y, int64_t y_stride, int m);
+
 typedef struct hachi_type_kernels {
     uint32_t vec_dot_type;            /* what activations are converted to: F32, Q8_0 or Q8_K */
     hachi_to_float_fn to_float;       /* dequantize */
@@ -56,10 +61,17 @@ typedef struct hachi_kernels {
     /* fp16 KV cache and attention */
     void (*f32_to_f16)(const float *x, uint16_t *y, int64_t n);
     void (*f16_to_f32)(const uint16_t *x, float *y, int64_t n);
-    /* s[j] = dot(q_j, k) for j < m: one fp16 key row against m f32 query rows (stride q_stride) */
-    void (*dot_f16_multi)(int64_t n, float *s, const uint16_t *k, const float *q, int64_t q_stride, int m);
-    /* y_j += a[j] * v for j < m: one fp16 value row into m f32 rows (stride y_stride) */
-    void (*axpy_f16_multi)(int64_t n, const float *a, const uint16_t *v, float *y, int64_t y_stride, int m);
+    hachi_dot_f16_multi_fn dot_f16_multi;
+    hachi_axpy_f16_multi_fn axpy_f16_multi;
+    /* attention tiles: G query heads (q, out: G rows of hd floats) share one fp16 K/V head, so
+     * each K and V row is converted once for all G heads. */
+    /* s[j*G + h] = dot(q + h*hd, k + j*k_stride) for j < nk, h < G */
+    void (*attn_scores_f16)(int64_t hd, int nk, const uint16_t *k, int64_t k_stride, const float *q, int G, float *s);
+    /* out[h*hd + d] += sum_j p[j*G + h] * v[j*v_stride + d] for h < G, d < hd */
+    void (*attn_values_f16)(int64_t hd, int nk, const uint16_t *v, int64_t v_stride, const float *p, int G, float *out);
+    /* x[j*G + h] *= scale, then mx[h] = max_j x[j*G + h], x[j*G + h] = exp(x[j*G + h] - mx[h]),
+     * sum[h] = sum_j x[j*G + h], for j < n (n >= 1), h < G */
+    void (*attn_softmax)(float *x, int n, int G, float scale, float *mx, float *sum);
     /* activations: x[i] = gelu_tanh(x[i]) * g[i]; x[i] = cap * tanh(x[i] / cap) */
     void (*gelu_mul)(int64_t n, float *x, const float *g);
     void (*softcap)(int64_t n, float *x, float cap);
@@ -67,14 +79,29 @@ typedef struct hachi_kernels {
 
 /* The table of one ISA: NULL when not compiled in or the CPU lacks it. */
 const hachi_kernels *hachi_kernels_get(hachi_isa isa);
+/* The scalar reference table, hachi_kernels_get(HACHI_ISA_REF) (always there). */
+const hachi_kernels *hachi_kernels_ref(void);
 /* The best table for this CPU ($HACHI_ISA=ref|avx2|avx512|neon forces one if available). */
 const hachi_kernels *hachi_kernels_best(void);
 const char *hachi_isa_name(hachi_isa isa);
 
-/* Per-ISA fillers (each file defines its own; absent ISAs return NULL). */
-const hachi_kernels *hachi_kernels_ref(void);
-const hachi_kernels *hachi_kernels_avx2(void);
-const hachi_kernels *hachi_kernels_avx512(void);
-const hachi_kernels *hachi_kernels_neon(void);
+/* Per-ISA fillers, called once by dispatch.c (the one place that assembles the tables) and
+ * only for an ISA the CPU has. ref.c's sets every entry. The others get a copy of their base
+ * table (AVX2 and NEON: ref's; AVX-512: AVX2's) with isa and name set, override the entries
+ * they accelerate and return 1, or return 0 when the ISA is not compiled in. */
+void hachi_kernels_fill_ref(hachi_kernels *t);
+int hachi_kernels_fill_avx2(hachi_kernels *t);
+int hachi_kernels_fill_avx512(hachi_kernels *t);
+int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod);   /* dotprod: the CPU has sdot (ASIMDDP) */
+
+/* Kernels the ISA files share. ref.c's scalar softmax (also the AVX2 one's fallback);
+ * x86_avx2_attn.c's register-blocked attention tiles, used by the AVX2 and AVX-512 tables:
+ * the shapes they do not take go to the table's own per-row kernel given as rows. */
+void hachi_attn_softmax_ref(float *x, int n, int G, float scale, float *mx, float *sum);
+void hachi_attn_scores_f16_avx2(hachi_dot_f16_multi_fn rows, int64_t hd, int nk, const uint16_t *k, int64_t k_stride,
+                                const float *q, int G, float *s);
+void hachi_attn_values_f16_avx2(hachi_axpy_f16_multi_fn rows, int64_t hd, int nk, const uint16_t *v, int64_t v_stride,
+                                const float *p, int G, float *out);
+void hachi_attn_softmax_avx2(float *x, int n, int G, float scale, float *mx, float *sum);
 
 #endif

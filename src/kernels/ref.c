@@ -2,9 +2,11 @@
  * per-ISA files are tested against. Integer dots sum exactly per block, then scale in
  * float as ggml does; float dots accumulate in double. Nothing here is hot unless the
  * CPU has no SIMD table (or HACHI_ISA=ref). */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 #include "kernels/kernels.h"
+#include "kernels/rows.h"
 #include "util.h"
 
 /* ---- float weights: activations stay f32 ---- */
@@ -234,20 +236,16 @@ void hachi_vec_dot_q6_K_q8_K_ref(int64_t n, float *s, const void *vw, const void
 
 /* ---- multi-row: the reference just loops the single dot ---- */
 
-#define REF_MULTI(name, dot)                                                     \
-    static void name(int64_t n, float *s, const void *w, const void *a, size_t stride, int na) { \
-        for (int r = 0; r < na; r++) dot(n, s + r, w, (const char *)a + (size_t)r * stride);  \
-    }
-REF_MULTI(multi_f32, hachi_vec_dot_f32_ref)
-REF_MULTI(multi_f16, hachi_vec_dot_f16_ref)
-REF_MULTI(multi_bf16, hachi_vec_dot_bf16_ref)
-REF_MULTI(multi_q4_0, hachi_vec_dot_q4_0_q8_0_ref)
-REF_MULTI(multi_q4_1, hachi_vec_dot_q4_1_q8_0_ref)
-REF_MULTI(multi_q5_0, hachi_vec_dot_q5_0_q8_0_ref)
-REF_MULTI(multi_q8_0, hachi_vec_dot_q8_0_q8_0_ref)
-REF_MULTI(multi_q4_K, hachi_vec_dot_q4_K_q8_K_ref)
-REF_MULTI(multi_q5_K, hachi_vec_dot_q5_K_q8_K_ref)
-REF_MULTI(multi_q6_K, hachi_vec_dot_q6_K_q8_K_ref)
+LOOP_MULTI(multi_f32, hachi_vec_dot_f32_ref)
+LOOP_MULTI(multi_f16, hachi_vec_dot_f16_ref)
+LOOP_MULTI(multi_bf16, hachi_vec_dot_bf16_ref)
+LOOP_MULTI(multi_q4_0, hachi_vec_dot_q4_0_q8_0_ref)
+LOOP_MULTI(multi_q4_1, hachi_vec_dot_q4_1_q8_0_ref)
+LOOP_MULTI(multi_q5_0, hachi_vec_dot_q5_0_q8_0_ref)
+LOOP_MULTI(multi_q8_0, hachi_vec_dot_q8_0_q8_0_ref)
+LOOP_MULTI(multi_q4_K, hachi_vec_dot_q4_K_q8_K_ref)
+LOOP_MULTI(multi_q5_K, hachi_vec_dot_q5_K_q8_K_ref)
+LOOP_MULTI(multi_q6_K, hachi_vec_dot_q6_K_q8_K_ref)
 
 /* ---- conversions and attention over an fp16 KV cache ---- */
 
@@ -278,6 +276,24 @@ void hachi_axpy_f16_multi_ref(int64_t n, const float *a, const uint16_t *v, floa
     }
 }
 
+ATTN_ROWS_FROM(attn_scores_f16_ref, attn_values_f16_ref, hachi_dot_f16_multi_ref, hachi_axpy_f16_multi_ref)
+
+void hachi_attn_softmax_ref(float *x, int n, int G, float scale, float *mx, float *sum) {
+    for (int h = 0; h < G; h++) { mx[h] = -FLT_MAX; sum[h] = 0.0f; }
+    for (int j = 0; j < n; j++)
+        for (int h = 0; h < G; h++) {
+            float *v = &x[(size_t)j * G + h];
+            *v *= scale;
+            if (*v > mx[h]) mx[h] = *v;
+        }
+    for (int j = 0; j < n; j++)
+        for (int h = 0; h < G; h++) {
+            float *v = &x[(size_t)j * G + h];
+            *v = expf(*v - mx[h]);
+            sum[h] += *v;
+        }
+}
+
 /* Gemma's GELU (tanh form) times the up projection, and the logit softcap, with libm's tanhf */
 static void gelu_mul_ref(int64_t n, float *x, const float *g) {
     for (int64_t i = 0; i < n; i++) {
@@ -294,8 +310,6 @@ static void softcap_ref(int64_t n, float *x, float cap) {
 #define T_ENTRY(vdt, tof, fromf, dot, multi) \
     {.vec_dot_type = vdt, .to_float = tof, .from_float = fromf, .vec_dot = dot, .vec_dot_multi = multi}
 static const hachi_kernels ref_table = {
-    .isa = HACHI_ISA_REF,
-    .name = "ref",
     .t = {
         [HACHI_TYPE_F32]  = T_ENTRY(HACHI_TYPE_F32, copy_f32, copy_from_f32, hachi_vec_dot_f32_ref, multi_f32),
         [HACHI_TYPE_F16]  = T_ENTRY(HACHI_TYPE_F32, hachi_dequantize_row_f16, hachi_quantize_row_f16_ref, hachi_vec_dot_f16_ref, multi_f16),
@@ -317,8 +331,11 @@ static const hachi_kernels ref_table = {
     .f16_to_f32 = hachi_f16_to_f32_ref,
     .dot_f16_multi = hachi_dot_f16_multi_ref,
     .axpy_f16_multi = hachi_axpy_f16_multi_ref,
+    .attn_scores_f16 = attn_scores_f16_ref,
+    .attn_values_f16 = attn_values_f16_ref,
+    .attn_softmax = hachi_attn_softmax_ref,
     .gelu_mul = gelu_mul_ref,
     .softcap = softcap_ref,
 };
 
-const hachi_kernels *hachi_kernels_ref(void) { return &ref_table; }
+void hachi_kernels_fill_ref(hachi_kernels *t) { *t = ref_table; }

@@ -12,8 +12,8 @@
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
+#include "kernels/rows.h"
 #include "kernels/x86_avx2_exp.h"
-#include <pthread.h>
 #include <string.h>
 #include "util.h"
 
@@ -72,31 +72,6 @@ static inline __m256 load_bf16(const uint16_t *p) {
 }
 static inline __m256 load_f32(const float *p) { return _mm256_loadu_ps(p); }
 
-/* Single and multi dots share one accumulation order, so a row's result is bit-identical
- * whether computed alone (decode) or with other rows (verify, prefill): both are the same
- * always-inlined ROWS function, instantiated for R = 1..ROWS_MAX rows whose accumulators
- * live in registers; multi sweeps the activation rows in groups of ROWS_MAX (the weight
- * row, a few KB, stays in L1 between groups). Per row the order never depends on R. */
-#define ROWS_MAX 4
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 16")
-
-/* multi (step 1) or x8 (step 8: 8 outputs per activation row) from ROWS: groups of ROWS_MAX
- * activation rows, then the 1..3 left */
-#define ROWS_FROM(name, rows, step)                                                          \
-    static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
-        const char *a = va;                                                                  \
-        int r = 0;                                                                           \
-        for (; r + ROWS_MAX <= na; r += ROWS_MAX) rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, ROWS_MAX); \
-        switch (na - r) {                                                                    \
-        case 3: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 3); break;        \
-        case 2: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 2); break;        \
-        case 1: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 1); break;        \
-        default: break;                                                                      \
-        }                                                                                    \
-    }
-#define MULTI_FROM_ROWS(name, rows) ROWS_FROM(name, rows, 1)
-
 /* float weights, per row: per 32 elements t = w0*a0 (+ w1*a1 + w2*a2 + w3*a3 by fma),
  * acc += t; then 8 at a time acc = fma(w, a, acc); hsum; scalar tail in order. */
 #define FLOAT_ROWS(name, wtype, load, scalar)                                                \
@@ -141,12 +116,6 @@ void hachi_vec_dot_bf16_avx2(int64_t n, float *s, const void *w, const void *a) 
 MULTI_FROM_ROWS(multi_f32, rows_f32)
 MULTI_FROM_ROWS(multi_f16, rows_f16)
 MULTI_FROM_ROWS(multi_bf16, rows_bf16)
-
-/* multi for the types without a block-shared path: loop the single dot */
-#define LOOP_MULTI(name, dot)                                                                \
-    static void name(int64_t n, float *s, const void *w, const void *a, size_t stride, int na) { \
-        for (int r = 0; r < na; r++) dot(n, s + r, w, (const char *)a + (size_t)r * stride); \
-    }
 
 /* ---------------- 32-element blocks x q8_0 ---------------- */
 
@@ -759,6 +728,14 @@ static void axpy_f16_multi(int64_t n, const float *a, const uint16_t *v, float *
     }
 }
 
+/* the attention tiles (x86_avx2_attn.c) over this file's per-row kernels */
+static void attn_scores_f16(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, int G, float *s) {
+    hachi_attn_scores_f16_avx2(dot_f16_multi, hd, nk, k, ks, q, G, s);
+}
+static void attn_values_f16(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, float *out) {
+    hachi_attn_values_f16_avx2(axpy_f16_multi, hd, nk, v, vs, p, G, out);
+}
+
 /* ---------------- activations ---------------- */
 
 /* tanh (Cephes tanhf): |x| < 0.625 an odd polynomial, else 1 - 2 / (e^2|x| + 1); sign restored */
@@ -811,47 +788,41 @@ static void softcap(int64_t n, float *x, float cap) {
 
 /* ---------------- the table ---------------- */
 
-static hachi_kernels table;
-static pthread_once_t table_once = PTHREAD_ONCE_INIT;
-
-static void set(uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
-    table.t[type].vec_dot = dot;
-    table.t[type].vec_dot_multi = multi;
+static void set(hachi_kernels *t, uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
+    t->t[type].vec_dot = dot;
+    t->t[type].vec_dot_multi = multi;
 }
 
-static void build(void) {
-    table = *hachi_kernels_ref();   /* cold entries stay ref's */
-    table.isa = HACHI_ISA_AVX2;
-    table.name = "avx2";
-    set(HACHI_TYPE_F32, hachi_vec_dot_f32_avx2, multi_f32);
-    set(HACHI_TYPE_F16, hachi_vec_dot_f16_avx2, multi_f16);
-    set(HACHI_TYPE_BF16, hachi_vec_dot_bf16_avx2, multi_bf16);
-    set(HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_avx2, multi_q4_0);
-    table.t[HACHI_TYPE_Q4_0].act_extra = act_extra_q4_0;
-    table.t[HACHI_TYPE_Q4_0].act_prep = act_prep_q4_0;
-    table.t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;
-    set(HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_avx2, multi_q4_1);
-    set(HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_avx2, multi_q5_0);
-    set(HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_avx2, multi_q8_0);
-    set(HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_avx2, multi_q4_K);
-    table.t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;   /* the loader repacks Q4_K rows by 8 too */
-    set(HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_avx2, multi_q5_K);
-    set(HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx2, multi_q6_K);
-    table.t[HACHI_TYPE_F16].to_float = to_float_f16;
-    table.t[HACHI_TYPE_Q8_0].from_float = quantize_row_q8_0;
-    table.f32_to_f16 = f32_to_f16;
-    table.f16_to_f32 = f16_to_f32;
-    table.dot_f16_multi = dot_f16_multi;
-    table.axpy_f16_multi = axpy_f16_multi;
-    table.gelu_mul = gelu_mul;
-    table.softcap = softcap;
-}
-
-const hachi_kernels *hachi_kernels_avx2(void) {
-    pthread_once(&table_once, build);
-    return &table;
+/* on a copy of ref's table: the cold entries stay ref's */
+int hachi_kernels_fill_avx2(hachi_kernels *t) {
+    set(t, HACHI_TYPE_F32, hachi_vec_dot_f32_avx2, multi_f32);
+    set(t, HACHI_TYPE_F16, hachi_vec_dot_f16_avx2, multi_f16);
+    set(t, HACHI_TYPE_BF16, hachi_vec_dot_bf16_avx2, multi_bf16);
+    set(t, HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_avx2, multi_q4_0);
+    t->t[HACHI_TYPE_Q4_0].act_extra = act_extra_q4_0;
+    t->t[HACHI_TYPE_Q4_0].act_prep = act_prep_q4_0;
+    t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;
+    set(t, HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_avx2, multi_q4_1);
+    set(t, HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_avx2, multi_q5_0);
+    set(t, HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_avx2, multi_q8_0);
+    set(t, HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_avx2, multi_q4_K);
+    t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;   /* the loader repacks Q4_K rows by 8 too */
+    set(t, HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_avx2, multi_q5_K);
+    set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx2, multi_q6_K);
+    t->t[HACHI_TYPE_F16].to_float = to_float_f16;
+    t->t[HACHI_TYPE_Q8_0].from_float = quantize_row_q8_0;
+    t->f32_to_f16 = f32_to_f16;
+    t->f16_to_f32 = f16_to_f32;
+    t->dot_f16_multi = dot_f16_multi;
+    t->axpy_f16_multi = axpy_f16_multi;
+    t->attn_scores_f16 = attn_scores_f16;
+    t->attn_values_f16 = attn_values_f16;
+    t->attn_softmax = hachi_attn_softmax_avx2;
+    t->gelu_mul = gelu_mul;
+    t->softcap = softcap;
+    return 1;
 }
 
 #else
-const hachi_kernels *hachi_kernels_avx2(void) { return NULL; }
+int hachi_kernels_fill_avx2(hachi_kernels *t) { (void)t; return 0; }
 #endif

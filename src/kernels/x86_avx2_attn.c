@@ -1,14 +1,16 @@
 /* x86_avx2_attn: register-blocked attention tiles for G = 4 or 8 query heads
- * per K/V head (other G, or head dims not a multiple of 16, fall back to the
- * per-row kernels). Scores: one K row converted once, G accumulators (G
+ * per K/V head, the attention entries of the AVX2 and AVX-512 tables (other G,
+ * or head dims not a multiple of 8 (scores) or 16 (values), go to the table's
+ * per-row kernel passed as rows; softmax to ref's). Scores: one K row converted once, G accumulators (G
  * independent FMA chains), a transposing horizontal sum, the row 4 keys ahead
  * prefetched line by line. Values: keys in tiles of 8 (the V tile stays in L1,
  * the next one is prefetched a few lines at a time), 4 heads x 16 dims of output
  * in registers, each V element converted once per 4 heads. */
-#include "kernels/attn.h"
+#include "kernels/kernels.h"
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
+#include "kernels/rows.h"
 #include "kernels/x86_avx2_exp.h"
 
 #define VTILE 8   /* keys per tile: 8 V rows stream in parallel (32 were ~20% slower from DRAM) */
@@ -82,12 +84,12 @@ static void scores_g4(int64_t hd, int nk, const uint16_t *k, int64_t ks, const f
     }
 }
 
-static void scores(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *k, int64_t ks,
-                   const float *q, int G, float *s) {
-    if (hd % 8) hachi_attn_scores_rows(kt, hd, nk, k, ks, q, G, s);
+void hachi_attn_scores_f16_avx2(hachi_dot_f16_multi_fn rows, int64_t hd, int nk, const uint16_t *k, int64_t ks,
+                                const float *q, int G, float *s) {
+    if (hd % 8) attn_scores_rows(rows, hd, nk, k, ks, q, G, s);
     else if (G == 8) scores_g8(hd, nk, k, ks, q, s);
     else if (G == 4) scores_g4(hd, nk, k, ks, q, s);
-    else hachi_attn_scores_rows(kt, hd, nk, k, ks, q, G, s);
+    else attn_scores_rows(rows, hd, nk, k, ks, q, G, s);
 }
 
 /* out rows h0..h0+3 += p[j*G + h] * v_j over one tile of keys. The nn rows at next
@@ -126,9 +128,9 @@ static void values_4heads(int64_t hd, int nk, const uint16_t *v, int64_t vs, con
     }
 }
 
-static void values(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *v, int64_t vs,
-                   const float *p, int G, float *out) {
-    if (hd % 16 || (G != 4 && G != 8)) { hachi_attn_values_rows(kt, hd, nk, v, vs, p, G, out); return; }
+void hachi_attn_values_f16_avx2(hachi_axpy_f16_multi_fn rows, int64_t hd, int nk, const uint16_t *v, int64_t vs,
+                                const float *p, int G, float *out) {
+    if (hd % 16 || (G != 4 && G != 8)) { attn_values_rows(rows, hd, nk, v, vs, p, G, out); return; }
     for (int j0 = 0; j0 < nk; j0 += VTILE) {
         const int n = nk - j0 < VTILE ? nk - j0 : VTILE, left = nk - j0 - n;
         const uint16_t *tile = v + (size_t)j0 * vs;
@@ -139,7 +141,7 @@ static void values(const hachi_kernels *kt, int64_t hd, int nk, const uint16_t *
 }
 
 /* G = 8: one vector per key; G = 4: two keys per vector, the halves' maxima combined */
-static void softmax(float *x, int n, int G, float scale, float *mx, float *sum) {
+void hachi_attn_softmax_avx2(float *x, int n, int G, float scale, float *mx, float *sum) {
     if ((G != 8 && G != 4) || (int64_t)n * G % 8) { hachi_attn_softmax_ref(x, n, G, scale, mx, sum); return; }
     const int nv = n * G / 8;
     const __m256 sc = _mm256_set1_ps(scale);
@@ -161,10 +163,4 @@ static void softmax(float *x, int n, int G, float scale, float *mx, float *sum) 
     _mm256_storeu_ps(sb, acc);
     for (int h = 0; h < G; h++) { mx[h] = mb[h]; sum[h] = G == 4 ? sb[h] + sb[h + 4] : sb[h]; }
 }
-
-static const hachi_attn_kernels table = {"avx2", scores, values, softmax};
-
-const hachi_attn_kernels *hachi_attn_kernels_avx2(void) { return &table; }
-#else
-const hachi_attn_kernels *hachi_attn_kernels_avx2(void) { return 0; }
 #endif

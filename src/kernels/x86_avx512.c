@@ -1,17 +1,15 @@
-/* kernels/x86_avx512: AVX-512 (F/BW/VL/DQ) + VNNI kernels. The int8 dots mirror the AVX2
- * file line for line, with VNNI fusions that compute the same exact integers: vpdpbusd
- * replaces maddubs + madd(ones) (u8 x s8, 4 products into each int32 lane), and vpdpwssd
- * replaces madd(scale) + add for the K-quants' per-sub-block scales. They stay 256-bit
- * (one 32-element block per vector, no zmm frequency penalty on the hot int8 path); the
- * float dots, fp16 conversion and attention kernels use 512-bit vectors. Entries not
- * defined here come from the AVX2 table (an AVX-512 CPU has AVX2). */
+/* kernels/x86_avx512: the kernels that are really 512-bit: the float weight dots (F32, F16,
+ * BF16; 16 lanes), fp16 conversion and the per-row fp16 attention kernels, on which the AVX2
+ * attention tiles fall back. Every other entry is the AVX2 table's (dispatch.c starts this
+ * table from a copy of it): the int8 dots stay 256-bit there (one 32-element block per
+ * vector, no zmm frequency penalty on the hot int8 path). Built with the F/BW/VL/DQ/VNNI
+ * flags that dispatch.c checks the CPU for. */
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
     defined(__AVX512DQ__) && defined(__AVX512VNNI__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
-#include <pthread.h>
-#include <string.h>
+#include "kernels/rows.h"
 #include "util.h"
 
 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
@@ -19,47 +17,6 @@ static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 /* The multi kernels do so much work per weight byte that the out-of-order window no longer
  * reaches the next cache lines: prefetch the weight stream explicitly, 1 KiB ahead. */
 #define PREFETCH(p) _mm_prefetch((const char *)(p) + 1024, _MM_HINT_T0)
-
-static inline float hsum_ps(__m256 v) {
-    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    x = _mm_add_ss(x, _mm_movehdup_ps(x));
-    return _mm_cvtss_f32(x);
-}
-
-static inline float hsum_ps128(__m128 x) {
-    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    x = _mm_add_ss(x, _mm_movehdup_ps(x));
-    return _mm_cvtss_f32(x);
-}
-
-/* 16 bytes of nibbles -> 32 bytes: byte j (j < 16) = low nibble of qs[j] (element j),
- * byte 16 + j = high nibble of qs[j] (element j + 16), matching the q4_0 layout. */
-static inline __m256i nibbles_32(const uint8_t *qs) {
-    const __m128i t = _mm_loadu_si128((const __m128i *)qs);
-    const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
-    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
-}
-
-/* 32 bits -> 32 bytes, byte k = 0xFF where bit k is set (q5_0's qh) */
-static inline __m256i bytes_from_bits_32(const uint8_t *p) {
-    uint32_t x;
-    memcpy(&x, p, 4);
-    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
-    __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), shuf);   /* byte k = source byte k/8 */
-    b = _mm256_or_si256(b, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));    /* all bits but k%8 */
-    return _mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1));
-}
-
-/* int32 sums of 4 adjacent x*y products for signed x, y (|x| <= 127): sign moves onto y,
- * then one vpdpbusd (|x| unsigned, sign(y, x) signed) */
-static inline __m256i dot_i8_pairs(__m256i ax, __m256i sy) {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sy);
-}
-
-static inline __m256 dot_s8_f(__m256i x, __m256i y) {
-    return _mm256_cvtepi32_ps(dot_i8_pairs(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)));
-}
 
 /* ---------------- float weights (512-bit) ---------------- */
 
@@ -71,29 +28,6 @@ static inline __m512 load16_bf16(const uint16_t *p) {
 static inline __m512 load16_f32(const float *p) { return _mm512_loadu_ps(p); }
 static inline float id_f32(float x) { return x; }
 static inline float bf2f(uint16_t h) { return hachi_bf16_to_f32(h); }
-
-/* Single and multi dots share one accumulation order, so a row's result is bit-identical
- * whether computed alone (decode) or with other rows (verify, prefill): both are the same
- * always-inlined ROWS function, instantiated for R = 1..ROWS_MAX rows whose accumulators
- * live in registers; multi sweeps the activation rows in groups of ROWS_MAX (the weight
- * row, a few KB, stays in L1 between groups). Per row the order never depends on R. */
-#define ROWS_MAX 4
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 16")
-
-/* multi from ROWS: groups of ROWS_MAX rows, then the 1..3 left */
-#define MULTI_FROM_ROWS(name, rows)                                                          \
-    static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
-        const char *a = va;                                                                  \
-        int r = 0;                                                                           \
-        for (; r + ROWS_MAX <= na; r += ROWS_MAX) rows(n, s + r, w, a + (size_t)r * stride, stride, ROWS_MAX); \
-        switch (na - r) {                                                                    \
-        case 3: rows(n, s + r, w, a + (size_t)r * stride, stride, 3); break;                 \
-        case 2: rows(n, s + r, w, a + (size_t)r * stride, stride, 2); break;                 \
-        case 1: rows(n, s + r, w, a + (size_t)r * stride, stride, 1); break;                 \
-        default: break;                                                                      \
-        }                                                                                    \
-    }
 
 /* float weights, per row: per 64 elements t = w0*a0 (+ w1*a1 + w2*a2 + w3*a3 by fma),
  * acc += t; then 16 at a time acc = fma(w, a, acc); reduce; scalar tail in order. */
@@ -137,376 +71,6 @@ void hachi_vec_dot_bf16_avx512(int64_t n, float *s, const void *w, const void *a
 MULTI_FROM_ROWS(multi_f32, rows_f32)
 MULTI_FROM_ROWS(multi_f16, rows_f16)
 MULTI_FROM_ROWS(multi_bf16, rows_bf16)
-
-/* multi for the types without a block-shared path: loop the single dot */
-#define LOOP_MULTI(name, dot)                                                                \
-    static void name(int64_t n, float *s, const void *w, const void *a, size_t stride, int na) { \
-        for (int r = 0; r < na; r++) dot(n, s + r, w, (const char *)a + (size_t)r * stride); \
-    }
-
-/* ---------------- 32-element blocks x q8_0 ---------------- */
-
-/* |x| . sign(y, x) of one q8_0 activation block: 8 int32 sums of 4 products */
-static inline __m256i q8_dot(__m256i ax, __m256i x, const block_q8_0 *a) {
-    return dot_i8_pairs(ax, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), x));
-}
-/* the fp16 scales at p0, p1 as floats [d0 d1 d0 d1 d0 d1 d0 d1] */
-static inline __m256 f16_pair(const uint16_t *p0, const uint16_t *p1) {
-    const __m128i h = _mm_insert_epi16(_mm_cvtsi32_si128(*p0), *p1, 1);
-    return _mm256_cvtph_ps(_mm_broadcastd_epi32(h));
-}
-/* two blocks' int32 sums folded into one vector, lanes alternating block 0, block 1 (exact) */
-static inline __m256i fold_pair(__m256i v0, __m256i v1) {
-    return _mm256_add_epi32(_mm256_unpacklo_epi32(v0, v1), _mm256_unpackhi_epi32(v0, v1));
-}
-static inline __m256i unpack_q8_0(const block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
-
-/* 32-element weight blocks x q8_0, per row: per pair of blocks the two int32 sum vectors are
- * folded into one (lanes alternating the blocks), converted once and scaled by
- * [dw0*da0, dw1*da1, ...] in one fma: acc = fma(s, v, acc); an odd last block
- * acc = fma(dw*da, v, acc). The unpacked pair, |x| and the weight scales stay in registers
- * for all R rows. */
-#define Q32_ROWS(name, wtype, unpack)                                                        \
-    static ALWAYS_INLINE void name(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) { \
-        const wtype *w = vw;                                                                 \
-        const int64_t nb = n / 32;                                                           \
-        __m256 acc[ROWS_MAX];                                                                \
-        UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();                     \
-        int64_t i = 0;                                                                       \
-        for (; i + 2 <= nb; i += 2) {                                                        \
-            PREFETCH(w + i);                                                                 \
-            const __m256i x0 = unpack(w + i), x1 = unpack(w + i + 1);                        \
-            const __m256i ax0 = _mm256_sign_epi8(x0, x0), ax1 = _mm256_sign_epi8(x1, x1);    \
-            const __m256 dw = f16_pair(&w[i].d, &w[i + 1].d);                                \
-            UNROLL for (int r = 0; r < R; r++) {                                             \
-                const block_q8_0 *a = (const block_q8_0 *)(va + (size_t)r * stride) + i;    \
-                const __m256i v = fold_pair(q8_dot(ax0, x0, a), q8_dot(ax1, x1, a + 1));     \
-                const __m256 sc = _mm256_mul_ps(dw, f16_pair(&a[0].d, &a[1].d));             \
-                acc[r] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(v), acc[r]);                 \
-            }                                                                                \
-        }                                                                                    \
-        if (i < nb) {                                                                        \
-            const __m256i x0 = unpack(w + i), ax0 = _mm256_sign_epi8(x0, x0);                \
-            const float d0 = h2f(w[i].d);                                                    \
-            UNROLL for (int r = 0; r < R; r++) {                                             \
-                const block_q8_0 *a = (const block_q8_0 *)(va + (size_t)r * stride) + i;    \
-                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * h2f(a->d)),                     \
-                                         _mm256_cvtepi32_ps(q8_dot(ax0, x0, a)), acc[r]);    \
-            }                                                                                \
-        }                                                                                    \
-        UNROLL for (int r = 0; r < R; r++) s[r] = hsum_ps(acc[r]);                           \
-    }
-Q32_ROWS(rows_q8_0, block_q8_0, unpack_q8_0)
-void hachi_vec_dot_q8_0_q8_0_avx512(int64_t n, float *s, const void *w, const void *a) { rows_q8_0(n, s, w, a, 0, 1); }
-MULTI_FROM_ROWS(multi_q8_0, rows_q8_0)
-
-/* q4_0 x q8_0 with activation extras, as in the AVX2 file (same extras layout, same
- * arithmetic): the unsigned nibbles q go into vpdpbusd as they are (the same exact int32 as
- * maddubs + madd(ones)), sum(x*y) = sum(q*y) - 8*sum(y) with 8*sum(y) precomputed per block.
- * Extras: per group of 4 q8_0 blocks, 32 bytes: int32 8*sum(qs) of each block, then float
- * d of each block (0 past the last block). */
-#define Q4_0_GROUP 4
-static size_t act_extra_q4_0(int64_t n) { return (size_t)((n / QK8_0 + Q4_0_GROUP - 1) / Q4_0_GROUP) * 32; }
-static void act_prep_q4_0(int64_t n, void *va, int64_t b0, int64_t b1) {
-    const int64_t nb = n / QK8_0;
-    const block_q8_0 *a = va;
-    char *ex = (char *)va + nb * (int64_t)sizeof(block_q8_0);
-    for (int64_t g = b0 / Q4_0_GROUP; g * Q4_0_GROUP < b1; g++) {
-        int32_t sums[Q4_0_GROUP] = {0};
-        float d[Q4_0_GROUP] = {0};
-        for (int k = 0; k < Q4_0_GROUP && g * Q4_0_GROUP + k < nb; k++) {
-            const block_q8_0 *b = a + g * Q4_0_GROUP + k;
-            const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
-                                                  _mm256_loadu_si256((const __m256i *)b->qs));
-            __m128i t = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
-            t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
-            t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
-            sums[k] = 8 * _mm_cvtsi128_si32(t);
-            d[k] = h2f(b->d);
-        }
-        memcpy(ex + 32 * g, sums, 16);
-        memcpy(ex + 32 * g + 16, d, 16);
-    }
-}
-
-/* the 32 unsigned nibbles of a q4_0 block: bytes 0..15 low nibbles, 16..31 high nibbles */
-static ALWAYS_INLINE __m256i q4_0_nibbles(const block_q4_0 *b) {
-    const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b->qs));
-    return _mm256_and_si256(_mm256_srlv_epi64(t, _mm256_set_epi64x(4, 4, 0, 0)), _mm256_set1_epi8(0x0F));
-}
-/* the fp16 scales of 4 consecutive q4_0 blocks as floats [d0 d1 d2 d3 d0 d1 d2 d3] */
-static ALWAYS_INLINE __m256 q4_0_scales4(const block_q4_0 *w) {
-    const uint64_t h = (uint64_t)w[0].d | (uint64_t)w[1].d << 16 | (uint64_t)w[2].d << 32 | (uint64_t)w[3].d << 48;
-    const __m128 f = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)h));
-    return _mm256_set_m128(f, f);
-}
-/* int32 partial sums of q*y of one block, 4 adjacent products per lane */
-static ALWAYS_INLINE __m256i q4_0_dot(__m256i q, const block_q8_0 *a) {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, _mm256_loadu_si256((const __m256i *)a->qs));
-}
-
-/* per row, as AVX2's rows_q4_0: per group of 4 blocks the 4 int32 vectors are folded into
- * [b0 b1 b2 b3 | b0 b1 b2 b3], the extras' 8*sum(y) subtracted from the low half, converted
- * once and scaled by [dw_k*da_k] in one fma; left blocks (nb % 4) one at a time. */
-static ALWAYS_INLINE void rows_q4_0(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
-    const block_q4_0 *w = vw;
-    const int64_t nb = n / QK8_0;
-    const size_t ex_off = (size_t)nb * sizeof(block_q8_0);
-    __m256 acc[ROWS_MAX];
-    UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + Q4_0_GROUP <= nb; i += Q4_0_GROUP) {
-        PREFETCH(w + i);
-        const __m256i q0 = q4_0_nibbles(w + i), q1 = q4_0_nibbles(w + i + 1);
-        const __m256i q2 = q4_0_nibbles(w + i + 2), q3 = q4_0_nibbles(w + i + 3);
-        const __m256 dw = q4_0_scales4(w + i);
-        UNROLL for (int r = 0; r < R; r++) {
-            const char *ar = va + (size_t)r * stride;
-            const block_q8_0 *a = (const block_q8_0 *)ar + i;
-            const char *ex = ar + ex_off + (size_t)i * 8;
-            const __m256i f01 = fold_pair(q4_0_dot(q0, a), q4_0_dot(q1, a + 1));
-            const __m256i f23 = fold_pair(q4_0_dot(q2, a + 2), q4_0_dot(q3, a + 3));
-            __m256i v = _mm256_add_epi32(_mm256_unpacklo_epi64(f01, f23), _mm256_unpackhi_epi64(f01, f23));
-            v = _mm256_sub_epi32(v, _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)ex)));
-            const __m256 sc = _mm256_mul_ps(dw, _mm256_broadcast_ps((const __m128 *)(ex + 16)));
-            acc[r] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(v), acc[r]);
-        }
-    }
-    for (; i < nb; i++) {
-        const __m256i q0 = q4_0_nibbles(w + i);
-        const float d0 = h2f(w[i].d);
-        UNROLL for (int r = 0; r < R; r++) {
-            const char *ar = va + (size_t)r * stride;
-            const char *ex = ar + ex_off + (size_t)(i & ~(int64_t)(Q4_0_GROUP - 1)) * 8;
-            const int k = (int)(i & (Q4_0_GROUP - 1));
-            int32_t sy;
-            float da;
-            memcpy(&sy, ex + 4 * k, 4);
-            memcpy(&da, ex + 16 + 4 * k, 4);
-            const __m256i v = _mm256_sub_epi32(q4_0_dot(q0, (const block_q8_0 *)ar + i),
-                                               _mm256_zextsi128_si256(_mm_cvtsi32_si128(sy)));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * da), _mm256_cvtepi32_ps(v), acc[r]);
-        }
-    }
-    UNROLL for (int r = 0; r < R; r++) s[r] = hsum_ps(acc[r]);
-}
-void hachi_vec_dot_q4_0_q8_0_avx512(int64_t n, float *s, const void *w, const void *a) { rows_q4_0(n, s, w, a, 0, 1); }
-MULTI_FROM_ROWS(multi_q4_0, rows_q4_0)
-
-/* x = q*d + m (q unsigned): d*da*sum(q*qa) + m*da*sum(qa) */
-void hachi_vec_dot_q4_1_q8_0_avx512(int64_t n, float *s, const void *vw, const void *va) {
-    const block_q4_1 *w = vw;
-    const block_q8_0 *a = va;
-    const __m256i ones8 = _mm256_set1_epi8(1);
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        const __m256i x = nibbles_32(w[i].qs);
-        const __m256i y = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        const __m256i xy = _mm256_dpbusd_epi32(_mm256_setzero_si256(), x, y);
-        const __m256i sy = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones8, y);
-        const float da = h2f(a[i].d);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * da), _mm256_cvtepi32_ps(xy), acc);
-        accm = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].m) * da), _mm256_cvtepi32_ps(sy), accm);
-    }
-    *s = hsum_ps(_mm256_add_ps(acc, accm));
-}
-
-/* q5_0: nibble | (bit ? 0 : 0xF0) reads as the signed int8 value q - 16 */
-void hachi_vec_dot_q5_0_q8_0_avx512(int64_t n, float *s, const void *vw, const void *va) {
-    const block_q5_0 *w = vw;
-    const block_q8_0 *a = va;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        const __m256i hi = _mm256_andnot_si256(bytes_from_bits_32(w[i].qh), _mm256_set1_epi8((char)0xF0));
-        const __m256i x = _mm256_or_si256(nibbles_32(w[i].qs), hi);
-        const __m256i y = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d)), dot_s8_f(x, y), acc);
-    }
-    *s = hsum_ps(acc);
-}
-
-/* ---------------- K-quants x q8_K ---------------- */
-
-/* scales[12] -> bytes 0..7: the 8 six-bit scales, bytes 8..15: the 8 six-bit mins */
-static inline void unpack_k_scales(const uint8_t *scales, uint32_t u[4]) {
-    const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
-    memcpy(u, scales, 12);
-    u[3] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);   /* mins 4..7 */
-    const uint32_t m03 = u[1] & k1;                          /* mins 0..3 */
-    u[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);          /* scales 4..7 */
-    u[2] = m03;
-    u[0] &= k1;                                              /* scales 0..3 */
-}
-
-/* sum over the 8 sub-blocks of min * (bsum pair) as 4 int32 */
-static inline __m128i k_mins_dot(const uint32_t u[4], const int16_t *bsums) {
-    const __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
-    const __m256i bs = _mm256_loadu_si256((const __m256i *)bsums);
-    const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-    return _mm_madd_epi16(mins, pairs);
-}
-
-void hachi_vec_dot_q4_K_q8_K_avx512(int64_t n, float *s, const void *vw, const void *va) {
-    const block_q4_K *w = vw;
-    const block_q8_K *a = va;
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    __m256 acc = _mm256_setzero_ps();
-    __m128 accm = _mm_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        uint32_t u[4];
-        unpack_k_scales(w[i].scales, u);
-        const uint8_t *sc = (const uint8_t *)u;
-        const float d = a[i].d * h2f(w[i].d), dmin = -a[i].d * h2f(w[i].dmin);
-        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k_mins_dot(u, a[i].bsums)), accm);
-        __m256i sumi = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {   /* 32 bytes: sub-block 2c low nibbles, 2c+1 high */
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * c));
-            const __m256i ql = _mm256_and_si256(q, m4), qh = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            const __m256i yl = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * c));
-            const __m256i yh = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * c + 32));
-            sumi = _mm256_dpwssd_epi32(sumi, _mm256_set1_epi16(sc[2 * c]), _mm256_maddubs_epi16(ql, yl));
-            sumi = _mm256_dpwssd_epi32(sumi, _mm256_set1_epi16(sc[2 * c + 1]), _mm256_maddubs_epi16(qh, yh));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-    }
-    *s = hsum_ps(acc) + hsum_ps128(accm);
-}
-
-/* multi: the 8 sub-blocks' 4-bit values and scale vectors are unpacked once per block */
-static void multi_q4_K(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
-    const block_q4_K *w = vw;
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    __m256 acc[16];
-    __m128 accm[16];
-    for (int r = 0; r < na; r++) { acc[r] = _mm256_setzero_ps(); accm[r] = _mm_setzero_ps(); }
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        PREFETCH(w + i);
-        PREFETCH((const char *)(w + i) + 64);
-        uint32_t u[4];
-        unpack_k_scales(w[i].scales, u);
-        const uint8_t *sc = (const uint8_t *)u;
-        __m256i q[8], scv[8];
-        for (int c = 0; c < 4; c++) {
-            const __m256i b = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * c));
-            q[2 * c] = _mm256_and_si256(b, m4);
-            q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
-        }
-        for (int k = 0; k < 8; k++) scv[k] = _mm256_set1_epi16(sc[k]);
-        const float dw = h2f(w[i].d), dmw = -h2f(w[i].dmin);
-        for (int r = 0; r < na; r++) {
-            const block_q8_K *a = (const block_q8_K *)((const char *)va + (size_t)r * stride) + i;
-            __m256i sumi = _mm256_setzero_si256();
-            for (int k = 0; k < 8; k++) {
-                const __m256i y = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * k));
-                sumi = _mm256_dpwssd_epi32(sumi, scv[k], _mm256_maddubs_epi16(q[k], y));
-            }
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * dw), _mm256_cvtepi32_ps(sumi), acc[r]);
-            accm[r] = _mm_fmadd_ps(_mm_set1_ps(a->d * dmw), _mm_cvtepi32_ps(k_mins_dot(u, a->bsums)), accm[r]);
-        }
-    }
-    for (int r = 0; r < na; r++) s[r] = hsum_ps(acc[r]) + hsum_ps128(accm[r]);
-}
-
-/* q5_K: the 5th bit of sub-block 2c is bit 2c of qh[l], of sub-block 2c+1 bit 2c+1 */
-void hachi_vec_dot_q5_K_q8_K_avx512(int64_t n, float *s, const void *vw, const void *va) {
-    const block_q5_K *w = vw;
-    const block_q8_K *a = va;
-    const __m256i m4 = _mm256_set1_epi8(0xF), m1 = _mm256_set1_epi8(1);
-    __m256 acc = _mm256_setzero_ps();
-    __m128 accm = _mm_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        uint32_t u[4];
-        unpack_k_scales(w[i].scales, u);
-        const uint8_t *sc = (const uint8_t *)u;
-        const float d = a[i].d * h2f(w[i].d), dmin = -a[i].d * h2f(w[i].dmin);
-        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k_mins_dot(u, a[i].bsums)), accm);
-        __m256i hb = _mm256_loadu_si256((const __m256i *)w[i].qh);
-        __m256i sumi = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * c));
-            const __m256i hl = _mm256_slli_epi16(_mm256_and_si256(hb, m1), 4);
-            const __m256i hh = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), m1), 4);
-            hb = _mm256_srli_epi16(hb, 2);
-            const __m256i ql = _mm256_or_si256(_mm256_and_si256(q, m4), hl);
-            const __m256i qh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hh);
-            const __m256i yl = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * c));
-            const __m256i yh = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * c + 32));
-            sumi = _mm256_dpwssd_epi32(sumi, _mm256_set1_epi16(sc[2 * c]), _mm256_maddubs_epi16(ql, yl));
-            sumi = _mm256_dpwssd_epi32(sumi, _mm256_set1_epi16(sc[2 * c + 1]), _mm256_maddubs_epi16(qh, yh));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-    }
-    *s = hsum_ps(acc) + hsum_ps128(accm);
-}
-
-/* q6_K, one half of 128: quarter k's unsigned 6-bit values (ql nibble | qh 2 bits << 4)
- * in q[k]; its low 16 bytes use scale 2k, its high 16 bytes scale 2k+1 of the half. The 2
- * high bits are masked in place and shifted within their byte (4 ops per quarter). */
-static ALWAYS_INLINE void q6_unpack_half(const uint8_t *ql, const uint8_t *qh, __m256i q[4]) {
-    const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
-    const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-    const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
-    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
-    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(h, _mm256_slli_epi16(m2, 2)), 2));
-    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, _mm256_slli_epi16(m2, 4)));
-    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                           _mm256_srli_epi16(_mm256_and_si256(h, _mm256_slli_epi16(m2, 6)), 2));
-}
-
-/* q6_K x q8_K, per row, as AVX2's rows_q6_K with vpdpwssd for madd(scale) + add (two
- * chains per half): sumi = -32 * sum_j sc[j] * bsums[j] + sum_k scale_k . maddubs(q_k, y_k),
- * exact; acc = fma(da*dw, float(sumi), acc). Quarters and scale vectors are unpacked once
- * per block (per half) for all R rows. */
-static ALWAYS_INLINE void rows_q6_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
-    const block_q6_K *w = vw;
-    const __m256i sh0 = _mm256_set_epi64x(0x0302030203020302, 0x0302030203020302, 0x0100010001000100, 0x0100010001000100);
-    const __m256i sh2 = _mm256_add_epi8(sh0, _mm256_set1_epi8(4));
-    const __m256i sh4 = _mm256_add_epi8(sh0, _mm256_set1_epi8(8));
-    const __m256i sh6 = _mm256_add_epi8(sh0, _mm256_set1_epi8(12));
-    __m256 acc[ROWS_MAX];
-    UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        PREFETCH(w + i);
-        PREFETCH((const char *)(w + i) + 64);
-        PREFETCH((const char *)(w + i) + 128);
-        PREFETCH((const char *)(w + i) + 192);
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
-        __m256i sumi[ROWS_MAX];
-        UNROLL for (int r = 0; r < R; r++) {
-            const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + i;
-            const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a->bsums));
-            sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
-        }
-        UNROLL for (int h = 0; h < 2; h++) {
-            __m256i q[4], scv[4];
-            q6_unpack_half(w[i].ql + 64 * h, w[i].qh + 32 * h, q);
-            const __m256i sh = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
-            scv[0] = _mm256_shuffle_epi8(sh, sh0); scv[1] = _mm256_shuffle_epi8(sh, sh2);
-            scv[2] = _mm256_shuffle_epi8(sh, sh4); scv[3] = _mm256_shuffle_epi8(sh, sh6);
-            UNROLL for (int r = 0; r < R; r++) {
-                const int8_t *y = ((const block_q8_K *)(va + (size_t)r * stride) + i)->qs + 128 * h;
-                __m256i sa = _mm256_dpwssd_epi32(sumi[r], scv[0], _mm256_maddubs_epi16(q[0], _mm256_loadu_si256((const __m256i *)y)));
-                __m256i sb = _mm256_dpwssd_epi32(_mm256_setzero_si256(), scv[1],
-                                                 _mm256_maddubs_epi16(q[1], _mm256_loadu_si256((const __m256i *)(y + 32))));
-                sa = _mm256_dpwssd_epi32(sa, scv[2], _mm256_maddubs_epi16(q[2], _mm256_loadu_si256((const __m256i *)(y + 64))));
-                sb = _mm256_dpwssd_epi32(sb, scv[3], _mm256_maddubs_epi16(q[3], _mm256_loadu_si256((const __m256i *)(y + 96))));
-                sumi[r] = _mm256_add_epi32(sa, sb);
-            }
-        }
-        const float dw = h2f(w[i].d);
-        UNROLL for (int r = 0; r < R; r++) {
-            const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + i;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * dw), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-        }
-    }
-    UNROLL for (int r = 0; r < R; r++) s[r] = hsum_ps(acc[r]);
-}
-void hachi_vec_dot_q6_K_q8_K_avx512(int64_t n, float *s, const void *w, const void *a) { rows_q6_K(n, s, w, a, 0, 1); }
-MULTI_FROM_ROWS(multi_q6_K, rows_q6_K)
-
-LOOP_MULTI(multi_q4_1, hachi_vec_dot_q4_1_q8_0_avx512)
-LOOP_MULTI(multi_q5_0, hachi_vec_dot_q5_0_q8_0_avx512)
-LOOP_MULTI(multi_q5_K, hachi_vec_dot_q5_K_q8_K_avx512)
 
 /* ---------------- fp16 KV cache (512-bit) ---------------- */
 
@@ -578,45 +142,36 @@ static void axpy_f16_multi(int64_t n, const float *a, const uint16_t *v, float *
     }
 }
 
+/* AVX2's attention tiles (x86_avx2_attn.c) over this file's per-row kernels */
+static void attn_scores_f16(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, int G, float *s) {
+    hachi_attn_scores_f16_avx2(dot_f16_multi, hd, nk, k, ks, q, G, s);
+}
+static void attn_values_f16(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, float *out) {
+    hachi_attn_values_f16_avx2(axpy_f16_multi, hd, nk, v, vs, p, G, out);
+}
+
 /* ---------------- the table ---------------- */
 
-static hachi_kernels table;
-static pthread_once_t table_once = PTHREAD_ONCE_INIT;
-
-static void set(uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
-    table.t[type].vec_dot = dot;
-    table.t[type].vec_dot_multi = multi;
+static void set(hachi_kernels *t, uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
+    t->t[type].vec_dot = dot;
+    t->t[type].vec_dot_multi = multi;
 }
 
-static void build(void) {
-    const hachi_kernels *base = hachi_kernels_avx2();
-    table = base ? *base : *hachi_kernels_ref();   /* entries not set below: AVX2's */
-    table.isa = HACHI_ISA_AVX512;
-    table.name = "avx512";
-    set(HACHI_TYPE_F32, hachi_vec_dot_f32_avx512, multi_f32);
-    set(HACHI_TYPE_F16, hachi_vec_dot_f16_avx512, multi_f16);
-    set(HACHI_TYPE_BF16, hachi_vec_dot_bf16_avx512, multi_bf16);
-    set(HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_avx512, multi_q4_0);
-    table.t[HACHI_TYPE_Q4_0].act_extra = act_extra_q4_0;   /* this file's kernel, this file's extras */
-    table.t[HACHI_TYPE_Q4_0].act_prep = act_prep_q4_0;   /* the same extras as AVX2's, so AVX2's vec_dot_x8 stays */
-    set(HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_avx512, multi_q4_1);
-    set(HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_avx512, multi_q5_0);
-    set(HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_avx512, multi_q8_0);
-    set(HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_avx512, multi_q4_K);   /* no extras: AVX2's vec_dot_x8 stays */
-    set(HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_avx512, multi_q5_K);
-    set(HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx512, multi_q6_K);
-    table.t[HACHI_TYPE_F16].to_float = to_float_f16;
-    table.f32_to_f16 = f32_to_f16;
-    table.f16_to_f32 = f16_to_f32;
-    table.dot_f16_multi = dot_f16_multi;
-    table.axpy_f16_multi = axpy_f16_multi;
-}
-
-const hachi_kernels *hachi_kernels_avx512(void) {
-    pthread_once(&table_once, build);
-    return &table;
+/* on a copy of AVX2's table: entries not set below stay AVX2's */
+int hachi_kernels_fill_avx512(hachi_kernels *t) {
+    set(t, HACHI_TYPE_F32, hachi_vec_dot_f32_avx512, multi_f32);
+    set(t, HACHI_TYPE_F16, hachi_vec_dot_f16_avx512, multi_f16);
+    set(t, HACHI_TYPE_BF16, hachi_vec_dot_bf16_avx512, multi_bf16);
+    t->t[HACHI_TYPE_F16].to_float = to_float_f16;
+    t->f32_to_f16 = f32_to_f16;
+    t->f16_to_f32 = f16_to_f32;
+    t->dot_f16_multi = dot_f16_multi;
+    t->axpy_f16_multi = axpy_f16_multi;
+    t->attn_scores_f16 = attn_scores_f16;   /* the softmax stays AVX2's */
+    t->attn_values_f16 = attn_values_f16;
+    return 1;
 }
 
 #else
-const hachi_kernels *hachi_kernels_avx512(void) { return NULL; }
+int hachi_kernels_fill_avx512(hachi_kernels *t) { (void)t; return 0; }
 #endif

@@ -1,0 +1,63 @@
+/* kernels/rows: the row-blocking framework shared by the SIMD files (x86_avx2.c,
+ * x86_avx512.c, arm_neon.c) and ref.c. A file writes one always-inlined ROWS function per
+ * weight type,
+ *     rows(n, s, w, a, a_stride, R)   R = 1..ROWS_MAX activation rows, accumulators in registers,
+ * and builds its table entries from it with the drivers below: vec_dot is rows(.., 0, 1),
+ * vec_dot_multi is MULTI_FROM_ROWS, vec_dot_x8 (8 outputs per activation row) is
+ * ROWS_FROM(.., 8). So single and multi dots share one accumulation order and a row's result
+ * is bit-identical whether computed alone (decode) or with other rows (verify, prefill):
+ * multi sweeps the activation rows in groups of ROWS_MAX (the weight row, a few KB, stays in
+ * L1 between groups) and per row the order never depends on R. Types without a block-shared
+ * path loop their single dot (LOOP_MULTI); attention tiles without a register-blocked
+ * kernel call the per-row fp16 kernels once per key (ATTN_ROWS_FROM). */
+#ifndef HACHI_KERNELS_ROWS_H
+#define HACHI_KERNELS_ROWS_H
+#include <stddef.h>
+#include <stdint.h>
+#include "kernels/kernels.h"
+
+#define ROWS_MAX 4
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+
+/* multi (step 1) or x8 (step 8: 8 outputs per activation row) from ROWS: groups of ROWS_MAX
+ * activation rows, then the 1..3 left */
+#define ROWS_FROM(name, rows, step)                                                          \
+    static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
+        const char *a = va;                                                                  \
+        int r = 0;                                                                           \
+        for (; r + ROWS_MAX <= na; r += ROWS_MAX) rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, ROWS_MAX); \
+        switch (na - r) {                                                                    \
+        case 3: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 3); break;        \
+        case 2: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 2); break;        \
+        case 1: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 1); break;        \
+        default: break;                                                                      \
+        }                                                                                    \
+    }
+#define MULTI_FROM_ROWS(name, rows) ROWS_FROM(name, rows, 1)
+
+/* multi for the types without a block-shared path: loop the single dot */
+#define LOOP_MULTI(name, dot)                                                                \
+    static void name(int64_t n, float *s, const void *w, const void *a, size_t stride, int na) { \
+        for (int r = 0; r < na; r++) dot(n, s + r, w, (const char *)a + (size_t)r * stride); \
+    }
+
+/* attention tiles (kernels.h: attn_scores_f16, attn_values_f16) from the per-row fp16
+ * kernels: one dot_f16_multi / axpy_f16_multi call per key serves all G heads */
+static inline void attn_scores_rows(hachi_dot_f16_multi_fn dot, int64_t hd, int nk, const uint16_t *k,
+                                    int64_t k_stride, const float *q, int G, float *s) {
+    for (int j = 0; j < nk; j++) dot(hd, s + (size_t)j * G, k + (size_t)j * k_stride, q, hd, G);
+}
+static inline void attn_values_rows(hachi_axpy_f16_multi_fn axpy, int64_t hd, int nk, const uint16_t *v,
+                                    int64_t v_stride, const float *p, int G, float *out) {
+    for (int j = 0; j < nk; j++) axpy(hd, p + (size_t)j * G, v + (size_t)j * v_stride, out, hd, G);
+}
+#define ATTN_ROWS_FROM(scores, values, dot, axpy)                                            \
+    static void scores(int64_t hd, int nk, const uint16_t *k, int64_t k_stride, const float *q, int G, float *s) { \
+        attn_scores_rows(dot, hd, nk, k, k_stride, q, G, s);                                 \
+    }                                                                                        \
+    static void values(int64_t hd, int nk, const uint16_t *v, int64_t v_stride, const float *p, int G, float *out) { \
+        attn_values_rows(axpy, hd, nk, v, v_stride, p, G, out);                              \
+    }
+
+#endif
