@@ -197,7 +197,7 @@ hachi_status hachi_spec_feed(hachi_spec *sp, const int32_t *tokens, int32_t n);
  * with a token pending evaluates it in one forward with the drafts (as many as fit
  * max_tokens - 1 and the context), then samples that forward's rows in order and returns
  * the samples up to the first that differs from its draft, rewinding the drafted positions
- * not kept; without one (after feed or an end of generation) it samples one token from the
+ * not kept; without one (after feed, flush or an end of generation) it samples one token from the
  * current logits, without a forward. Between steps the session holds every token returned
  * but the pending one. An end-of-generation token (hachi_model_is_eog) ends the step: it is
  * returned last, neither recorded nor evaluated, and nothing is pending; a further step
