@@ -209,22 +209,82 @@ HACHI_API int32_t hachi_sampler_sample(hachi_sampler *s, const float *logits);  
 HACHI_API void    hachi_sampler_accept(hachi_sampler *s, int32_t token);         /* record for the penalty */
 HACHI_API void    hachi_sampler_reset(hachi_sampler *s);
 
-/* ---- speculative decoding: prompt-lookup drafts ------------------------------ */
+/* ---- speculative decoding (lossless) --------------------------------------------- */
+
+/* A hachi_spec is the decode loop of a session: it samples the next tokens with a sampler
+ * and, with a drafter, evaluates the last sampled token together with tokens drafted to
+ * follow it in one hachi_session_eval, samples each of that forward's rows in order, keeps
+ * the drafted tokens while the samples equal them and rewinds the rest. Exactness: the
+ * tokens are those of plain decoding with the same sampler,
+ *     t = hachi_sampler_sample(smp, logits);
+ *     if (!hachi_model_is_eog(model, t)) hachi_sampler_accept(smp, t);
+ *     evaluate t alone; repeat,
+ * for any sampler settings and seed and any drafter (a forward of up to 16 tokens gives
+ * bitwise the logits of decoding them one by one). Drafts only decide how many forwards
+ * that takes. hachi run and hachi chat decode through it, with or without --draft. */
 
 #define HACHI_DRAFT_MAX 15   /* drafted tokens per forward: with the token before them, at most
                               * 16 rows, which verify bitwise like decode steps and rewind exactly */
+#define HACHI_SPEC_STEP_MAX (HACHI_DRAFT_MAX + 1)   /* most tokens one hachi_spec_step returns */
+
+typedef struct hachi_spec hachi_spec;
+
+typedef enum hachi_drafter {
+    HACHI_DRAFTER_NONE = 0,     /* plain decoding: one forward per token */
+    HACHI_DRAFTER_LOOKUP = 1,   /* prompt lookup over the session's tokens (hachi_draft_lookup) */
+} hachi_drafter;               /* to come: a draft model, self-speculation */
+
+typedef struct hachi_spec_params {
+    hachi_drafter drafter;
+    int32_t n_draft;            /* most drafted tokens per forward, 1..HACHI_DRAFT_MAX (not for NONE) */
+    int32_t ngram_min, ngram_max;   /* LOOKUP: the n-gram lengths matched, longest first (2, 4) */
+} hachi_spec_params;
+
+typedef struct hachi_spec_stats {
+    int64_t forwards;           /* hachi_session_eval calls of the loop (prefills not counted) */
+    int64_t drafted;            /* drafted tokens evaluated */
+    int64_t accepted;           /* drafted tokens kept (each saved a forward) */
+} hachi_spec_stats;
+
+/* LOOKUP, n_draft 4, n-grams 4 down to 2. */
+HACHI_API hachi_spec_params hachi_spec_default_params(void);
+/* Every buffer of the loop is allocated here (a step allocates nothing). The spec borrows
+ * model, s and smp: s must be a session of model and smp a sampler over its vocabulary,
+ * and all three must outlive it (free the spec first). Not thread-safe; one spec per session. */
+HACHI_API hachi_status hachi_spec_create(const hachi_model *model, hachi_session *s, hachi_sampler *smp,
+                               const hachi_spec_params *params, hachi_spec **out);
+HACHI_API void hachi_spec_free(hachi_spec *sp);
+/* Tokens the caller has just evaluated itself (a prompt, a chat turn; with hachi_session_eval
+ * or hachi_session_load): they are the last n of the session's positions. Records them in
+ * the sampler's penalty history and the drafter's text; the next step samples from
+ * hachi_session_logits. n = 0: only that. Fails (HACHI_ERR_INVALID_ARG) while a token is
+ * pending (hachi_spec_flush first) or when the session holds fewer than n tokens. */
+HACHI_API hachi_status hachi_spec_feed(hachi_spec *sp, const int32_t *tokens, int32_t n);
+/* The next 1..max_tokens tokens (at most HACHI_SPEC_STEP_MAX) into out, their count in *n_out.
+ * The last token returned stays pending: sampled and recorded, not yet evaluated. A step
+ * with a token pending evaluates it in one forward with the drafts (as many as fit
+ * max_tokens - 1 and the context), then samples that forward's rows in order and returns
+ * the samples up to the first that differs from its draft, rewinding the drafted positions
+ * not kept; without one (after feed, flush or an end of generation) it samples one token from the
+ * current logits, without a forward. Between steps the session holds every token returned
+ * but the pending one. An end-of-generation token (hachi_model_is_eog) ends the step: it is
+ * returned last, neither recorded nor evaluated, and nothing is pending; a further step
+ * would sample again from the same logits. HACHI_ERR_CONTEXT_FULL, with *n_out = 0 and
+ * nothing changed, when the pending token does not fit the context. */
+HACHI_API hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, int32_t *n_out);
+/* Evaluate the pending token, if any (one forward), so that the session holds every token
+ * returned, as before a next turn or hachi_session_save; the next step samples from its
+ * logits. HACHI_ERR_CONTEXT_FULL, nothing changed, when it does not fit. */
+HACHI_API hachi_status hachi_spec_flush(hachi_spec *sp);
+/* Counts since create (all zero for NULL). */
+HACHI_API const hachi_spec_stats *hachi_spec_get_stats(const hachi_spec *sp);
+
 /* Prompt lookup: the tokens that followed the latest earlier occurrence of the last
  * n tokens of hist[0..n_hist), for n = ngram_max down to ngram_min (the first n that
  * matches). Writes at most max_draft of them (<= HACHI_DRAFT_MAX) into draft and returns
- * how many; 0 when nothing matches. Exact use (hachi run --draft): evaluate the last
- * token and the draft in one hachi_session_eval with logits_out; sample each row in
- * order with the same sampler as usual; keep the drafted tokens while the sample equals
- * them, emit the first sample that does not (or the sample after the last draft), and
- * hachi_session_rewind past the rejected rest. The tokens are those of decoding one at
- * a time, for any sampler settings and seed. */
+ * how many; 0 when nothing matches. The drafter HACHI_DRAFTER_LOOKUP. */
 HACHI_API int32_t hachi_draft_lookup(const int32_t *hist, int32_t n_hist, int32_t ngram_min, int32_t ngram_max,
                            int32_t max_draft, int32_t *draft);
-
 
 /* ---- chat ---------------------------------------------------------------------- */
 

@@ -12,10 +12,7 @@
  * RNG: xoshiro256** seeded through splitmix64, so a seed gives the same
  * tokens on every platform. seed 0 means HACHI_SAMPLER_DEFAULT_SEED.
  * hachi_sampler_reset clears the penalty history and re-seeds.
- * Every buffer is allocated in hachi_sampler_create; sample() allocates nothing.
- *
- * Also the prompt-lookup drafter of speculative decoding (hachi_draft_lookup):
- * drafted tokens are only ever kept when the sampler itself picks them. */
+ * Every buffer is allocated in hachi_sampler_create; sample() allocates nothing. */
 #include "hachi.h"
 #include "util.h"
 #include <math.h>
@@ -351,22 +348,4 @@ int32_t hachi_sampler_sample(hachi_sampler *s, const float *logits) {
         return last;
     }
     return sample_nucleus(s, l, m, inv_t);
-}
-
-/* ---- prompt-lookup drafts ----------------------------------------------------------------- */
-
-int32_t hachi_draft_lookup(const int32_t *hist, int32_t n_hist, int32_t ngram_min, int32_t ngram_max,
-                           int32_t max_draft, int32_t *draft) {
-    if (!hist || !draft || ngram_min < 1 || max_draft < 1) return 0;
-    max_draft = HACHI_MIN(max_draft, HACHI_DRAFT_MAX);
-    for (int32_t n = HACHI_MIN(ngram_max, n_hist - 1); n >= ngram_min; n--) {
-        const int32_t *tail = hist + n_hist - n;
-        for (int32_t i = n_hist - n - 1; i >= 0; i--) {   /* latest occurrence first */
-            if (memcmp(hist + i, tail, (size_t)n * sizeof *hist)) continue;
-            int32_t k = HACHI_MIN(max_draft, n_hist - (i + n));
-            memcpy(draft, hist + i + n, (size_t)k * sizeof *draft);
-            return k;
-        }
-    }
-    return 0;
 }

@@ -52,38 +52,4 @@ hachi_model *cli_load_model(const char *cmd, const cli_opts *o, bool vocab_only)
 /* Smallest context mode holding n tokens (0 if none). */
 int cli_ctx_for(int n_tokens);
 
-/* The decode loop of run and chat (tools/gen.c): sample from the current logits, then
- * evaluate the token, with n_draft > 0 together with up to n_draft prompt-lookup drafts
- * whose rows the next samples come from (the same tokens as plain decoding). */
-typedef struct cli_gen {
-    hachi_session *s;
-    hachi_sampler *smp;
-    const hachi_model *m;
-    size_t n_vocab;
-    int32_t *hist;                  /* every token the session has seen: the drafter's text */
-    int n_hist, cap_hist;
-    int n_draft;                    /* --draft; 0: plain decoding */
-    float *rows;                    /* [n_draft + 1][n_vocab]: one verifying forward's logits */
-    const float *lg;                /* the logits of the next sample */
-    /* the forward being consumed: its tokens sit at positions base..; draft[r] (r < k) is
-     * the drafted token at base + r + 1, whose logits are rows[r + 1] */
-    int32_t draft[HACHI_DRAFT_MAX];
-    int k, r, base;
-    int forwards, drafted, accepted;
-} cli_gen;
-
-hachi_status cli_gen_init(cli_gen *g, hachi_session *s, hachi_sampler *smp, const hachi_model *m, int n_draft,
-                          int cap_hist);
-void cli_gen_free(cli_gen *g);
-/* Tokens the session has just evaluated (a prompt, a chat turn): the sampler's penalty
- * history and the drafter's text; the next sample comes from the session's logits. */
-void cli_gen_feed(cli_gen *g, const int32_t *tokens, int n);
-/* The next token (an end-of-generation token is returned but not recorded). */
-int32_t cli_gen_sample(cli_gen *g);
-/* Evaluate tok, the last sample, with drafts when at most `more` further samples will
- * follow; HACHI_ERR_CONTEXT_FULL (nothing evaluated) when the context is full. */
-hachi_status cli_gen_next(cli_gen *g, int32_t tok, int more);
-/* Drop the drafted positions not kept (before the session is used otherwise). */
-hachi_status cli_gen_settle(cli_gen *g);
-
 #endif

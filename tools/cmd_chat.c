@@ -2,7 +2,8 @@
  * turn; only its new tokens are prefilled (the KV cache is reused across
  * turns); the reply streams until the end-of-turn token or EOS. When the
  * context cannot hold the next turn, the user is told and the chat ends.
- * --draft N: prompt-lookup drafts over the whole conversation (tools/gen.c). */
+ * --draft N: prompt-lookup drafts over the whole conversation; with or without,
+ * the reply is decoded by the library's loop (hachi_spec). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,12 +41,16 @@ int cmd_chat(int argc, char **argv) {
     char *line = NULL, *turn = NULL;
     int32_t *toks = NULL;
     size_t line_cap = 0;
-    cli_gen g = {0};
+    hachi_spec *sp = NULL;
     if (!m) goto out;
     hachi_status st = hachi_session_create(m, &o.sp, &s);
     if (st) { cli_lib_error(cmd, st, "cannot create the session"); goto out; }
     if ((st = hachi_sampler_create(&o.smp, hachi_model_n_vocab(m), &smp))) { cli_lib_error(cmd, st, "sampler"); goto out; }
-    if ((st = cli_gen_init(&g, s, smp, m, (int)n_draft, hachi_session_n_ctx(s)))) { cli_lib_error(cmd, st, "generator"); goto out; }
+    hachi_spec_params spp = hachi_spec_default_params();
+    spp.drafter = n_draft ? HACHI_DRAFTER_LOOKUP : HACHI_DRAFTER_NONE;
+    spp.n_draft = (int32_t)n_draft;
+    if ((st = hachi_spec_create(m, s, smp, &spp, &sp))) { cli_lib_error(cmd, st, "generator"); goto out; }
+    const hachi_spec_stats *ss = hachi_spec_get_stats(sp);
     bool tty = isatty(STDIN_FILENO);
     static const char *names[] = {"gemma4", "gemma3", "plain"};
     fprintf(stderr, "hachi chat: %s format, context %d; one message per line, empty line to quit\n",
@@ -75,29 +80,34 @@ int cmd_chat(int argc, char **argv) {
             goto out;
         }
         if ((st = hachi_session_eval(s, toks, n, NULL))) { cli_lib_error(cmd, st, "prefill failed"); goto out; }
-        cli_gen_feed(&g, toks, n);
+        if ((st = hachi_spec_feed(sp, toks, n))) { cli_lib_error(cmd, st, "generator"); goto out; }
 
         hachi_detok dt;
         hachi_detok_init(&dt, m);
         char buf[256];
         int gen = 0;
         bool ended = false;
-        while (gen < n_max) {
-            int32_t tok = cli_gen_sample(&g);
-            gen++;
-            if (hachi_model_is_eog(m, tok)) { ended = true; break; }
-            int32_t len = hachi_detok_push(&dt, tok, buf, sizeof buf);
-            fwrite(buf, 1, len, stdout);
-            fflush(stdout);
-            if ((st = cli_gen_next(&g, tok, (int)(n_max - gen))) == HACHI_ERR_CONTEXT_FULL) {
-                fprintf(stderr, "\nhachi chat: context full (%d tokens): the reply was cut; start a new chat\n",
-                        hachi_session_n_ctx(s));
-                rc = 2;
-                goto out;
-            }
+        while (gen < n_max && !ended) {
+            int32_t out[HACHI_SPEC_STEP_MAX], n_out = 0;
+            if ((st = hachi_spec_step(sp, (int32_t)(n_max - gen), out, &n_out)) == HACHI_ERR_CONTEXT_FULL) break;
             if (st) { cli_lib_error(cmd, st, "decode failed"); goto out; }
+            for (int32_t i = 0; i < n_out && !ended; i++) {
+                gen++;
+                if ((ended = hachi_model_is_eog(m, out[i]))) break;
+                int32_t len = hachi_detok_push(&dt, out[i], buf, sizeof buf);
+                fwrite(buf, 1, len, stdout);
+            }
+            fflush(stdout);
         }
-        if ((st = cli_gen_settle(&g))) { cli_lib_error(cmd, st, "rewind failed"); goto out; }
+        /* the session holds the whole reply (the end-of-turn token comes with the next turn) */
+        if (st == HACHI_OK) st = hachi_spec_flush(sp);
+        if (st == HACHI_ERR_CONTEXT_FULL) {
+            fprintf(stderr, "\nhachi chat: context full (%d tokens): the reply was cut; start a new chat\n",
+                    hachi_session_n_ctx(s));
+            rc = 2;
+            goto out;
+        }
+        if (st) { cli_lib_error(cmd, st, "decode failed"); goto out; }
         int32_t len = hachi_detok_flush(&dt, buf, sizeof buf);
         fwrite(buf, 1, len, stdout);
         fputc('\n', stdout);
@@ -105,7 +115,9 @@ int cmd_chat(int argc, char **argv) {
         turns++;
         fprintf(stderr, "[turn %d: prefilled %d new tokens, replied %d tokens%s, context %d/%d", turns, n, gen,
                 ended ? "" : " (cut at -n)", hachi_session_pos(s), hachi_session_n_ctx(s));
-        if (n_draft) fprintf(stderr, "; so far %d of %d drafted tokens kept, %d forwards", g.accepted, g.drafted, g.forwards);
+        if (n_draft)
+            fprintf(stderr, "; so far %lld of %lld drafted tokens kept, %lld forwards", (long long)ss->accepted,
+                    (long long)ss->drafted, (long long)ss->forwards);
         fputs("]\n", stderr);
     }
     rc = 0;
@@ -113,7 +125,7 @@ out:
     free(line);
     free(turn);
     free(toks);
-    cli_gen_free(&g);
+    hachi_spec_free(sp);
     hachi_sampler_free(smp);
     hachi_session_free(s);
     hachi_model_free(m);

@@ -2,7 +2,7 @@
  * summary (tokens, prefill and decode tok/s) goes to stderr. --profile prints
  * the per-chunk profile line every 16 decode steps after a warm-up. --draft N:
  * speculative decoding with prompt-lookup drafts of up to N tokens, verified in
- * one forward; the output is the same as without it (hachi_draft_lookup).
+ * one forward; the output is the same as without it (both decode through hachi_spec).
  * --prompt-cache FILE: restore the longest prefix of the prompt that FILE holds
  * and prefill only the rest; when nothing was restored, save the prompt's state
  * there (hachi_session_save / _load; the output is the same either way). */
@@ -74,8 +74,8 @@ int cmd_run(int argc, char **argv) {
     hachi_model *m = cli_load_model(cmd, &o, false);
     hachi_session *s = NULL;
     hachi_sampler *smp = NULL;
+    hachi_spec *sp = NULL;
     int32_t *toks = NULL, n_tok = 0;
-    cli_gen g = {0};
     if (!m) goto out;
 
     hachi_tokenize(m, prompt, plen, bos, true, NULL, 0, &n_tok);
@@ -90,7 +90,10 @@ int cmd_run(int argc, char **argv) {
         goto out;
     }
     if ((st = hachi_sampler_create(&o.smp, hachi_model_n_vocab(m), &smp))) { cli_lib_error(cmd, st, "sampler"); goto out; }
-    if ((st = cli_gen_init(&g, s, smp, m, (int)n_draft, n_tok + (int)n_predict))) { cli_lib_error(cmd, st, "generator"); goto out; }
+    hachi_spec_params spp = hachi_spec_default_params();
+    spp.drafter = n_draft ? HACHI_DRAFTER_LOOKUP : HACHI_DRAFTER_NONE;
+    spp.n_draft = (int32_t)n_draft;
+    if ((st = hachi_spec_create(m, s, smp, &spp, &sp))) { cli_lib_error(cmd, st, "generator"); goto out; }
 
     /* echo the prompt, then prefill it (what the prompt cache does not restore) */
     fwrite(prompt, 1, plen, stdout);
@@ -113,7 +116,7 @@ int cmd_run(int argc, char **argv) {
         if ((st = hachi_session_save(s, toks, n_tok, cache_path))) { cli_lib_error(cmd, st, "cannot save the prompt cache"); goto out; }
         fprintf(stderr, "prompt cache: saved %d prompt tokens to %s\n", n_tok, cache_path);
     }
-    cli_gen_feed(&g, toks, n_tok);
+    if ((st = hachi_spec_feed(sp, toks, n_tok))) { cli_lib_error(cmd, st, "generator"); goto out; }
 
     hachi_detok dt;
     hachi_detok_init(&dt, m);
@@ -124,24 +127,27 @@ int cmd_run(int argc, char **argv) {
     const int warmup = 4;
     if (o.sp.profile) hachi_session_profile_reset(s);
     t0 = cli_time_ms();
-    while (n_gen < n_predict) {
-        int32_t tok = cli_gen_sample(&g);
-        if (hachi_model_is_eog(m, tok)) break;
-        int32_t len = hachi_detok_push(&dt, tok, buf, sizeof buf);
-        fwrite(buf, 1, len, stdout);
-        fflush(stdout);
-        n_gen++;
-        if (n_gen >= n_predict) break;
-        const int forwards = g.forwards;
-        if ((st = cli_gen_next(&g, tok, (int)(n_predict - n_gen))) == HACHI_ERR_CONTEXT_FULL) { full = true; break; }
+    const hachi_spec_stats *ss = hachi_spec_get_stats(sp);
+    bool ended = false;
+    while (n_gen < n_predict && !ended) {   /* the last token is returned, never evaluated */
+        int32_t out[HACHI_SPEC_STEP_MAX], n_out;
+        const int64_t forwards = ss->forwards;
+        if ((st = hachi_spec_step(sp, (int32_t)(n_predict - n_gen), out, &n_out)) == HACHI_ERR_CONTEXT_FULL) { full = true; break; }
         if (st) { cli_lib_error(cmd, st, "decode failed"); goto out; }
-        if (o.sp.profile && g.forwards > forwards) {
-            if (g.forwards == warmup) hachi_session_profile_reset(s);
-            else if (g.forwards > warmup && (g.forwards - warmup) % 16 == 0) {
+        if (o.sp.profile && ss->forwards > forwards) {
+            if (ss->forwards == warmup) hachi_session_profile_reset(s);
+            else if (ss->forwards > warmup && (ss->forwards - warmup) % 16 == 0) {
                 cli_print_profile(stderr, s);
                 hachi_session_profile_reset(s);
             }
         }
+        for (int32_t i = 0; i < n_out && !ended; i++) {
+            if ((ended = hachi_model_is_eog(m, out[i]))) break;
+            int32_t len = hachi_detok_push(&dt, out[i], buf, sizeof buf);
+            fwrite(buf, 1, len, stdout);
+            n_gen++;
+        }
+        fflush(stdout);
     }
     double t_decode = cli_time_ms() - t0;
     int32_t len = hachi_detok_flush(&dt, buf, sizeof buf);
@@ -153,15 +159,16 @@ int cmd_run(int argc, char **argv) {
             n_tok > n_cached ? (n_tok - n_cached) / (t_prefill / 1000.0) : 0.0,
             n_gen > 1 ? (n_gen - 1) / (t_decode / 1000.0) : 0.0);
     if (n_draft)
-        fprintf(stderr, "draft: %d drafted, %d accepted (%.0f%%), %d forwards for %d tokens\n", g.drafted, g.accepted,
-                g.drafted ? 100.0 * g.accepted / g.drafted : 0.0, g.forwards, n_gen);
+        fprintf(stderr, "draft: %lld drafted, %lld accepted (%.0f%%), %lld forwards for %d tokens\n",
+                (long long)ss->drafted, (long long)ss->accepted, ss->drafted ? 100.0 * ss->accepted / ss->drafted : 0.0,
+                (long long)ss->forwards, n_gen);
     rc = 0;
 out:
+    hachi_spec_free(sp);
     hachi_sampler_free(smp);
     hachi_session_free(s);
     hachi_model_free(m);
     free(toks);
-    cli_gen_free(&g);
     free(file_text);
     return rc;
 }

@@ -1,0 +1,195 @@
+/* spec: lossless speculative decoding, the decode loop of hachi run, hachi chat and any
+ * other front end. A drafter proposes tokens to follow the session's text (prompt lookup:
+ * what followed the latest earlier occurrence of its last few tokens); the verifier
+ * evaluates the pending token and the drafts in one hachi_session_eval, samples each row
+ * in order with the caller's sampler, keeps the drafts while the samples equal them and
+ * rewinds the rest. For a deterministic drafter this is DESIGN.md's "sample y from p,
+ * accept iff y == x"; with a forward of up to 16 tokens giving bitwise the logits of
+ * decoding them one by one, the tokens are those of plain decoding for any sampler.
+ *
+ * Only the public session API is used (eval, rewind, pos, n_ctx, logits). Every buffer is
+ * allocated in hachi_spec_create; a step allocates nothing. Hot path: one step per
+ * forward; the lookup (a backward scan of the text) is small next to the forward. */
+#include "spec.h"
+#include "util.h"
+
+struct hachi_spec {
+    const hachi_model *model;
+    hachi_session *s;
+    hachi_sampler *smp;
+    hachi_spec_params p;
+    const hachi_drafter_ops *drafter;   /* NULL: plain decoding */
+    size_t n_vocab;
+    int32_t *text;          /* [n_ctx + 1] the token at each position of the session, then the
+                               pending one: the drafter's text (fed and sampled tokens) */
+    float *rows;            /* [n_draft + 1][n_vocab] logits of one verifying forward; NULL without a drafter */
+    const float *lg;        /* [n_vocab] the logits the next sample without a pending token comes from */
+    int32_t pending;        /* the last token returned, at position hachi_session_pos, not evaluated; -1: none */
+    hachi_spec_stats stats;
+};
+
+/* ---- drafters ------------------------------------------------------------------------ */
+
+int32_t hachi_draft_lookup(const int32_t *hist, int32_t n_hist, int32_t ngram_min, int32_t ngram_max,
+                           int32_t max_draft, int32_t *draft) {
+    if (!hist || !draft || ngram_min < 1 || max_draft < 1) return 0;
+    max_draft = HACHI_MIN(max_draft, HACHI_DRAFT_MAX);
+    for (int32_t n = HACHI_MIN(ngram_max, n_hist - 1); n >= ngram_min; n--) {
+        const int32_t *tail = hist + n_hist - n;
+        for (int32_t i = n_hist - n - 1; i >= 0; i--) {   /* latest occurrence first */
+            if (memcmp(hist + i, tail, (size_t)n * sizeof *hist)) continue;
+            int32_t k = HACHI_MIN(max_draft, n_hist - (i + n));
+            memcpy(draft, hist + i + n, (size_t)k * sizeof *draft);
+            return k;
+        }
+    }
+    return 0;
+}
+
+static int32_t lookup_propose(const hachi_spec_params *p, const int32_t *text, int32_t n, int32_t max,
+                              int32_t *draft) {
+    return hachi_draft_lookup(text, n, p->ngram_min, p->ngram_max, max, draft);
+}
+
+const hachi_drafter_ops hachi_drafter_lookup_ops = {lookup_propose};
+
+/* ---- the loop ------------------------------------------------------------------------ */
+
+hachi_spec_params hachi_spec_default_params(void) {
+    return (hachi_spec_params){.drafter = HACHI_DRAFTER_LOOKUP, .n_draft = 4, .ngram_min = 2, .ngram_max = 4};
+}
+
+hachi_status hachi_spec_create(const hachi_model *model, hachi_session *s, hachi_sampler *smp,
+                               const hachi_spec_params *params, hachi_spec **out) {
+    if (!out) return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: out is NULL");
+    *out = NULL;
+    hachi_spec_params p = params ? *params : hachi_spec_default_params();
+    if (!model || !s || !smp) return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: needs a model, a session and a sampler");
+    if (hachi_session_model(s) != model) return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: the session belongs to another model");
+    const hachi_drafter_ops *drafter = NULL;
+    switch (p.drafter) {
+    case HACHI_DRAFTER_NONE: p.n_draft = 0; break;
+    case HACHI_DRAFTER_LOOKUP:
+        if (p.ngram_min < 1 || p.ngram_max < p.ngram_min)
+            return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: lookup n-grams %d..%d (need 1 <= min <= max)",
+                              (int)p.ngram_min, (int)p.ngram_max);
+        drafter = &hachi_drafter_lookup_ops;
+        break;
+    default: return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: unknown drafter kind %d", (int)p.drafter);
+    }
+    if (drafter && (p.n_draft < 1 || p.n_draft > HACHI_DRAFT_MAX))
+        return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: n_draft %d not in 1..%d", (int)p.n_draft, HACHI_DRAFT_MAX);
+
+    hachi_spec *sp = hachi_calloc(1, sizeof *sp);
+    if (!sp) return HACHI_ERR_NOMEM;
+    sp->model = model;
+    sp->s = s;
+    sp->smp = smp;
+    sp->p = p;
+    sp->drafter = drafter;
+    sp->n_vocab = (size_t)hachi_model_n_vocab(model);
+    sp->pending = -1;
+    const size_t n_text = (size_t)hachi_session_n_ctx(s) + 1;
+    sp->text = hachi_malloc(n_text * sizeof *sp->text);
+    if (drafter) sp->rows = hachi_malloc((size_t)(p.n_draft + 1) * sp->n_vocab * sizeof *sp->rows);
+    if (!sp->text || (drafter && !sp->rows)) { hachi_spec_free(sp); return HACHI_ERR_NOMEM; }
+    for (size_t i = 0; i < n_text; i++) sp->text[i] = -1;   /* positions not fed: no token matches */
+    sp->lg = hachi_session_logits(s);
+    *out = sp;
+    return HACHI_OK;
+}
+
+void hachi_spec_free(hachi_spec *sp) {
+    if (!sp) return;
+    hachi_free(sp->text);
+    hachi_free(sp->rows);
+    hachi_free(sp);
+}
+
+const hachi_spec_stats *hachi_spec_get_stats(const hachi_spec *sp) {
+    static const hachi_spec_stats none;
+    return sp ? &sp->stats : &none;
+}
+
+hachi_status hachi_spec_feed(hachi_spec *sp, const int32_t *tokens, int32_t n) {
+    if (sp->pending >= 0)
+        return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: feed while the last token returned is not evaluated "
+                                                 "(hachi_spec_flush first)");
+    const int32_t pos = hachi_session_pos(sp->s);
+    if (n < 0 || n > pos || (n > 0 && !tokens))
+        return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: feed of %d tokens, but the session holds %d", (int)n, (int)pos);
+    for (int32_t i = 0; i < n; i++) {
+        hachi_sampler_accept(sp->smp, tokens[i]);
+        sp->text[pos - n + i] = tokens[i];
+    }
+    sp->lg = hachi_session_logits(sp->s);
+    return HACHI_OK;
+}
+
+/* Sample the token at position pos from logits lg; a token that is not end-of-generation is
+ * recorded (the sampler's penalty history, the drafter's text), as plain decoding does. */
+static int32_t sample(hachi_spec *sp, const float *lg, int32_t pos) {
+    int32_t tok = hachi_sampler_sample(sp->smp, lg);
+    if (!hachi_model_is_eog(sp->model, tok)) {
+        hachi_sampler_accept(sp->smp, tok);
+        sp->text[pos] = tok;
+    }
+    return tok;
+}
+
+hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, int32_t *n_out) {
+    *n_out = 0;
+    hachi_session *s = sp->s;
+    const int32_t base = hachi_session_pos(s), n_ctx = hachi_session_n_ctx(s);
+    if (max_tokens < 1) return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: step of max_tokens %d < 1", (int)max_tokens);
+    if (sp->pending < 0) {   /* the first token after a feed: from the logits at hand, no forward */
+        if (base == 0) return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: step before anything was evaluated");
+        int32_t tok = sample(sp, sp->lg, base);
+        out[(*n_out)++] = tok;
+        if (!hachi_model_is_eog(sp->model, tok)) sp->pending = tok;
+        return HACHI_OK;
+    }
+    if (base >= n_ctx) return hachi_fail(HACHI_ERR_CONTEXT_FULL, "spec: the context of %d tokens is full", (int)n_ctx);
+
+    /* draft: the pending token, k drafts and the sample after them fit max_tokens and the context */
+    int32_t batch[HACHI_DRAFT_MAX + 1], k = 0;
+    const int32_t room = HACHI_MIN(n_ctx - base - 1, max_tokens - 1);
+    batch[0] = sp->pending;
+    if (sp->drafter && room > 0)
+        k = sp->drafter->propose(&sp->p, sp->text, base + 1, HACHI_MIN(sp->p.n_draft, room), batch + 1);
+
+    /* evaluate: positions base..base+k in one forward (a plain decode step when k = 0) */
+    hachi_status st = hachi_session_eval(s, batch, k + 1, k ? sp->rows : NULL);
+    if (st) return st;
+    sp->pending = -1;
+    sp->stats.forwards++;
+    sp->stats.drafted += k;
+
+    /* accept: row r gives the token at base + r + 1; a draft is kept while the sample equals it */
+    int32_t r = 0;
+    for (;; r++) {
+        const float *lg = k ? sp->rows + (size_t)r * sp->n_vocab : hachi_session_logits(s);
+        int32_t tok = sample(sp, lg, base + r + 1);
+        out[(*n_out)++] = tok;
+        sp->lg = lg;                 /* after an end of generation, the next sample's logits */
+        if (hachi_model_is_eog(sp->model, tok)) break;
+        if (r < k && tok == batch[r + 1]) { sp->stats.accepted++; continue; }
+        sp->pending = tok;
+        break;
+    }
+    /* rewind: the drafted positions not kept */
+    return r < k ? hachi_session_rewind(s, base + r + 1) : HACHI_OK;
+}
+
+hachi_status hachi_spec_flush(hachi_spec *sp) {
+    if (sp->pending < 0) return HACHI_OK;
+    hachi_session *s = sp->s;
+    if (hachi_session_pos(s) >= hachi_session_n_ctx(s))
+        return hachi_fail(HACHI_ERR_CONTEXT_FULL, "spec: the context of %d tokens is full", (int)hachi_session_n_ctx(s));
+    hachi_status st = hachi_session_eval(s, &sp->pending, 1, NULL);
+    if (st) return st;
+    sp->pending = -1;
+    sp->stats.forwards++;
+    sp->lg = hachi_session_logits(s);
+    return HACHI_OK;
+}

@@ -1,0 +1,437 @@
+/* Tests for speculative decoding (src/spec.c): the prompt-lookup drafter by hand; the
+ * hachi_spec loop on real models against plain decoding (stories260K greedy and sampled,
+ * with "." made its end-of-generation token, at the context limit; the gemma4-micro
+ * passkey answers), step budgets, no allocation while decoding, parameter checks. */
+#include <stdbool.h>
+#include "test.h"
+#include "hachi.h"
+#include "hachi.h"
+#include "util.h"
+
+/* Prompt lookup, by hand: the longest n-gram (4..2 here) of the tail that occurred
+ * before, its latest occurrence, what followed it (bounded by max_draft, by the end of
+ * the history and by HACHI_DRAFT_MAX), and nothing when nothing matches. */
+TEST(draft_lookup) {
+    int32_t d[32];
+    const int32_t a[] = {5, 6, 7, 8, 9, 5, 6, 7};   /* tail "5 6 7" at 0 (no earlier "9 5 6 7") */
+    CHECK(hachi_draft_lookup(a, 8, 2, 4, 3, d) == 3 && d[0] == 8 && d[1] == 9 && d[2] == 5);
+    CHECK(hachi_draft_lookup(a, 8, 2, 4, 8, d) == 5 && d[4] == 7);   /* up to the end of the history */
+    const int32_t b[] = {1, 2, 3, 1, 2, 4, 1, 2};   /* "1 2" at 0 and 3: the latest wins */
+    CHECK(hachi_draft_lookup(b, 8, 2, 4, 2, d) == 2 && d[0] == 4 && d[1] == 1);
+    const int32_t c[] = {1, 2, 3, 4, 5, 6, 2, 9, 9, 3, 4};   /* "3 4" at 2 beats the 1-gram "4" */
+    CHECK(hachi_draft_lookup(c, 11, 1, 4, 2, d) == 2 && d[0] == 5 && d[1] == 6);
+    CHECK(hachi_draft_lookup(c, 11, 3, 4, 2, d) == 0);   /* no earlier "9 3 4" */
+    int32_t z[40];
+    for (int i = 0; i < 40; i++) z[i] = i % 20;   /* period 20: 20 tokens follow, 15 at most */
+    CHECK(hachi_draft_lookup(z, 40, 2, 4, 100, d) == HACHI_DRAFT_MAX && d[0] == 0 && d[14] == 14);
+    CHECK(hachi_draft_lookup(a, 8, 2, 4, 0, d) == 0 && hachi_draft_lookup(a, 1, 2, 4, 4, d) == 0);
+    CHECK(hachi_draft_lookup(NULL, 8, 2, 4, 4, d) == 0 && hachi_draft_lookup(a, 8, 0, 4, 4, d) == 0);
+}
+
+/* ---- the loop on real models -------------------------------------------------------- */
+
+/* stories260K (llama2.c) converted once per run; with dot_eog, a copy whose end-of-generation
+ * token is "." (the one u32 of tokenizer.ggml.eos_token_id patched in place), so that every
+ * sentence ends a generation, often in the middle of a verified draft. */
+static hachi_model *stories(bool dot_eog, int32_t *dot) {
+    static char path[2][1024];
+    const char *bin = test_shared_path("data/stories260K.bin"), *tok = test_shared_path("data/tok512.bin");
+    if (!bin || !tok) return NULL;
+    if (!path[0][0]) {
+        snprintf(path[0], sizeof path[0], "%s/spec_stories260K.gguf", test_tmpdir());
+        hachi_status st = hachi_convert_llama2c(bin, tok, path[0]);
+        CHECKF(st == HACHI_OK, "convert: %s", hachi_last_error());
+        if (st) { path[0][0] = 0; return NULL; }
+    }
+    hachi_model *m = NULL;
+    CHECKF(hachi_model_load(path[0], NULL, &m) == HACHI_OK, "load: %s", hachi_last_error());
+    if (!m || !dot_eog) return m;
+    int32_t ids[8], n = 0;
+    hachi_tokenize(m, "big.", 4, false, false, ids, 8, &n);
+    *dot = n > 0 ? ids[n - 1] : -1;
+    hachi_model_free(m);
+    m = NULL;
+    size_t len;
+    char *b = test_read_file(path[0], &len);
+    const char *key = "tokenizer.ggml.eos_token_id";
+    char *at = b ? memmem(b, len, key, strlen(key)) : NULL;
+    uint32_t type = 0;
+    if (at) memcpy(&type, at + strlen(key), 4);
+    CHECKF(at && type == 4 && *dot >= 0, "no u32 eos_token_id in the converted file");   /* GGUF type 4: u32 */
+    if (!at || type != 4 || *dot < 0) { free(b); return NULL; }
+    uint32_t v = (uint32_t)*dot;
+    memcpy(at + strlen(key) + 4, &v, 4);
+    snprintf(path[1], sizeof path[1], "%s/spec_stories260K_dot.gguf", test_tmpdir());
+    FILE *f = fopen(path[1], "wb");
+    CHECK(f && fwrite(b, 1, len, f) == len && fclose(f) == 0);
+    free(b);
+    CHECKF(hachi_model_load(path[1], NULL, &m) == HACHI_OK, "load: %s", hachi_last_error());
+    CHECK(!m || (hachi_model_is_eog(m, *dot) && !hachi_model_is_eog(m, 2)));
+    return m;
+}
+
+static hachi_session *session(const hachi_model *m) {
+    hachi_session_params p = hachi_session_default_params();
+    p.n_ctx = 2048;
+    p.n_threads = 1;
+    hachi_session *s = NULL;
+    CHECKF(hachi_session_create(m, &p, &s) == HACHI_OK, "session: %s", hachi_last_error());
+    return s;
+}
+
+static hachi_sampler *sampler(bool sampled) {
+    hachi_sampler_params p = hachi_sampler_default_params();
+    if (sampled) { p.temp = 0.8f; p.top_p = 0.95f; p.repeat_penalty = 1.1f; p.seed = 7; }
+    else p.temp = 0;
+    hachi_sampler *smp = NULL;
+    CHECK(hachi_sampler_create(&p, 512, &smp) == HACHI_OK);
+    return smp;
+}
+
+static hachi_spec *spec(const hachi_model *m, hachi_session *s, hachi_sampler *smp, int n_draft) {
+    hachi_spec_params p = hachi_spec_default_params();
+    p.drafter = n_draft ? HACHI_DRAFTER_LOOKUP : HACHI_DRAFTER_NONE;
+    p.n_draft = n_draft;
+    hachi_spec *sp = NULL;
+    CHECKF(hachi_spec_create(m, s, smp, &p, &sp) == HACHI_OK, "spec: %s", hachi_last_error());
+    return sp;
+}
+
+/* Plain decoding, what hachi_spec must reproduce: sample, record (unless end of generation),
+ * evaluate one token at a time (the last one too when eval_last). Stops after an
+ * end-of-generation token (returned), after n tokens, or at the first token that does not
+ * fit the context (returned); the count. */
+static int plain(const hachi_model *m, hachi_session *s, hachi_sampler *smp, int n, bool eval_last, int32_t *out) {
+    for (int i = 0; i < n; i++) {
+        int32_t t = hachi_sampler_sample(smp, hachi_session_logits(s));
+        out[i] = t;
+        if (hachi_model_is_eog(m, t)) return i + 1;
+        hachi_sampler_accept(smp, t);
+        if ((i + 1 < n || eval_last) && hachi_session_eval(s, &t, 1, NULL) != HACHI_OK) return i + 1;
+    }
+    return n;
+}
+
+/* Up to n tokens from sp, every step asked for at most `budget` of them (0: all that are
+ * left), checking each step's count; stops after an end of generation or an error (*st). */
+static int spec_decode(hachi_spec *sp, const hachi_model *m, int n, int budget, int32_t *out, hachi_status *st) {
+    int got = 0;
+    *st = HACHI_OK;
+    for (int step = 0; got < n; step++) {
+        int32_t max = budget ? HACHI_MIN(n - got, 1 + step % budget) : n - got, k = -1;
+        int32_t buf[HACHI_SPEC_STEP_MAX];
+        if ((*st = hachi_spec_step(sp, max, buf, &k))) { CHECK(k == 0); break; }
+        CHECKF(k >= 1 && k <= max && k <= HACHI_SPEC_STEP_MAX, "step %d: %d tokens for at most %d", step, k, max);
+        if (k < 1 || k > max) break;
+        memcpy(out + got, buf, (size_t)k * sizeof *buf);
+        got += k;
+        for (int i = 0; i < k - 1; i++) CHECKF(!hachi_model_is_eog(m, buf[i]), "an end of generation inside a step");
+        if (hachi_model_is_eog(m, buf[k - 1])) break;
+    }
+    return got;
+}
+
+static bool same(const int32_t *a, int na, const int32_t *b, int nb, const char *what) {
+    int i = 0;
+    while (i < na && i < nb && a[i] == b[i]) i++;
+    CHECKF(na == nb && i == na, "%s: %d tokens vs %d of plain decoding, first difference at %d", what, na, nb, i);
+    return na == nb && i == na;
+}
+
+/* Plain decoding and hachi_spec give the same tokens, greedy and sampled (temperature, top-p,
+ * repetition penalty, a seed), without a drafter and with drafts of 1, 4 and 15 tokens, and
+ * drafts are kept where the text repeats; the last token stays pending until flushed; the
+ * steps allocate nothing. */
+TEST(spec_same_tokens_as_plain) {
+    hachi_model *m = stories(false, NULL);
+    if (!m) SKIP("stories260K absent");
+    enum { N = 200 };
+    int32_t prompt[16], n_prompt = 0, ref[N], got[N];
+    hachi_tokenize(m, "Once upon a time", 16, true, true, prompt, 16, &n_prompt);
+    for (int sampled = 0; sampled < 2; sampled++) {
+        hachi_session *s = session(m);
+        hachi_sampler *smp = sampler(sampled);
+        if (!s || !smp) break;
+        CHECK(hachi_session_eval(s, prompt, n_prompt, NULL) == HACHI_OK);
+        for (int i = 0; i < n_prompt; i++) hachi_sampler_accept(smp, prompt[i]);
+        int n_ref = plain(m, s, smp, N, false, ref);
+        CHECK(n_ref == N);
+        hachi_sampler_free(smp);
+        hachi_session_free(s);
+        const int drafts[] = {0, 1, 4, HACHI_DRAFT_MAX};
+        for (int d = 0; d < 4; d++) {
+            char what[64];
+            snprintf(what, sizeof what, "%s, n_draft %d", sampled ? "sampled" : "greedy", drafts[d]);
+            s = session(m);
+            smp = sampler(sampled);
+            hachi_spec *sp = s && smp ? spec(m, s, smp, drafts[d]) : NULL;
+            if (!sp) { hachi_sampler_free(smp); hachi_session_free(s); break; }
+            CHECK(hachi_session_eval(s, prompt, n_prompt, NULL) == HACHI_OK);
+            CHECK(hachi_spec_feed(sp, prompt, n_prompt) == HACHI_OK);
+            hachi_status st;
+            uint64_t allocs = hachi_alloc_count();
+            int n = spec_decode(sp, m, N, 0, got, &st);
+            CHECKF(hachi_alloc_count() == allocs, "%s: %llu allocations while decoding", what,
+                   (unsigned long long)(hachi_alloc_count() - allocs));
+            CHECKF(st == HACHI_OK, "%s: %s", what, hachi_last_error());
+            same(got, n, ref, n_ref, what);
+            const hachi_spec_stats *ss = hachi_spec_get_stats(sp);
+            if (drafts[d]) CHECKF(ss->drafted > 0 && ss->accepted > 0 && ss->accepted <= ss->drafted &&
+                                  ss->forwards + ss->accepted == N - 1,
+                                  "%s: %lld drafted, %lld accepted, %lld forwards", what, (long long)ss->drafted,
+                                  (long long)ss->accepted, (long long)ss->forwards);
+            else CHECKF(ss->drafted == 0 && ss->accepted == 0 && ss->forwards == N - 1, "%s: %lld forwards", what,
+                        (long long)ss->forwards);
+            const int64_t fw = ss->forwards;
+            CHECK(hachi_session_pos(s) == n_prompt + N - 1);   /* the last token is pending */
+            CHECK(hachi_spec_feed(sp, NULL, 0) == HACHI_ERR_INVALID_ARG);
+            CHECK(hachi_spec_flush(sp) == HACHI_OK && hachi_session_pos(s) == n_prompt + N && ss->forwards == fw + 1);
+            CHECK(hachi_spec_flush(sp) == HACHI_OK && ss->forwards == fw + 1);   /* nothing pending: nothing */
+            hachi_spec_free(sp);
+            hachi_sampler_free(smp);
+            hachi_session_free(s);
+        }
+    }
+    hachi_model_free(m);
+}
+
+/* max_tokens bounds every step (steps asked for 1, 2, 3, ... tokens, drafts cut to fit),
+ * with the same tokens; after a flush the loop continues from the session's logits as
+ * plain decoding does (a second run of tokens, as a chat's next reply without a prompt). */
+TEST(spec_max_tokens) {
+    hachi_model *m = stories(false, NULL);
+    if (!m) SKIP("stories260K absent");
+    enum { N = 60 };
+    int32_t prompt[16], n_prompt = 0, ref[2 * N], got[2 * N];
+    hachi_tokenize(m, "Once upon a time", 16, true, true, prompt, 16, &n_prompt);
+    hachi_session *s = session(m);
+    hachi_sampler *smp = sampler(true);
+    if (!s || !smp) { hachi_model_free(m); return; }
+    CHECK(hachi_session_eval(s, prompt, n_prompt, NULL) == HACHI_OK);
+    for (int i = 0; i < n_prompt; i++) hachi_sampler_accept(smp, prompt[i]);
+    int n_ref = plain(m, s, smp, 2 * N, false, ref);
+    hachi_sampler_free(smp);
+    hachi_session_free(s);
+    for (int budget = 1; budget <= 5; budget += 2) {
+        s = session(m);
+        smp = sampler(true);
+        hachi_spec *sp = s && smp ? spec(m, s, smp, 8) : NULL;
+        if (!sp) { hachi_sampler_free(smp); hachi_session_free(s); break; }
+        CHECK(hachi_session_eval(s, prompt, n_prompt, NULL) == HACHI_OK);
+        CHECK(hachi_spec_feed(sp, prompt, n_prompt) == HACHI_OK);
+        hachi_status st;
+        int n = spec_decode(sp, m, N, budget, got, &st);
+        CHECK(st == HACHI_OK && n == N && hachi_session_pos(s) == n_prompt + N - 1);
+        CHECK(hachi_spec_flush(sp) == HACHI_OK && hachi_session_pos(s) == n_prompt + N);
+        n += spec_decode(sp, m, N, budget, got + n, &st);
+        CHECK(st == HACHI_OK);
+        char what[32];
+        snprintf(what, sizeof what, "steps of at most %d", budget);
+        same(got, n, ref, n_ref, what);
+        hachi_spec_free(sp);
+        hachi_sampler_free(smp);
+        hachi_session_free(s);
+    }
+    hachi_model_free(m);
+}
+
+/* End of generation, with "." as the end-of-generation token: every reply stops at its
+ * first "." (returned last, not evaluated: the session holds the tokens before it, drafted
+ * positions past it rewound, nothing pending), and the next turn starts with it as a chat's
+ * does; over several turns the same tokens as plain decoding, and drafts kept. */
+TEST(spec_end_of_generation) {
+    int32_t dot = -1;
+    hachi_model *m = stories(true, &dot);
+    if (!m) SKIP("stories260K absent");
+    enum { TURNS = 8, MAX = 64 };
+    int32_t prompt[32], n_prompt = 0, turn[16], n_turn = 0;
+    hachi_tokenize(m, "Once upon a time, Lily was happy", 32, true, true, prompt, 32, &n_prompt);
+    hachi_tokenize(m, " Lily was", 9, false, true, turn + 1, 15, &n_turn);
+    for (int sampled = 0; sampled < 2; sampled++) {
+        int32_t ref[TURNS * MAX], got[TURNS * MAX];
+        int n_ref = 0, n_got = 0, ended = 0;
+        for (int pass = 0; pass < 2; pass++) {   /* plain, then hachi_spec */
+            hachi_session *s = session(m);
+            hachi_sampler *smp = sampler(sampled);
+            hachi_spec *sp = pass && s && smp ? spec(m, s, smp, 8) : NULL;
+            if (!s || !smp || (pass && !sp)) { hachi_sampler_free(smp); hachi_session_free(s); break; }
+            CHECK(hachi_session_eval(s, prompt, n_prompt, NULL) == HACHI_OK);
+            if (sp) CHECK(hachi_spec_feed(sp, prompt, n_prompt) == HACHI_OK);
+            else for (int i = 0; i < n_prompt; i++) hachi_sampler_accept(smp, prompt[i]);
+            for (int t = 0; t < TURNS; t++) {
+                int32_t *out = pass ? got + n_got : ref + n_ref;
+                int n;
+                if (!sp) n = plain(m, s, smp, MAX, true, out);
+                else {
+                    hachi_status st;
+                    int32_t pos = hachi_session_pos(s);
+                    n = spec_decode(sp, m, MAX, 0, out, &st);
+                    CHECK(st == HACHI_OK);
+                    if (n > 0 && out[n - 1] == dot) {
+                        ended++;
+                        const int64_t fw = hachi_spec_get_stats(sp)->forwards;
+                        CHECKF(hachi_session_pos(s) == pos + n - 1, "turn %d: at %d after %d tokens from %d", t,
+                               hachi_session_pos(s), n, pos);
+                        CHECK(hachi_spec_flush(sp) == HACHI_OK && hachi_spec_get_stats(sp)->forwards == fw);
+                    } else CHECK(hachi_spec_flush(sp) == HACHI_OK);
+                }
+                /* the next turn: the end of the reply (as a chat's turn text), then " Lily was" */
+                turn[0] = dot;
+                int32_t *next = turn + (n > 0 && out[n - 1] == dot ? 0 : 1);
+                int n_next = n_turn + 1 - (int)(next - turn);
+                CHECK(hachi_session_eval(s, next, n_next, NULL) == HACHI_OK);
+                if (sp) CHECK(hachi_spec_feed(sp, next, n_next) == HACHI_OK);
+                else for (int i = 0; i < n_next; i++) hachi_sampler_accept(smp, next[i]);
+                if (pass) n_got += n; else n_ref += n;
+            }
+            if (sp) {
+                const hachi_spec_stats *ss = hachi_spec_get_stats(sp);
+                CHECKF(ss->drafted > 0 && ss->accepted > 0, "%s: %lld drafted, %lld accepted",
+                       sampled ? "sampled" : "greedy", (long long)ss->drafted, (long long)ss->accepted);
+            }
+            hachi_spec_free(sp);
+            hachi_sampler_free(smp);
+            hachi_session_free(s);
+        }
+        CHECKF(ended >= TURNS / 2, "%s: only %d of %d replies ended at a '.'", sampled ? "sampled" : "greedy", ended, TURNS);
+        same(got, n_got, ref, n_ref, sampled ? "sampled" : "greedy");
+    }
+    hachi_model_free(m);
+}
+
+/* The context limit: drafts are cut to the room left; when the pending token does not fit,
+ * the step says HACHI_ERR_CONTEXT_FULL (no tokens, nothing changed), with the tokens of
+ * plain decoding up to there: the session full, the last token still pending. */
+TEST(spec_context_full) {
+    NEED_SHARED(text_path, "data/tinystories_val_head.txt");
+    hachi_model *m = stories(false, NULL);
+    if (!m) SKIP("stories260K absent");
+    size_t len;
+    char *text = test_read_file(text_path, &len);
+    enum { N_PROMPT = 2030, MAX = 64 };
+    int32_t *prompt = malloc(sizeof(int32_t) * 8192), n = 0;
+    hachi_tokenize(m, text, HACHI_MIN(len, (size_t)12000), true, true, prompt, 8192, &n);
+    CHECK(n >= N_PROMPT);
+    int32_t ref[MAX], got[MAX];
+    int n_ref = 0;
+    for (int pass = 0; pass < 2 && n >= N_PROMPT; pass++) {
+        hachi_session *s = session(m);
+        hachi_sampler *smp = sampler(false);
+        hachi_spec *sp = pass && s && smp ? spec(m, s, smp, 8) : NULL;
+        if (!s || !smp || (pass && !sp)) { hachi_sampler_free(smp); hachi_session_free(s); break; }
+        CHECK(hachi_session_eval(s, prompt, N_PROMPT, NULL) == HACHI_OK);
+        if (!sp) {
+            for (int i = 0; i < N_PROMPT; i++) hachi_sampler_accept(smp, prompt[i]);
+            n_ref = plain(m, s, smp, MAX, true, ref);
+            CHECK(n_ref == 2048 - N_PROMPT + 1);
+        } else {
+            CHECK(hachi_spec_feed(sp, prompt, N_PROMPT) == HACHI_OK);
+            hachi_status st;
+            int k = spec_decode(sp, m, MAX, 0, got, &st);
+            CHECKF(st == HACHI_ERR_CONTEXT_FULL, "status %d: %s", st, hachi_last_error());
+            same(got, k, ref, n_ref, "to the context limit");
+            CHECK(hachi_session_pos(s) == 2048);
+            CHECK(hachi_spec_flush(sp) == HACHI_ERR_CONTEXT_FULL && hachi_session_pos(s) == 2048);
+            int32_t one[HACHI_SPEC_STEP_MAX], n_one = -1;
+            CHECK(hachi_spec_step(sp, 4, one, &n_one) == HACHI_ERR_CONTEXT_FULL && n_one == 0);
+        }
+        hachi_spec_free(sp);
+        hachi_sampler_free(smp);
+        hachi_session_free(s);
+    }
+    free(prompt);
+    free(text);
+    hachi_model_free(m);
+}
+
+/* The trained passkey model (1K-token prompts): the 8 greedy tokens of the reference answer,
+ * the key's digits drafted from where the prompt states it and accepted. */
+TEST(spec_gemma4_micro_passkey) {
+    NEED_SHARED(mpath, "models/gemma4-micro.gguf");
+    NEED_SHARED(ppath, "models/gemma4-micro.passkey.prompts.txt");
+    NEED_SHARED(apath, "models/gemma4-micro.passkey.answers.txt");
+    hachi_model *m = NULL;
+    CHECKF(hachi_model_load(mpath, NULL, &m) == HACHI_OK, "load: %s", hachi_last_error());
+    FILE *pf = fopen(ppath, "r"), *af = fopen(apath, "r");
+    if (!m || !pf || !af) { CHECK(0); hachi_model_free(m); return; }
+    char *line = NULL, aline[1024];
+    size_t cap = 0;
+    int k = 0;
+    static int32_t ids[8192];
+    while (k < 6 && getline(&line, &cap, pf) > 0) {   /* the 6 prompts of ~1K tokens */
+        int n = 0;
+        for (char *p = line, *e; n < 8192; p = e) {
+            long v = strtol(p, &e, 10);
+            if (e == p) break;
+            ids[n++] = (int32_t)v;
+        }
+        do { if (!fgets(aline, sizeof aline, af)) aline[0] = 0; } while (aline[0] == '#');
+        int plen, key, exp[8];
+        double depth;
+        CHECK(sscanf(aline, "%d %lf %d | %d %d %d %d %d %d %d %d", &plen, &depth, &key, &exp[0], &exp[1], &exp[2],
+                     &exp[3], &exp[4], &exp[5], &exp[6], &exp[7]) == 11);
+        hachi_session *s = session(m);
+        hachi_sampler *smp = sampler(false);
+        hachi_spec *sp = s && smp ? spec(m, s, smp, 8) : NULL;
+        if (sp) {
+            CHECK(hachi_session_eval(s, ids, n, NULL) == HACHI_OK && hachi_spec_feed(sp, ids, n) == HACHI_OK);
+            int32_t got[8];
+            hachi_status st;
+            int g = spec_decode(sp, m, 8, 0, got, &st);
+            CHECK(st == HACHI_OK);
+            char what[64];
+            snprintf(what, sizeof what, "prompt %d (key %d)", k, key);
+            same(got, g, exp, 8, what);
+            const hachi_spec_stats *ss = hachi_spec_get_stats(sp);
+            CHECKF(ss->accepted >= 5 && ss->forwards <= 3, "%s: %lld of %lld drafts kept, %lld forwards", what,
+                   (long long)ss->accepted, (long long)ss->drafted, (long long)ss->forwards);
+        }
+        hachi_spec_free(sp);
+        hachi_sampler_free(smp);
+        hachi_session_free(s);
+        k++;
+    }
+    CHECK(k == 6);
+    free(line);
+    fclose(pf);
+    fclose(af);
+    hachi_model_free(m);
+}
+
+/* Parameters and misuse: bad kinds, lengths and n-grams refused with a message and nothing
+ * made; a step before anything was evaluated or for no tokens, a feed of more tokens than
+ * the session holds; NULL-safe free and stats. */
+TEST(spec_bad_params) {
+    hachi_model *m = stories(false, NULL);
+    if (!m) SKIP("stories260K absent");
+    hachi_session *s = session(m);
+    hachi_sampler *smp = sampler(false);
+    hachi_spec *sp = (hachi_spec *)1;
+    hachi_spec_params p = hachi_spec_default_params();
+    CHECK(p.drafter == HACHI_DRAFTER_LOOKUP && p.n_draft >= 1 && p.n_draft <= HACHI_DRAFT_MAX);
+    const struct { hachi_drafter kind; int n_draft, lo, hi; } bad[] = {
+        {HACHI_DRAFTER_LOOKUP, 0, 2, 4}, {HACHI_DRAFTER_LOOKUP, HACHI_DRAFT_MAX + 1, 2, 4},
+        {HACHI_DRAFTER_LOOKUP, 4, 0, 4}, {HACHI_DRAFTER_LOOKUP, 4, 3, 2}, {(hachi_drafter)7, 4, 2, 4},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        p = (hachi_spec_params){bad[i].kind, bad[i].n_draft, bad[i].lo, bad[i].hi};
+        CHECKF(hachi_spec_create(m, s, smp, &p, &sp) == HACHI_ERR_INVALID_ARG && !sp && hachi_last_error()[0],
+               "params %zu accepted", i);
+        sp = (hachi_spec *)1;
+    }
+    CHECK(hachi_spec_create(m, NULL, smp, NULL, &sp) == HACHI_ERR_INVALID_ARG && !sp);
+    p = (hachi_spec_params){HACHI_DRAFTER_NONE, 0, 0, 0};   /* n-grams and length unused */
+    CHECK(hachi_spec_create(m, s, smp, &p, &sp) == HACHI_OK && sp);
+    int32_t out[HACHI_SPEC_STEP_MAX], n = -1, bos = hachi_model_bos(m);
+    CHECK(hachi_spec_step(sp, 4, out, &n) == HACHI_ERR_INVALID_ARG && n == 0);   /* nothing evaluated */
+    CHECK(hachi_spec_feed(sp, &bos, 1) == HACHI_ERR_INVALID_ARG);               /* the session holds 0 */
+    CHECK(hachi_session_eval(s, &bos, 1, NULL) == HACHI_OK && hachi_spec_feed(sp, &bos, 1) == HACHI_OK);
+    CHECK(hachi_spec_step(sp, 0, out, &n) == HACHI_ERR_INVALID_ARG && n == 0);
+    CHECK(hachi_spec_step(sp, 4, out, &n) == HACHI_OK && n == 1);
+    hachi_spec_free(sp);
+    hachi_spec_free(NULL);
+    CHECK(hachi_spec_get_stats(NULL)->forwards == 0);
+    hachi_sampler_free(smp);
+    hachi_session_free(s);
+    hachi_model_free(m);
+}
