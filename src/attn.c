@@ -144,9 +144,19 @@ static void select_group(const attn_job *jb, int ith, int nth) {
         hachi_split(P - 2, 1, ith, nth, &lo, &hi);
         const int p0 = 1 + (int)lo, p1 = 1 + (int)hi;
         float *ps = A->page_scores + (size_t)i * stride, *add = ps + stride / 2;   /* [n_pages] each */
+        float *qpos = A->scores + (size_t)ith * A->scores_stride, *qneg = qpos + hd;   /* free until attention */
         for (int g = 0; g < Hkv; g++) {   /* more KV heads: their scores add up */
             const float *q = A->q + (size_t)t * A->n_head * hd + (size_t)g * G * hd;
-            hachi_kv_page_scores(A->kv, g, hd, q, G, p0, p1, g ? add + p0 : ps + p0);
+            for (int d = 0; d < hd; d++) {
+                float sp = 0.0f, sn = 0.0f;
+                for (int h = 0; h < G; h++) {
+                    const float x = q[(size_t)h * hd + d];
+                    if (x > 0.0f) sp += x; else sn += x;
+                }
+                qpos[d] = sp;
+                qneg[d] = sn;
+            }
+            hachi_kv_page_scores(A->kv, jb->kern, g, hd, qpos, qneg, p0, p1, g ? add + p0 : ps + p0, qneg + hd);
             for (int p = p0; g && p < p1; p++) ps[p] += add[p];
         }
     }

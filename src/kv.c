@@ -64,8 +64,12 @@ void hachi_kv_free(hachi_kv *kv) {
 
 size_t hachi_kv_bytes(const hachi_kv *kv) { return (size_t)kv->n_slots * kv->row_bytes * 2; }
 
-size_t hachi_kv_bytes_read(const hachi_kv *kv, int depth) {
-    int keys = kv->window > 0 ? HACHI_MIN(depth, kv->window) : depth;
+size_t hachi_kv_bytes_read(const hachi_kv *kv, int depth, int sparse_pages) {
+    const int pages = depth / HACHI_PAGE + 1;
+    if (kv->n_pages && sparse_pages && pages > sparse_pages)   /* the selected rows + the candidates' min/max */
+        return (size_t)sparse_pages * HACHI_PAGE * kv->row_bytes * 2 +
+               (size_t)(pages - 3) * kv->dim * sizeof(uint16_t) * 2;
+    const int keys = kv->window > 0 ? HACHI_MIN(depth, kv->window) : depth;
     return (size_t)keys * kv->row_bytes * 2;
 }
 
@@ -97,20 +101,13 @@ void hachi_kv_rewound(hachi_kv *kv, int pos) {
     for (int p = pos / HACHI_PAGE * HACHI_PAGE; p < pos; p++) page_add(kv, p, kv->k + (size_t)p * kv->row_bytes);
 }
 
-void hachi_kv_page_scores(const hachi_kv *kv, int g, int hd, const float *q, int G, int p0, int p1, float *out) {
-    for (int p = p0; p < p1; p++) {
-        const uint16_t *lo = kv->kmin + (size_t)p * kv->dim + (size_t)g * hd;
-        const uint16_t *hi = kv->kmax + (size_t)p * kv->dim + (size_t)g * hd;
-        float s = 0.0f;
-        for (int d = 0; d < hd; d++) {
-            const float a = hachi_f16_to_f32(lo[d]), b = hachi_f16_to_f32(hi[d]);
-            for (int h = 0; h < G; h++) {
-                const float qd = q[(size_t)h * hd + d];
-                s += HACHI_MAX(qd * a, qd * b);
-            }
-        }
-        out[p - p0] = s;
-    }
+void hachi_kv_page_scores(const hachi_kv *kv, const hachi_kernels *kern, int g, int hd, const float *qpos,
+                          const float *qneg, int p0, int p1, float *out, float *tmp) {
+    if (p1 <= p0) return;
+    const size_t off = (size_t)p0 * kv->dim + (size_t)g * hd;
+    kern->attn_scores_f16(hd, p1 - p0, kv->kmax + off, kv->dim, qpos, 1, out);
+    kern->attn_scores_f16(hd, p1 - p0, kv->kmin + off, kv->dim, qneg, 1, tmp);
+    for (int i = 0; i < p1 - p0; i++) out[i] += tmp[i];
 }
 
 void hachi_kv_stage(hachi_kv *kv, const hachi_kernels *kern, int p0, int t, const float *k, const float *v) {

@@ -49,8 +49,9 @@ hachi_status hachi_kv_init(hachi_kv *kv, int owner, int dim, int window, int n_c
 void hachi_kv_free(hachi_kv *kv);
 /* bytes the cache itself holds (K and V, without the pending rows) */
 size_t hachi_kv_bytes(const hachi_kv *kv);
-/* bytes of K and V a decode step reads after depth positions (the window's at most) */
-size_t hachi_kv_bytes_read(const hachi_kv *kv, int depth);
+/* bytes of K and V a decode step reads after depth positions (the window's at most); with
+ * sparse_pages, past that many pages: those pages' rows and every page's metadata */
+size_t hachi_kv_bytes_read(const hachi_kv *kv, int depth, int sparse_pages);
 
 /* Stages row t of the forward at p0 from f32 k, v [dim] (converted to the storage type) and
  * merges its key into the page metadata: a query's candidate pages (attn.h) end before its
@@ -88,8 +89,11 @@ void hachi_kv_scores(const hachi_kv *kv, const hachi_kernels *kern, const hachi_
                      const float *q, int G, float *s);
 void hachi_kv_values(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,
                      const float *p, int G, float *out);
-/* Page scores for G query heads of KV head g over pages [p0, p1): out[p - p0] = sum_h sum_d
- * max(q_hd * kmax_d, q_hd * kmin_d), an upper bound of the page's q.k summed over the heads. */
-void hachi_kv_page_scores(const hachi_kv *kv, int g, int hd, const float *q, int G, int p0, int p1, float *out);
+/* Page scores of KV head g over pages [p0, p1): out[p - p0] = qpos . kmax_p + qneg . kmin_p.
+ * With qpos_d = sum_h max(q_hd, 0) and qneg_d = sum_h min(q_hd, 0) over the G query heads this
+ * is sum_h sum_d max(q_hd kmax_d, q_hd kmin_d), the upper bound of the heads' q.k on the page
+ * (kmax >= kmin), at two dot products a page. tmp: [p1 - p0] scratch. */
+void hachi_kv_page_scores(const hachi_kv *kv, const hachi_kernels *kern, int g, int hd, const float *qpos,
+                          const float *qneg, int p0, int p1, float *out, float *tmp);
 
 #endif

@@ -254,7 +254,7 @@ size_t hachi_session_plan_bytes(const hachi_session *s) { return s ? s->plan_byt
 
 size_t hachi_session_kv_bytes_read(const hachi_session *s, int32_t depth) {
     size_t b = 0;
-    for (int l = 0; s && l < s->m->n_layer; l++) b += hachi_kv_bytes_read(s->lp[l].kv, depth);
+    for (int l = 0; s && l < s->m->n_layer; l++) b += hachi_kv_bytes_read(s->lp[l].kv, depth, s->lp[l].sparse_pages);
     return b;
 }
 

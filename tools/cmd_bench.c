@@ -406,6 +406,8 @@ static bool write_json(const char *path, const bench_result *r, const bench_opts
     fprintf(f, ",\n  \"model\": {\"path\": "); json_str(f, r->model_path);
     fprintf(f, ", \"type\": "); json_str(f, r->type);
     fprintf(f, ", \"file_bytes\": %zu, \"synthetic\": %s},\n", r->file_bytes, b->synth_shape ? "true" : "false");
+    fprintf(f, "  \"kv_type\": \"%s\",\n  \"sparse_budget\": %d,\n", hachi_kv_type_name(b->o.sp.kv_type),
+            b->o.sp.sparse_budget);
     fprintf(f, "  \"context\": %d,\n  \"n\": %ld,\n  \"reps\": %ld,\n  \"depths\": [", r->n_ctx, b->n, b->reps);
     for (int i = 0; i < r->n_depths; i++) {
         const depth_result *d = &r->d[i];
@@ -573,6 +575,9 @@ int cmd_bench(int argc, char **argv) {
     printf("model: %s (%s %s, %.1f MB file, %.1f MB weights read per token, %.1f MB of them interleaved by 8), "
            "context %d, plan %.1f MB\n", r.model_path, hachi_model_arch(m), r.type, r.file_bytes / 1e6,
            hachi_model_weight_bytes(m) / 1e6, hachi_model_repacked_bytes(m) / 1e6, n_ctx, r.plan_bytes / 1e6);
+    printf("mode: kv %s, attention %s", hachi_kv_type_name(b.o.sp.kv_type), b.o.sp.sparse_budget ? "page-sparse" : "dense");
+    if (b.o.sp.sparse_budget) printf(" (budget %d positions)", b.o.sp.sparse_budget);
+    printf("\n");
     fflush(stdout);
 
     uint64_t rng = 0x2545F4914F6CDD1Dull ^ b.seed;
