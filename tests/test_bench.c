@@ -113,7 +113,7 @@ TEST(bench_json_tiny) {
 TEST(bench_bad_flags) {
     static const char *bad[] = {"--synth tiny --depth x", "--synth tiny -n 0", "--synth huge", "--depth 16",
                                 "--synth tiny --fill slow", "--synth tiny --bogus", "--synth tiny -m x.gguf",
-                                "--synth tiny --depth 40000"};
+                                "--synth tiny --depth 140000"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char cmd[1024];
         snprintf(cmd, sizeof cmd, "%s bench %s 2>&1", test_hachi_bin(), bad[i]);
