@@ -1,6 +1,7 @@
 #!/bin/sh
 # The headline benchmark (`make bench`): decode speed of a synthetic
-# E2B-shaped Q4_0 Gemma 4 at depths 128, 2048 and 8192 on 2 threads, against
+# E2B-shaped Q4_0 Gemma 4 at depths 128, 2048, 8192 and 32768 on 2 threads (then
+# a page-sparse row, budget 1024, at 128 and 32768), against
 # the machine's measured read bandwidth. The model (random weights, real shape,
 # ~3 GB) is generated once into bench/cache/ ($HACHI_BENCH_CACHE overrides) and
 # reused; nothing is downloaded. Depth 128 is filled by a real prefill, 2048 and
@@ -15,5 +16,9 @@ cd "$(dirname "$0")/.."
 BIN=${HACHI_BIN:-build/hachi}
 THREADS=${HACHI_BENCH_THREADS:-2}
 [ -x "$BIN" ] || { echo "bench/headline.sh: $BIN not built (run make)" >&2; exit 1; }
-exec "$BIN" bench --synth e2b --type q4_0 --seed 1 --depth 128,2048,8192 -t "$THREADS" \
+"$BIN" bench --synth e2b --type q4_0 --seed 1 --depth 128,2048,8192,32768 -t "$THREADS" \
     --fill auto --json bench/last.json "$@"
+# the page-sparse row: the same model and depths 128 / 32768 with a budget of 1024 keys
+echo
+exec "$BIN" bench --synth e2b --type q4_0 --seed 1 --depth 128,32768 -t "$THREADS" --sparse 1024 \
+    --fill fast --no-prefill --no-verify --no-profile --json bench/last-sparse.json "$@"
