@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "model.h"
 #include "util.h"
 
 /* ---- hashing -------------------------------------------------------------------------- */
@@ -483,7 +482,7 @@ static size_t utf8_valid_prefix(const unsigned char *s, size_t n, size_t *need) 
 /* Streaming UTF-8 over b[0..n) (pending bytes first): whole code points go to out,
  * each maximal invalid subpart becomes U+FFFD, and an incomplete sequence at the
  * end is kept in the detokenizer (unless final, when it too becomes U+FFFD). */
-static int32_t utf8_drain(hachi_detok *d, const unsigned char *b, size_t n, bool final, char *out, int32_t cap) {
+static int32_t utf8_drain(hachi_detok_state *d, const unsigned char *b, size_t n, bool final, char *out, int32_t cap) {
     int32_t w = 0;
     size_t i = 0;
     d->n_pending = 0;
@@ -509,7 +508,12 @@ static int32_t utf8_drain(hachi_detok *d, const unsigned char *b, size_t n, bool
     return w;
 }
 
-int32_t hachi_tokenizer_detok_push(const hachi_tokenizer *t, hachi_detok *d, int32_t id, char *out, int32_t cap) {
+void hachi_tokenizer_detok_init(hachi_detok_state *d, bool at_start) {
+    memset(d, 0, sizeof *d);
+    d->at_start = at_start;
+}
+
+int32_t hachi_tokenizer_detok_push(const hachi_tokenizer *t, hachi_detok_state *d, int32_t id, char *out, int32_t cap) {
     unsigned char buf[8 + 1024];
     if (!t || !d || id < 0 || id >= t->n_vocab || t->types[id] == TT_CONTROL) return 0;
     int32_t np = HACHI_MIN(HACHI_MAX(d->n_pending, 0), 8);
@@ -524,46 +528,11 @@ int32_t hachi_tokenizer_detok_push(const hachi_tokenizer *t, hachi_detok *d, int
     return utf8_drain(d, buf, (size_t)(np + n), false, out, cap);
 }
 
-int32_t hachi_tokenizer_detok_flush(const hachi_tokenizer *t, hachi_detok *d, char *out, int32_t cap) {
+int32_t hachi_tokenizer_detok_flush(const hachi_tokenizer *t, hachi_detok_state *d, char *out, int32_t cap) {
     unsigned char buf[8];
     (void)t;
     if (!d) return 0;
     int32_t np = HACHI_MIN(HACHI_MAX(d->n_pending, 0), 8);
     memcpy(buf, d->pending, (size_t)np);
     return utf8_drain(d, buf, (size_t)np, true, out, cap);
-}
-
-/* ---- public API (include/hachi.h) --------------------------------------------------------- */
-
-hachi_status hachi_tokenize(const hachi_model *model, const char *text, size_t len, bool add_bos,
-                            bool parse_special, int32_t *out, int32_t cap, int32_t *n_out) {
-    const hachi_tokenizer *t = hachi_model_tokenizer(model);
-    int32_t *ids, n;
-    if (n_out) *n_out = 0;
-    if (!t) return hachi_fail(HACHI_ERR_INVALID_ARG, "tokenize: no model");
-    if (cap < 0 || (cap > 0 && !out)) return hachi_fail(HACHI_ERR_INVALID_ARG, "tokenize: bad output buffer");
-    hachi_status st = hachi_tokenizer_encode(t, text, len, add_bos, parse_special, &ids, &n);
-    if (st) return st;
-    if (n > 0 && cap > 0) memcpy(out, ids, (size_t)HACHI_MIN(n, cap) * sizeof *ids);
-    if (n_out) *n_out = n;
-    hachi_free(ids);
-    return HACHI_OK;
-}
-
-int32_t hachi_token_to_text(const hachi_model *model, int32_t token, char *buf, int32_t cap) {
-    return hachi_tokenizer_token_text(hachi_model_tokenizer(model), token, buf, cap);
-}
-
-void hachi_detok_init(hachi_detok *d, const hachi_model *model) {
-    memset(d, 0, sizeof *d);
-    d->model = model;
-    d->at_start = true;
-}
-
-int32_t hachi_detok_push(hachi_detok *d, int32_t token, char *out, int32_t cap) {
-    return hachi_tokenizer_detok_push(hachi_model_tokenizer(d->model), d, token, out, cap);
-}
-
-int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap) {
-    return hachi_tokenizer_detok_flush(hachi_model_tokenizer(d->model), d, out, cap);
 }

@@ -41,11 +41,13 @@ int cmd_chat(int argc, char **argv) {
     int32_t *toks = NULL;
     size_t line_cap = 0;
     cli_gen g = {0};
+    hachi_detok *dt = NULL;
     if (!m) goto out;
     hachi_status st = hachi_session_create(m, &o.sp, &s);
     if (st) { cli_lib_error(cmd, st, "cannot create the session"); goto out; }
     if ((st = hachi_sampler_create(&o.smp, hachi_model_n_vocab(m), &smp))) { cli_lib_error(cmd, st, "sampler"); goto out; }
     if ((st = cli_gen_init(&g, s, smp, m, (int)n_draft, hachi_session_n_ctx(s)))) { cli_lib_error(cmd, st, "generator"); goto out; }
+    if ((st = hachi_detok_create(m, &dt))) { cli_lib_error(cmd, st, "detokenizer"); goto out; }
     bool tty = isatty(STDIN_FILENO);
     static const char *names[] = {"gemma4", "gemma3", "plain"};
     fprintf(stderr, "hachi chat: %s format, context %d; one message per line, empty line to quit\n",
@@ -77,8 +79,7 @@ int cmd_chat(int argc, char **argv) {
         if ((st = hachi_session_eval(s, toks, n, NULL))) { cli_lib_error(cmd, st, "prefill failed"); goto out; }
         cli_gen_feed(&g, toks, n);
 
-        hachi_detok dt;
-        hachi_detok_init(&dt, m);
+        hachi_detok_reset(dt, true);
         char buf[256];
         int gen = 0;
         bool ended = false;
@@ -86,7 +87,7 @@ int cmd_chat(int argc, char **argv) {
             int32_t tok = cli_gen_sample(&g);
             gen++;
             if (hachi_model_is_eog(m, tok)) { ended = true; break; }
-            int32_t len = hachi_detok_push(&dt, tok, buf, sizeof buf);
+            int32_t len = hachi_detok_push(dt, tok, buf, sizeof buf);
             fwrite(buf, 1, len, stdout);
             fflush(stdout);
             if ((st = cli_gen_next(&g, tok, (int)(n_max - gen))) == HACHI_ERR_CONTEXT_FULL) {
@@ -98,7 +99,7 @@ int cmd_chat(int argc, char **argv) {
             if (st) { cli_lib_error(cmd, st, "decode failed"); goto out; }
         }
         if ((st = cli_gen_settle(&g))) { cli_lib_error(cmd, st, "rewind failed"); goto out; }
-        int32_t len = hachi_detok_flush(&dt, buf, sizeof buf);
+        int32_t len = hachi_detok_flush(dt, buf, sizeof buf);
         fwrite(buf, 1, len, stdout);
         fputc('\n', stdout);
         fflush(stdout);
@@ -113,6 +114,7 @@ out:
     free(line);
     free(turn);
     free(toks);
+    hachi_detok_free(dt);
     cli_gen_free(&g);
     hachi_sampler_free(smp);
     hachi_session_free(s);

@@ -78,6 +78,7 @@ int cmd_run(int argc, char **argv) {
     hachi_sampler *smp = NULL;
     int32_t *toks = NULL, n_tok = 0;
     cli_gen g = {0};
+    hachi_detok *dt = NULL;
     if (!m) goto out;
 
     hachi_tokenize(m, prompt, plen, bos, true, NULL, 0, &n_tok);
@@ -117,9 +118,8 @@ int cmd_run(int argc, char **argv) {
     }
     cli_gen_feed(&g, toks, n_tok);
 
-    hachi_detok dt;
-    hachi_detok_init(&dt, m);
-    dt.at_start = plen == 0;         /* strip the dummy-prefix space only at the very start */
+    if ((st = hachi_detok_create(m, &dt))) { cli_lib_error(cmd, st, "detokenizer"); goto out; }
+    hachi_detok_reset(dt, plen == 0);   /* strip the dummy-prefix space only at the very start */
     char buf[256];
     int n_gen = 0;
     bool full = false;
@@ -129,7 +129,7 @@ int cmd_run(int argc, char **argv) {
     while (n_gen < n_predict) {
         int32_t tok = cli_gen_sample(&g);
         if (hachi_model_is_eog(m, tok)) break;
-        int32_t len = hachi_detok_push(&dt, tok, buf, sizeof buf);
+        int32_t len = hachi_detok_push(dt, tok, buf, sizeof buf);
         fwrite(buf, 1, len, stdout);
         fflush(stdout);
         n_gen++;
@@ -146,7 +146,7 @@ int cmd_run(int argc, char **argv) {
         }
     }
     double t_decode = hachi_time_ms() - t0;
-    int32_t len = hachi_detok_flush(&dt, buf, sizeof buf);
+    int32_t len = hachi_detok_flush(dt, buf, sizeof buf);
     fwrite(buf, 1, len, stdout);
     fputc('\n', stdout);
     fflush(stdout);
@@ -159,6 +159,7 @@ int cmd_run(int argc, char **argv) {
                 g.drafted ? 100.0 * g.accepted / g.drafted : 0.0, g.forwards, n_gen);
     rc = 0;
 out:
+    hachi_detok_free(dt);
     hachi_sampler_free(smp);
     hachi_session_free(s);
     hachi_model_free(m);
