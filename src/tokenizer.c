@@ -106,7 +106,7 @@ static int cmp_u64(const void *a, const void *b) {
 static int parse_byte_piece(const hachi_gguf_str *p) {
     static const char hex[] = "0123456789ABCDEF";
     if (p->len != 6 || memcmp(p->ptr, "<0x", 3) || p->ptr[5] != '>') return -1;
-    const char *h1 = memchr(hex, p->ptr[3], 16), *h2 = memchr(hex, p->ptr[4], 16);
+    const char *h1 = memchr(hex, p->ptr[3], 16), *h2 = memchr(hex, p->ptr[4], 16);   // NOLINT(bugprone-not-null-terminated-result): the 16 digits, not the NUL
     if (!h1 || !h2 || !p->ptr[3] || !p->ptr[4]) return -1;
     return (int)((h1 - hex) * 16 + (h2 - hex));
 }
@@ -117,7 +117,7 @@ static hachi_status get_id(const hachi_gguf *g, const char *key, int32_t n_vocab
     if (!v) return HACHI_OK;
     if (!hachi_gguf_get_i64(g, key, &id))
         return hachi_fail(HACHI_ERR_FORMAT, "%s: expected an integer token id", key);
-    if (id == -1 || id == 0xFFFFFFFFll) { *out = -1; return HACHI_OK; }
+    if (id == -1 || id == 0xFFFFFFFFLL) { *out = -1; return HACHI_OK; }
     if (id < 0 || id >= n_vocab)
         return hachi_fail(HACHI_ERR_FORMAT, "%s = %lld is outside the vocabulary (%d tokens)", key,
                           (long long)id, n_vocab);
@@ -523,9 +523,9 @@ int32_t hachi_tokenizer_detok_push(const hachi_tokenizer *t, hachi_detok_state *
     unsigned char *s = buf + np;
     if (d->at_start) {
         d->at_start = false;
-        if (hachi_tokenizer_strips_leading_space(t) && s[0] == ' ') { memmove(s, s + 1, (size_t)--n); }
+        if (hachi_tokenizer_strips_leading_space(t) && s[0] == ' ') { n--; memmove(s, s + 1, (size_t)n); }
     }
-    return utf8_drain(d, buf, (size_t)(np + n), false, out, cap);
+    return utf8_drain(d, buf, (size_t)np + (size_t)n, false, out, cap);
 }
 
 int32_t hachi_tokenizer_detok_flush(const hachi_tokenizer *t, hachi_detok_state *d, char *out, int32_t cap) {
