@@ -38,7 +38,7 @@ TEST(attn_tiles_match_rows) {
                 tiles->softmax(s2, nk, G, 0.125f, mx2, sum2);
                 for (int h = 0; h < G; h++) {
                     CHECKF(mx1[h] == mx2[h], "softmax max G %d head %d: %g vs %g", G, h, mx1[h], mx2[h]);
-                    CHECKF(fabs(sum1[h] - sum2[h]) <= 1e-6 * nk * 4, "softmax sum G %d nk %d head %d: %g vs %g", G, nk,
+                    CHECKF(fabsf(sum1[h] - sum2[h]) <= 1e-6 * nk * 4, "softmax sum G %d nk %d head %d: %g vs %g", G, nk,
                            h, sum1[h], sum2[h]);
                 }
                 worst = 0;

@@ -80,7 +80,12 @@ static char *detok_all(const hachi_tokenizer *t, const int32_t *ids, int n, size
     for (int i = 0; i <= n; i++) {
         int32_t m = i < n ? hachi_tokenizer_detok_push(t, &d, ids[i], chunk, sizeof chunk)
                           : hachi_tokenizer_detok_flush(t, &d, chunk, sizeof chunk);
-        if (k + (size_t)m + 1 > cap) { while (k + (size_t)m + 1 > cap) cap *= 2; s = realloc(s, cap); }
+        if (k + (size_t)m + 1 > cap) {
+            while (k + (size_t)m + 1 > cap) cap *= 2;
+            char *more = realloc(s, cap);
+            if (!more) { test_fail(__FILE__, __LINE__, "out of memory"); break; }
+            s = more;
+        }
         memcpy(s + k, chunk, (size_t)m);
         k += (size_t)m;
     }
@@ -495,8 +500,10 @@ static bool tok512_gguf(void **buf, size_t *len) {
         o += (size_t)l;
         types[i] = i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1;
     }
-    strcpy(toks[1], "<s>");
-    strcpy(toks[2], "</s>");
+    free(toks[1]);
+    free(toks[2]);
+    toks[1] = strdup("<s>");
+    toks[2] = strdup("</s>");
     free(b);
     hachi_gguf_writer *w = hachi_gguf_writer_new();
     hachi_gguf_set_str(w, "general.architecture", "llama");
@@ -514,8 +521,8 @@ static bool tok512_gguf(void **buf, size_t *len) {
 }
 
 TEST(tokenizer_stories260k_reference) {
-    void *buf;
-    size_t len;
+    void *buf = NULL;
+    size_t len = 0;
     if (!test_shared_path("data/tok512.bin")) SKIP("../shared/data/tok512.bin absent");
     CHECK(tok512_gguf(&buf, &len));
     if (test_failed()) return;
