@@ -5,6 +5,8 @@
 #   make CROSS=aarch64   cross-compile into build-aarch64/ with aarch64-linux-gnu-gcc
 #   make fuzz       libFuzzer target for the GGUF parser (clang)
 #   make bench      headline benchmark (synthetic E2B-shaped Q4_0, depths 128/2048/8192)
+#   make lint       cppcheck + clang-tidy over src/, tools/, tests/; fails on any finding
+#                   (outside LINT_PENDING); make lint-report lists every finding, exit 0
 
 CC      ?= cc
 ifeq ($(CC),cc)
@@ -38,7 +40,7 @@ TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test test-fast fuzz bench clean
+.PHONY: all test test-fast fuzz bench clean lint lint-report
 all: $(BUILD)/libhachi.a $(BUILD)/libhachi.so $(BUILD)/hachi $(BUILD)/test_hachi
 
 # The library exports only include/hachi.h's HACHI_API functions; tools/ sees only that header
@@ -90,7 +92,89 @@ fuzz:
 bench: all
 	@sh bench/headline.sh
 
+# ---- static analysis ---------------------------------------------------------------------
+# One result file per source (build-lint/<path>.txt, one finding a line: file:line:col: tool
+# check: message), redone when the source, a project header, .clang-tidy or this Makefile
+# changes, so a second `make -j2 lint` checks only what changed. LINT_FILES="a.c b.c" checks
+# only those. clang-tidy runs the checks of .clang-tidy (which says why each family is in or
+# out); cppcheck runs the families below with --inline-suppr. A false positive gets an in-place
+# suppression that says why: `// NOLINT(check): why` or `// cppcheck-suppress id ; why`.
+# Kernel files are parsed with their ISA's flags (clang-tidy) or defines (cppcheck) so the
+# intrinsics paths are the ones checked; arm_neon.c is checked for aarch64 when the cross
+# compiler's headers are installed.
+LINT_DIR   ?= build-lint
+LINT_FILES ?= $(LIB_SRC) $(TOOL_SRC) $(TEST_SRC)
+LINT_HDRS  := $(wildcard include/*.h src/*.h src/kernels/*.h tools/*.h tests/*.h)
+# Files being rewritten on other branches: their findings are printed but do not fail the
+# target yet. Remove a file from the list once its findings are fixed.
+LINT_PENDING := src/attn.c src/forward.c src/session.c src/session.h src/prompt_cache.c src/sampler.c \
+                $(wildcard src/kernels/*.c src/kernels/*.h) tools/gen.c tools/cmd_run.c tools/cmd_chat.c \
+                tools/cmd_bench.c
+# cppcheck: the warning (likely bugs), portability and performance families; style is left
+# out (taste, not defects); system headers are not parsed (missingIncludeSystem off), so an
+# intrinsic is an unknown function to it. The -D defines pick the one configuration checked.
+CPPCHECK_FLAGS := --enable=warning,portability,performance --error-exitcode=1 --inline-suppr --quiet \
+                  --std=c11 --platform=unix64 --suppress=missingIncludeSystem -D_GNU_SOURCE -D__linux__ \
+                  -Iinclude -Isrc --template='{file}:{line}:{column}: cppcheck {id}: {message}'
+TIDY_CFLAGS    := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -pthread
+X86_DEFS_avx2  := -D__x86_64__ -D__AVX2__ -D__FMA__ -D__F16C__
+X86_DEFS_avx512 := $(X86_DEFS_avx2) -D__AVX512F__ -D__AVX512BW__ -D__AVX512VL__ -D__AVX512DQ__ -D__AVX512VNNI__
+LINT_DEFS  = -D__x86_64__
+LINT_FLAGS =
+$(LINT_DIR)/src/kernels/x86_avx2.txt $(LINT_DIR)/src/kernels/x86_avx2_attn.txt: LINT_DEFS = $(X86_DEFS_avx2)
+$(LINT_DIR)/src/kernels/x86_avx2.txt $(LINT_DIR)/src/kernels/x86_avx2_attn.txt: LINT_FLAGS = $(FLAGS_avx2)
+$(LINT_DIR)/src/kernels/x86_avx512.txt: LINT_DEFS = $(X86_DEFS_avx512)
+$(LINT_DIR)/src/kernels/x86_avx512.txt: LINT_FLAGS = $(FLAGS_avx512)
+$(LINT_DIR)/src/kernels/arm_neon.txt: LINT_DEFS = -D__aarch64__ -D__ARM_NEON -D__ARM_FEATURE_DOTPROD -D__ARM_FEATURE_FP16_VECTOR_ARITHMETIC
+$(LINT_DIR)/src/kernels/arm_neon.txt: LINT_FLAGS = $(if $(wildcard /usr/aarch64-linux-gnu/include/stdio.h),--target=aarch64-linux-gnu -march=armv8.2-a+dotprod+fp16)
+
+LINT_OUT := $(LINT_FILES:%.c=$(LINT_DIR)/%.txt)
+
+# clang-tidy's report as file:line:col: clang-tidy check: message, one line a finding (notes
+# dropped); a finding inside a system header (an intrinsic) is placed at the last line of ours
+# on its path.
+define TIDY_AWK
+function flush() { if (sys != "") print (loc != "" ? loc : tu ":1:1") ": clang-tidy " chk ": " msg " (in " sys ")"; sys = "" }
+function strip(l) { if (index(l, root) == 1) l = substr(l, length(root) + 1); return l }
+/: (warning|error): .* \[[^]]*\]$$/ {
+    flush(); l = strip($$0)
+    match(l, /^[^ :]+:[0-9]+:[0-9]+: [a-z]+: /); at = l; sub(/: [a-z]+: .*/, "", at); rest = substr(l, RLENGTH + 1)
+    match(rest, / \[[^]]*\]$$/); chk = substr(rest, RSTART + 2, RLENGTH - 3); sub(/,.*/, "", chk); msg = substr(rest, 1, RSTART - 1)
+    if (at ~ /^\//) { sys = at; loc = "" } else print at ": clang-tidy " chk ": " msg
+    next
+}
+sys != "" && /: note: / { l = strip($$0); if (l !~ /^\//) { match(l, /^[^ :]+:[0-9]+:[0-9]+/); loc = substr(l, 1, RLENGTH) } }
+END { flush() }
+endef
+export TIDY_AWK
+
+# One source: the findings of both tools in one format; a tool that fails without a finding
+# (not installed, cannot parse) is a finding too.
+$(LINT_DIR)/%.txt: %.c $(LINT_HDRS) .clang-tidy Makefile
+	@mkdir -p $(dir $@)
+	@echo "lint $<"
+	@{ out=$$(cppcheck $(CPPCHECK_FLAGS) $(LINT_DEFS) $< 2>&1 >/dev/null); rc=$$?; \
+	   echo "$$out" | grep ': cppcheck '; \
+	   [ $$rc -eq 0 ] || echo "$$out" | grep -q ': cppcheck ' || echo "$<:1:1: cppcheck failed ($$rc): $$(echo "$$out" | tr '\n' ' ' | cut -c1-300)"; \
+	   out=$$(clang-tidy --quiet $< -- $(TIDY_CFLAGS) $(LINT_FLAGS) 2>&1); rc=$$?; \
+	   echo "$$out" | awk -v root="$(CURDIR)/" -v tu="$<" "$$TIDY_AWK"; \
+	   [ $$rc -eq 0 ] || echo "$$out" | grep -q ': \(warning\|error\): ' || echo "$<:1:1: clang-tidy failed ($$rc): $$(echo "$$out" | tr '\n' ' ' | cut -c1-300)"; \
+	} > $@.tmp; mv $@.tmp $@
+
+# Findings in LINT_PENDING files are listed apart and do not fail.
+lint: $(LINT_OUT)
+	@sort -u $(LINT_OUT) | awk -v pending="$(LINT_PENDING)" ' \
+	    BEGIN { n = split(pending, p, " "); for (i = 1; i <= n; i++) skip[p[i]] = 1 } \
+	    { f = $$0; sub(/:.*/, "", f); if (f in skip) later[++nl] = $$0; else now[++nn] = $$0 } \
+	    END { if (nl) { print "findings in files being rewritten (LINT_PENDING, not fatal yet): " nl; \
+	                    for (i = 1; i <= nl; i++) print "  " later[i] } \
+	          for (i = 1; i <= nn; i++) print now[i]; \
+	          print "lint: " nn + 0 " findings" (nl ? " (+" nl " pending)" : ""); exit nn > 0 }'
+
+lint-report: $(LINT_OUT)
+	@sort -u $(LINT_OUT); echo "$$(sort -u $(LINT_OUT) | wc -l) findings"
+
 clean:
-	rm -rf build build-asan build-aarch64 build-fuzz
+	rm -rf build build-asan build-aarch64 build-fuzz build-lint
 
 -include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

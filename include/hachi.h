@@ -55,6 +55,7 @@ HACHI_API const char *hachi_status_str(hachi_status st);
 typedef struct hachi_model hachi_model;
 typedef struct hachi_session hachi_session;
 typedef struct hachi_sampler hachi_sampler;
+typedef struct hachi_detok hachi_detok;
 
 /* ---- model ---------------------------------------------------------------- */
 
@@ -94,14 +95,15 @@ HACHI_API hachi_status hachi_tokenize(const hachi_model *model, const char *text
  * sequence). Returns the byte length written (<= cap) or -1 on a bad id. */
 HACHI_API int32_t hachi_token_to_text(const hachi_model *model, int32_t token, char *buf, int32_t cap);
 
-/* Streaming detokenizer: pushes tokens, emits only complete UTF-8 sequences. */
-typedef struct hachi_detok {
-    const hachi_model *model;
-    unsigned char pending[8];
-    int32_t n_pending;
-    bool at_start;          /* strip the SentencePiece leading space of the first piece */
-} hachi_detok;
-HACHI_API void    hachi_detok_init(hachi_detok *d, const hachi_model *model);
+/* Streaming detokenizer: pushes tokens, emits only complete UTF-8 sequences; control
+ * tokens give nothing, and the first piece loses the SentencePiece leading space when
+ * the vocabulary adds one. Allocated once at create (the model must outlive it);
+ * push and flush allocate nothing. */
+HACHI_API hachi_status hachi_detok_create(const hachi_model *model, hachi_detok **out);
+HACHI_API void    hachi_detok_free(hachi_detok *d);
+/* Starts a new text (what is pending is dropped). at_start false: the text continues
+ * text already shown (a prompt), so no leading space is stripped. */
+HACHI_API void    hachi_detok_reset(hachi_detok *d, bool at_start);
 /* Appends the printable text of token to out (cap >= 64 suffices); returns bytes written. */
 HACHI_API int32_t hachi_detok_push(hachi_detok *d, int32_t token, char *out, int32_t cap);
 /* Emits what is left (an incomplete sequence becomes U+FFFD). */

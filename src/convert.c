@@ -134,6 +134,7 @@ static hachi_status bind_weights(const char *path, const l2c_config *c, const vo
     if (len > need)
         return hachi_fail(HACHI_ERR_FORMAT, "%s: %llu bytes beyond the weights the header describes "
                           "(not a llama2.c v0 checkpoint?)", path, (unsigned long long)(len - need));
+    // cppcheck-suppress invalidPointerCast ; the checkpoint is floats after the 28-byte header (4-byte aligned)
     const float *p = (const float *)((const char *)data + sizeof(l2c_config));
     const float **dst[11] = {&w->tok_embd, &w->rms_att, &w->wq, &w->wk, &w->wv, &w->wo,
                              &w->rms_ffn, &w->w1, &w->w2, &w->w3, &w->rms_final};

@@ -158,6 +158,7 @@ static hachi_status get_u64(cursor *c, uint64_t *v, const char *what) {
 
 static hachi_status get_str(cursor *c, hachi_gguf_str *s, const char *what) {
     uint64_t at = c->pos, n;
+    *s = (hachi_gguf_str){0};
     hachi_status st = get_u64(c, &n, what);
     if (st) return st;
     if (n > left(c)) {
@@ -199,7 +200,7 @@ static hachi_status parse_value(cursor *c, uint32_t type, hachi_gguf_value *v, i
     uint64_t raw = rd_le(c->p + c->pos, n);
     c->pos += (uint64_t)n;
     switch (type) {
-    case HACHI_GGUF_INT8: v->i64 = (int8_t)raw; break;
+    case HACHI_GGUF_INT8: v->i64 = (int8_t)raw; break;   // NOLINT(bugprone-signed-char-misuse): an INT8 value, sign-extended on purpose
     case HACHI_GGUF_INT16: v->i64 = (int16_t)raw; break;
     case HACHI_GGUF_INT32: v->i64 = (int32_t)raw; break;
     case HACHI_GGUF_INT64: v->i64 = (int64_t)raw; break;
@@ -676,7 +677,7 @@ hachi_status hachi_gguf_set_str(hachi_gguf_writer *w, const char *key, const cha
     size_t n = strlen(v);
     uint8_t *p = hachi_malloc(8 + n);
     if (!p) return HACHI_ERR_NOMEM;
-    memcpy(put_le(p, n, 8), v, n);
+    memcpy(put_le(p, n, 8), v, n);   // NOLINT(bugprone-not-null-terminated-result): GGUF strings are length-prefixed, no NUL
     return put_kv(w, key, HACHI_GGUF_STRING, p, 8 + n);
 }
 hachi_status hachi_gguf_set_arr(hachi_gguf_writer *w, const char *key, uint32_t elem_type,
@@ -780,7 +781,7 @@ static uint64_t layout(hachi_gguf_writer *w, uint64_t *data_offset) {
 /* Serialise into dst[0..total), which is zero-filled. */
 static hachi_status serialise(hachi_gguf_writer *w, uint8_t *dst, uint64_t data_offset) {
     uint8_t *p = dst;
-    memcpy(p, "GGUF", 4);
+    memcpy(p, "GGUF", 4);   // NOLINT(bugprone-not-null-terminated-result): the 4-byte magic, not a string
     p = put_le(put_le(put_le(p + 4, 3, 4), (uint64_t)w->n_t, 8), (uint64_t)w->n_kv, 8);
     for (int64_t i = 0; i < w->n_kv; i++) {
         const wkv *k = &w->kv[i];

@@ -77,7 +77,7 @@ static hachi_status bind_vec(loader *ld, float **dst, const char *name, int64_t 
     }
     if (t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3] != n)
         return hachi_fail(HACHI_ERR_FORMAT, "model '%s': tensor '%s' has %lld values, expected %lld",
-                          m->path, name, (long long)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]),
+                          m->path, name, (long long)t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3],
                           (long long)n);
     if (t->type >= HACHI_TYPE_COUNT || !m->kern->t[t->type].to_float)
         return hachi_fail(HACHI_ERR_UNSUPPORTED, "model '%s': tensor '%s' has type %s, which hachi cannot read",
@@ -295,7 +295,7 @@ static hachi_status load(hachi_model *m, const hachi_model_params *p) {
 static void release_file_pages(const void *p, size_t n) {
     const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t a = ((uintptr_t)p + pg - 1) / pg * pg, b = ((uintptr_t)p + n) / pg * pg;
-    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);   // NOLINT(performance-no-int-to-ptr): page rounding is integer arithmetic
 }
 
 /* Interleave every matrix matmul alone reads (not the embedding tables, whose rows are
@@ -318,7 +318,7 @@ static void repack_task(void *ctx, int ith, int nth) {
 
 static hachi_status repack(hachi_model *m, const hachi_model_params *params) {
     int n = 0, cap = m->n_layer * 9 + 2;
-    hachi_mat **list = hachi_calloc((size_t)cap, sizeof *list);
+    hachi_mat **list = hachi_calloc((size_t)cap, sizeof *list);   // NOLINT(bugprone-sizeof-expression): an array of pointers
     char **dst = hachi_calloc((size_t)cap, sizeof *dst);
     hachi_pool *pool = NULL;
     hachi_status st = list && dst ? hachi_pool_create(hachi_physical_cores(), &pool) : HACHI_ERR_NOMEM;

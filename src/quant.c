@@ -192,8 +192,9 @@ void hachi_quantize_row_q4_1_ref(const float *x, void *vy, int64_t n) {
         y[i].d = hachi_f32_to_f16(d);
         y[i].m = hachi_f32_to_f16(lo);
         for (int j = 0; j < 16; j++) {
-            const uint8_t a = (uint8_t)HACHI_MIN(15, (int8_t)((x[j] - lo) * id + 0.5f));
-            const uint8_t b = (uint8_t)HACHI_MIN(15, (int8_t)((x[j + 16] - lo) * id + 0.5f));
+            /* (x - lo) * id >= 0: + 0.5 and truncation round as ggml's quantize_row_q4_1_ref does */
+            const uint8_t a = (uint8_t)HACHI_MIN(15, (int8_t)((x[j] - lo) * id + 0.5f));        // NOLINT(bugprone-incorrect-roundings)
+            const uint8_t b = (uint8_t)HACHI_MIN(15, (int8_t)((x[j + 16] - lo) * id + 0.5f));   // NOLINT(bugprone-incorrect-roundings)
             y[i].qs[j] = (uint8_t)(a | (b << 4));
         }
     }

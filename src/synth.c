@@ -312,7 +312,7 @@ static hachi_status fill_tensor(void *ctx, void *dst, uint64_t nbytes) {
     if (nbytes != t->nbytes)
         return hachi_fail(HACHI_ERR_INTERNAL, "synth: %s: writer asks %llu bytes, expected %llu",
                           t->name, (unsigned long long)nbytes, (unsigned long long)t->nbytes);
-    int nt = job->n_threads;
+    int nt = HACHI_MAX(1, HACHI_MIN(job->n_threads, 16));   /* (hachi_synth checked it: 1..16, the size of w and th) */
     uint64_t rs = hachi_row_size(t->type, t->ne[0]);
     synth_worker w[16];
     pthread_t th[16];
@@ -418,7 +418,7 @@ static void vocab_add(vocab *v, const char *s, float score, int32_t type) {
     size_t len = strlen(s) + 1;
     if (v->n >= v->cap || v->pool_len + len > v->pool_cap) return;
     memcpy(v->pool + v->pool_len, s, len);
-    v->tok[v->n] = (char *)(uintptr_t)v->pool_len;     /* an offset; made a pointer at the end */
+    v->tok[v->n] = v->pool + v->pool_len;              /* the pool never moves (pool_cap is fixed) */
     v->score[v->n] = score;
     v->type[v->n] = type;
     v->pool_len += len;
@@ -482,7 +482,6 @@ static hachi_status vocab_build(vocab *v, int n) {
     }
     for (int len = 2; len <= 4 && v->n < v->cap; len++) vocab_words(v, len, &score);
     if (v->n != n) return hachi_fail(HACHI_ERR_INTERNAL, "synth: built %d of %d tokens", v->n, n);
-    for (int i = 0; i < n; i++) v->tok[i] = v->pool + (uintptr_t)v->tok[i];
     return HACHI_OK;
 }
 

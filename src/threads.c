@@ -197,7 +197,7 @@ void hachi_pool_barrier(hachi_pool *p) {
 static int read_int_file(const char *path, int *v) {
     FILE *f = fopen(path, "r");
     if (!f) return 0;
-    int ok = fscanf(f, "%d", v) == 1;
+    int ok = fscanf(f, "%d", v) == 1;   // NOLINT(cert-err34-c): sysfs topology ids, small non-negative ints
     fclose(f);
     return ok;
 }
@@ -229,6 +229,7 @@ int hachi_physical_cores(void) {
         if (!read_int_file(path, &pkg)) pkg = 0;
         seen_any = 1;
         int key = pkg * 65536 + core, dup = 0;
+        // cppcheck-suppress uninitvar ; keys[0..n_keys) are written before they are read
         for (int i = 0; i < n_keys; i++) if (keys[i] == key) { dup = 1; break; }
         if (!dup) keys[n_keys++] = key;
     }

@@ -192,7 +192,8 @@ static hachi_status merge_cached(const hachi_tokenizer *t, work *w, const char *
     uint32_t h = hachi_fnv1a(text, len, FNV_SEED), i;
     for (i = h & (CACHE_SLOTS - 1); w->cache[i].key_len; i = (i + 1) & (CACHE_SLOTS - 1)) {
         const cache_slot *c = &w->cache[i];
-        if (c->hash == h && c->key_len == len && !memcmp(w->ckeys + c->key_off, text, len)) {
+        /* (a used slot means its key is in ckeys: a new cache's slots are zeroed) */
+        if (c->hash == h && c->key_len == len && !memcmp(w->ckeys + c->key_off, text, len)) {   // NOLINT(clang-analyzer-core.NonNullParamChecker)
             if (!grow((void **)&w->out, &w->cap_out, w->n_out + c->n_ids, sizeof *w->out)) return HACHI_ERR_NOMEM;
             memcpy(w->out + w->n_out, w->cids + c->ids_off, c->n_ids * sizeof *w->out);
             w->n_out += c->n_ids;

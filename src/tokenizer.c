@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "model.h"
 #include "util.h"
 
 /* ---- hashing -------------------------------------------------------------------------- */
@@ -107,7 +106,7 @@ static int cmp_u64(const void *a, const void *b) {
 static int parse_byte_piece(const hachi_gguf_str *p) {
     static const char hex[] = "0123456789ABCDEF";
     if (p->len != 6 || memcmp(p->ptr, "<0x", 3) || p->ptr[5] != '>') return -1;
-    const char *h1 = memchr(hex, p->ptr[3], 16), *h2 = memchr(hex, p->ptr[4], 16);
+    const char *h1 = memchr(hex, p->ptr[3], 16), *h2 = memchr(hex, p->ptr[4], 16);   // NOLINT(bugprone-not-null-terminated-result): the 16 digits, not the NUL
     if (!h1 || !h2 || !p->ptr[3] || !p->ptr[4]) return -1;
     return (int)((h1 - hex) * 16 + (h2 - hex));
 }
@@ -118,7 +117,7 @@ static hachi_status get_id(const hachi_gguf *g, const char *key, int32_t n_vocab
     if (!v) return HACHI_OK;
     if (!hachi_gguf_get_i64(g, key, &id))
         return hachi_fail(HACHI_ERR_FORMAT, "%s: expected an integer token id", key);
-    if (id == -1 || id == 0xFFFFFFFFll) { *out = -1; return HACHI_OK; }
+    if (id == -1 || id == 0xFFFFFFFFLL) { *out = -1; return HACHI_OK; }
     if (id < 0 || id >= n_vocab)
         return hachi_fail(HACHI_ERR_FORMAT, "%s = %lld is outside the vocabulary (%d tokens)", key,
                           (long long)id, n_vocab);
@@ -483,7 +482,7 @@ static size_t utf8_valid_prefix(const unsigned char *s, size_t n, size_t *need) 
 /* Streaming UTF-8 over b[0..n) (pending bytes first): whole code points go to out,
  * each maximal invalid subpart becomes U+FFFD, and an incomplete sequence at the
  * end is kept in the detokenizer (unless final, when it too becomes U+FFFD). */
-static int32_t utf8_drain(hachi_detok *d, const unsigned char *b, size_t n, bool final, char *out, int32_t cap) {
+static int32_t utf8_drain(hachi_detok_state *d, const unsigned char *b, size_t n, bool final, char *out, int32_t cap) {
     int32_t w = 0;
     size_t i = 0;
     d->n_pending = 0;
@@ -509,7 +508,12 @@ static int32_t utf8_drain(hachi_detok *d, const unsigned char *b, size_t n, bool
     return w;
 }
 
-int32_t hachi_tokenizer_detok_push(const hachi_tokenizer *t, hachi_detok *d, int32_t id, char *out, int32_t cap) {
+void hachi_tokenizer_detok_init(hachi_detok_state *d, bool at_start) {
+    memset(d, 0, sizeof *d);
+    d->at_start = at_start;
+}
+
+int32_t hachi_tokenizer_detok_push(const hachi_tokenizer *t, hachi_detok_state *d, int32_t id, char *out, int32_t cap) {
     unsigned char buf[8 + 1024];
     if (!t || !d || id < 0 || id >= t->n_vocab || t->types[id] == TT_CONTROL) return 0;
     int32_t np = HACHI_MIN(HACHI_MAX(d->n_pending, 0), 8);
@@ -519,51 +523,16 @@ int32_t hachi_tokenizer_detok_push(const hachi_tokenizer *t, hachi_detok *d, int
     unsigned char *s = buf + np;
     if (d->at_start) {
         d->at_start = false;
-        if (hachi_tokenizer_strips_leading_space(t) && s[0] == ' ') { memmove(s, s + 1, (size_t)--n); }
+        if (hachi_tokenizer_strips_leading_space(t) && s[0] == ' ') { n--; memmove(s, s + 1, (size_t)n); }
     }
-    return utf8_drain(d, buf, (size_t)(np + n), false, out, cap);
+    return utf8_drain(d, buf, (size_t)np + (size_t)n, false, out, cap);
 }
 
-int32_t hachi_tokenizer_detok_flush(const hachi_tokenizer *t, hachi_detok *d, char *out, int32_t cap) {
+int32_t hachi_tokenizer_detok_flush(const hachi_tokenizer *t, hachi_detok_state *d, char *out, int32_t cap) {
     unsigned char buf[8];
     (void)t;
     if (!d) return 0;
     int32_t np = HACHI_MIN(HACHI_MAX(d->n_pending, 0), 8);
     memcpy(buf, d->pending, (size_t)np);
     return utf8_drain(d, buf, (size_t)np, true, out, cap);
-}
-
-/* ---- public API (include/hachi.h) --------------------------------------------------------- */
-
-hachi_status hachi_tokenize(const hachi_model *model, const char *text, size_t len, bool add_bos,
-                            bool parse_special, int32_t *out, int32_t cap, int32_t *n_out) {
-    const hachi_tokenizer *t = hachi_model_tokenizer(model);
-    int32_t *ids, n;
-    if (n_out) *n_out = 0;
-    if (!t) return hachi_fail(HACHI_ERR_INVALID_ARG, "tokenize: no model");
-    if (cap < 0 || (cap > 0 && !out)) return hachi_fail(HACHI_ERR_INVALID_ARG, "tokenize: bad output buffer");
-    hachi_status st = hachi_tokenizer_encode(t, text, len, add_bos, parse_special, &ids, &n);
-    if (st) return st;
-    if (n > 0 && cap > 0) memcpy(out, ids, (size_t)HACHI_MIN(n, cap) * sizeof *ids);
-    if (n_out) *n_out = n;
-    hachi_free(ids);
-    return HACHI_OK;
-}
-
-int32_t hachi_token_to_text(const hachi_model *model, int32_t token, char *buf, int32_t cap) {
-    return hachi_tokenizer_token_text(hachi_model_tokenizer(model), token, buf, cap);
-}
-
-void hachi_detok_init(hachi_detok *d, const hachi_model *model) {
-    memset(d, 0, sizeof *d);
-    d->model = model;
-    d->at_start = true;
-}
-
-int32_t hachi_detok_push(hachi_detok *d, int32_t token, char *out, int32_t cap) {
-    return hachi_tokenizer_detok_push(hachi_model_tokenizer(d->model), d, token, out, cap);
-}
-
-int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap) {
-    return hachi_tokenizer_detok_flush(hachi_model_tokenizer(d->model), d, out, cap);
 }

@@ -46,12 +46,20 @@ bool    hachi_tokenizer_strips_leading_space(const hachi_tokenizer *t);
 int     hachi_tokenizer_token_type(const hachi_tokenizer *t, int32_t id);
 int32_t hachi_tokenizer_max_piece_len(const hachi_tokenizer *t);
 
-/* The streaming detokenizer behind hachi_detok_push/flush, on a tokenizer directly
- * (d->model is not used). Control tokens produce nothing; the first piece loses one
- * leading space when hachi_tokenizer_strips_leading_space; output is always whole
- * UTF-8 (invalid bytes -> U+FFFD). out needs 3 bytes per byte of the token's text
- * plus 12; what does not fit is dropped. */
-int32_t hachi_tokenizer_detok_push(const hachi_tokenizer *t, hachi_detok *d, int32_t id, char *out, int32_t cap);
-int32_t hachi_tokenizer_detok_flush(const hachi_tokenizer *t, hachi_detok *d, char *out, int32_t cap);
+/* The streaming detokenizer behind hachi_detok_push/flush, on a tokenizer directly:
+ * the state it keeps between tokens. */
+typedef struct hachi_detok_state {
+    unsigned char pending[8];   /* the start of a UTF-8 sequence that a token boundary cut */
+    int32_t n_pending;
+    bool at_start;              /* nothing emitted yet: the first piece may lose its leading space */
+} hachi_detok_state;
+/* A new text; at_start false continues text already shown (no leading space stripped). */
+void    hachi_tokenizer_detok_init(hachi_detok_state *d, bool at_start);
+/* Control tokens produce nothing; the first piece loses one leading space when
+ * hachi_tokenizer_strips_leading_space; output is always whole UTF-8 (invalid bytes ->
+ * U+FFFD). out needs 3 bytes per byte of the token's text plus 12; what does not fit is
+ * dropped. flush emits what is pending (an incomplete sequence becomes U+FFFD). */
+int32_t hachi_tokenizer_detok_push(const hachi_tokenizer *t, hachi_detok_state *d, int32_t id, char *out, int32_t cap);
+int32_t hachi_tokenizer_detok_flush(const hachi_tokenizer *t, hachi_detok_state *d, char *out, int32_t cap);
 
 #endif

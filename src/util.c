@@ -12,12 +12,11 @@ static atomic_uint_fast64_t n_allocs;
 const char *hachi_last_error(void) { return last_error; }
 void hachi_clear_error(void) { last_error[0] = 0; }
 
-hachi_status hachi_fail(hachi_status st, const char *fmt, ...) {
+void hachi_error_set(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
-    return st;
 }
 
 const char *hachi_version(void) { return HACHI_VERSION; }
@@ -40,14 +39,14 @@ const char *hachi_status_str(hachi_status st) {
 void *hachi_malloc(size_t n) {
     void *p = malloc(n ? n : 1);
     atomic_fetch_add(&n_allocs, 1);
-    if (!p) hachi_fail(HACHI_ERR_NOMEM, "out of memory allocating %zu bytes", n);
+    if (!p) hachi_error_set("out of memory allocating %zu bytes", n);
     return p;
 }
 
 void *hachi_calloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size ? size : 1);
     atomic_fetch_add(&n_allocs, 1);
-    if (!p) hachi_fail(HACHI_ERR_NOMEM, "out of memory allocating %zu x %zu bytes", n, size);
+    if (!p) hachi_error_set("out of memory allocating %zu x %zu bytes", n, size);
     return p;
 }
 
@@ -55,7 +54,7 @@ void *hachi_aligned_alloc(size_t n) {
     void *p = NULL;
     atomic_fetch_add(&n_allocs, 1);
     if (posix_memalign(&p, 64, n ? (n + 63) / 64 * 64 : 64) != 0) {
-        hachi_fail(HACHI_ERR_NOMEM, "out of memory allocating %zu bytes", n);
+        hachi_error_set("out of memory allocating %zu bytes", n);
         return NULL;
     }
     memset(p, 0, n);
@@ -65,7 +64,7 @@ void *hachi_aligned_alloc(size_t n) {
 void *hachi_realloc(void *p, size_t n) {
     void *q = realloc(p, n ? n : 1);
     atomic_fetch_add(&n_allocs, 1);
-    if (!q) hachi_fail(HACHI_ERR_NOMEM, "out of memory reallocating %zu bytes", n);
+    if (!q) hachi_error_set("out of memory reallocating %zu bytes", n);
     return q;
 }
 

@@ -43,6 +43,6 @@ int test_run(const char *cmd, char **out);
 /* Skip unless ../shared/<rel> exists; binds `path` to it. */
 #define NEED_SHARED(path, rel)                                                \
     const char *path = test_shared_path(rel);                                 \
-    if (!path) SKIP("../shared/%s absent", rel)
+    if (!(path)) SKIP("../shared/%s absent", rel)
 
 #endif

@@ -63,7 +63,7 @@ TEST(cli_stories260k_greedy_256) {
 /* "draft: D drafted, A accepted (..%), F forwards for N tokens" of a run's stderr */
 static bool draft_stats(const char *err, int *drafted, int *accepted, int *forwards, int *tokens) {
     const char *l = strstr(err, "draft: ");
-    return l && sscanf(l, "draft: %d drafted, %d accepted (%*d%%), %d forwards for %d tokens", drafted, accepted,
+    return l && sscanf(l, "draft: %d drafted, %d accepted (%*d%%), %d forwards for %d tokens", drafted, accepted,   // NOLINT(cert-err34-c): parses the CLI's own output; a bad parse fails the check
                        forwards, tokens) == 4;
 }
 
@@ -169,7 +169,7 @@ TEST(cli_stories260k_perplexity) {
     char *out = sh(&rc, "%s perplexity -m %s -f %s --kv-f32 2>/dev/null", test_hachi_bin(), model, txt);
     double ppl = 0;
     char *line = strstr(out, "perplexity: ");
-    CHECKF(rc == 0 && line && sscanf(line, "perplexity: %lf", &ppl) == 1, "output: %s", out);
+    CHECKF(rc == 0 && line && sscanf(line, "perplexity: %lf", &ppl) == 1, "output: %s", out);   // NOLINT(cert-err34-c): parses the CLI's own output; a bad parse fails the check
     CHECKF(fabs(ppl / 4.953633 - 1) <= 1e-4, "perplexity %.6f, reference 4.953633", ppl);
     free(ids); free(out);
 }
@@ -201,7 +201,7 @@ TEST(cli_gemma4_micro_perplexity) {
                        test_shared_path(texts[i].file));
         double ppl = 0;
         char *line = strstr(out, "perplexity: ");
-        CHECKF(rc == 0 && line && sscanf(line, "perplexity: %lf", &ppl) == 1, "%s: %s", texts[i].file, out);
+        CHECKF(rc == 0 && line && sscanf(line, "perplexity: %lf", &ppl) == 1, "%s: %s", texts[i].file, out);   // NOLINT(cert-err34-c): parses the CLI's own output; a bad parse fails the check
         CHECKF(fabs(ppl / texts[i].ref - 1) <= 0.01, "%s: perplexity %.3f, reference %.2f", texts[i].file, ppl,
                texts[i].ref);
         free(out);
@@ -217,8 +217,8 @@ TEST(cli_chat_reuses_cache) {
     char *a = strstr(out, "[turn 1: prefilled "), *b = strstr(out, "[turn 2: prefilled ");
     CHECKF(rc == 0 && a && b, "chat output: %s", out);
     if (a && b) {
-        sscanf(a, "[turn 1: prefilled %d new tokens, replied %d tokens%*[^,], context %d", &t1, &r1, &p1);
-        sscanf(b, "[turn 2: prefilled %d new tokens, replied %d tokens%*[^,], context %d", &t2, &r2, &p2);
+        sscanf(a, "[turn 1: prefilled %d new tokens, replied %d tokens%*[^,], context %d", &t1, &r1, &p1);   // NOLINT(cert-err34-c): parses the CLI's own output; a bad parse fails the check
+        sscanf(b, "[turn 2: prefilled %d new tokens, replied %d tokens%*[^,], context %d", &t2, &r2, &p2);   // NOLINT(cert-err34-c): parses the CLI's own output; a bad parse fails the check
         /* turn 2 prefilled only its own tokens: the context grew by exactly them + the reply */
         CHECKF(t1 > 0 && p1 == t1 + r1, "turn 1: %d prefilled + %d replied != context %d", t1, r1, p1);
         CHECKF(t2 > 0 && t2 < p1 && p2 == p1 + t2 + r2, "turn 2: %d prefilled + %d replied on top of %d != context %d",
@@ -249,7 +249,7 @@ TEST(cli_chat_draft_same_replies) {
         const char *a = err[0] ? strstr(err[0], key) : NULL, *b = err[1] ? strstr(err[1], key) : NULL;
         const char *ca = a ? strstr(a, "context ") : NULL, *cb = b ? strstr(b, "context ") : NULL;
         CHECKF(ca && cb && !strncmp(ca, cb, strcspn(ca, ";]")), "turn %d: %s / %s", t, a ? a : "-", b ? b : "-");
-        if (b && strstr(b, "so far ")) sscanf(strstr(b, "so far "), "so far %d of %d", &kept, &drafted);
+        if (b && strstr(b, "so far ")) sscanf(strstr(b, "so far "), "so far %d of %d", &kept, &drafted);   // NOLINT(cert-err34-c): parses the CLI's own output; a bad parse fails the check
     }
     CHECKF(kept > 0 && kept <= drafted, "drafts: %d of %d kept", kept, drafted);
     for (int d = 0; d < 2; d++) { free(out[d]); free(err[d]); }

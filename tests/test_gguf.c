@@ -162,7 +162,7 @@ static void check_base(const hachi_gguf *g) {
     CHECK(hachi_gguf_n_tensors(g) == 5);
     const hachi_gguf_tensor *t = hachi_gguf_find_tensor(g, "tensor.alpha");
     CHECK(t && t->type == HACHI_TYPE_F32 && t->n_dims == 2 && t->ne[0] == 8 && t->ne[1] == 2 && t->ne[2] == 1);
-    CHECK(t && t->nbytes == 64 && !memcmp(t->data, alpha_data, 64) && t == hachi_gguf_tensor_at(g, 0));
+    CHECK(t && t->nbytes == 64 && !memcmp(t->data, alpha_data, 64) && t == hachi_gguf_tensor_at(g, 0));   // NOLINT(bugprone-suspicious-memory-comparison): bitwise equality is what is tested
     t = hachi_gguf_find_tensor(g, "tensor.beta");
     CHECK(t && t->nbytes == sizeof beta_data && !memcmp(t->data, beta_data, sizeof beta_data));
     t = hachi_gguf_find_tensor(g, "tensor.gamma");
@@ -204,7 +204,7 @@ TEST(gguf_roundtrip_alignments) {
             uint32_t ty = types[i % 8];
             int64_t ne[2] = {hachi_type_info(ty)->blck_size * (1 + i % 3), 1 + i % 5};
             snprintf(name, sizeof name, "blk.%d.weight", i);
-            CHECK(hachi_gguf_add_tensor_fn(w, name, ty, 2, ne, fill_ramp, (void *)(uintptr_t)i) == HACHI_OK);
+            CHECK(hachi_gguf_add_tensor_fn(w, name, ty, 2, ne, fill_ramp, (void *)(uintptr_t)i) == HACHI_OK);   // NOLINT(performance-no-int-to-ptr): the context is the index itself
         }
         void *buf; size_t len;
         hachi_gguf *g = NULL;

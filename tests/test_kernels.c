@@ -98,7 +98,7 @@ static int check_type(const hachi_kernels *K, const hachi_kernels *R, uint32_t t
     CHECKF(!memcmp(wq, wq2, (size_t)wb), "%s/%s n=%lld: from_float differs from ref", tn, isa, (long long)n);
     kt->to_float(wq, wd2, n);
     for (int64_t i = 0; i < n; i++)
-        if (memcmp(&wd[i], &wd2[i], 4)) {
+        if (memcmp(&wd[i], &wd2[i], 4)) {   // NOLINT(bugprone-suspicious-memory-comparison): bitwise equality is what is tested
             test_fail(__FILE__, __LINE__, "%s/%s n=%lld: to_float[%lld] = %g, ref %g", tn, isa, (long long)n,
                       (long long)i, wd2[i], wd[i]);
             ok = 0;
@@ -114,7 +114,7 @@ static int check_type(const hachi_kernels *K, const hachi_kernels *R, uint32_t t
             char *row = aq + r * ab;
             memset(row + ab0, 0xA5, (size_t)(ab - ab0));
             kt->act_prep(n, row, 0, nbk);
-            char *once = malloc((size_t)(ab - ab0));
+            char *once = malloc((size_t)(ab - ab0) + 1);   /* (+ 1: never malloc(0)) */
             memcpy(once, row + ab0, (size_t)(ab - ab0));
             memset(row + ab0, 0x5A, (size_t)(ab - ab0));
             for (int64_t b0 = 0; b0 < nbk; b0 += 4) kt->act_prep(n, row, b0, HACHI_MIN(b0 + 4, nbk));
@@ -166,7 +166,7 @@ static int check_type(const hachi_kernels *K, const hachi_kernels *R, uint32_t t
         float s[NA];
         kt->vec_dot_multi(n, s, wq, aq, (size_t)ab, na);
         for (int r = 0; r < na; r++)
-            if (memcmp(&s[r], &single[r], sizeof(float))) {
+            if (memcmp(&s[r], &single[r], sizeof(float))) {   // NOLINT(bugprone-suspicious-memory-comparison): bitwise equality is what is tested
                 test_fail(__FILE__, __LINE__, "%s/%s n=%lld vec_dot_multi na=%d row %d: %.9g, vec_dot %.9g (not bitwise equal)",
                           tn, isa, (long long)n, na, r, s[r], single[r]);
                 ok = 0;
@@ -218,7 +218,7 @@ static void check_fp16(const hachi_kernels *K) {
     int bad = 0;
     for (int i = 0; i < 65536 && bad < 5; i++) {
         const float want = hachi_f16_to_f32((uint16_t)i);
-        if (isnan(want) ? !isnan(f[i]) : memcmp(&want, &f[i], 4)) {
+        if (isnan(want) ? !isnan(f[i]) : memcmp(&want, &f[i], 4)) {   // NOLINT(bugprone-suspicious-memory-comparison): bitwise equality is what is tested
             test_fail(__FILE__, __LINE__, "%s f16_to_f32(0x%04x) = %g, want %g", K->name, i, f[i], want);
             bad++;
         }
@@ -354,7 +354,7 @@ TEST(kernels_roundtrip) {
         for (int64_t i = 0; i < n; i++) {
             err += (double)(x[i] - y[i]) * (x[i] - y[i]);
             ref += (double)x[i] * x[i];
-            if (fabs(x[i] - y[i]) > worst) { worst = fabs(x[i] - y[i]); wi = i; }
+            if (fabsf(x[i] - y[i]) > worst) { worst = fabsf(x[i] - y[i]); wi = i; }
             if (!isfinite(y[i])) { test_fail(__FILE__, __LINE__, "%s: y[%lld] not finite", hachi_type_name(type), (long long)i); break; }
         }
         for (int64_t i = QK_K; i < 2 * QK_K; i++)
@@ -458,7 +458,7 @@ static int check_x8(uint32_t type, int64_t n, const char *w, int64_t rb, const c
             for (int i = 0; i < 128; i++) got[i] = NAN;
             kt->vec_dot_x8(n, got, w8, ax, st, na);
             for (int i = 0; i < 8 * na; i++)
-                if (memcmp(&got[i], &want[i], sizeof(float))) { bad++; if (at < 0) at = 1000 * na + i; }
+                if (memcmp(&got[i], &want[i], sizeof(float))) { bad++; if (at < 0) at = 1000 * na + i; }   // NOLINT(bugprone-suspicious-memory-comparison): bitwise equality is what is tested
             for (int i = 8 * na; i < 128; i++) bad += !isnan(got[i]);
         }
         CHECKF(bad == 0, "%s %s x8 n=%lld variant %d: %d sums not bitwise ref's (first na*1000+i %d)",
@@ -601,7 +601,7 @@ TEST(kernels_activations) {
                 else { R->gelu_mul(n, want, g); K->gelu_mul(n, got, g); }
                 int bad = 0, at = -1;
                 for (int i = 0; i < N; i++) {
-                    const double tol = 4e-6 * fabs(want[i]) + (kind ? 1e-30 : 2.5e-7 * fabs((double)x[i] * g[i]));
+                    const double tol = 4e-6 * fabsf(want[i]) + (kind ? 1e-30 : 2.5e-7 * fabs((double)x[i] * g[i]));
                     if (!(fabs((double)got[i] - want[i]) <= tol) || (i >= n && got[i] != x[i])) { bad++; if (at < 0) at = i; }
                 }
                 CHECKF(bad == 0, "%s %s n=%d: %d values off ref (first at x=%g: %.9g vs %.9g)", K->name,

@@ -237,7 +237,7 @@ TEST(matmul_bitwise_batch) {
                     hachi_matmul(pools[pi], k, &W, x, ldx, n_tok, y, ldy, scratch);
                     for (int t = 0; t < n_tok && !bad; t++)
                         for (int64_t r = 0; r < W.rows; r++)
-                            if (memcmp(&y[t * ldy + r], &y1[t * ldy + r], sizeof(float))) {
+                            if (memcmp(&y[t * ldy + r], &y1[t * ldy + r], sizeof(float))) {   // NOLINT(bugprone-suspicious-memory-comparison): bitwise equality is what is tested
                                 bad = 1; bad_n = n_tok; bad_p = pi + 1; bad_t = t; bad_r = r;
                                 break;
                             }

@@ -23,7 +23,7 @@ static void ids(int32_t *t, int n, uint32_t seed) {
     for (int i = 0; i < n; i++) { seed = seed * 1103515245u + 12345u; t[i] = 3 + (int32_t)((seed >> 8) % (V - 3)); }
 }
 
-static bool same_logits(const float *a, const float *b) { return !memcmp(a, b, V * sizeof(float)); }
+static bool same_logits(const float *a, const float *b) { return !memcmp(a, b, V * sizeof(float)); }   // NOLINT(bugprone-suspicious-memory-comparison): bitwise equality is what is tested
 
 /* logits of the last of tokens[0..n) from a fresh session that prefills them all */
 static void reference(hachi_model *m, const int32_t *t, int n, float *out) {

@@ -155,7 +155,7 @@ static void check_runs(const char *path, const char *what) {
         const int n = (int)(sizeof toks / sizeof toks[0]);
         const int32_t V = hachi_model_n_vocab(model);
         float *lg = malloc((size_t)V * sizeof(float));
-        int argmax[6], n_distinct = 0;
+        int argmax[6] = {0}, n_distinct = 0;
         CHECK(V == 1024 && lg);
         for (int i = 0; lg && i < n; i++) {
             st = hachi_session_eval(ses, &toks[i], 1, lg);
@@ -300,50 +300,54 @@ TEST(synth_deterministic) {
     remove(c);
 }
 
+/* The matrices of layer l of m (l = -1: the model-level ones) into out[]; returns how many. */
+static int mats_of(const hachi_model *m, int l, const hachi_mat *out[9]) {
+    if (l < 0) {
+        out[0] = &m->pl_model_proj;
+        out[1] = &m->output;
+        return 2;
+    }
+    const hachi_layer *L = &m->layers[l];
+    const hachi_mat *all[9] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->inp_gate, &L->proj};
+    memcpy(out, all, sizeof all);
+    return 9;
+}
+
 /* Every matrix of the repacked model (a) against the same matrix in the file's layout (b):
  * repacked exactly when the loader's rule says so (hachi_mat_x8_bytes, K/V of owning layers
  * only), of the given type, and every row dequantizes to the same floats. */
 static void check_repacked_mats(const hachi_model *a, const hachi_model *b, uint32_t type) {
     int n_x8 = 0, bad_rule = 0, bad_type = 0, bad_rows = 0;
     size_t bytes = 0;
-    float *ra = NULL, *rb = NULL;
     for (int l = -1; l < a->n_layer; l++) {
-        const hachi_layer *La = l >= 0 ? &a->layers[l] : NULL, *Lb = l >= 0 ? &b->layers[l] : NULL;
-        const hachi_mat *ma[] = {&a->pl_model_proj, &a->output};
-        const hachi_mat *mb[] = {&b->pl_model_proj, &b->output};
-        const hachi_mat *la[] = {La ? &La->wq : 0, La ? &La->wk : 0, La ? &La->wv : 0, La ? &La->wo : 0,
-                                 La ? &La->w_gate : 0, La ? &La->w_up : 0, La ? &La->w_down : 0,
-                                 La ? &La->inp_gate : 0, La ? &La->proj : 0};
-        const hachi_mat *lb[] = {Lb ? &Lb->wq : 0, Lb ? &Lb->wk : 0, Lb ? &Lb->wv : 0, Lb ? &Lb->wo : 0,
-                                 Lb ? &Lb->w_gate : 0, Lb ? &Lb->w_up : 0, Lb ? &Lb->w_down : 0,
-                                 Lb ? &Lb->inp_gate : 0, Lb ? &Lb->proj : 0};
-        const int n = l < 0 ? 2 : 9;
+        const hachi_mat *ma[9], *mb[9];
+        const int n = mats_of(a, l, ma);
+        mats_of(b, l, mb);
         for (int i = 0; i < n; i++) {
-            const hachi_mat *A = l < 0 ? ma[i] : la[i], *B = l < 0 ? mb[i] : lb[i];
+            const hachi_mat *A = ma[i], *B = mb[i];
             if (!B->data || B->x8) { bad_rule += A->x8 || B->x8; continue; }
             bool want = hachi_mat_x8_bytes(a->kern, B) > 0;
-            if (l >= 0 && La->kv_owner != l && (i == 1 || i == 2)) want = false;   /* unused wk, wv */
+            if (l >= 0 && a->layers[l].kv_owner != l && (i == 1 || i == 2)) want = false;   /* unused wk, wv */
             if (l < 0 && i == 1 && b->output.data == b->tok_embd.data) want = false;   /* tied: an embedding */
             bad_rule += A->x8 != want;
             if (!A->x8) continue;
             n_x8++;
             bytes += (size_t)(A->rows * A->row_bytes + 63) / 64 * 64;
             bad_type += A->type != type;
-            ra = realloc(ra, (size_t)A->cols * sizeof(float));
-            rb = realloc(rb, (size_t)A->cols * sizeof(float));
-            if (!ra || !rb) break;
-            for (int64_t r = 0; r < A->rows; r++) {
+            float *ra = malloc((size_t)A->cols * sizeof(float)), *rb = malloc((size_t)A->cols * sizeof(float));
+            CHECK(ra && rb);
+            for (int64_t r = 0; ra && rb && r < A->rows; r++) {
                 hachi_mat_row(a->kern, A, r, ra);
                 hachi_mat_row(b->kern, B, r, rb);
                 bad_rows += memcmp(ra, rb, (size_t)A->cols * sizeof(float)) != 0;
             }
+            free(ra);
+            free(rb);
         }
     }
     CHECKF(bad_rule == 0 && bad_type == 0 && bad_rows == 0 && bytes == a->x8_bytes,
            "%s: %d matrices repacked (%zu of %zu bytes): %d against the rule, %d of another type, %d rows differ",
            hachi_type_name(type), n_x8, bytes, a->x8_bytes, bad_rule, bad_type, bad_rows);
-    free(ra);
-    free(rb);
 }
 
 /* The tiny Q4_0 (Q4_K_M) model with its rows interleaved at load (the default where the
@@ -371,7 +375,7 @@ static void repack_matches_file_layout(const char *type_name, uint32_t type, uin
         CHECKF(hachi_model_load(path, &mp, &mod[r]) == HACHI_OK, "%s", hachi_last_error());
         if (mod[r]) CHECKF(hachi_session_create(mod[r], &sp, &ses[r]) == HACHI_OK, "%s", hachi_last_error());
     }
-    if (ses[0] && ses[1] && lg[0] && lg[1]) {
+    if (mod[0] && mod[1] && ses[0] && ses[1] && lg[0] && lg[1]) {
         const hachi_kernels *k = hachi_kernels_best();
         CHECKF((mod[0]->x8_bytes > 0) == (k->t[type].vec_dot_x8 != NULL) && mod[1]->x8_bytes == 0,
                "%s: repacked %zu / %zu bytes with %s kernels", type_name, mod[0]->x8_bytes, mod[1]->x8_bytes, k->name);
@@ -438,7 +442,7 @@ static void forwards_equal_decode(const char *type_name) {
             CHECK(hachi_session_eval(s, toks + DEPTH, ks[j], all) == HACHI_OK);
             int bad = -1;
             for (int i = ks[j] - 1; i >= 0; i--)
-                if (memcmp(one + (size_t)i * V, all + (size_t)i * V, V * sizeof(float))) bad = i;
+                if (memcmp(one + (size_t)i * V, all + (size_t)i * V, V * sizeof(float))) bad = i;   // NOLINT(bugprone-suspicious-memory-comparison): bitwise equality is what is tested
             CHECKF(bad < 0, "%s, %d thread(s): a forward of %d tokens at depth %d: row %d differs from its decode step",
                    type_name, threads, ks[j], DEPTH, bad);
         }
@@ -452,7 +456,7 @@ static void forwards_equal_decode(const char *type_name) {
             CHECK(hachi_session_eval(s, toks, DEPTH + K, prefill) == HACHI_OK);
             int bad = -1;
             for (int i = K - 1; i >= 0; i--)
-                if (memcmp(one + (size_t)i * V, prefill + (size_t)(DEPTH + i) * V, V * sizeof(float))) bad = i;
+                if (memcmp(one + (size_t)i * V, prefill + (size_t)(DEPTH + i) * V, V * sizeof(float))) bad = i;   // NOLINT(bugprone-suspicious-memory-comparison): bitwise equality is what is tested
             CHECKF(bad < 0, "%s, %d thread(s): a prefill in chunks of %d: row %d differs from its decode step",
                    type_name, threads, batches[j], DEPTH + bad);
             hachi_session_free(s);

@@ -74,14 +74,18 @@ static bool load_vocab(const char *path, hachi_gguf **g, hachi_tokenizer **t) {
 static char *detok_all(const hachi_tokenizer *t, const int32_t *ids, int n, size_t *len) {
     size_t cap = 64, k = 0;
     char *s = malloc(cap);
-    hachi_detok d;
-    memset(&d, 0, sizeof d);
-    d.at_start = true;
+    hachi_detok_state d;
+    hachi_tokenizer_detok_init(&d, true);
     char chunk[4096];
     for (int i = 0; i <= n; i++) {
         int32_t m = i < n ? hachi_tokenizer_detok_push(t, &d, ids[i], chunk, sizeof chunk)
                           : hachi_tokenizer_detok_flush(t, &d, chunk, sizeof chunk);
-        if (k + (size_t)m + 1 > cap) { while (k + (size_t)m + 1 > cap) cap *= 2; s = realloc(s, cap); }
+        if (k + (size_t)m + 1 > cap) {
+            while (k + (size_t)m + 1 > cap) cap *= 2;
+            char *more = realloc(s, cap);
+            if (!more) { test_fail(__FILE__, __LINE__, "out of memory"); break; }
+            s = more;
+        }
         memcpy(s + k, chunk, (size_t)m);
         k += (size_t)m;
     }
@@ -384,9 +388,8 @@ static void stream_check(const char *vocab_rel, const char *const *texts, int n_
                 hachi_free(got);
                 a = b;
             }
-            hachi_detok d;
-            memset(&d, 0, sizeof d);
-            d.at_start = true;
+            hachi_detok_state d;
+            hachi_tokenizer_detok_init(&d, true);
             char all[8192], chunk[4096];
             size_t k = 0;
             bool ok = true;
@@ -426,8 +429,8 @@ TEST(tokenizer_stream_invalid_bytes) {
     static const unsigned char seq[] = {0xff, 0xe2, 0x82, 'A', 0xe2, 0x82, 0xac, 0xf0, 0x9f};
     char all[256], chunk[64];
     size_t k = 0;
-    hachi_detok d;
-    memset(&d, 0, sizeof d);
+    hachi_detok_state d;
+    hachi_tokenizer_detok_init(&d, false);
     for (size_t i = 0; i <= sizeof seq; i++) {
         int32_t m;
         if (i < sizeof seq) {
@@ -446,8 +449,7 @@ TEST(tokenizer_stream_invalid_bytes) {
     const char *want = "\xef\xbf\xbd\xef\xbf\xbd" "A" "\xe2\x82\xac" "\xef\xbf\xbd";
     CHECKF(k == strlen(want) && !memcmp(all, want, k), "got '%s'", esc(all, k));
     /* control tokens are silent; the first piece loses its dummy-prefix space */
-    memset(&d, 0, sizeof d);
-    d.at_start = true;
+    hachi_tokenizer_detok_init(&d, true);
     int32_t m = hachi_tokenizer_detok_push(t, &d, 1, chunk, sizeof chunk);   /* <s> */
     CHECK(m == 0);
     int32_t hello = hachi_tokenizer_find(t, "\xe2\x96\x81Hello");
@@ -498,8 +500,10 @@ static bool tok512_gguf(void **buf, size_t *len) {
         o += (size_t)l;
         types[i] = i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1;
     }
-    strcpy(toks[1], "<s>");
-    strcpy(toks[2], "</s>");
+    free(toks[1]);
+    free(toks[2]);
+    toks[1] = strdup("<s>");
+    toks[2] = strdup("</s>");
     free(b);
     hachi_gguf_writer *w = hachi_gguf_writer_new();
     hachi_gguf_set_str(w, "general.architecture", "llama");
@@ -517,8 +521,8 @@ static bool tok512_gguf(void **buf, size_t *len) {
 }
 
 TEST(tokenizer_stories260k_reference) {
-    void *buf;
-    size_t len;
+    void *buf = NULL;
+    size_t len = 0;
     if (!test_shared_path("data/tok512.bin")) SKIP("../shared/data/tok512.bin absent");
     CHECK(tok512_gguf(&buf, &len));
     if (test_failed()) return;
@@ -650,14 +654,30 @@ TEST(tokenizer_public_api) {
     CHECK(hachi_token_to_text(m, 15043, buf, sizeof buf) == 6 && !memcmp(buf, " Hello", 6));
     CHECK(hachi_token_to_text(m, 1, buf, sizeof buf) == 3 && !memcmp(buf, "<s>", 3));
     CHECK(hachi_token_to_text(m, 99999, buf, sizeof buf) == -1);
-    hachi_detok d;
-    hachi_detok_init(&d, m);
+    hachi_detok *d = NULL;
+    CHECK(hachi_detok_create(NULL, &d) == HACHI_ERR_INVALID_ARG && !d);
+    CHECK(hachi_detok_create(m, &d) == HACHI_OK && d);
+    if (!d) { hachi_model_free(m); return; }
     char all[128];
     int32_t k = 0;
     CHECK(hachi_tokenize(m, text, strlen(text), true, true, ids, 8, &n) == HACHI_OK);
-    for (int i = 0; i < n; i++) k += hachi_detok_push(&d, ids[i], all + k, (int32_t)sizeof all - k);
-    k += hachi_detok_flush(&d, all + k, (int32_t)sizeof all - k);
+    for (int i = 0; i < n; i++) k += hachi_detok_push(d, ids[i], all + k, (int32_t)sizeof all - k);
+    k += hachi_detok_flush(d, all + k, (int32_t)sizeof all - k);
     CHECKF(k == (int32_t)strlen(text) && !memcmp(all, text, (size_t)k), "'%s'", esc(all, (size_t)k));
+    /* reset: a new text strips the leading space again; a continuation keeps it; a
+     * pending partial sequence is dropped */
+    hachi_detok_reset(d, true);
+    CHECK(hachi_detok_push(d, 15043, all, sizeof all) == 5 && !memcmp(all, "Hello", 5));
+    hachi_detok_reset(d, false);
+    CHECK(hachi_detok_push(d, 15043, all, sizeof all) == 6 && !memcmp(all, " Hello", 6));
+    const int32_t e2 = 3 + 0xE2;   /* <0xE2>: this vocabulary's byte tokens are ids 3..258 */
+    CHECK(hachi_token_to_text(m, e2, buf, sizeof buf) == 1 && (unsigned char)buf[0] == 0xE2);
+    CHECK(hachi_detok_push(d, e2, all, sizeof all) == 0);
+    hachi_detok_reset(d, false);
+    CHECK(hachi_detok_flush(d, all, sizeof all) == 0);
+    CHECK(hachi_detok_push(NULL, 15043, all, sizeof all) == 0 && hachi_detok_flush(NULL, all, sizeof all) == 0);
+    hachi_detok_free(d);
+    hachi_detok_free(NULL);
     CHECK(hachi_model_is_eog(m, 2));
     hachi_model_free(m);
 }

@@ -42,6 +42,7 @@ int cmd_chat(int argc, char **argv) {
     int32_t *toks = NULL;
     size_t line_cap = 0;
     hachi_spec *sp = NULL;
+    hachi_detok *dt = NULL;
     if (!m) goto out;
     hachi_status st = hachi_session_create(m, &o.sp, &s);
     if (st) { cli_lib_error(cmd, st, "cannot create the session"); goto out; }
@@ -50,6 +51,7 @@ int cmd_chat(int argc, char **argv) {
     spp.drafter = n_draft ? HACHI_DRAFTER_LOOKUP : HACHI_DRAFTER_NONE;
     spp.n_draft = (int32_t)n_draft;
     if ((st = hachi_spec_create(m, s, smp, &spp, &sp))) { cli_lib_error(cmd, st, "generator"); goto out; }
+    if ((st = hachi_detok_create(m, &dt))) { cli_lib_error(cmd, st, "detokenizer"); goto out; }
     const hachi_spec_stats *ss = hachi_spec_get_stats(sp);
     bool tty = isatty(STDIN_FILENO);
     static const char *names[] = {"gemma4", "gemma3", "plain"};
@@ -82,8 +84,7 @@ int cmd_chat(int argc, char **argv) {
         if ((st = hachi_session_eval(s, toks, n, NULL))) { cli_lib_error(cmd, st, "prefill failed"); goto out; }
         if ((st = hachi_spec_feed(sp, toks, n))) { cli_lib_error(cmd, st, "generator"); goto out; }
 
-        hachi_detok dt;
-        hachi_detok_init(&dt, m);
+        hachi_detok_reset(dt, true);
         char buf[256];
         int gen = 0;
         bool ended = false;
@@ -94,7 +95,7 @@ int cmd_chat(int argc, char **argv) {
             for (int32_t i = 0; i < n_out && !ended; i++) {
                 gen++;
                 if ((ended = hachi_model_is_eog(m, out[i]))) break;
-                int32_t len = hachi_detok_push(&dt, out[i], buf, sizeof buf);
+                int32_t len = hachi_detok_push(dt, out[i], buf, sizeof buf);
                 fwrite(buf, 1, len, stdout);
             }
             fflush(stdout);
@@ -108,7 +109,7 @@ int cmd_chat(int argc, char **argv) {
             goto out;
         }
         if (st) { cli_lib_error(cmd, st, "decode failed"); goto out; }
-        int32_t len = hachi_detok_flush(&dt, buf, sizeof buf);
+        int32_t len = hachi_detok_flush(dt, buf, sizeof buf);
         fwrite(buf, 1, len, stdout);
         fputc('\n', stdout);
         fflush(stdout);
@@ -126,6 +127,7 @@ out:
     free(turn);
     free(toks);
     hachi_spec_free(sp);
+    hachi_detok_free(dt);
     hachi_sampler_free(smp);
     hachi_session_free(s);
     hachi_model_free(m);

@@ -30,6 +30,7 @@ int32_t *cli_read_ids(const char *cmd, const char *path, int32_t *n) {
             if (!ni) { free(ids); ids = NULL; break; }
             ids = ni;
         }
+        // cppcheck-suppress nullPointerRedundantCheck ; ids is non-NULL inside the loop (every NULL path breaks)
         ids[cnt++] = (int32_t)v;
         p = end;
     }

@@ -75,6 +75,7 @@ int cmd_run(int argc, char **argv) {
     hachi_session *s = NULL;
     hachi_sampler *smp = NULL;
     hachi_spec *sp = NULL;
+    hachi_detok *dt = NULL;
     int32_t *toks = NULL, n_tok = 0;
     if (!m) goto out;
 
@@ -118,9 +119,8 @@ int cmd_run(int argc, char **argv) {
     }
     if ((st = hachi_spec_feed(sp, toks, n_tok))) { cli_lib_error(cmd, st, "generator"); goto out; }
 
-    hachi_detok dt;
-    hachi_detok_init(&dt, m);
-    dt.at_start = plen == 0;         /* strip the dummy-prefix space only at the very start */
+    if ((st = hachi_detok_create(m, &dt))) { cli_lib_error(cmd, st, "detokenizer"); goto out; }
+    hachi_detok_reset(dt, plen == 0);   /* strip the dummy-prefix space only at the very start */
     char buf[256];
     int n_gen = 0;
     bool full = false;
@@ -143,14 +143,14 @@ int cmd_run(int argc, char **argv) {
         }
         for (int32_t i = 0; i < n_out && !ended; i++) {
             if ((ended = hachi_model_is_eog(m, out[i]))) break;
-            int32_t len = hachi_detok_push(&dt, out[i], buf, sizeof buf);
+            int32_t len = hachi_detok_push(dt, out[i], buf, sizeof buf);
             fwrite(buf, 1, len, stdout);
             n_gen++;
         }
         fflush(stdout);
     }
     double t_decode = cli_time_ms() - t0;
-    int32_t len = hachi_detok_flush(&dt, buf, sizeof buf);
+    int32_t len = hachi_detok_flush(dt, buf, sizeof buf);
     fwrite(buf, 1, len, stdout);
     fputc('\n', stdout);
     fflush(stdout);
@@ -165,6 +165,7 @@ int cmd_run(int argc, char **argv) {
     rc = 0;
 out:
     hachi_spec_free(sp);
+    hachi_detok_free(dt);
     hachi_sampler_free(smp);
     hachi_session_free(s);
     hachi_model_free(m);

@@ -1,0 +1,204 @@
+/* Tests of the Gemma 4 chat format (src/chat.c) on a vocabulary that has its turn tokens.
+ * The shared Gemma vocabulary (../shared/oracle/gemma4-vocab.gguf) is Gemma 3's: ids 105
+ * and 106 are the control tokens <start_of_turn> / <end_of_turn>. A real Gemma 4 file has
+ * its own control tokens <|turn> / <turn|> at those ids, so the test writes that vocabulary
+ * (every key copied, those two pieces replaced, token type control) with the project's
+ * GGUF writer into the scratch dir and loads it vocab-only. The Gemma 3 and plain formats
+ * are tested in test_cli.c (chat_format_from_vocab). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gguf.h"
+#include "hachi.h"
+#include "test.h"
+
+#define TURN_OPEN 105    /* <|turn> */
+#define TURN_CLOSE 106   /* <turn|> */
+
+/* The encoded payload of a GGUF string array (element type, count, then length and bytes of
+ * each) with the strings at ids[0..n_repl) replaced by repl[]; malloc'd, length in *len. */
+static uint8_t *str_array_payload(const hachi_gguf_value *v, const int32_t *ids, const char *const *repl,
+                                  int n_repl, size_t *len) {
+    size_t sz = 12;
+    for (uint64_t i = 0; i < v->arr.n; i++) sz += 8 + v->arr.strs[i].len;
+    for (int r = 0; r < n_repl; r++) sz += strlen(repl[r]) - v->arr.strs[ids[r]].len;
+    uint8_t *p = malloc(sz), *q = p;
+    if (!p) return NULL;
+    uint32_t et = HACHI_GGUF_STRING;
+    uint64_t n = v->arr.n;
+    memcpy(q, &et, 4);   /* (little-endian host, as the rest of hachi) */
+    memcpy(q + 4, &n, 8);
+    q += 12;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *s = v->arr.strs[i].ptr;
+        uint64_t l = v->arr.strs[i].len;
+        for (int r = 0; r < n_repl; r++)
+            if ((uint64_t)ids[r] == i) { s = repl[r]; l = strlen(repl[r]); }
+        memcpy(q, &l, 8);
+        if (l) memcpy(q + 8, s, (size_t)l);
+        q += 8 + l;
+    }
+    *len = sz;
+    return p;
+}
+
+/* Copies every key of g into w, with tokenizer.ggml.tokens and token_type changed at ids 105 and
+ * 106 to Gemma 4's turn tokens (control). False (a failure recorded) on a key it cannot copy. */
+static bool copy_as_gemma4(const hachi_gguf *g, hachi_gguf_writer *w) {
+    static const int32_t ids[2] = {TURN_OPEN, TURN_CLOSE};
+    static const char *const pieces[2] = {"<|turn>", "<turn|>"};
+    for (int64_t k = 0; k < hachi_gguf_n_kv(g); k++) {
+        const char *key = hachi_gguf_key_at(g, k);
+        const hachi_gguf_value *v = hachi_gguf_value_at(g, k);
+        hachi_status st = HACHI_ERR_UNSUPPORTED;
+        bool tokens = !strcmp(key, "tokenizer.ggml.tokens"), types = !strcmp(key, "tokenizer.ggml.token_type");
+        if ((tokens || types) && v->arr.n <= TURN_CLOSE) { CHECKF(0, "%s: too short", key); return false; }
+        switch (v->type) {
+        case HACHI_GGUF_UINT32: st = hachi_gguf_set_u32(w, key, (uint32_t)v->u64); break;
+        case HACHI_GGUF_INT32: st = hachi_gguf_set_i32(w, key, (int32_t)v->i64); break;
+        case HACHI_GGUF_FLOAT32: st = hachi_gguf_set_f32(w, key, (float)v->f64); break;
+        case HACHI_GGUF_BOOL: st = hachi_gguf_set_bool(w, key, v->b); break;
+        case HACHI_GGUF_STRING: {
+            char *s = strndup(v->str.ptr, (size_t)v->str.len);
+            st = s ? hachi_gguf_set_str(w, key, s) : HACHI_ERR_NOMEM;
+            free(s);
+            break;
+        }
+        case HACHI_GGUF_ARRAY:
+            if (v->arr.type == HACHI_GGUF_STRING) {
+                size_t len = 0;
+                uint8_t *p = str_array_payload(v, ids, pieces, tokens ? 2 : 0, &len);
+                st = p ? hachi_gguf_set_raw(w, key, HACHI_GGUF_ARRAY, p, len) : HACHI_ERR_NOMEM;
+                free(p);
+            } else if (types && v->arr.type == HACHI_GGUF_INT32) {
+                int32_t *t = malloc(sizeof *t * v->arr.n);
+                if (!t) return false;
+                memcpy(t, v->arr.data, sizeof *t * v->arr.n);
+                t[TURN_OPEN] = t[TURN_CLOSE] = 3;   /* control, as in a real Gemma 4 file */
+                st = hachi_gguf_set_arr(w, key, HACHI_GGUF_INT32, t, v->arr.n);
+                free(t);
+            } else if (v->arr.type != HACHI_GGUF_ARRAY) {
+                st = hachi_gguf_set_arr(w, key, v->arr.type, v->arr.data, v->arr.n);
+            }
+            break;
+        }
+        CHECKF(st == HACHI_OK, "copy %s (type %u): %s", key, v->type, hachi_last_error());
+        if (st) return false;
+    }
+    return true;
+}
+
+typedef struct { int32_t v[128]; int n; } ids_t;
+
+/* Appends the ids of text (no BOS, no specials: the plain text between turn markers). */
+static void push_text(ids_t *a, const hachi_model *m, const char *text) {
+    int32_t n = 0;
+    CHECK(hachi_tokenize(m, text, strlen(text), false, false, a->v + a->n, 128 - a->n, &n) == HACHI_OK);
+    CHECK(n <= 128 - a->n);
+    a->n += n < 128 - a->n ? n : 128 - a->n;
+}
+
+static void push_id(ids_t *a, int32_t id) { if (a->n < 128) a->v[a->n++] = id; }
+
+/* Whether text tokenized with specials gives exactly want. */
+static void check_ids(const hachi_model *m, const char *text, const ids_t *want) {
+    int32_t got[128], n = 0;
+    CHECK(hachi_tokenize(m, text, strlen(text), false, true, got, 128, &n) == HACHI_OK);
+    int bad = n == want->n ? -1 : 0;
+    for (int i = 0; i < n && i < want->n && bad < 0; i++)
+        if (got[i] != want->v[i]) bad = i;
+    CHECKF(bad < 0, "'%s': %d ids, want %d; first difference at %d (got %d, want %d)", text, n, want->n, bad,
+           bad < n ? got[bad] : -1, bad < want->n ? want->v[bad] : -1);
+}
+
+TEST(chat_gemma4_turns) {
+    NEED_SHARED(src, "oracle/gemma4-vocab.gguf");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/gemma4-chat-vocab.gguf", test_tmpdir());
+    hachi_gguf *g = NULL;
+    hachi_status st = hachi_gguf_open(src, &g);
+    CHECKF(st == HACHI_OK, "open %s: %s", src, hachi_last_error());
+    if (st) return;
+    hachi_gguf_writer *w = hachi_gguf_writer_new();
+    bool ok = w && copy_as_gemma4(g, w);
+    if (ok) {
+        st = hachi_gguf_writer_write(w, path);
+        CHECKF(st == HACHI_OK, "write %s: %s", path, hachi_last_error());
+        ok = st == HACHI_OK;
+    }
+    hachi_gguf_writer_free(w);
+    hachi_gguf_free(g);
+    if (!ok) return;
+
+    hachi_model_params mp = hachi_model_default_params();
+    mp.vocab_only = true;
+    hachi_model *m = NULL;
+    st = hachi_model_load(path, &mp, &m);
+    CHECKF(st == HACHI_OK, "load %s: %s", path, hachi_last_error());
+    if (st) return;
+    char buf[512];
+    CHECK(hachi_token_to_text(m, TURN_OPEN, buf, sizeof buf) == 7 && !memcmp(buf, "<|turn>", 7));
+    CHECK(hachi_token_to_text(m, TURN_CLOSE, buf, sizeof buf) == 7 && !memcmp(buf, "<turn|>", 7));
+    CHECK(hachi_chat_detect(m) == HACHI_CHAT_GEMMA4);
+    CHECK(hachi_model_is_eog(m, TURN_CLOSE));   /* EOS is id 106 in this vocabulary */
+
+    /* first turn with a system prompt */
+    const char *want1 = "<bos><|turn>system\nBe brief.<turn|>\n<|turn>user\nHi there<turn|>\n<|turn>model\n";
+    int32_t n = hachi_chat_turn(m, "Be brief.", "Hi there", true, buf, sizeof buf);
+    CHECKF(n == (int32_t)strlen(want1) && !strcmp(buf, want1), "first turn: '%s'", buf);
+    ids_t ids = {.n = 0};
+    push_id(&ids, 2);   /* <bos> */
+    push_id(&ids, TURN_OPEN);
+    push_text(&ids, m, "system\nBe brief.");
+    push_id(&ids, TURN_CLOSE);
+    push_text(&ids, m, "\n");
+    push_id(&ids, TURN_OPEN);
+    push_text(&ids, m, "user\nHi there");
+    push_id(&ids, TURN_CLOSE);
+    push_text(&ids, m, "\n");
+    push_id(&ids, TURN_OPEN);
+    push_text(&ids, m, "model\n");
+    check_ids(m, buf, &ids);
+    /* without special parsing the markers are ordinary text */
+    int32_t plain[128], np = 0, turns = 0;
+    CHECK(hachi_tokenize(m, buf, strlen(buf), false, false, plain, 128, &np) == HACHI_OK && np <= 128);
+    for (int i = 0; i < np && i < 128; i++) turns += plain[i] == TURN_OPEN || plain[i] == TURN_CLOSE;
+    CHECKF(turns == 0, "%d turn ids without special parsing", turns);
+
+    /* first turn without a system prompt */
+    const char *want0 = "<bos><|turn>user\nHi<turn|>\n<|turn>model\n";
+    n = hachi_chat_turn(m, "", "Hi", true, buf, sizeof buf);
+    CHECKF(n == (int32_t)strlen(want0) && !strcmp(buf, want0), "first turn, no system: '%s'", buf);
+    ids.n = 0;
+    push_id(&ids, 2);
+    push_id(&ids, TURN_OPEN);
+    push_text(&ids, m, "user\nHi");
+    push_id(&ids, TURN_CLOSE);
+    push_text(&ids, m, "\n");
+    push_id(&ids, TURN_OPEN);
+    push_text(&ids, m, "model\n");
+    check_ids(m, buf, &ids);
+
+    /* a later turn: it first closes the reply, whose <turn|> was sampled, not evaluated; no BOS,
+     * no system prompt */
+    const char *want2 = "<turn|>\n<|turn>user\nMore<turn|>\n<|turn>model\n";
+    n = hachi_chat_turn(m, "Be brief.", "More", false, buf, sizeof buf);
+    CHECKF(n == (int32_t)strlen(want2) && !strcmp(buf, want2), "later turn: '%s'", buf);
+    ids.n = 0;
+    push_id(&ids, TURN_CLOSE);
+    push_text(&ids, m, "\n");
+    push_id(&ids, TURN_OPEN);
+    push_text(&ids, m, "user\nMore");
+    push_id(&ids, TURN_CLOSE);
+    push_text(&ids, m, "\n");
+    push_id(&ids, TURN_OPEN);
+    push_text(&ids, m, "model\n");
+    check_ids(m, buf, &ids);
+
+    /* the length without a buffer, and a cut buffer still NUL-terminated */
+    CHECK(hachi_chat_turn(m, NULL, "More", false, NULL, 0) == (int32_t)strlen(want2));
+    char small[8];
+    CHECK(hachi_chat_turn(m, NULL, "More", false, small, sizeof small) == (int32_t)strlen(want2) &&
+          !strcmp(small, "<turn|>"));
+    hachi_model_free(m);
+}
