@@ -67,12 +67,16 @@ static bool selects(const hachi_attn_args *a, int pos) {
 }
 
 /* Candidates better first: a higher score, on a tie the lower page. */
-static bool better(const float *sc, int x, int y) { return sc[x] > sc[y] || (sc[x] == sc[y] && x < y); }
+static bool better(const float *sc, int x, int y) {
+    const float a = sc[x], b = sc[y];
+    return a > b || (a == b && x < y);
+}
 
 /* The n_top best of pages [1, P - 1) by score (sc indexed by page), ascending into sel:
  * a heap of the best so far with the worst at its root. */
 static void select_pages(const float *sc, int P, int n_top, int *sel) {
     int n = 0;
+    if (n_top <= 0) return;
     for (int p = 1; p < P - 1; p++) {
         int i;
         if (n < n_top) {

@@ -76,6 +76,7 @@ size_t hachi_kv_bytes_read(const hachi_kv *kv, int depth, int sparse_pages) {
 /* ---- page metadata: per dimension min and max of a page's keys, fp16 ---------------------- */
 
 static float elem(const hachi_kv *kv, const char *row, int i) {
+    // cppcheck-suppress invalidPointerCast ; an f32 cache's rows are f32 arrays (64-byte aligned allocations)
     return kv->type == HACHI_KV_F32 ? ((const float *)row)[i] : hachi_f16_to_f32(((const uint16_t *)row)[i]);
 }
 
@@ -174,7 +175,9 @@ void hachi_kv_fill_fast(hachi_kv *kv, int pos, int n, uint64_t *rng) {
             x ^= x << 13; x ^= x >> 7; x ^= x << 17;
             float a = ((int)(x & 0xffff) - 32768) / 18918.0f, b = ((int)((x >> 16) & 0xffff) - 32768) / 18918.0f;
             if (kv->type == HACHI_KV_F32) {
+                // cppcheck-suppress invalidPointerCast ; an f32 cache's rows are f32 arrays
                 ((float *)kr)[i] = a;
+                // cppcheck-suppress invalidPointerCast ; as above
                 ((float *)vr)[i] = b;
             } else {
                 ((uint16_t *)kr)[i] = hachi_f32_to_f16(a);

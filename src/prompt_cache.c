@@ -16,6 +16,7 @@
  * a prompt that extends the saved one (the usual reuse) always works; one that
  * leaves it earlier works down to about as many positions before its end as the rings have spare
  * slots (kv.h) on sliding layers (all the way on models without rings). */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,21 +165,33 @@ static bool jints(js *j, int64_t *v, int max, int *n) {
     return false;
 }
 
+/* a decimal integer at s (digits, optional '-'); *end after it */
+static bool parse_i64(const char *s, int64_t *out, const char **end) {
+    char *e = (char *)s;
+    errno = 0;
+    long long v = strtoll(s, &e, 10);
+    *end = e;
+    *out = v;
+    return e != s && errno == 0 && (*s == '-' || (*s >= '0' && *s <= '9'));
+}
+
 static bool parse_meta(js *j, pc_header *h) {
     if (!lit(j, '{')) return false;
     do {
         char k[32], v[32];
         if (!jstr(j, k, sizeof k) || !lit(j, ':') || !jstr(j, v, sizeof v)) return false;
-        int owner;
-        char tail;
+        int64_t num, first;
+        const char *end;
         if (!strcmp(k, "format")) snprintf(h->format, sizeof h->format, "%s", v);
         else if (!strcmp(k, "version")) snprintf(h->version, sizeof h->version, "%s", v);
         else if (!strcmp(k, "model")) snprintf(h->model, sizeof h->model, "%s", v);
         else if (!strcmp(k, "kv")) snprintf(h->kv, sizeof h->kv, "%s", v);
-        else if (!strcmp(k, "n_tokens")) { if (sscanf(v, "%" SCNd64 "%c", &h->n_tokens, &tail) != 1) return false; }
-        else if (sscanf(k, "kv.%d.first%c", &owner, &tail) == 1 && h->n_first < 64) {
-            if (sscanf(v, "%d%c", &h->first[h->n_first], &tail) != 1) return false;
-            h->first_owner[h->n_first++] = owner;
+        else if (!strcmp(k, "n_tokens")) { if (!parse_i64(v, &h->n_tokens, &end) || *end) return false; }
+        else if (!strncmp(k, "kv.", 3) && parse_i64(k + 3, &num, &end) && !strcmp(end, ".first") &&
+                 num >= 0 && num < 4096 && h->n_first < 64) {
+            if (!parse_i64(v, &first, &end) || *end || first < 0 || first > INT32_MAX) return false;
+            h->first[h->n_first] = (int)first;
+            h->first_owner[h->n_first++] = (int)num;
         } else return false;
     } while (lit(j, ','));
     return lit(j, '}');

@@ -25,7 +25,7 @@ hachi_session_params hachi_session_default_params(void) {
 /* Chunk bounds from "a,b,c" (or DESIGN.md's 8,15,25 scaled to the model's depth). */
 static hachi_status plan_chunks(hachi_session *s, const char *spec) {
     hachi_profile *p = &s->prof;
-    int L = s->m->n_layer, nb = 0, b[HACHI_MAX_CHUNKS];
+    int L = s->m->n_layer, nb = 0, b[HACHI_MAX_CHUNKS] = {0};
     if (spec && *spec) {
         const char *c = spec;
         while (*c) {
@@ -207,7 +207,7 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
                 scr = HACHI_MAX(scr, hachi_matmul_scratch_bytes(s->kern, mats[i]->type, mats[i]->cols, nb));
     }
     s->mm_scratch_bytes = scr;
-    ALLOC(s->mm_scratch, scr);
+    ALLOC(s->mm_scratch, scr);   /* char: bytes */
     *out = s;
     return HACHI_OK;
 fail:

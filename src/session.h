@@ -69,7 +69,7 @@ struct hachi_session {
     float *partial;                 /* attention split partials (attn.h) */
     float *page_scores;             /* page-sparse scratch (attn.h); NULL when dense */
     int *ranges, *n_ranges;
-    void *mm_scratch;
+    char *mm_scratch;               /* [mm_scratch_bytes] matmul activation conversions */
     size_t mm_scratch_bytes;
     size_t plan_bytes;
 };

@@ -44,9 +44,10 @@ static int32_t *passkey_prompt(int k, int *n, int *key) {
             if (e == p) break;
             ids[(*n)++] = (int32_t)v;
         }
-        int len;
-        double depth;
-        if (sscanf(aline, "%d %lf %d", &len, &depth, key) != 3) *key = -1;
+        char *e;   /* "length depth key | ..." */
+        strtol(aline, &e, 10);
+        strtod(e, &e);
+        *key = (int)strtol(e, &e, 10);
     }
     free(line);
     if (pf) fclose(pf);

@@ -537,7 +537,7 @@ int cmd_bench(int argc, char **argv) {
     b.o.sp.n_ctx = n_ctx;
     b.o.sp.profile = false;         /* the main session never profiles; profile_run does */
 
-    static bench_result r;
+    static bench_result r;   /* large; r.model_path points into synth_path below only until return */
     memset(&r, 0, sizeof r);
     r.threads = b.o.sp.n_threads ? b.o.sp.n_threads : hachi_physical_cores();
     r.n_cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -609,7 +609,7 @@ int cmd_bench(int argc, char **argv) {
         }
         fprintf(stderr, "hachi bench: decoding at depth %d (%ld x %ld steps)...\n", d->depth, b.reps, b.n);
         if (!decode_reps(s, (int)b.n, (int)b.reps, &rng, tps)) { free(tps); goto out; }
-        d->tps_min = d->tps_max = tps[0];
+        d->tps_min = d->tps_max = tps[0];   // NOLINT(clang-analyzer-core.uninitialized.Assign): decode_reps wrote tps[0..reps), reps >= 1
         for (int k = 1; k < b.reps; k++) {
             d->tps_min = fmin(d->tps_min, tps[k]);
             d->tps_max = fmax(d->tps_max, tps[k]);
@@ -678,6 +678,7 @@ int cmd_bench(int argc, char **argv) {
     }
     rc = 0;
 out:
+    r.model_path = NULL;
     hachi_session_free(s);
     hachi_model_free(m);
     return rc;
