@@ -178,7 +178,7 @@ static bool parse_i64(const char *s, int64_t *out, const char **end) {
 static bool parse_meta(js *j, pc_header *h) {
     if (!lit(j, '{')) return false;
     do {
-        char k[32], v[32];
+        char k[32] = "", v[32] = "";
         if (!jstr(j, k, sizeof k) || !lit(j, ':') || !jstr(j, v, sizeof v)) return false;
         int64_t num, first;
         const char *end;
