@@ -109,9 +109,11 @@ HACHI_API int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap);
 
 /* ---- session: one static plan for one context size --------------------------- */
 
-/* How K/V rows are stored. f16 is the default; f32 for exactness checks (twice the bytes). */
-typedef enum hachi_kv_type { HACHI_KV_F16 = 0, HACHI_KV_F32 = 1 } hachi_kv_type;
-HACHI_API const char *hachi_kv_type_name(hachi_kv_type type);   /* "f16", "f32" */
+/* How K/V rows are stored. f16 is the default; f32 for exactness checks (twice the bytes);
+ * int8 (lossy, about half the bytes of f16): each K/V head of a row symmetric int8 with one
+ * f32 scale, max|x| / 127 over its head_dim values. */
+typedef enum hachi_kv_type { HACHI_KV_F16 = 0, HACHI_KV_F32 = 1, HACHI_KV_INT8 = 2 } hachi_kv_type;
+HACHI_API const char *hachi_kv_type_name(hachi_kv_type type);   /* "f16", "f32", "int8" */
 
 #define HACHI_CTX_MIN 2048
 #define HACHI_CTX_MAX 131072
