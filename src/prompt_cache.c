@@ -11,7 +11,8 @@
  * over the tensors' names, types, shapes and first/last bytes), n_tokens, kv
  * (f16|f32|int8) and kv.L.first. Full-attention caches keep every position (first
  * 0), sliding rings their last slots. The loader reads only this layout; any
- * other JSON, or sizes that disagree with the file or the session, is an error.
+ * other JSON, or sizes that disagree with the file or the session, is an error;
+ * so is a file of another KV type (its rows would have to be converted, lossily).
  *
  * Restoring position r needs, per ring, the keys a query at r sees (r-window, r):
  * a prompt that extends the saved one (the usual reuse) always works; one that
@@ -264,10 +265,8 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
                                 int32_t *n_loaded) {
     if (!s || !path || !tokens || n <= 0 || !n_loaded) return hachi_fail(HACHI_ERR_INVALID_ARG, "load: bad arguments");
     *n_loaded = 0;
-    s->pos = 0;
-    s->logits_pos = -1;
-    for (int c = 0; c < s->n_kv; c++) hachi_kv_restored_from(&s->kv[c], 0);
     const hachi_model *m = s->m;
+    bool dropped = false;   /* the session's state, kept while only the header was read */
     FILE *f = fopen(path, "rb");
     if (!f) return hachi_fail(HACHI_ERR_IO, "cannot open the prompt cache '%s'", path);
     hachi_status st = HACHI_OK;
@@ -296,8 +295,17 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
     }
     char id[24];
     snprintf(id, sizeof id, "%016llx", (unsigned long long)model_id(m));
-    if (strcmp(h->model, id) || strcmp(h->kv, hachi_kv_type_name(s->kv_type)) || h->n_first != s->n_kv)
-        goto out;   /* another model, or another KV type: nothing to reuse, not an error */
+    const bool same_model = !strcmp(h->model, id) && h->n_first == s->n_kv;
+    if (same_model && strcmp(h->kv, hachi_kv_type_name(s->kv_type))) {
+        st = hachi_fail(HACHI_ERR_UNSUPPORTED, "prompt cache '%s' holds %s KV rows, this session stores %s: not loaded",
+                        path, h->kv, hachi_kv_type_name(s->kv_type));
+        goto out;
+    }
+    dropped = true;
+    s->pos = 0;
+    s->logits_pos = -1;
+    for (int c = 0; c < s->n_kv; c++) hachi_kv_restored_from(&s->kv[c], 0);
+    if (!same_model) goto out;   /* another model: nothing to reuse, not an error */
     const uint64_t base = 8 + hl, data = size - base;
     const int64_t nf = h->n_tokens;
     if (nf <= 0 || nf > INT32_MAX / 4) {
@@ -355,7 +363,7 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
     s->pos = r;
     *n_loaded = r;
 out:
-    if (st) {
+    if (st && dropped) {
         s->pos = 0;
         for (int c = 0; c < s->n_kv; c++) hachi_kv_restored_from(&s->kv[c], 0);
     }
