@@ -111,9 +111,11 @@ HACHI_API int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap);
 
 /* ---- session: one static plan for one context size --------------------------- */
 
-/* How K/V rows are stored. f16 is the default; f32 for exactness checks (twice the bytes). */
-typedef enum hachi_kv_type { HACHI_KV_F16 = 0, HACHI_KV_F32 = 1 } hachi_kv_type;
-HACHI_API const char *hachi_kv_type_name(hachi_kv_type type);   /* "f16", "f32" */
+/* How K/V rows are stored. f16 is the default; f32 for exactness checks (twice the bytes);
+ * int8 (lossy, about half the bytes of f16): each K/V head of a row symmetric int8 with one
+ * f32 scale, max|x| / 127 over its head_dim values. */
+typedef enum hachi_kv_type { HACHI_KV_F16 = 0, HACHI_KV_F32 = 1, HACHI_KV_INT8 = 2 } hachi_kv_type;
+HACHI_API const char *hachi_kv_type_name(hachi_kv_type type);   /* "f16", "f32", "int8" */
 
 #define HACHI_CTX_MIN 2048
 #define HACHI_CTX_MAX 131072
@@ -156,10 +158,12 @@ HACHI_API hachi_status hachi_session_rewind(hachi_session *s, int32_t pos);
  * restores the longest prefix of tokens[0..n) that path holds: *n_loaded positions (then
  * hachi_session_pos); with *n_loaded == n also that token's logits, else the caller evaluates
  * tokens[*n_loaded..n) as usual. 0 restored, and HACHI_OK, when the file is for another model
- * or KV type or shares no prefix a sliding window can resume from (a prompt that extends the
- * saved one always can). A file that is not a prompt cache, or is damaged, is an error naming
- * what is wrong, with the session left at position 0. Restored or not, the tokens that follow
- * get bitwise the logits of an uncached run. */
+ * or shares no prefix a sliding window can resume from (a prompt that extends the saved one
+ * always can). A file that cannot be opened, is not a prompt cache, is of another version, or
+ * is of this model with another KV type (f16, f32, int8: HACHI_ERR_UNSUPPORTED naming both)
+ * is an error that leaves the session as it was; a file damaged past its header is an error
+ * naming what is wrong, with the session left at position 0. Restored or not, the tokens
+ * that follow get bitwise the logits of an uncached run. */
 HACHI_API hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, int32_t n, const char *path);
 HACHI_API hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_t *tokens, int32_t n,
                                 int32_t *n_loaded);

@@ -1,14 +1,30 @@
 /* kv: one owning layer's K/V rows: storage type, ring or linear layout, the
  * pending rows of a forward, commit, rewind bounds, and the row access of the
  * prompt cache. The only place that knows slot = position % n_slots and which
- * element type a row holds. */
+ * element type a row holds (int8 quantization included). */
+#include <math.h>
 #include <string.h>
 #include "kv.h"
 #include "util.h"
 
-const char *hachi_kv_type_name(hachi_kv_type type) { return type == HACHI_KV_F32 ? "f32" : "f16"; }
-size_t hachi_kv_type_size(hachi_kv_type type) { return type == HACHI_KV_F32 ? 4 : 2; }
-const char *hachi_kv_dtype(hachi_kv_type type) { return type == HACHI_KV_F32 ? "F32" : "F16"; }
+const char *hachi_kv_type_name(hachi_kv_type type) {
+    return type == HACHI_KV_F32 ? "f32" : type == HACHI_KV_INT8 ? "int8" : "f16";
+}
+
+static size_t elem_size(hachi_kv_type type) { return type == HACHI_KV_F32 ? 4 : type == HACHI_KV_INT8 ? 1 : 2; }
+static int scales_of(hachi_kv_type type, int n_head_kv) { return type == HACHI_KV_INT8 ? n_head_kv : 0; }
+
+size_t hachi_kv_row_bytes(hachi_kv_type type, int n_head_kv, int head_dim) {
+    return (size_t)n_head_kv * head_dim * elem_size(type) + (size_t)scales_of(type, n_head_kv) * sizeof(float);
+}
+
+int hachi_kv_planes(const hachi_kv *kv, hachi_kv_plane pl[HACHI_KV_MAX_PLANES]) {
+    static const char *const dtypes[] = {[HACHI_KV_F16] = "F16", [HACHI_KV_F32] = "F32", [HACHI_KV_INT8] = "I8"};
+    pl[0] = (hachi_kv_plane){"", dtypes[kv->type], kv->dim, elem_size(kv->type)};
+    if (!kv->n_scales) return 1;
+    pl[1] = (hachi_kv_plane){"_scale", "F32", kv->n_scales, sizeof(float)};
+    return 2;
+}
 
 static int slot_of(const hachi_kv *kv, int pos) { return kv->ring ? pos % kv->n_slots : pos; }
 
@@ -18,88 +34,136 @@ static int n_pages_of(int window, int n_ctx, bool pages) {
     return pages && !is_ring(window, n_ctx) ? n_ctx / HACHI_PAGE : 0;
 }
 
-size_t hachi_kv_plan_bytes(int dim, int window, int n_ctx, int n_pending, hachi_kv_type type, bool pages) {
+size_t hachi_kv_plan_bytes(int n_head_kv, int head_dim, int window, int n_ctx, int n_pending, hachi_kv_type type,
+                           bool pages) {
     const size_t slots = is_ring(window, n_ctx) ? (size_t)window + HACHI_SPEC_SLOTS : (size_t)n_ctx;
-    return 2 * (slots + (size_t)n_pending) * (size_t)dim * hachi_kv_type_size(type) +
-           2 * (size_t)n_pages_of(window, n_ctx, pages) * (size_t)dim * sizeof(uint16_t);
+    return 2 * (slots + (size_t)n_pending) * hachi_kv_row_bytes(type, n_head_kv, head_dim) +
+           2 * (size_t)n_pages_of(window, n_ctx, pages) * (size_t)n_head_kv * head_dim * sizeof(uint16_t);
 }
 
-hachi_status hachi_kv_init(hachi_kv *kv, int owner, int dim, int window, int n_ctx, int n_pending,
+/* bytes of a whole row, values and scales */
+static size_t full_row(const hachi_kv *kv) { return kv->row_bytes + (size_t)kv->n_scales * sizeof(float); }
+
+hachi_status hachi_kv_init(hachi_kv *kv, int owner, int n_head_kv, int head_dim, int window, int n_ctx, int n_pending,
                            hachi_kv_type type, bool pages, size_t *bytes) {
     memset(kv, 0, sizeof *kv);
     kv->owner = owner;
-    kv->dim = dim;
+    kv->dim = n_head_kv * head_dim;
+    kv->n_head_kv = n_head_kv;
     kv->window = window;
     kv->type = type;
     kv->ring = is_ring(window, n_ctx);
     kv->n_slots = kv->ring ? window + HACHI_SPEC_SLOTS : n_ctx;
     kv->n_pending = n_pending;
-    kv->row_bytes = (size_t)dim * hachi_kv_type_size(type);
+    kv->row_bytes = (size_t)kv->dim * elem_size(type);
+    kv->n_scales = scales_of(type, n_head_kv);
     const size_t held = (size_t)kv->n_slots * kv->row_bytes, pend = (size_t)n_pending * kv->row_bytes;
+    const size_t held_sc = (size_t)kv->n_slots * kv->n_scales * sizeof(float);
+    const size_t pend_sc = (size_t)n_pending * kv->n_scales * sizeof(float);
     kv->k = hachi_aligned_alloc(held);
     kv->v = hachi_aligned_alloc(held);
     kv->kp = hachi_aligned_alloc(pend);
     kv->vp = hachi_aligned_alloc(pend);
+    bool ok = kv->k && kv->v && kv->kp && kv->vp;
+    if (kv->n_scales) {
+        kv->ks = hachi_aligned_alloc(held_sc);
+        kv->vs = hachi_aligned_alloc(held_sc);
+        kv->ksp = hachi_aligned_alloc(pend_sc);
+        kv->vsp = hachi_aligned_alloc(pend_sc);
+        ok = ok && kv->ks && kv->vs && kv->ksp && kv->vsp;
+    }
     kv->n_pages = n_pages_of(window, n_ctx, pages);
-    const size_t meta = (size_t)kv->n_pages * (size_t)dim * sizeof(uint16_t);
+    const size_t meta = (size_t)kv->n_pages * (size_t)kv->dim * sizeof(uint16_t);
     if (meta) {
         kv->kmin = hachi_aligned_alloc(meta);
         kv->kmax = hachi_aligned_alloc(meta);
+        ok = ok && kv->kmin && kv->kmax;
     }
-    if (!kv->k || !kv->v || !kv->kp || !kv->vp || (meta && (!kv->kmin || !kv->kmax))) {
+    if (!ok) {
         hachi_kv_free(kv);
         return HACHI_ERR_NOMEM;
     }
-    *bytes += 2 * (held + pend + meta);
+    *bytes += 2 * (held + pend + held_sc + pend_sc + meta);
     return HACHI_OK;
 }
 
 void hachi_kv_free(hachi_kv *kv) {
     if (!kv) return;
     hachi_free(kv->k); hachi_free(kv->v); hachi_free(kv->kp); hachi_free(kv->vp);
+    hachi_free(kv->ks); hachi_free(kv->vs); hachi_free(kv->ksp); hachi_free(kv->vsp);
     hachi_free(kv->kmin); hachi_free(kv->kmax);
     kv->k = kv->v = kv->kp = kv->vp = NULL;
+    kv->ks = kv->vs = kv->ksp = kv->vsp = NULL;
     kv->kmin = kv->kmax = NULL;
 }
 
-size_t hachi_kv_bytes(const hachi_kv *kv) { return (size_t)kv->n_slots * kv->row_bytes * 2; }
+size_t hachi_kv_bytes(const hachi_kv *kv) { return (size_t)kv->n_slots * full_row(kv) * 2; }
 
 size_t hachi_kv_bytes_read(const hachi_kv *kv, int depth, int sparse_pages) {
     const int pages = depth / HACHI_PAGE + 1;
     if (kv->n_pages && sparse_pages && pages > sparse_pages)   /* the selected rows + the candidates' min/max */
-        return (size_t)sparse_pages * HACHI_PAGE * kv->row_bytes * 2 +
+        return (size_t)sparse_pages * HACHI_PAGE * full_row(kv) * 2 +
                (size_t)(pages - 3) * kv->dim * sizeof(uint16_t) * 2;
     const int keys = kv->window > 0 ? HACHI_MIN(depth, kv->window) : depth;
-    return (size_t)keys * kv->row_bytes * 2;
+    return (size_t)keys * full_row(kv) * 2;
+}
+
+/* ---- int8 rows: per head, scale = max|x| / 127, q = round(x / scale) ------------------------ */
+
+static int8_t quant(float x, float scale) {
+    return scale > 0.0f ? (int8_t)fminf(fmaxf(roundf(x / scale), -127.0f), 127.0f) : 0;
+}
+
+static void quantize_row(const hachi_kv *kv, const float *x, int8_t *q, float *sc) {
+    const int hd = kv->dim / kv->n_head_kv;
+    for (int g = 0; g < kv->n_head_kv; g++) {
+        const float *xg = x + (size_t)g * hd;
+        int8_t *qg = q + (size_t)g * hd;
+        float mx = 0.0f;
+        for (int d = 0; d < hd; d++) mx = HACHI_MAX(mx, fabsf(xg[d]));
+        const float scale = mx / 127.0f;
+        sc[g] = scale;
+        for (int d = 0; d < hd; d++) qg[d] = quant(xg[d], scale);
+    }
 }
 
 /* ---- page metadata: per dimension min and max of a page's keys, fp16 ---------------------- */
 
-static float elem(const hachi_kv *kv, const char *row, int i) {
+/* element i of a row as stored (int8: dequantized with its head's scale of sc) */
+static float elem(const hachi_kv *kv, const char *row, const float *sc, int i) {
+    switch (kv->type) {
     // cppcheck-suppress invalidPointerCast ; an f32 cache's rows are f32 arrays (64-byte aligned allocations)
-    return kv->type == HACHI_KV_F32 ? ((const float *)row)[i] : hachi_f16_to_f32(((const uint16_t *)row)[i]);
+    case HACHI_KV_F32: return ((const float *)row)[i];
+    case HACHI_KV_INT8: return sc[i / (kv->dim / kv->n_head_kv)] * ((const int8_t *)row)[i];
+    default: return hachi_f16_to_f32(((const uint16_t *)row)[i]);
+    }
 }
 
-/* merges the key row of position pos into its page (the first row of a page starts it) */
-static void page_add(hachi_kv *kv, int pos, const char *row) {
+/* merges the key row of position pos (scales sc) into its page (the first row of a page starts it) */
+static void page_add(hachi_kv *kv, int pos, const char *row, const float *sc) {
     const int p = pos / HACHI_PAGE;
     uint16_t *lo = kv->kmin + (size_t)p * kv->dim, *hi = kv->kmax + (size_t)p * kv->dim;
     const bool first = pos % HACHI_PAGE == 0;
     for (int i = 0; i < kv->dim; i++) {
-        const float x = elem(kv, row, i);
+        const float x = elem(kv, row, sc, i);
         lo[i] = first || x < hachi_f16_to_f32(lo[i]) ? hachi_f32_to_f16(x) : lo[i];
         hi[i] = first || x > hachi_f16_to_f32(hi[i]) ? hachi_f32_to_f16(x) : hi[i];
     }
 }
 
+/* the held key row of position p (linear caches: slot p) into its page */
+static void page_add_held(hachi_kv *kv, int p) {
+    page_add(kv, p, kv->k + (size_t)p * kv->row_bytes, kv->ks ? kv->ks + (size_t)p * kv->n_scales : NULL);
+}
+
 void hachi_kv_rebuild_pages(hachi_kv *kv, int pos) {
     if (!kv->n_pages) return;
-    for (int p = 0; p < pos; p++) page_add(kv, p, kv->k + (size_t)p * kv->row_bytes);
+    for (int p = 0; p < pos; p++) page_add_held(kv, p);
 }
 
 void hachi_kv_rewound(hachi_kv *kv, int pos) {
     if (!kv->n_pages) return;
-    for (int p = pos / HACHI_PAGE * HACHI_PAGE; p < pos; p++) page_add(kv, p, kv->k + (size_t)p * kv->row_bytes);
+    for (int p = pos / HACHI_PAGE * HACHI_PAGE; p < pos; p++) page_add_held(kv, p);
 }
 
 void hachi_kv_page_scores(const hachi_kv *kv, const hachi_kernels *kern, int g, int hd, const float *qpos,
@@ -113,21 +177,30 @@ void hachi_kv_page_scores(const hachi_kv *kv, const hachi_kernels *kern, int g, 
 
 void hachi_kv_stage(hachi_kv *kv, const hachi_kernels *kern, int p0, int t, const float *k, const float *v) {
     char *kd = kv->kp + (size_t)t * kv->row_bytes, *vd = kv->vp + (size_t)t * kv->row_bytes;
-    if (kv->type == HACHI_KV_F32) {
+    float *ksd = kv->ksp ? kv->ksp + (size_t)t * kv->n_scales : NULL;
+    switch (kv->type) {
+    case HACHI_KV_F32:
         memcpy(kd, k, kv->row_bytes);
         memcpy(vd, v, kv->row_bytes);
-    } else {
+        break;
+    case HACHI_KV_INT8:
+        quantize_row(kv, k, (int8_t *)kd, ksd);
+        quantize_row(kv, v, (int8_t *)vd, kv->vsp + (size_t)t * kv->n_scales);
+        break;
+    default:
         kern->f32_to_f16(k, (uint16_t *)kd, kv->dim);
         kern->f32_to_f16(v, (uint16_t *)vd, kv->dim);
     }
-    if (kv->n_pages) page_add(kv, p0 + t, kd);
+    if (kv->n_pages) page_add(kv, p0 + t, kd, ksd);
 }
 
 hachi_kv_run hachi_kv_segment(const hachi_kv *kv, int a, int b, int p0) {
-    hachi_kv_run r;
+    hachi_kv_run r = {0};
     if (a >= p0) {   /* this forward's rows */
-        r.k = kv->kp + (size_t)(a - p0) * kv->row_bytes;
-        r.v = kv->vp + (size_t)(a - p0) * kv->row_bytes;
+        const size_t t = (size_t)(a - p0);
+        r.k = kv->kp + t * kv->row_bytes;
+        r.v = kv->vp + t * kv->row_bytes;
+        if (kv->n_scales) { r.ks = kv->ksp + t * kv->n_scales; r.vs = kv->vsp + t * kv->n_scales; }
         r.n = b - a;
         return r;
     }
@@ -136,14 +209,20 @@ hachi_kv_run hachi_kv_segment(const hachi_kv *kv, int a, int b, int p0) {
     if (kv->ring) r.n = HACHI_MIN(r.n, kv->n_slots - slot);
     r.k = kv->k + (size_t)slot * kv->row_bytes;
     r.v = kv->v + (size_t)slot * kv->row_bytes;
+    if (kv->n_scales) { r.ks = kv->ks + (size_t)slot * kv->n_scales; r.vs = kv->vs + (size_t)slot * kv->n_scales; }
     return r;
 }
 
 void hachi_kv_commit(hachi_kv *kv, int p0, int n) {
+    const size_t sb = (size_t)kv->n_scales * sizeof(float);
     for (int t = 0; t < n; t++) {
         const size_t slot = (size_t)slot_of(kv, p0 + t);
         memcpy(kv->k + slot * kv->row_bytes, kv->kp + (size_t)t * kv->row_bytes, kv->row_bytes);
         memcpy(kv->v + slot * kv->row_bytes, kv->vp + (size_t)t * kv->row_bytes, kv->row_bytes);
+        if (sb) {
+            memcpy(kv->ks + slot * kv->n_scales, kv->ksp + (size_t)t * kv->n_scales, sb);
+            memcpy(kv->vs + slot * kv->n_scales, kv->vsp + (size_t)t * kv->n_scales, sb);
+        }
     }
 }
 
@@ -159,10 +238,44 @@ bool hachi_kv_can_rewind(const hachi_kv *kv, int pos, int cur) {
     return HACHI_MAX(0, pos - kv->window + 1) >= HACHI_MAX(cur - kv->n_slots, kv->valid_from);
 }
 
-char *hachi_kv_rows(const hachi_kv *kv, int which, int p, int end, int *n) {
+char *hachi_kv_rows(const hachi_kv *kv, int which, int plane, int p, int end, int *n) {
     const int slot = slot_of(kv, p);
     *n = kv->ring ? HACHI_MIN(end - p, kv->n_slots - slot) : end - p;
+    if (plane) return (char *)((which ? kv->vs : kv->ks) + (size_t)slot * kv->n_scales);
     return (which ? kv->v : kv->k) + (size_t)slot * kv->row_bytes;
+}
+
+/* the fill's generator: the next K and V elements, roughly unit RMS */
+static void fill_next(uint64_t *x, float *a, float *b) {
+    *x ^= *x << 13; *x ^= *x >> 7; *x ^= *x << 17;
+    *a = ((int)(*x & 0xffff) - 32768) / 18918.0f;
+    *b = ((int)((*x >> 16) & 0xffff) - 32768) / 18918.0f;
+}
+
+/* int8: each head's elements drawn twice from the same generator state, for the scale
+ * (max |x|), then quantized as hachi_kv_stage does */
+static void fill_int8(hachi_kv *kv, size_t slot, uint64_t *x) {
+    const int hd = kv->dim / kv->n_head_kv;
+    for (int g = 0; g < kv->n_head_kv; g++) {
+        int8_t *kq = (int8_t *)kv->k + slot * kv->row_bytes + (size_t)g * hd;
+        int8_t *vq = (int8_t *)kv->v + slot * kv->row_bytes + (size_t)g * hd;
+        const uint64_t x0 = *x;
+        float a, b, ma = 0.0f, mb = 0.0f;
+        for (int d = 0; d < hd; d++) {
+            fill_next(x, &a, &b);
+            ma = HACHI_MAX(ma, fabsf(a));
+            mb = HACHI_MAX(mb, fabsf(b));
+        }
+        const float sa = ma / 127.0f, sb = mb / 127.0f;
+        kv->ks[slot * kv->n_scales + g] = sa;
+        kv->vs[slot * kv->n_scales + g] = sb;
+        *x = x0;
+        for (int d = 0; d < hd; d++) {
+            fill_next(x, &a, &b);
+            kq[d] = quant(a, sa);
+            vq[d] = quant(b, sb);
+        }
+    }
 }
 
 void hachi_kv_fill_fast(hachi_kv *kv, int pos, int n, uint64_t *rng) {
@@ -170,10 +283,11 @@ void hachi_kv_fill_fast(hachi_kv *kv, int pos, int n, uint64_t *rng) {
     for (int t = 0; t < n; t++) {
         if (kv->ring && n - t > kv->n_slots) continue;   /* would be overwritten anyway */
         const size_t slot = (size_t)slot_of(kv, pos + t);
+        if (kv->type == HACHI_KV_INT8) { fill_int8(kv, slot, &x); continue; }
         char *kr = kv->k + slot * kv->row_bytes, *vr = kv->v + slot * kv->row_bytes;
         for (int i = 0; i < kv->dim; i++) {
-            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-            float a = ((int)(x & 0xffff) - 32768) / 18918.0f, b = ((int)((x >> 16) & 0xffff) - 32768) / 18918.0f;
+            float a, b;
+            fill_next(&x, &a, &b);
             if (kv->type == HACHI_KV_F32) {
                 // cppcheck-suppress invalidPointerCast ; an f32 cache's rows are f32 arrays
                 ((float *)kr)[i] = a;
@@ -202,6 +316,9 @@ void hachi_kv_scores(const hachi_kv *kv, const hachi_kernels *kern, const hachi_
                 s[(size_t)j * G + h] = acc;
             }
         }
+    } else if (kv->type == HACHI_KV_INT8) {
+        kern->attn_scores_i8(hd, r->n, (const int8_t *)r->k + (int64_t)g * hd, stride, r->ks + g, kv->n_scales, q, G,
+                             s);
     } else {
         kern->attn_scores_f16(hd, r->n, (const uint16_t *)r->k + (int64_t)g * hd, stride, q, G, s);
     }
@@ -216,6 +333,9 @@ void hachi_kv_values(const hachi_kv *kv, const hachi_kernels *kern, const hachi_
             for (int h = 0; h < G; h++)
                 for (int i = 0; i < hd; i++) out[(int64_t)h * hd + i] += p[(size_t)j * G + h] * v[i];
         }
+    } else if (kv->type == HACHI_KV_INT8) {
+        kern->attn_values_i8(hd, r->n, (const int8_t *)r->v + (int64_t)g * hd, stride, r->vs + g, kv->n_scales, p, G,
+                             out);
     } else {
         kern->attn_values_f16(hd, r->n, (const uint16_t *)r->v + (int64_t)g * hd, stride, p, G, out);
     }

@@ -1,9 +1,17 @@
-/* kv: the KV cache of one owning layer. It alone knows the storage type (f16, f32) and the
- * layout: a full-attention cache holds every position of the context in order (linear), a
+/* kv: the KV cache of one owning layer. It alone knows the storage type (f16, f32, int8) and
+ * the layout: a full-attention cache holds every position of the context in order (linear), a
  * sliding one a ring of window + HACHI_SPEC_SLOTS slots (slot = position % n_slots), the spare
  * slots letting a rewind of up to that many tokens stay exact. A forward stages its new rows
  * in the pending rows (one per token of the forward) and commits them when every layer has
- * read them. Hot path: hachi_kv_stage, hachi_kv_segment, hachi_kv_commit. */
+ * read them. Hot path: hachi_kv_stage, hachi_kv_segment, hachi_kv_commit.
+ *
+ * An int8 row is its dim int8 values plus one f32 scale per K/V head, in two planes: the
+ * values in k[slot][dim] (head g's head_dim values at g * head_dim, as in f16), the scales in
+ * ks[slot][n_head_kv]; element d of head g is ks[slot][g] * k[slot][g * head_dim + d], with
+ * scale = max|x| / 127 over the head's values and q = round(x / scale) (0 for an all-zero
+ * head). Two planes rather than scales inside the row: value rows stay multiples of 64 bytes
+ * (512 at head_dim 512) and each plane is one prompt-cache tensor. 516 bytes per K or V row at
+ * dim 512 with one head, against 1024 in f16. */
 #ifndef HACHI_KV_H
 #define HACHI_KV_H
 #include <stdbool.h>
@@ -18,33 +26,51 @@
 typedef struct hachi_kv {
     int owner;                      /* layer that writes it */
     int dim;                        /* elements per row: n_head_kv * head_dim */
+    int n_head_kv;                  /* K/V heads of a row */
     int window;                     /* keys a query at q sees: q-window < p <= q; 0 = all */
     hachi_kv_type type;
     bool ring;                      /* sliding ring (window + spare slots < context) */
     int n_slots;                    /* ring: window + HACHI_SPEC_SLOTS; linear: n_ctx */
     int n_pending;                  /* pending rows: the largest forward */
     int valid_from;                 /* positions below it are not held (a restored prompt cache) */
-    size_t row_bytes;               /* dim * element size */
+    size_t row_bytes;               /* a row's values: dim * element size (int8: dim) */
+    int n_scales;                   /* f32 scales per row: int8 n_head_kv, else 0 */
     char *k, *v;                    /* [n_slots][dim] of the type */
     char *kp, *vp;                  /* [n_pending][dim]: this forward's new rows, committed at its end */
+    float *ks, *vs;                 /* int8: [n_slots][n_head_kv] scales of k, v; else NULL */
+    float *ksp, *vsp;               /* int8: [n_pending][n_head_kv] scales of kp, vp; else NULL */
     int n_pages;                    /* linear caches with page metadata: n_ctx / HACHI_PAGE; else 0 */
     uint16_t *kmin, *kmax;          /* [n_pages][dim] fp16: per dimension the min / max of the committed
                                        keys of page p (positions [16p, 16p + 16)); 128 bytes a position
                                        at dim 512 */
 } hachi_kv;
 
-/* A run of consecutive rows: n rows of k and v, stride hachi_kv.dim elements. */
-typedef struct hachi_kv_run { const void *k, *v; int n; } hachi_kv_run;
+/* A run of consecutive rows: n rows of k and v, stride hachi_kv.dim elements; int8: their
+ * scales ks, vs, stride n_head_kv (NULL for the other types). */
+typedef struct hachi_kv_run { const void *k, *v; const float *ks, *vs; int n; } hachi_kv_run;
 
-size_t hachi_kv_type_size(hachi_kv_type type);          /* bytes per element */
-const char *hachi_kv_dtype(hachi_kv_type type);         /* safetensors dtype: "F16", "F32" */
+/* Bytes of one K (or V) row of n_head_kv heads of head_dim, the int8 scales included. */
+size_t hachi_kv_row_bytes(hachi_kv_type type, int n_head_kv, int head_dim);
+
+/* The planes a K or V row is stored in, for saving and restoring: f16 and f32 rows have one
+ * (the values), int8 rows two (the values, then the scales). */
+#define HACHI_KV_MAX_PLANES 2
+typedef struct hachi_kv_plane {
+    const char *suffix;             /* of the tensor name: "" (values), "_scale" */
+    const char *dtype;              /* safetensors dtype: "F16", "F32", "I8" */
+    int cols;                       /* elements per row: dim, or n_head_kv scales */
+    size_t elem;                    /* bytes per element */
+} hachi_kv_plane;
+/* Fills pl[0 .. n) and returns n. */
+int hachi_kv_planes(const hachi_kv *kv, hachi_kv_plane pl[HACHI_KV_MAX_PLANES]);
 
 /* Bytes hachi_kv_init allocates for such a cache (K and V, held and pending rows). */
-size_t hachi_kv_plan_bytes(int dim, int window, int n_ctx, int n_pending, hachi_kv_type type, bool pages);
-/* Sets up (allocates) the cache of owner for a context of n_ctx and forwards of up to
- * n_pending tokens, with page metadata when pages (linear caches only); *bytes receives what
- * was allocated. */
-hachi_status hachi_kv_init(hachi_kv *kv, int owner, int dim, int window, int n_ctx, int n_pending,
+size_t hachi_kv_plan_bytes(int n_head_kv, int head_dim, int window, int n_ctx, int n_pending, hachi_kv_type type,
+                           bool pages);
+/* Sets up (allocates) the cache of owner (rows of n_head_kv heads of head_dim) for a context
+ * of n_ctx and forwards of up to n_pending tokens, with page metadata when pages (linear
+ * caches only); *bytes receives what was allocated. */
+hachi_status hachi_kv_init(hachi_kv *kv, int owner, int n_head_kv, int head_dim, int window, int n_ctx, int n_pending,
                            hachi_kv_type type, bool pages, size_t *bytes);
 void hachi_kv_free(hachi_kv *kv);
 /* bytes the cache itself holds (K and V, without the pending rows) */
@@ -53,9 +79,10 @@ size_t hachi_kv_bytes(const hachi_kv *kv);
  * sparse_pages, past that many pages: those pages' rows and every page's metadata */
 size_t hachi_kv_bytes_read(const hachi_kv *kv, int depth, int sparse_pages);
 
-/* Stages row t of the forward at p0 from f32 k, v [dim] (converted to the storage type) and
- * merges its key into the page metadata: a query's candidate pages (attn.h) end before its
- * own page, so they hold the same keys in a forward of any length as in a decode step. */
+/* Stages row t of the forward at p0 from f32 k, v [dim] (converted to the storage type, int8
+ * quantized per head) and merges its key as stored (int8: dequantized) into the page
+ * metadata: a query's candidate pages (attn.h) end before its own page, so they hold the
+ * same keys in a forward of any length as in a decode step. */
 void hachi_kv_stage(hachi_kv *kv, const hachi_kernels *kern, int p0, int t, const float *k, const float *v);
 /* The rows of positions [a, b) a forward starting at p0 reads, from position a on: held rows
  * before p0 (a ring wraps at most once), then the forward's pending rows. Returns the first
@@ -76,15 +103,17 @@ int hachi_kv_first(const hachi_kv *kv, int pos);
 void hachi_kv_restored_from(hachi_kv *kv, int pos);
 /* Whether, at position cur, a rewind to pos leaves every key a query at pos sees. */
 bool hachi_kv_can_rewind(const hachi_kv *kv, int pos, int cur);
-/* Row storage of positions [p, end) from p on (for saving and restoring): the rows stay
- * consecutive for the returned count (a ring wraps once). which: 0 = K, 1 = V. */
-char *hachi_kv_rows(const hachi_kv *kv, int which, int p, int end, int *n);
+/* Row storage of positions [p, end) from p on in plane (hachi_kv_planes) of K (which 0) or
+ * V (1), for saving and restoring: the rows stay consecutive for the returned count (a ring
+ * wraps once), cols * elem bytes apart. */
+char *hachi_kv_rows(const hachi_kv *kv, int which, int plane, int p, int end, int *n);
 /* Writes rows that look like real ones (roughly unit RMS, as after the K/V norm) for
  * positions [pos, pos + n) without computing them (bench --fill fast). */
 void hachi_kv_fill_fast(hachi_kv *kv, int pos, int n, uint64_t *rng);
 
 /* Scores and value sums over one run of rows for G query heads of KV head g (head dim hd):
- * s[j*G + h] = dot(q + h*hd, key j); out[h*hd + d] += sum_j p[j*G + h] * value j [d]. */
+ * s[j*G + h] = dot(q + h*hd, key j); out[h*hd + d] += sum_j p[j*G + h] * value j [d]
+ * (int8: the kernel table's attn_scores_i8 / attn_values_i8 with the rows' scales). */
 void hachi_kv_scores(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,
                      const float *q, int G, float *s);
 void hachi_kv_values(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,

@@ -5,12 +5,14 @@
  * (padded with spaces to a multiple of 8), then the raw tensors back to back:
  *   tokens      I32 [n]          the ids that produced the state
  *   logits      F32 [n_vocab]    of tokens[n-1] (only when the session had them)
- *   kv.L.k/.v   F16|F32 [rows][dim]  owner layer L's K/V rows of positions first..n-1
+ *   kv.L.k/.v   F16|F32|I8 [rows][dim]  owner layer L's K/V rows of positions first..n-1
+ *   kv.L.k_scale/.v_scale  F32 [rows][n_head_kv]  their per-head scales (int8 only)
  * and __metadata__ strings: format, version, model (an id of the weights: FNV-1a
  * over the tensors' names, types, shapes and first/last bytes), n_tokens, kv
- * (f16|f32) and kv.L.first. Full-attention caches keep every position (first
+ * (f16|f32|int8) and kv.L.first. Full-attention caches keep every position (first
  * 0), sliding rings their last slots. The loader reads only this layout; any
- * other JSON, or sizes that disagree with the file or the session, is an error.
+ * other JSON, or sizes that disagree with the file or the session, is an error;
+ * so is a file of another KV type (its rows would have to be converted, lossily).
  *
  * Restoring position r needs, per ring, the keys a query at r sees (r-window, r):
  * a prompt that extends the saved one (the usual reuse) always works; one that
@@ -26,7 +28,7 @@
 
 #define PC_FORMAT "hachi-prompt-cache"
 #define PC_VERSION "1"
-#define PC_MAX_TENSORS 130   /* tokens, logits, K and V of up to 64 caches */
+#define PC_MAX_TENSORS 258   /* tokens, logits, K and V (values and scales) of up to 64 caches */
 #define PC_MAX_HEADER (1u << 20)
 
 /* ---- the model id ------------------------------------------------------------------------- */
@@ -60,8 +62,8 @@ hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, i
         return hachi_fail(HACHI_ERR_INVALID_ARG, "save: %d tokens given for a session at position %d", n, s ? s->pos : 0);
     const hachi_model *m = s->m;
     const bool logits = s->logits_pos == n - 1;
-    const char *kvt = hachi_kv_type_name(s->kv_type), *dt = hachi_kv_dtype(s->kv_type);
-    size_t cap = 4096 + (size_t)s->n_kv * 256, len = 0, off = 0;
+    const char *kvt = hachi_kv_type_name(s->kv_type);
+    size_t cap = 4096 + (size_t)s->n_kv * 512, len = 0, off = 0;
     char *hdr = hachi_malloc(cap);
     if (!hdr) return HACHI_ERR_NOMEM;
 #define PUT(...) (len += (size_t)snprintf(hdr + len, cap - len, __VA_ARGS__))
@@ -77,10 +79,16 @@ hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, i
     }
     for (int c = 0; c < s->n_kv; c++) {
         const hachi_kv *kv = &s->kv[c];
-        size_t rows = (size_t)(n - hachi_kv_first(kv, n)), bytes = rows * kv->row_bytes;
-        for (int j = 0; j < 2; j++, off += bytes)
-            PUT(",\"kv.%d.%c\":{\"dtype\":\"%s\",\"shape\":[%zu,%d],\"data_offsets\":[%zu,%zu]}", kv->owner,
-                j ? 'v' : 'k', dt, rows, kv->dim, off, off + bytes);
+        hachi_kv_plane pl[HACHI_KV_MAX_PLANES];
+        const int np = hachi_kv_planes(kv, pl);
+        const size_t rows = (size_t)(n - hachi_kv_first(kv, n));
+        for (int j = 0; j < 2; j++)
+            for (int i = 0; i < np; i++) {
+                const size_t bytes = rows * (size_t)pl[i].cols * pl[i].elem;
+                PUT(",\"kv.%d.%c%s\":{\"dtype\":\"%s\",\"shape\":[%zu,%d],\"data_offsets\":[%zu,%zu]}", kv->owner,
+                    j ? 'v' : 'k', pl[i].suffix, pl[i].dtype, rows, pl[i].cols, off, off + bytes);
+                off += bytes;
+            }
     }
     PUT("}");
 #undef PUT
@@ -101,11 +109,14 @@ hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, i
               (!logits || fwrite(s->logits, 4, (size_t)m->n_vocab, f) == (size_t)m->n_vocab);
     for (int c = 0; ok && c < s->n_kv; c++) {
         const hachi_kv *kv = &s->kv[c];
+        hachi_kv_plane pl[HACHI_KV_MAX_PLANES];
+        const int np = hachi_kv_planes(kv, pl);
         for (int j = 0; ok && j < 2; j++)
-            for (int p = hachi_kv_first(kv, n), run; ok && p < n; p += run) {
-                const char *rows = hachi_kv_rows(kv, j, p, n, &run);
-                ok = fwrite(rows, kv->row_bytes, (size_t)run, f) == (size_t)run;
-            }
+            for (int i = 0; ok && i < np; i++)
+                for (int p = hachi_kv_first(kv, n), run; ok && p < n; p += run) {
+                    const char *rows = hachi_kv_rows(kv, j, i, p, n, &run);
+                    ok = fwrite(rows, (size_t)pl[i].cols * pl[i].elem, (size_t)run, f) == (size_t)run;
+                }
     }
     ok = (fclose(f) == 0) && ok;
     hachi_free(hdr);
@@ -267,10 +278,8 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
                                 int32_t *n_loaded) {
     if (!s || !path || !tokens || n <= 0 || !n_loaded) return hachi_fail(HACHI_ERR_INVALID_ARG, "load: bad arguments");
     *n_loaded = 0;
-    s->pos = 0;
-    s->logits_pos = -1;
-    for (int c = 0; c < s->n_kv; c++) hachi_kv_restored_from(&s->kv[c], 0);
     const hachi_model *m = s->m;
+    bool dropped = false;   /* the session's state, kept while only the header was read */
     FILE *f = fopen(path, "rb");
     if (!f) return hachi_fail(HACHI_ERR_IO, "cannot open the prompt cache '%s'", path);
     hachi_status st = HACHI_OK;
@@ -299,8 +308,17 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
     }
     char id[24];
     snprintf(id, sizeof id, "%016llx", (unsigned long long)model_id(m));
-    if (strcmp(h->model, id) || strcmp(h->kv, hachi_kv_type_name(s->kv_type)) || h->n_first != s->n_kv)
-        goto out;   /* another model, or another KV type: nothing to reuse, not an error */
+    const bool same_model = !strcmp(h->model, id) && h->n_first == s->n_kv;
+    if (same_model && strcmp(h->kv, hachi_kv_type_name(s->kv_type))) {
+        st = hachi_fail(HACHI_ERR_UNSUPPORTED, "prompt cache '%s' holds %s KV rows, this session stores %s: not loaded",
+                        path, h->kv, hachi_kv_type_name(s->kv_type));
+        goto out;
+    }
+    dropped = true;
+    s->pos = 0;
+    s->logits_pos = -1;
+    for (int c = 0; c < s->n_kv; c++) hachi_kv_restored_from(&s->kv[c], 0);
+    if (!same_model) goto out;   /* another model: nothing to reuse, not an error */
     const uint64_t base = 8 + hl, data = size - base;
     const int64_t nf = h->n_tokens;
     if (nf <= 0 || nf > INT32_MAX / 4) {
@@ -330,21 +348,24 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
     for (int k = 0; k < s->n_kv && r > 0; k++) {
         hachi_kv *kv = &s->kv[k];
         const int first = file_first(h, kv->owner), from = HACHI_MAX(first, hachi_kv_first(kv, r));
-        for (int j = 0; j < 2; j++) {
-            char name[32];
-            snprintf(name, sizeof name, "kv.%d.%c", kv->owner, j ? 'v' : 'k');
-            const pc_tensor *t = find(h, name);
-            if ((st = check_tensor(t, name, hachi_kv_dtype(s->kv_type), nf - first, kv->dim, hachi_kv_type_size(s->kv_type), data, path)))
-                goto out;
-            /* positions from..r-1, one read per run of consecutive slots (a ring wraps once) */
-            for (int p = from, run; p < r; p += run) {
-                char *rows = hachi_kv_rows(kv, j, p, r, &run);
-                if (!read_at(f, base + t->a + (uint64_t)(p - first) * kv->row_bytes, rows, (size_t)run * kv->row_bytes)) {
-                    st = hachi_fail(HACHI_ERR_IO, "cannot read '%s'", path);
-                    goto out;
+        hachi_kv_plane pl[HACHI_KV_MAX_PLANES];
+        const int np = hachi_kv_planes(kv, pl);
+        for (int j = 0; j < 2; j++)
+            for (int i = 0; i < np; i++) {
+                char name[32];
+                snprintf(name, sizeof name, "kv.%d.%c%s", kv->owner, j ? 'v' : 'k', pl[i].suffix);
+                const pc_tensor *t = find(h, name);
+                const size_t rb = (size_t)pl[i].cols * pl[i].elem;
+                if ((st = check_tensor(t, name, pl[i].dtype, nf - first, pl[i].cols, pl[i].elem, data, path))) goto out;
+                /* positions from..r-1, one read per run of consecutive slots (a ring wraps once) */
+                for (int p = from, run; p < r; p += run) {
+                    char *rows = hachi_kv_rows(kv, j, i, p, r, &run);
+                    if (!read_at(f, base + t->a + (uint64_t)(p - first) * rb, rows, (size_t)run * rb)) {
+                        st = hachi_fail(HACHI_ERR_IO, "cannot read '%s'", path);
+                        goto out;
+                    }
                 }
             }
-        }
         hachi_kv_restored_from(kv, from);
         hachi_kv_rebuild_pages(kv, r);
     }
@@ -355,7 +376,7 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
     s->pos = r;
     *n_loaded = r;
 out:
-    if (st) {
+    if (st && dropped) {
         s->pos = 0;
         for (int c = 0; c < s->n_kv; c++) hachi_kv_restored_from(&s->kv[c], 0);
     }

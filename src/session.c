@@ -12,7 +12,7 @@ static size_t kv_plan_bytes(const hachi_model *m, int n_ctx, int n_batch, hachi_
     for (int l = 0; l < m->n_layer; l++) {
         const hachi_layer *ly = &m->layers[l];
         if (ly->kv_owner == l)
-            b += hachi_kv_plan_bytes(m->n_head_kv * ly->head_dim, ly->sliding ? m->window : 0, n_ctx, n_batch, t, pages);
+            b += hachi_kv_plan_bytes(m->n_head_kv, ly->head_dim, ly->sliding ? m->window : 0, n_ctx, n_batch, t, pages);
     }
     return b;
 }
@@ -74,7 +74,7 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     if (p.n_ctx < HACHI_CTX_MIN || p.n_ctx > HACHI_CTX_MAX || (p.n_ctx & (p.n_ctx - 1)))
         return hachi_fail(HACHI_ERR_INVALID_ARG, "context %d is not a context mode (a power of two from %d to %d)",
                           p.n_ctx, HACHI_CTX_MIN, HACHI_CTX_MAX);
-    if ((unsigned)p.kv_type > HACHI_KV_F32) return hachi_fail(HACHI_ERR_INVALID_ARG, "unknown KV type %d", (int)p.kv_type);
+    if ((unsigned)p.kv_type > HACHI_KV_INT8) return hachi_fail(HACHI_ERR_INVALID_ARG, "unknown KV type %d", (int)p.kv_type);
     if (p.sparse_budget) {
         bool full = false;
         for (int l = 0; l < m->n_layer; l++) full |= !m->layers[l].sliding;
@@ -159,7 +159,7 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
         ff_max = HACHI_MAX(ff_max, ly->n_ff);
         if (lp->owns_kv) {
             lp->kv = &s->kv[s->n_kv++];
-            if ((st = hachi_kv_init(lp->kv, l, Hkv * ly->head_dim, lp->window, s->n_ctx, nb, s->kv_type,
+            if ((st = hachi_kv_init(lp->kv, l, Hkv, ly->head_dim, lp->window, s->n_ctx, nb, s->kv_type,
                                     lp->sparse_pages > 0, &s->plan_bytes)))
                 goto fail;
         } else {
@@ -288,7 +288,7 @@ void hachi_session_print_plan(const hachi_session *s, void *file) {
                 lp->head_dim, lp->kv_owner, lp->chunk + 1, bytes, lp->owns_kv ? "" : " (shared)");
     }
     fprintf(f, "  kv plan by type (held and pending rows) at context %d:", s->n_ctx);
-    for (int t = HACHI_KV_F16; t <= HACHI_KV_F32; t++)
+    for (int t = HACHI_KV_F16; t <= HACHI_KV_INT8; t++)
         fprintf(f, " %s %zu bytes", hachi_kv_type_name((hachi_kv_type)t),
                 kv_plan_bytes(m, s->n_ctx, s->n_batch, (hachi_kv_type)t, s->sparse_pages > 0));
     fputc('\n', f);

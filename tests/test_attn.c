@@ -1,12 +1,16 @@
-/* Attention tile kernels (kernels.h attn_scores_f16, attn_values_f16, attn_softmax) of every
- * table this CPU runs against the scalar reference table (ref.c: per-row double-precision
- * dots, libm expf) and a double-precision sum computed here, over every G and head dim the
- * register-blocked tiles take and some they hand to the per-row kernels. A table other than
- * ref's must have its own entries (a fallback to ref's would compare ref with itself). */
+/* Attention tile kernels (kernels.h attn_scores_f16, attn_values_f16, attn_softmax, and the
+ * int8 attn_scores_i8, attn_values_i8) of every table this CPU runs against the scalar
+ * reference table (ref.c: per-row double-precision dots, libm expf) and a double-precision
+ * sum computed here, over every G and head dim the register-blocked tiles take and some they
+ * hand to the per-row kernels. A table other than ref's must have its own entries (a fallback
+ * to ref's would compare ref with itself). Then int8 K/V end to end through kv.c: staging
+ * quantizes by the rule, and attention over int8 rows stays within the bound the two
+ * quantizations (int8, fp16) allow of attention over fp16 rows. */
 #include <float.h>
 #include <math.h>
 #include "test.h"
 #include "kernels/kernels.h"
+#include "kv.h"
 #include "util.h"
 
 /* Tolerances, first order in the unit roundoff u = FLT_EPSILON / 2.
@@ -129,5 +133,237 @@ TEST(attn_tiles_vs_ref) {
                 for (size_t ni = 0; ni < sizeof nks / sizeof nks[0]; ni++)
                     if (!check_case(K, R, Gs[gi], hds[hi], nks[ni], &seed)) goto next;   /* one report per table */
     next:;
+    }
+}
+
+/* ---- int8 K/V rows (kernels.h attn_scores_i8, attn_values_i8) ------------------------------ */
+
+/* One int8 shape on table K against ref's table R: rows hd + 8 apart, scales 3 apart (as in a
+ * cache of several K/V heads); the same tolerances as fp16 (a key's scale multiplies its f32
+ * dot once more, within the scores' 32 spare units; the values' weights p * scale are the same
+ * float product in every kernel). */
+static int check_case_i8(const hachi_kernels *K, const hachi_kernels *R, int G, int hd, int nk, uint64_t *seed) {
+    const int64_t stride = hd + 8, ss = 3;
+    int8_t *k = malloc((size_t)nk * stride), *v = malloc((size_t)nk * stride);
+    float *ks = malloc(sizeof *ks * nk * ss), *vs = malloc(sizeof *vs * nk * ss);
+    float *q = malloc(sizeof *q * G * hd), *p = malloc(sizeof *p * nk * G);
+    float *sr = malloc(sizeof *sr * nk * G), *sk = malloc(sizeof *sk * nk * G);
+    float *o0 = malloc(sizeof *o0 * G * hd), *or = malloc(sizeof *or * G * hd), *ok = malloc(sizeof *ok * G * hd);
+    for (int i = 0; i < nk * stride; i++) { k[i] = (int8_t)(frand(seed) * 127.5f); v[i] = (int8_t)(frand(seed) * 127.5f); }
+    for (int i = 0; i < nk * ss; i++) { ks[i] = 0.02f * (1.5f + frand(seed)); vs[i] = 0.02f * (1.5f + frand(seed)); }
+    for (int i = 0; i < G * hd; i++) { q[i] = frand(seed); o0[i] = frand(seed); }
+    for (int i = 0; i < nk * G; i++) p[i] = 0.5f * (1.0f + frand(seed));
+    const char *isa = K->name;
+    int good = 1;
+
+    R->attn_scores_i8(hd, nk, k, stride, ks, ss, q, G, sr);
+    K->attn_scores_i8(hd, nk, k, stride, ks, ss, q, G, sk);
+    double worst = 0;
+    int at = 0, ref_off = 0;
+    for (int j = 0; j < nk; j++)
+        for (int h = 0; h < G; h++) {
+            double exact = 0, mag = 0;
+            for (int d = 0; d < hd; d++) {
+                const double x = (double)ks[j * ss] * k[j * stride + d] * q[h * hd + d];
+                exact += x;
+                mag += fabs(x);
+            }
+            ref_off += !(fabs((double)sr[j * G + h] - exact) <= FLT_EPSILON * mag + 1e-30);
+            const double e = fabs((double)sk[j * G + h] - sr[j * G + h]) / SCORES_TOL(hd, mag);
+            if (!(e <= worst)) { worst = e; at = j * G + h; }
+        }
+    CHECKF(ref_off == 0, "ref int8 scores G %d hd %d nk %d: %d off the double sum", G, hd, nk, ref_off);
+    if (!(worst <= 1.0)) {
+        test_fail(__FILE__, __LINE__, "%s int8 scores G %d hd %d nk %d: worst index %d %.9g, ref %.9g (%.2f x tol)", isa,
+                  G, hd, nk, at, sk[at], sr[at], worst);
+        good = 0;
+    }
+
+    memcpy(or, o0, sizeof *o0 * G * hd);
+    memcpy(ok, o0, sizeof *o0 * G * hd);
+    R->attn_values_i8(hd, nk, v, stride, vs, ss, p, G, or);
+    K->attn_values_i8(hd, nk, v, stride, vs, ss, p, G, ok);
+    worst = 0;
+    at = 0;
+    for (int h = 0; h < G; h++)
+        for (int d = 0; d < hd; d++) {
+            double mag = fabs(o0[h * hd + d]);
+            for (int j = 0; j < nk; j++) mag += fabs((double)(p[j * G + h] * vs[j * ss]) * v[j * stride + d]);
+            const double e = fabs((double)ok[h * hd + d] - or[h * hd + d]) / VALUES_TOL(nk, mag);
+            if (!(e <= worst)) { worst = e; at = h * hd + d; }
+        }
+    if (!(worst <= 1.0)) {
+        test_fail(__FILE__, __LINE__, "%s int8 values G %d hd %d nk %d: worst index %d %.9g, ref %.9g (%.2f x tol)", isa,
+                  G, hd, nk, at, ok[at], or[at], worst);
+        good = 0;
+    }
+    free(k); free(v); free(ks); free(vs); free(q); free(p); free(sr); free(sk); free(o0); free(or); free(ok);
+    return good;
+}
+
+TEST(attn_int8_tiles_vs_ref) {
+    const hachi_kernels *R = hachi_kernels_ref();
+    const int Gs[] = {1, 2, 3, 4, 8, 16}, hds[] = {32, 64, 256, 512, 40, 24, 20}, nks[] = {1, 3, 8, 33, 200};
+    for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
+        const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
+        if (!K) continue;
+        CHECKF(K->attn_scores_i8 && K->attn_values_i8, "%s: int8 attention entries missing", K->name);
+        if (!K->attn_scores_i8 || !K->attn_values_i8) continue;
+        if (K != R)   /* this ISA's own kernels (AVX-512: AVX2's), not ref's */
+            CHECKF(K->attn_scores_i8 != R->attn_scores_i8 && K->attn_values_i8 != R->attn_values_i8,
+                   "%s: int8 attention tiles are ref's", K->name);
+        uint64_t seed = 11;
+        for (size_t gi = 0; gi < sizeof Gs / sizeof Gs[0]; gi++)
+            for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
+                for (size_t ni = 0; ni < sizeof nks / sizeof nks[0]; ni++)
+                    if (!check_case_i8(K, R, Gs[gi], hds[hi], nks[ni], &seed)) goto next;
+    next:;
+    }
+}
+
+/* K/V rows staged into a cache of the type (kv.c: conversion, int8 quantization), then
+ * hachi_kv_scores, softmax, hachi_kv_values and the division by the sum, as attn.c runs them:
+ * out [Hkv * G][hd] for the query q [Hkv * G][hd] over nk positions. */
+static void kv_attend(const hachi_kernels *K, hachi_kv_type type, int Hkv, int hd, int nk, const float *k,
+                      const float *v, const float *q, int G, float scale, float *out, hachi_kv *keep) {
+    hachi_kv kv;
+    size_t bytes = 0;
+    if (hachi_kv_init(&kv, 0, Hkv, hd, 0, 2048, 1, type, false, &bytes) != HACHI_OK) { CHECK(0); return; }
+    const int dim = Hkv * hd;
+    for (int t = 0; t < nk; t++) {
+        hachi_kv_stage(&kv, K, t, 0, k + (size_t)t * dim, v + (size_t)t * dim);
+        hachi_kv_commit(&kv, t, 1);
+    }
+    float *s = malloc(sizeof *s * nk * G), mx[GMAX], sum[GMAX];
+    const hachi_kv_run r = hachi_kv_segment(&kv, 0, nk, nk);
+    CHECK(r.n == nk);
+    for (int g = 0; g < Hkv; g++) {
+        const float *qg = q + (size_t)g * G * hd;
+        float *og = out + (size_t)g * G * hd;
+        hachi_kv_scores(&kv, K, &r, g, hd, qg, G, s);
+        K->attn_softmax(s, nk, G, scale, mx, sum);
+        memset(og, 0, sizeof *og * G * hd);
+        hachi_kv_values(&kv, K, &r, g, hd, s, G, og);
+        for (int h = 0; h < G; h++)
+            for (int d = 0; d < hd; d++) og[h * hd + d] /= sum[h];
+    }
+    free(s);
+    if (keep) *keep = kv;
+    else hachi_kv_free(&kv);
+}
+
+/* Staging quantizes each head of a row to scale = max|x| / 127, q = round(x / scale): the
+ * largest |q| is 127 and every element is within half a scale step (a head of zeros: scale 0). */
+static void check_quantized(const hachi_kv *kv, int which, const float *x, int nk, int Hkv, int hd) {
+    int n, bad = 0;
+    const int8_t *q = (const int8_t *)hachi_kv_rows(kv, which, 0, 0, nk, &n);
+    const float *sc = (const float *)hachi_kv_rows(kv, which, 1, 0, nk, &n);
+    for (int t = 0; t < nk; t++)
+        for (int g = 0; g < Hkv; g++) {
+            const float *xg = x + (size_t)t * Hkv * hd + (size_t)g * hd, s = sc[t * Hkv + g];
+            const int8_t *qg = q + (size_t)t * Hkv * hd + (size_t)g * hd;
+            float mx = 0;
+            int qmax = 0;
+            for (int d = 0; d < hd; d++) {
+                mx = fmaxf(mx, fabsf(xg[d]));
+                qmax = abs(qg[d]) > qmax ? abs(qg[d]) : qmax;
+                bad += !(fabsf(xg[d] - s * qg[d]) <= 0.501f * s);
+            }
+            bad += s != mx / 127.0f || qmax != (mx > 0 ? 127 : 0);
+        }
+    CHECKF(bad == 0, "int8 staging of %c: %d elements or heads off the quantization rule", which ? 'V' : 'K', bad);
+}
+
+/* The same attention over int8 and over fp16 rows of the same f32 K/V differs by what the
+ * two roundings of K and V allow. In exact arithmetic, with k8, v8 the stored int8 rows
+ * dequantized (scale * q) and k16, v16 the fp16 ones, per query head h:
+ *   logits: z8_j - z16_j = attn_scale * sum_d q_hd (k8_jd - k16_jd), at most D_h in size over
+ *           the keys, plus the two score kernels' rounding (one SCORES_TOL each) and the
+ *           exponentials' (2 EXP_REL), so after normalization p8_j / p16_j lies within
+ *           e^(+-2 D_h);
+ *   output: o8 - o16 = sum_j (p8_j - p16_j) v8_j + sum_j p16_j (v8_j - v16_j), at most
+ *           (e^(2 D_h) - 1) sum_j p16_j |v8_jd| + sum_j p16_j |v8_jd - v16_jd|, plus both value
+ *           sums' rounding (VALUES_TOL) and the division by the sum.
+ * The quantization errors themselves are bounded by check_quantized (half a step). Measured
+ * (ref, AVX2 and NEON tables, hd 64 and 256, 2 K/V heads, G 4 and 8, 300 keys of unit-RMS
+ * rows with one outlier dimension per head and zero heads): the worst difference is 0.06-0.09
+ * of this bound, about 0.004-0.007 absolute on outputs of size ~0.1. */
+TEST(attn_int8_vs_f16) {
+    const int Hkv = 2, nk = 300, hds[] = {64, 256}, Gs[] = {4, 8};
+    uint64_t seed = 5;
+    for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
+        const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
+        if (!K) continue;
+        for (int hi = 0; hi < 2; hi++)
+            for (int gi = 0; gi < 2; gi++) {
+                const int hd = hds[hi], G = Gs[gi], dim = Hkv * hd;
+                const float scale = 1.0f / sqrtf((float)hd);
+                float *k = malloc(sizeof *k * nk * dim), *v = malloc(sizeof *v * nk * dim);
+                float *q = malloc(sizeof *q * Hkv * G * hd);
+                float *o8 = malloc(sizeof *o8 * Hkv * G * hd), *o16 = malloc(sizeof *o16 * Hkv * G * hd);
+                double *pj = malloc(sizeof *pj * nk);
+                for (int i = 0; i < nk * dim; i++) {
+                    const int d = i % hd;   /* one outlier dimension per head sets the scale */
+                    k[i] = 1.7f * frand(&seed) * (d == 5 ? 3.0f : 1.0f);
+                    v[i] = 1.7f * frand(&seed) * (d == 7 ? 3.0f : 1.0f);
+                }
+                for (int t = 0; t < 3; t++)   /* heads of zeros: scale 0 */
+                    for (int d = 0; d < hd; d++) k[(size_t)(7 + t) * dim + d] = v[(size_t)(9 + t) * dim + hd + d] = 0;
+                for (int i = 0; i < Hkv * G * hd; i++) q[i] = 2.0f * frand(&seed);
+                hachi_kv kv8;
+                kv_attend(K, HACHI_KV_INT8, Hkv, hd, nk, k, v, q, G, scale, o8, &kv8);
+                kv_attend(K, HACHI_KV_F16, Hkv, hd, nk, k, v, q, G, scale, o16, NULL);
+                check_quantized(&kv8, 0, k, nk, Hkv, hd);
+                check_quantized(&kv8, 1, v, nk, Hkv, hd);
+                int n;
+                const int8_t *kq = (const int8_t *)hachi_kv_rows(&kv8, 0, 0, 0, nk, &n);
+                const int8_t *vq = (const int8_t *)hachi_kv_rows(&kv8, 1, 0, 0, nk, &n);
+                const float *ks = (const float *)hachi_kv_rows(&kv8, 0, 1, 0, nk, &n);
+                const float *vs = (const float *)hachi_kv_rows(&kv8, 1, 1, 0, nk, &n);
+#define F16(x) ((double)hachi_f16_to_f32(hachi_f32_to_f16(x)))
+                double worst = 0;
+                int at = 0;
+                for (int g = 0; g < Hkv; g++)
+                    for (int h = 0; h < G; h++) {
+                        const float *qh = q + (size_t)(g * G + h) * hd;
+                        double D = 0, mxs = -1e300, den = 0;
+                        for (int j = 0; j < nk; j++) {   /* the exact fp16-row logits and their difference */
+                            const size_t r = (size_t)j * dim + (size_t)g * hd;
+                            double dz = 0, mag = 0, z = 0;
+                            for (int d = 0; d < hd; d++) {
+                                const double k16 = F16(k[r + d]), k8 = (double)ks[j * Hkv + g] * kq[r + d];
+                                dz += qh[d] * (k8 - k16);
+                                mag += fabs(qh[d] * k16);
+                                z += qh[d] * k16;
+                            }
+                            D = fmax(D, scale * (fabs(dz) + 2 * SCORES_TOL(hd, mag)));
+                            pj[j] = scale * z;
+                            mxs = fmax(mxs, pj[j]);
+                        }
+                        for (int j = 0; j < nk; j++) den += pj[j] = exp(pj[j] - mxs);
+                        D += 2 * EXP_REL;
+                        for (int d = 0; d < hd; d++) {
+                            double pv = 0, pe = 0;
+                            for (int j = 0; j < nk; j++) {
+                                const size_t r = (size_t)j * dim + (size_t)g * hd + d;
+                                const double p = pj[j] / den, v8 = (double)vs[j * Hkv + g] * vq[r];
+                                pv += p * fabs(v8);
+                                pe += p * fabs(v8 - F16(v[r]));
+                            }
+                            const double tol = (exp(2 * D) - 1) * pv + pe + 2 * VALUES_TOL(nk, pv + pe) +
+                                               4 * FLT_EPSILON * (pv + pe) + 1e-30;
+                            const size_t i = (size_t)(g * G + h) * hd + d;
+                            const double e = fabs((double)o8[i] - o16[i]) / tol;
+                            if (!(e <= worst)) { worst = e; at = (int)i; }
+                        }
+                    }
+#undef F16
+                printf("    %s int8 vs f16 attention, hd %d G %d: worst %.3f of the bound (index %d: %.6g vs %.6g)\n",
+                       K->name, hd, G, worst, at, o8[at], o16[at]);
+                CHECKF(worst <= 1.0, "%s int8 vs f16 attention hd %d G %d: index %d %.9g, f16 %.9g (%.2f x bound)",
+                       K->name, hd, G, at, o8[at], o16[at], worst);
+                hachi_kv_free(&kv8);
+                free(k); free(v); free(q); free(o8); free(o16); free(pj);
+            }
     }
 }

@@ -110,6 +110,32 @@ TEST(bench_json_tiny) {
     free(out);
 }
 
+/* --kv-type int8 with the synthetic fill: KV bytes per token are int8 values plus one f32
+ * scale per K/V head and row, (hd + 4) / (2 hd) of fp16's (0.52-0.53 at tiny's head dims). */
+TEST(bench_kv_int8_bytes) {
+    const char *bin = test_hachi_bin(), *dir = test_tmpdir();
+    double kvb[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        char cmd[2048], json_path[600];
+        snprintf(json_path, sizeof json_path, "%s/bench-kv%d.json", dir, i);
+        snprintf(cmd, sizeof cmd,
+                 "HACHI_BENCH_CACHE='%s/bench-cache' %s bench --synth tiny --depth 256 -n 2 -r 1 -t 1 --no-prefill "
+                 "--no-verify --no-profile --bw-mb 16 --kv-type %s --json '%s' 2>&1",
+                 dir, bin, i ? "int8" : "f16", json_path);
+        char *out = NULL;
+        int rc = test_run(cmd, &out);
+        CHECKF(rc == 0, "bench --kv-type %s exited %d:\n%s", i ? "int8" : "f16", rc, out ? out : "");
+        free(out);
+        size_t len = 0;
+        char *json = test_read_file(json_path, &len);
+        if (json) kvb[i] = json_num_at(json, "kv_bytes_per_token", 0);
+        free(json);
+        CHECKF(isfinite(kvb[i]) && kvb[i] > 0, "kv_bytes_per_token %g", kvb[i]);
+    }
+    const double r = kvb[1] / kvb[0];
+    CHECKF(r > 0.5 && r < 0.54, "int8 / f16 KV bytes per token: %.0f / %.0f = %.3f", kvb[1], kvb[0], r);
+}
+
 TEST(bench_bad_flags) {
     static const char *bad[] = {"--synth tiny --depth x", "--synth tiny -n 0", "--synth huge", "--depth 16",
                                 "--synth tiny --fill slow", "--synth tiny --bogus", "--synth tiny -m x.gguf",

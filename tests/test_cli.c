@@ -68,8 +68,9 @@ static bool draft_stats(const char *err, int *drafted, int *accepted, int *forwa
 }
 
 /* --prompt-cache: the first run saves the prompt's state, the second restores all of it
- * (no prefill) and prints the same text; a file that is not a prompt cache is refused with
- * one line and left as it was. */
+ * (no prefill) and prints the same text; a file that is not a prompt cache, or one of
+ * another KV type (--kv-type int8 on the f16 file), is refused with one line and left as it
+ * was. */
 TEST(cli_run_prompt_cache) {
     const char *model = stories_gguf();
     if (!model) SKIP("stories260K absent");
@@ -95,8 +96,16 @@ TEST(cli_run_prompt_cache) {
     CHECKF(rc != 0 && strstr(e2, "not a hachi prompt cache") && strchr(e2, '\n') == e2 + strlen(e2) - 1,
            "not a cache: %s", e2);
     CHECKF(kept && !strcmp(kept, "my notes, not a cache\n"), "the file was changed: %s", kept ? kept : "(gone)");
+    size_t n0 = 0, n1 = 0;
+    char *before = test_read_file(cache, &n0);
+    char *e3 = sh(&rc, "%s run -m %s %s --kv-type int8 --prompt-cache %s 2>&1 >/dev/null", test_hachi_bin(), model,
+                  args, cache);
+    char *after = test_read_file(cache, &n1);
+    CHECKF(rc != 0 && strstr(e3, "int8") && strstr(e3, "f16") && strstr(e3, "stories.cache") &&
+           strchr(e3, '\n') == e3 + strlen(e3) - 1, "int8 run on the f16 cache: %s", e3);
+    CHECKF(before && after && n0 == n1 && !memcmp(before, after, n0), "the f16 cache was changed");
     for (int i = 0; i < 2; i++) { free(out[i]); free(err[i]); }
-    free(e2); free(kept);
+    free(e2); free(kept); free(e3); free(before); free(after);
     remove(cache);
 }
 

@@ -89,7 +89,8 @@ out:
 }
 
 /* Damaged files are errors that name the file, never a crash, and leave the session at
- * position 0; a file written for other weights restores nothing. */
+ * position 0; a file of another KV type is an error naming both types that leaves the
+ * session as it was; a file written for other weights restores nothing. */
 TEST(prompt_cache_bad_files) {
     NEED_SHARED(path, "models/gemma4-micro.gguf");
     char file[1024], bad[1024];
@@ -136,6 +137,30 @@ TEST(prompt_cache_bad_files) {
     }
     int32_t n = -1;
     CHECK(hachi_session_load(s, "/nonexistent.cache", t, P, &n) == HACHI_ERR_IO && n == 0);
+
+    /* an f32 session refuses the f16 file and keeps its state (once restored nothing either) */
+    hachi_session_params sp = hachi_session_default_params();
+    sp.n_threads = 2;
+    sp.kv_type = HACHI_KV_F32;
+    hachi_session *f32 = NULL;
+    CHECK(hachi_session_create(m, &sp, &f32) == HACHI_OK);
+    float want[V];
+    if (f32 && hachi_session_eval(f32, t, 40, NULL) == HACHI_OK) {
+        memcpy(want, hachi_session_logits(f32), sizeof want);
+        n = -1;
+        const hachi_status st = hachi_session_load(f32, file, t, P, &n);
+        const char *e = hachi_last_error();
+        CHECKF(st == HACHI_ERR_UNSUPPORTED && n == 0 && strstr(e, "micro2.cache") && strstr(e, "f16") &&
+               strstr(e, "f32") && !strchr(e, '\n'), "f16 file into an f32 session: status %d, %d restored, '%s'", st, n, e);
+        CHECK(hachi_session_pos(f32) == 40 && same_logits(hachi_session_logits(f32), want));
+        float a[V], b[V];   /* the next token continues as without the attempt */
+        CHECK(hachi_session_eval(f32, &t[40], 1, NULL) == HACHI_OK);
+        memcpy(a, hachi_session_logits(f32), sizeof a);
+        CHECK(hachi_session_rewind(f32, 0) == HACHI_OK && hachi_session_eval(f32, t, 41, NULL) == HACHI_OK);
+        memcpy(b, hachi_session_logits(f32), sizeof b);
+        CHECK(same_logits(a, b));
+    } else CHECK(0);
+    hachi_session_free(f32);
 
     /* the tiny random model cannot use the micro model's file */
     char tiny[1024];

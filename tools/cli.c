@@ -117,7 +117,8 @@ int cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i) 
         VAL();
         if (!strcmp(v, "f16")) o->sp.kv_type = HACHI_KV_F16;
         else if (!strcmp(v, "f32")) o->sp.kv_type = HACHI_KV_F32;
-        else return cli_error(cmd, "--kv-type '%s': expected f16 or f32", v), -1;
+        else if (!strcmp(v, "int8")) o->sp.kv_type = HACHI_KV_INT8;
+        else return cli_error(cmd, "--kv-type '%s': expected f16, f32 or int8", v), -1;
         return 1;
     }
     if (!strcmp(a, "--sparse")) {

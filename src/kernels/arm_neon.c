@@ -1,9 +1,10 @@
 /* kernels/arm_neon: AArch64 NEON kernels, the hot path on ARM64. Int8 dots use sdot
  * (vdotq_s32: 4 s8 products summed into each int32 lane) and are installed only when the
- * CPU reports ASIMDDP (dispatch.c asks); without it the int8 entries stay ref's while the float, fp16 and
- * attention kernels (plain ASIMD) are still used. vec_dot_multi unpacks each weight block
- * once for all rows for Q4_0, Q8_0, Q4_K, Q6_K, F16, F32; other types loop the dot. With
- * sdot, Q4_0 and Q4_K also get vec_dot_x8 (rows interleaved by 8, so the loader repacks them). */
+ * CPU reports ASIMDDP (dispatch.c asks); without it the int8 entries stay ref's while the
+ * float, fp16 and attention kernels (fp16 and int8 KV rows; plain ASIMD) are still used.
+ * vec_dot_multi unpacks each weight block once for all rows for Q4_0, Q8_0, Q4_K, Q6_K,
+ * F16, F32; other types loop the dot. With sdot, Q4_0 and Q4_K also get vec_dot_x8 (rows
+ * interleaved by 8, so the loader repacks them). */
 #include "kernels/kernels.h"
 
 #if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
@@ -509,6 +510,99 @@ static void axpy_f16_multi(int64_t n, const float *a, const uint16_t *v, float *
 
 ATTN_ROWS_FROM(attn_scores_f16, attn_values_f16, dot_f16_multi, axpy_f16_multi)
 
+/* ---------------- int8 KV cache: per key, heads by four, 8 dims a step ---------------- */
+
+/* 8 int8 -> two float32x4 (exact) */
+static inline void load_i8(const int8_t *p, float32x4_t *lo, float32x4_t *hi) {
+    const int16x8_t w = vmovl_s8(vld1_s8(p));
+    *lo = vcvtq_f32_s32(vmovl_s16(vget_low_s16(w)));
+    *hi = vcvtq_f32_s32(vmovl_s16(vget_high_s16(w)));
+}
+
+static void attn_scores_i8(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss,
+                           const float *q, int G, float *s) {
+    for (int j = 0; j < nk; j++) {
+        const int8_t *kr = k + (size_t)j * ks;
+        const float scale = sc[(size_t)j * ss];
+        float *sj = s + (size_t)j * G;
+        int h = 0;
+        for (; h + 4 <= G; h += 4) {
+            const float *q0 = q + (size_t)h * hd, *q1 = q0 + hd, *q2 = q1 + hd, *q3 = q2 + hd;
+            float32x4_t c0 = vdupq_n_f32(0), c1 = c0, c2 = c0, c3 = c0;
+            int64_t d = 0;
+            for (; d + 8 <= hd; d += 8) {
+                float32x4_t x, y;
+                load_i8(kr + d, &x, &y);
+                c0 = vfmaq_f32(vfmaq_f32(c0, x, vld1q_f32(q0 + d)), y, vld1q_f32(q0 + d + 4));
+                c1 = vfmaq_f32(vfmaq_f32(c1, x, vld1q_f32(q1 + d)), y, vld1q_f32(q1 + d + 4));
+                c2 = vfmaq_f32(vfmaq_f32(c2, x, vld1q_f32(q2 + d)), y, vld1q_f32(q2 + d + 4));
+                c3 = vfmaq_f32(vfmaq_f32(c3, x, vld1q_f32(q3 + d)), y, vld1q_f32(q3 + d + 4));
+            }
+            float s0 = vaddvq_f32(c0), s1 = vaddvq_f32(c1), s2 = vaddvq_f32(c2), s3 = vaddvq_f32(c3);
+            for (; d < hd; d++) {
+                const float x = (float)kr[d];
+                s0 += x * q0[d]; s1 += x * q1[d]; s2 += x * q2[d]; s3 += x * q3[d];
+            }
+            sj[h] = s0 * scale; sj[h + 1] = s1 * scale; sj[h + 2] = s2 * scale; sj[h + 3] = s3 * scale;
+        }
+        for (; h < G; h++) {
+            const float *qh = q + (size_t)h * hd;
+            float32x4_t c = vdupq_n_f32(0);
+            int64_t d = 0;
+            for (; d + 8 <= hd; d += 8) {
+                float32x4_t x, y;
+                load_i8(kr + d, &x, &y);
+                c = vfmaq_f32(vfmaq_f32(c, x, vld1q_f32(qh + d)), y, vld1q_f32(qh + d + 4));
+            }
+            float sum = vaddvq_f32(c);
+            for (; d < hd; d++) sum += (float)kr[d] * qh[d];
+            sj[h] = sum * scale;
+        }
+    }
+}
+
+static void attn_values_i8(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
+                           const float *p, int G, float *out) {
+    for (int j = 0; j < nk; j++) {
+        const int8_t *vr = v + (size_t)j * vs;
+        const float scale = sc[(size_t)j * ss], *pj = p + (size_t)j * G;
+        int h = 0;
+        for (; h + 4 <= G; h += 4) {
+            const float w0 = pj[h] * scale, w1 = pj[h + 1] * scale, w2 = pj[h + 2] * scale, w3 = pj[h + 3] * scale;
+            float *y0 = out + (size_t)h * hd, *y1 = y0 + hd, *y2 = y1 + hd, *y3 = y2 + hd;
+            int64_t d = 0;
+            for (; d + 8 <= hd; d += 8) {
+                float32x4_t x, y;
+                load_i8(vr + d, &x, &y);
+                vst1q_f32(y0 + d, vfmaq_n_f32(vld1q_f32(y0 + d), x, w0));
+                vst1q_f32(y0 + d + 4, vfmaq_n_f32(vld1q_f32(y0 + d + 4), y, w0));
+                vst1q_f32(y1 + d, vfmaq_n_f32(vld1q_f32(y1 + d), x, w1));
+                vst1q_f32(y1 + d + 4, vfmaq_n_f32(vld1q_f32(y1 + d + 4), y, w1));
+                vst1q_f32(y2 + d, vfmaq_n_f32(vld1q_f32(y2 + d), x, w2));
+                vst1q_f32(y2 + d + 4, vfmaq_n_f32(vld1q_f32(y2 + d + 4), y, w2));
+                vst1q_f32(y3 + d, vfmaq_n_f32(vld1q_f32(y3 + d), x, w3));
+                vst1q_f32(y3 + d + 4, vfmaq_n_f32(vld1q_f32(y3 + d + 4), y, w3));
+            }
+            for (; d < hd; d++) {
+                const float x = (float)vr[d];
+                y0[d] += w0 * x; y1[d] += w1 * x; y2[d] += w2 * x; y3[d] += w3 * x;
+            }
+        }
+        for (; h < G; h++) {
+            const float w = pj[h] * scale;
+            float *yh = out + (size_t)h * hd;
+            int64_t d = 0;
+            for (; d + 8 <= hd; d += 8) {
+                float32x4_t x, y;
+                load_i8(vr + d, &x, &y);
+                vst1q_f32(yh + d, vfmaq_n_f32(vld1q_f32(yh + d), x, w));
+                vst1q_f32(yh + d + 4, vfmaq_n_f32(vld1q_f32(yh + d + 4), y, w));
+            }
+            for (; d < hd; d++) yh[d] += w * (float)vr[d];
+        }
+    }
+}
+
 /* ---------------- the table ---------------- */
 
 static void set(hachi_kernels *t, uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
@@ -530,6 +624,8 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod) {
     t->axpy_f16_multi = axpy_f16_multi;
     t->attn_scores_f16 = attn_scores_f16;   /* the softmax stays ref's */
     t->attn_values_f16 = attn_values_f16;
+    t->attn_scores_i8 = attn_scores_i8;
+    t->attn_values_i8 = attn_values_i8;
     if (dotprod) {
         set(t, HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_neon, multi_q4_0);
         t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;   /* the loader repacks Q4_0 rows by 8 */

@@ -69,6 +69,15 @@ typedef struct hachi_kernels {
     void (*attn_scores_f16)(int64_t hd, int nk, const uint16_t *k, int64_t k_stride, const float *q, int G, float *s);
     /* out[h*hd + d] += sum_j p[j*G + h] * v[j*v_stride + d] for h < G, d < hd */
     void (*attn_values_f16)(int64_t hd, int nk, const uint16_t *v, int64_t v_stride, const float *p, int G, float *out);
+    /* int8 KV rows: key j is ks[j*ks_stride] * (its hd int8 values at k + j*k_stride), value j
+     * likewise; the queries and weights stay f32, the int8 values are converted exactly.
+     * s[j*G + h] = ks_j * dot(q + h*hd, k_j) for j < nk, h < G */
+    void (*attn_scores_i8)(int64_t hd, int nk, const int8_t *k, int64_t k_stride, const float *ks, int64_t ks_stride,
+                           const float *q, int G, float *s);
+    /* out[h*hd + d] += sum_j w_jh * v_j[d], w_jh = p[j*G + h] * vs[j*vs_stride] (a float product),
+     * for h < G, d < hd */
+    void (*attn_values_i8)(int64_t hd, int nk, const int8_t *v, int64_t v_stride, const float *vs, int64_t vs_stride,
+                           const float *p, int G, float *out);
     /* x[j*G + h] *= scale, then mx[h] = max_j x[j*G + h], x[j*G + h] = exp(x[j*G + h] - mx[h]),
      * sum[h] = sum_j x[j*G + h], for j < n (n >= 1), h < G */
     void (*attn_softmax)(float *x, int n, int G, float scale, float *mx, float *sum);
@@ -96,12 +105,17 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod);   /* dotprod: the CP
 
 /* Kernels the ISA files share. ref.c's scalar softmax (also the AVX2 one's fallback);
  * x86_avx2_attn.c's register-blocked attention tiles, used by the AVX2 and AVX-512 tables:
- * the shapes they do not take go to the table's own per-row kernel given as rows. */
+ * the fp16 shapes they do not take go to the table's own per-row kernel given as rows (the
+ * int8 ones to that file's own per-key loops; AVX-512 inherits the int8 entries). */
 void hachi_attn_softmax_ref(float *x, int n, int G, float scale, float *mx, float *sum);
 void hachi_attn_scores_f16_avx2(hachi_dot_f16_multi_fn rows, int64_t hd, int nk, const uint16_t *k, int64_t k_stride,
                                 const float *q, int G, float *s);
 void hachi_attn_values_f16_avx2(hachi_axpy_f16_multi_fn rows, int64_t hd, int nk, const uint16_t *v, int64_t v_stride,
                                 const float *p, int G, float *out);
 void hachi_attn_softmax_avx2(float *x, int n, int G, float scale, float *mx, float *sum);
+void hachi_attn_scores_i8_avx2(int64_t hd, int nk, const int8_t *k, int64_t k_stride, const float *ks,
+                               int64_t ks_stride, const float *q, int G, float *s);
+void hachi_attn_values_i8_avx2(int64_t hd, int nk, const int8_t *v, int64_t v_stride, const float *vs,
+                               int64_t vs_stride, const float *p, int G, float *out);
 
 #endif

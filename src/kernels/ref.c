@@ -247,7 +247,7 @@ LOOP_MULTI(multi_q4_K, hachi_vec_dot_q4_K_q8_K_ref)
 LOOP_MULTI(multi_q5_K, hachi_vec_dot_q5_K_q8_K_ref)
 LOOP_MULTI(multi_q6_K, hachi_vec_dot_q6_K_q8_K_ref)
 
-/* ---- conversions and attention over an fp16 KV cache ---- */
+/* ---- conversions and attention over an fp16 or int8 KV cache ---- */
 
 static void copy_f32(const void *x, float *y, int64_t n) { memcpy(y, x, (size_t)n * sizeof(float)); }
 static void copy_from_f32(const float *x, void *y, int64_t n) { memcpy(y, x, (size_t)n * sizeof(float)); }
@@ -277,6 +277,32 @@ void hachi_axpy_f16_multi_ref(int64_t n, const float *a, const uint16_t *v, floa
 }
 
 ATTN_ROWS_FROM(attn_scores_f16_ref, attn_values_f16_ref, hachi_dot_f16_multi_ref, hachi_axpy_f16_multi_ref)
+
+/* int8 KV rows: a double-precision dot, rounded once after the scale */
+static void attn_scores_i8_ref(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *kscale, int64_t kss,
+                               const float *q, int G, float *s) {
+    for (int j = 0; j < nk; j++) {
+        const int8_t *kr = k + (size_t)j * ks;
+        for (int h = 0; h < G; h++) {
+            const float *qh = q + (size_t)h * hd;
+            double sum = 0;
+            for (int64_t d = 0; d < hd; d++) sum += (double)kr[d] * qh[d];
+            s[(size_t)j * G + h] = (float)(sum * kscale[(size_t)j * kss]);
+        }
+    }
+}
+
+static void attn_values_i8_ref(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *vscale, int64_t vss,
+                               const float *p, int G, float *out) {
+    for (int j = 0; j < nk; j++) {
+        const int8_t *vr = v + (size_t)j * vs;
+        for (int h = 0; h < G; h++) {
+            const float w = p[(size_t)j * G + h] * vscale[(size_t)j * vss];
+            float *o = out + (size_t)h * hd;
+            for (int64_t d = 0; d < hd; d++) o[d] += w * (float)vr[d];
+        }
+    }
+}
 
 void hachi_attn_softmax_ref(float *x, int n, int G, float scale, float *mx, float *sum) {
     for (int h = 0; h < G; h++) { mx[h] = -FLT_MAX; sum[h] = 0.0f; }
@@ -333,6 +359,8 @@ static const hachi_kernels ref_table = {
     .axpy_f16_multi = hachi_axpy_f16_multi_ref,
     .attn_scores_f16 = attn_scores_f16_ref,
     .attn_values_f16 = attn_values_f16_ref,
+    .attn_scores_i8 = attn_scores_i8_ref,
+    .attn_values_i8 = attn_values_i8_ref,
     .attn_softmax = hachi_attn_softmax_ref,
     .gelu_mul = gelu_mul_ref,
     .softcap = softcap_ref,

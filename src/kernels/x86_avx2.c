@@ -2,7 +2,8 @@
  * Accelerated: vec_dot of every weight type; vec_dot_multi that unpacks each weight block
  * once for all rows (Q4_0, Q8_0, Q4_K, Q6_K, F16, F32; Q4_1, Q5_0, Q5_K, BF16 loop the
  * single dot); vec_dot_x8 over rows interleaved 8 by 8 (Q4_0, Q4_K); fp16 conversion and
- * the fp16 attention kernels. Quantizers and the other dequantizers are ref's (cold).
+ * the fp16 and int8 attention kernels (x86_avx2_attn.c). Quantizers and the other
+ * dequantizers are ref's (cold).
  * Integer dots use the maddubs/madd pattern: u8 x s8 pairs into int16, pairs of int16 into
  * int32, then float FMAs on several blocks folded into one vector. Q4_0 feeds its unsigned
  * nibbles to maddubs directly and corrects with 8*sum(activation block) from the activation
@@ -817,6 +818,8 @@ int hachi_kernels_fill_avx2(hachi_kernels *t) {
     t->axpy_f16_multi = axpy_f16_multi;
     t->attn_scores_f16 = attn_scores_f16;
     t->attn_values_f16 = attn_values_f16;
+    t->attn_scores_i8 = hachi_attn_scores_i8_avx2;   /* AVX-512 keeps these */
+    t->attn_values_i8 = hachi_attn_values_i8_avx2;
     t->attn_softmax = hachi_attn_softmax_avx2;
     t->gelu_mul = gelu_mul;
     t->softcap = softcap;

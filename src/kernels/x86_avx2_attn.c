@@ -5,7 +5,11 @@
  * independent FMA chains), a transposing horizontal sum, the row 4 keys ahead
  * prefetched line by line. Values: keys in tiles of 8 (the V tile stays in L1,
  * the next one is prefetched a few lines at a time), 4 heads x 16 dims of output
- * in registers, each V element converted once per 4 heads. */
+ * in registers, each V element converted once per 4 heads.
+ * The int8 tiles are the same with int8 rows (sign-extended and converted to f32,
+ * exactly): a key's scale multiplies its G summed scores, a value's scale is folded
+ * into the tile's weights p * scale once per key and head; the other shapes go to
+ * this file's per-key loops (8 dims at a time, a scalar tail). */
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -137,6 +141,194 @@ void hachi_attn_values_f16_avx2(hachi_axpy_f16_multi_fn rows, int64_t hd, int nk
         for (int h0 = 0; h0 < G; h0 += 4)   /* the first pass prefetches the next tile */
             values_4heads(hd, n, tile, vs, p + (size_t)j0 * G, G, h0, out, tile + (size_t)n * vs,
                           h0 ? 0 : left < VTILE ? left : VTILE);
+    }
+}
+
+/* ---- int8 K/V rows ---------------------------------------------------------------------- */
+
+static inline __m256 ld8_i8(const int8_t *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
+static inline float hsum1(__m256 v) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+static void scores_i8_g8(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss, const float *q,
+                         float *s) {
+    const float *q0 = q, *q1 = q + hd, *q2 = q1 + hd, *q3 = q2 + hd, *q4 = q3 + hd, *q5 = q4 + hd, *q6 = q5 + hd,
+                *q7 = q6 + hd;
+    for (int j = 0; j < nk; j++) {
+        const int8_t *kr = k + (size_t)j * ks, *ahead = j + KAHEAD < nk ? kr + KAHEAD * ks : 0;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+        for (int64_t d = 0; d < hd; d += 8) {
+            if (ahead && d % 64 == 0) _mm_prefetch((const char *)(ahead + d), _MM_HINT_T0);
+            const __m256 kv = ld8_i8(kr + d);
+            a0 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q0 + d), a0);
+            a1 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q1 + d), a1);
+            a2 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q2 + d), a2);
+            a3 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q3 + d), a3);
+            a4 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q4 + d), a4);
+            a5 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q5 + d), a5);
+            a6 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q6 + d), a6);
+            a7 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q7 + d), a7);
+        }
+        const __m256 scale = _mm256_set1_ps(sc[(size_t)j * ss]);
+        _mm256_storeu_ps(s + (size_t)j * 8, _mm256_mul_ps(hsum8(a0, a1, a2, a3, a4, a5, a6, a7), scale));
+    }
+}
+
+static void scores_i8_g4(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss, const float *q,
+                         float *s) {
+    const float *q0 = q, *q1 = q + hd, *q2 = q1 + hd, *q3 = q2 + hd;
+    int j = 0;
+    for (; j + 2 <= nk; j += 2) {   /* two keys: 8 chains, the two scales in the two halves */
+        const int8_t *k0 = k + (size_t)j * ks, *k1 = k0 + ks, *ahead = j + KAHEAD + 1 < nk ? k0 + KAHEAD * ks : 0;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+        for (int64_t d = 0; d < hd; d += 8) {
+            if (ahead && d % 64 == 0) {
+                _mm_prefetch((const char *)(ahead + d), _MM_HINT_T0);
+                _mm_prefetch((const char *)(ahead + ks + d), _MM_HINT_T0);
+            }
+            const __m256 x0 = ld8_i8(k0 + d), x1 = ld8_i8(k1 + d);
+            const __m256 r0 = _mm256_loadu_ps(q0 + d), r1 = _mm256_loadu_ps(q1 + d);
+            const __m256 r2 = _mm256_loadu_ps(q2 + d), r3 = _mm256_loadu_ps(q3 + d);
+            a0 = _mm256_fmadd_ps(x0, r0, a0); a1 = _mm256_fmadd_ps(x0, r1, a1);
+            a2 = _mm256_fmadd_ps(x0, r2, a2); a3 = _mm256_fmadd_ps(x0, r3, a3);
+            b0 = _mm256_fmadd_ps(x1, r0, b0); b1 = _mm256_fmadd_ps(x1, r1, b1);
+            b2 = _mm256_fmadd_ps(x1, r2, b2); b3 = _mm256_fmadd_ps(x1, r3, b3);
+        }
+        const __m256 scale = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(sc[(size_t)j * ss])),
+                                                  _mm_set1_ps(sc[(size_t)(j + 1) * ss]), 1);
+        _mm256_storeu_ps(s + (size_t)j * 4, _mm256_mul_ps(hsum8(a0, a1, a2, a3, b0, b1, b2, b3), scale));
+    }
+    for (; j < nk; j++) {
+        const int8_t *k0 = k + (size_t)j * ks;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t d = 0; d < hd; d += 8) {
+            const __m256 x0 = ld8_i8(k0 + d);
+            a0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(q0 + d), a0);
+            a1 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(q1 + d), a1);
+            a2 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(q2 + d), a2);
+            a3 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(q3 + d), a3);
+        }
+        const __m256 z = _mm256_setzero_ps();
+        const __m128 sum = _mm256_castps256_ps128(hsum8(a0, a1, a2, a3, z, z, z, z));
+        _mm_storeu_ps(s + (size_t)j * 4, _mm_mul_ps(sum, _mm_set1_ps(sc[(size_t)j * ss])));
+    }
+}
+
+/* any G and hd: per key, heads by four (each 8 dims of the row converted once per four) */
+static void scores_i8_any(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss,
+                          const float *q, int G, float *s) {
+    for (int j = 0; j < nk; j++) {
+        const int8_t *kr = k + (size_t)j * ks;
+        const float scale = sc[(size_t)j * ss];
+        float *sj = s + (size_t)j * G;
+        int h = 0;
+        for (; h + 4 <= G; h += 4) {
+            const float *q0 = q + (size_t)h * hd, *q1 = q0 + hd, *q2 = q1 + hd, *q3 = q2 + hd;
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            int64_t d = 0;
+            for (; d + 8 <= hd; d += 8) {
+                const __m256 x = ld8_i8(kr + d);
+                a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(q0 + d), a0);
+                a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(q1 + d), a1);
+                a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(q2 + d), a2);
+                a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(q3 + d), a3);
+            }
+            float s0 = hsum1(a0), s1 = hsum1(a1), s2 = hsum1(a2), s3 = hsum1(a3);
+            for (; d < hd; d++) {
+                const float x = (float)kr[d];
+                s0 += x * q0[d]; s1 += x * q1[d]; s2 += x * q2[d]; s3 += x * q3[d];
+            }
+            sj[h] = s0 * scale; sj[h + 1] = s1 * scale; sj[h + 2] = s2 * scale; sj[h + 3] = s3 * scale;
+        }
+        for (; h < G; h++) {
+            const float *qh = q + (size_t)h * hd;
+            __m256 a = _mm256_setzero_ps();
+            int64_t d = 0;
+            for (; d + 8 <= hd; d += 8) a = _mm256_fmadd_ps(ld8_i8(kr + d), _mm256_loadu_ps(qh + d), a);
+            float sum = hsum1(a);
+            for (; d < hd; d++) sum += (float)kr[d] * qh[d];
+            sj[h] = sum * scale;
+        }
+    }
+}
+
+void hachi_attn_scores_i8_avx2(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss,
+                               const float *q, int G, float *s) {
+    if (hd % 8 == 0 && G == 8) scores_i8_g8(hd, nk, k, ks, sc, ss, q, s);
+    else if (hd % 8 == 0 && G == 4) scores_i8_g4(hd, nk, k, ks, sc, ss, q, s);
+    else scores_i8_any(hd, nk, k, ks, sc, ss, q, G, s);
+}
+
+/* values_4heads with int8 rows and the tile's weights w[j*G + h] (scales folded in) */
+static void values_i8_4heads(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *w, int G, int h0,
+                             float *out, const int8_t *next, int nn) {
+    float *o0 = out + (size_t)h0 * hd, *o1 = o0 + hd, *o2 = o1 + hd, *o3 = o2 + hd;
+    const int64_t row_lines = (hd + 63) / 64, lines = nn * row_lines, per_step = (lines + hd / 16 - 1) / (hd / 16);
+    int64_t line = 0;
+    for (int64_t d = 0; d < hd; d += 16) {
+        for (int64_t e = line + per_step; line < e && line < lines; line++)
+            _mm_prefetch((const char *)(next + (size_t)(line / row_lines) * vs + (line % row_lines) * 64), _MM_HINT_T0);
+        __m256 a0 = _mm256_loadu_ps(o0 + d), b0 = _mm256_loadu_ps(o0 + d + 8);
+        __m256 a1 = _mm256_loadu_ps(o1 + d), b1 = _mm256_loadu_ps(o1 + d + 8);
+        __m256 a2 = _mm256_loadu_ps(o2 + d), b2 = _mm256_loadu_ps(o2 + d + 8);
+        __m256 a3 = _mm256_loadu_ps(o3 + d), b3 = _mm256_loadu_ps(o3 + d + 8);
+        for (int j = 0; j < nk; j++) {
+            const __m128i b = _mm_loadu_si128((const __m128i *)(v + (size_t)j * vs + d));
+            const __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+            const __m256 y = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
+            const float *wj = w + (size_t)j * G + h0;
+            __m256 c = _mm256_broadcast_ss(wj);
+            a0 = _mm256_fmadd_ps(c, x, a0); b0 = _mm256_fmadd_ps(c, y, b0);
+            c = _mm256_broadcast_ss(wj + 1);
+            a1 = _mm256_fmadd_ps(c, x, a1); b1 = _mm256_fmadd_ps(c, y, b1);
+            c = _mm256_broadcast_ss(wj + 2);
+            a2 = _mm256_fmadd_ps(c, x, a2); b2 = _mm256_fmadd_ps(c, y, b2);
+            c = _mm256_broadcast_ss(wj + 3);
+            a3 = _mm256_fmadd_ps(c, x, a3); b3 = _mm256_fmadd_ps(c, y, b3);
+        }
+        _mm256_storeu_ps(o0 + d, a0); _mm256_storeu_ps(o0 + d + 8, b0);
+        _mm256_storeu_ps(o1 + d, a1); _mm256_storeu_ps(o1 + d + 8, b1);
+        _mm256_storeu_ps(o2 + d, a2); _mm256_storeu_ps(o2 + d + 8, b2);
+        _mm256_storeu_ps(o3 + d, a3); _mm256_storeu_ps(o3 + d + 8, b3);
+    }
+}
+
+/* any G and hd: per key and head, y += w * v 8 dims at a time, a scalar tail */
+static void values_i8_any(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
+                          const float *p, int G, float *out) {
+    for (int j = 0; j < nk; j++) {
+        const int8_t *vr = v + (size_t)j * vs;
+        for (int h = 0; h < G; h++) {
+            const float w = p[(size_t)j * G + h] * sc[(size_t)j * ss];
+            const __m256 wv = _mm256_set1_ps(w);
+            float *o = out + (size_t)h * hd;
+            int64_t d = 0;
+            for (; d + 8 <= hd; d += 8)
+                _mm256_storeu_ps(o + d, _mm256_fmadd_ps(wv, ld8_i8(vr + d), _mm256_loadu_ps(o + d)));
+            for (; d < hd; d++) o[d] += w * (float)vr[d];
+        }
+    }
+}
+
+void hachi_attn_values_i8_avx2(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
+                               const float *p, int G, float *out) {
+    if (hd % 16 || (G != 4 && G != 8)) { values_i8_any(hd, nk, v, vs, sc, ss, p, G, out); return; }
+    float w[VTILE * 8];
+    for (int j0 = 0; j0 < nk; j0 += VTILE) {
+        const int n = nk - j0 < VTILE ? nk - j0 : VTILE, left = nk - j0 - n;
+        const int8_t *tile = v + (size_t)j0 * vs;
+        for (int j = 0; j < n; j++)
+            for (int h = 0; h < G; h++) w[j * G + h] = p[(size_t)(j0 + j) * G + h] * sc[(size_t)(j0 + j) * ss];
+        for (int h0 = 0; h0 < G; h0 += 4)   /* the first pass prefetches the next tile */
+            values_i8_4heads(hd, n, tile, vs, w, G, h0, out, tile + (size_t)n * vs,
+                             h0 ? 0 : left < VTILE ? left : VTILE);
     }
 }
 

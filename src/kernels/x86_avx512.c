@@ -2,7 +2,8 @@
  * BF16; 16 lanes), fp16 conversion and the per-row fp16 attention kernels, on which the AVX2
  * attention tiles fall back. Every other entry is the AVX2 table's (dispatch.c starts this
  * table from a copy of it): the int8 dots stay 256-bit there (one 32-element block per
- * vector, no zmm frequency penalty on the hot int8 path). Built with the F/BW/VL/DQ/VNNI
+ * vector, no zmm frequency penalty on the hot int8 path), so are the int8 KV attention
+ * kernels. Built with the F/BW/VL/DQ/VNNI
  * flags that dispatch.c checks the CPU for. */
 #include "kernels/kernels.h"
 
