@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <sys/stat.h>
 #include "test.h"
 #include "hachi.h"
 
@@ -350,5 +351,85 @@ TEST(cli_passkey_micro_dense_and_f32) {
             else CHECKF(la == lb && !memcmp(a, b, la), "prompt %d: margin %.*s dense, %.*s f16", i, (int)la, a, (int)lb, b);
         }
         free(j); free(out);
+    }
+}
+
+/* "name: X" of a perplexity output as a number, or NAN */
+static double line_num(const char *out, const char *name) {
+    const char *p = strstr(out, name);
+    return p ? strtod(p + strlen(name), NULL) : NAN;
+}
+
+/* perplexity --kl-divergence on gemma4-micro, a held-out text, 4 whole windows of 512: the base
+ * against itself gives KL 0, the same perplexity and 100% the same top tokens (exactly); f32 K/V
+ * against the f16 base a small KL and >99% the same top tokens, with the default top 32 too; a
+ * base made for another text, context or model, a truncated one, or a file that is no base, is
+ * refused with one line. */
+TEST(cli_perplexity_kl_divergence) {
+    NEED_SHARED(model, "models/gemma4-micro.gguf");
+    NEED_SHARED(text, "models/heldout/heldout_wiki.txt");
+    NEED_SHARED(other, "models/heldout/heldout_stories.txt");
+    const char *base = tmp("wiki.kld"), *base32 = tmp("wiki32.kld");
+    const char *args = "-c 512 --chunks 4 --whole-window";
+    int rc;
+    char *out = sh(&rc, "%s perplexity -m %s -f %s %s --kl-divergence-base %s --kl-top 512 2>&1", test_hachi_bin(), model,
+                   text, args, base);
+    double ppl = line_num(out, "perplexity: ");
+    CHECKF(rc == 0 && ppl > 1 && strstr(out, "kl-divergence base: 2044 positions, top 512 log-probs each (kv f16)"),
+           "saving the base: %s", out);
+    free(out);
+    out = sh(&rc, "%s perplexity -m %s -f %s %s --kl-divergence-base %s 2>&1", test_hachi_bin(), model, text, args, base32);
+    CHECKF(rc == 0 && line_num(out, "perplexity: ") == ppl, "saving the top-32 base: %s", out);
+    free(out);
+    struct stat st;
+    CHECKF(stat(base, &st) == 0 && st.st_size == 88 + 2044 * (8 + 512 * 8), "base file size");
+
+    for (int f32 = 0; f32 < 2; f32++)
+        for (int b = 0; b < 2; b++) {
+            out = sh(&rc, "%s perplexity -m %s -f %s %s --kl-divergence --kl-divergence-base %s %s 2>/dev/null",
+                     test_hachi_bin(), model, text, args, b ? base32 : base, f32 ? "--kv-type f32" : "");
+            double p = line_num(out, "perplexity: "), pb = line_num(out, "perplexity (base): ");
+            double kl = line_num(out, "mean KL divergence: "), same = line_num(out, "same top token: ");
+            double lr = line_num(out, "ln(ppl/ppl base): ");
+            CHECKF(rc == 0 && pb == ppl && strstr(out, f32 ? "this run kv f32" : "this run kv f16") &&
+                   strstr(out, "4 chunks of 512, whole window: 2044 positions"), "--kl-divergence: %s", out);
+            if (!f32)
+                CHECKF(p == ppl && kl == 0 && lr == 0 && same == 100 && strstr(out, "(2044/2044)"),
+                       "base against itself (top %d): %s", b ? 32 : 512, out);
+            else
+                CHECKF(fabs(p / ppl - 1) < 1e-3 && kl > 0 && kl < 1e-4 && same > 99, "f32 against the f16 base (top %d): %s",
+                       b ? 32 : 512, out);
+            free(out);
+        }
+
+    const struct { const char *args, *err; } bad[] = {
+        {"-f %s -c 512 --chunks 4 --whole-window", "was made for another text"},
+        {"-f %s -c 1024 --chunks 2 --whole-window", "was made for another context: -c 512, whole window"},
+        {"-f %s -c 512 --chunks 4", "was made for another context"},
+    };
+    for (int i = 0; i < 3; i++) {
+        char a[1024];
+        snprintf(a, sizeof a, bad[i].args, i == 0 ? other : text);
+        out = sh(&rc, "%s perplexity -m %s %s --kl-divergence --kl-divergence-base %s 2>&1", test_hachi_bin(), model, a, base);
+        CHECKF(rc == 1 && strstr(out, bad[i].err) && !strchr(strchr(out, '\n') ? strchr(out, '\n') + 1 : "", '\n'),
+               "%s: %s", a, out);
+        free(out);
+    }
+    out = sh(&rc, "%s perplexity -m %s -f %s %s --kl-divergence --kl-divergence-base %s 2>&1", test_hachi_bin(), model, text,
+             args, text);
+    CHECKF(rc == 1 && strstr(out, "is not a KL divergence base"), "a text as base: %s", out);
+    free(out);
+    const char *cut = tmp("cut.kld");
+    free(sh(&rc, "head -c 5000 %s > %s", base, cut));
+    out = sh(&rc, "%s perplexity -m %s -f %s %s --kl-divergence --kl-divergence-base %s 2>&1", test_hachi_bin(), model, text,
+             args, cut);
+    CHECKF(rc == 1 && strstr(out, "is truncated or damaged: 5000 bytes"), "a truncated base: %s", out);
+    free(out);
+    const char *tiny = test_shared_path("data/llama-2-tiny-random.gguf");
+    if (tiny) {
+        out = sh(&rc, "%s perplexity -m %s -f %s %s --kl-divergence --kl-divergence-base %s 2>&1", test_hachi_bin(), tiny,
+                 text, args, base);
+        CHECKF(rc == 1 && strstr(out, "was made with another model"), "another model: %s", out);
+        free(out);
     }
 }
