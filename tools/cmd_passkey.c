@@ -266,7 +266,7 @@ static void print_row(const char *len, const char *ctx, const char *depth, const
         printf(" %9s %9s", md, sm);
     }
     printf(" %13.3f", t->margin[0] / t->n);
-    if (with_mode && isnan(kv_ratio)) printf(" %12.3f %9s", t->margin[1] / t->n, "");
+    if (with_mode && isnan(kv_ratio)) printf(" %12.3f", t->margin[1] / t->n);
     else if (with_mode) printf(" %12.3f %9.3f", t->margin[1] / t->n, kv_ratio);
     putchar('\n');
 }
