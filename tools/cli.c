@@ -156,6 +156,25 @@ int cli_ctx_for(int n_tokens) {
     return 0;
 }
 
+hachi_session_params cli_dense_params(const hachi_session_params *mode) {
+    hachi_session_params d = hachi_session_default_params();
+    d.n_ctx = mode->n_ctx;
+    d.n_threads = mode->n_threads;
+    d.n_batch = mode->n_batch;
+    d.chunks = mode->chunks;
+    d.profile = mode->profile;
+    d.progress = mode->progress;
+    d.progress_ctx = mode->progress_ctx;
+    d.kv_type = HACHI_KV_F16;
+    return d;
+}
+
+const char *cli_mode_name(const hachi_session_params *p, char *buf, size_t cap) {
+    int n = snprintf(buf, cap, "kv %s", hachi_kv_type_name(p->kv_type));
+    if (p->sparse_budget && n >= 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, ", sparse %d", p->sparse_budget);
+    return buf;
+}
+
 double cli_time_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

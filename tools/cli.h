@@ -14,6 +14,7 @@ int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_passkey(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_convert_llama2c(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
@@ -51,5 +52,15 @@ int  cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i)
 hachi_model *cli_load_model(const char *cmd, const cli_opts *o, bool vocab_only);
 /* Smallest context mode holding n tokens (0 if none). */
 int cli_ctx_for(int n_tokens);
+
+/* Quality modes. A mode is the session params the shared flags built (--kv-type, and the
+ * lossy attention flags as they come); the quality harness (passkey, perplexity
+ * --kl-divergence) compares it with its dense baseline in the same process. */
+/* The baseline of a mode: the library's defaults (dense attention, f16 K/V; a new mode field
+ * defaults to the exact path) with the mode's fields that do not change the outputs: context,
+ * threads, batch, profile, progress. */
+hachi_session_params cli_dense_params(const hachi_session_params *mode);
+/* The mode's output-changing fields in words ("kv f16"); buf of cap bytes, returned. */
+const char *cli_mode_name(const hachi_session_params *p, char *buf, size_t cap);
 
 #endif
