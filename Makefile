@@ -105,11 +105,10 @@ bench: all
 LINT_DIR   ?= build-lint
 LINT_FILES ?= $(LIB_SRC) $(TOOL_SRC) $(TEST_SRC)
 LINT_HDRS  := $(wildcard include/*.h src/*.h src/kernels/*.h tools/*.h tests/*.h)
-# Files being rewritten on other branches: their findings are printed but do not fail the
-# target yet. Remove a file from the list once its findings are fixed.
-LINT_PENDING := src/attn.c src/forward.c src/session.c src/session.h src/prompt_cache.c src/sampler.c \
-                $(wildcard src/kernels/*.c src/kernels/*.h) tools/gen.c tools/cmd_run.c tools/cmd_chat.c \
-                tools/cmd_bench.c
+# Files whose findings are not fixed yet: make lint lists them apart and does not fail on
+# them. Remove a file once its findings are fixed or suppressed with a reason.
+LINT_PENDING := $(wildcard src/kernels/*.c) src/kv.c tests/test_attn.c \
+                tests/test_kv_int8.c tests/test_quality.c tests/test_spec.c tools/cmd_passkey.c tools/cmd_perplexity.c
 # cppcheck: the warning (likely bugs), portability and performance families; style is left
 # out (taste, not defects); system headers are not parsed (missingIncludeSystem off), so an
 # intrinsic is an unknown function to it. The -D defines pick the one configuration checked.

@@ -92,7 +92,7 @@ size_t hachi_mem_available(void) {
     char line[256];
     unsigned long long kb = 0;
     while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+        if (!strncmp(line, "MemAvailable:", 13)) { kb = strtoull(line + 13, NULL, 10); break; }
     fclose(f);
     return (size_t)kb * 1024;
 }
