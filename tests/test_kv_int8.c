@@ -6,54 +6,7 @@
 #include <math.h>
 #include "test.h"
 #include "hachi.h"
-
-static hachi_model *micro(void) {
-    const char *path = test_shared_path("models/gemma4-micro.gguf");
-    hachi_model *m = NULL;
-    if (path && hachi_model_load(path, NULL, &m) != HACHI_OK) test_fail(__FILE__, __LINE__, "load: %s", hachi_last_error());
-    return m;
-}
-
-static hachi_session *session(hachi_model *m, hachi_kv_type type, int ctx, int threads, int budget) {
-    hachi_session_params p = hachi_session_default_params();
-    p.n_ctx = ctx;
-    p.n_threads = threads;
-    p.kv_type = type;
-    p.sparse_budget = budget;
-    hachi_session *s = NULL;
-    hachi_status st = hachi_session_create(m, &p, &s);
-    CHECKF(st == HACHI_OK, "session %s ctx %d: %s", hachi_kv_type_name(type), ctx, hachi_last_error());
-    return s;
-}
-
-/* prompt k of the shared passkey file: its ids (*n of them, malloc'd) and key */
-static int32_t *passkey_prompt(int k, int *n, int *key) {
-    const char *pp = test_shared_path("models/gemma4-micro.passkey.prompts.txt");
-    const char *ap = test_shared_path("models/gemma4-micro.passkey.answers.txt");
-    FILE *pf = pp ? fopen(pp, "r") : NULL, *af = ap ? fopen(ap, "r") : NULL;
-    int32_t *ids = NULL;
-    char *line = NULL, aline[1024];
-    size_t cap = 0;
-    for (int i = 0; pf && af && i <= k; i++) {
-        if (getline(&line, &cap, pf) <= 0) break;
-        do { if (!fgets(aline, sizeof aline, af)) aline[0] = 0; } while (aline[0] == '#');
-        if (i < k) continue;
-        ids = malloc(sizeof *ids * 8192);
-        *n = 0;
-        for (char *p = line, *e; *n < 8192; p = e) {
-            long v = strtol(p, &e, 10);
-            if (e == p) break;
-            ids[(*n)++] = (int32_t)v;
-        }
-        int len;
-        double depth;
-        if (sscanf(aline, "%d %lf %d", &len, &depth, key) != 3) *key = -1;
-    }
-    free(line);
-    if (pf) fclose(pf);
-    if (af) fclose(af);
-    return ids;
-}
+#include "micro.h"
 
 static int32_t argmax(const float *lg, int nv) {
     int32_t best = 0;
@@ -61,36 +14,21 @@ static int32_t argmax(const float *lg, int nv) {
     return best;
 }
 
-/* logits of every position, step tokens per forward */
-static float *eval_all(hachi_model *m, hachi_kv_type type, const int32_t *ids, int n, int step, int ctx, int threads,
-                       int budget) {
-    hachi_session *s = session(m, type, ctx, threads, budget);
-    if (!s) return NULL;
-    const size_t nv = (size_t)hachi_model_n_vocab(m);
-    float *lg = malloc(sizeof(float) * nv * n);
-    for (int i = 0; i < n; i += step) {
-        int c = n - i < step ? n - i : step;
-        CHECKF(hachi_session_eval(s, ids + i, c, lg + i * nv) == HACHI_OK, "eval: %s", hachi_last_error());
-    }
-    hachi_session_free(s);
-    return lg;
-}
-
 /* The 12 shared prompts (1K and 4K tokens, dense attention in context 8192): every key is
  * still in the 8 greedy tokens with int8 K/V (fp16: 12/12, test_models.c). */
 TEST(kv_int8_passkey_shared_prompts) {
-    hachi_model *m = micro();
+    hachi_model *m = micro_load();
     if (!m) SKIP("../shared/models/gemma4-micro.gguf absent");
     const char *quick = getenv("HACHI_TEST_QUICK");
     const int nv = hachi_model_n_vocab(m);
     int correct = 0, total = 0;
     for (int k = 0; k < 12; k++) {
         int n, key;
-        int32_t *ids = passkey_prompt(k, &n, &key);
+        int32_t *ids = micro_passkey_prompt(k, &n, &key);
         if (!ids) { CHECK(0); break; }
         if (quick && n > 2000) { free(ids); continue; }
         total++;
-        hachi_session *s = session(m, HACHI_KV_INT8, 8192, 2, 0);
+        hachi_session *s = micro_session(m, HACHI_KV_INT8, 8192, 2, 0);
         CHECK(s && hachi_session_eval(s, ids, n, NULL) == HACHI_OK);
         char text[256] = "";
         size_t len = 0;
@@ -119,18 +57,18 @@ TEST(kv_int8_passkey_shared_prompts) {
  * The ref table: 0.193, 0.0082 and 99.51% on prompt 0. Gates: max difference under 1.0 (the
  * softcapped logits span +-30), top-token agreement of at least 97%. */
 TEST(kv_int8_logits_close_to_f16) {
-    hachi_model *m = micro();
+    hachi_model *m = micro_load();
     if (!m) SKIP("../shared/models/gemma4-micro.gguf absent");
     const char *quick = getenv("HACHI_TEST_QUICK");
     const int prompts[] = {0, 6};
     const size_t nv = (size_t)hachi_model_n_vocab(m);
     for (int pi = 0; pi < 2; pi++) {
         int n, key;
-        int32_t *ids = passkey_prompt(prompts[pi], &n, &key);
+        int32_t *ids = micro_passkey_prompt(prompts[pi], &n, &key);
         if (!ids) { CHECK(0); break; }
         if (quick && n > 2000) { free(ids); continue; }
-        float *a = eval_all(m, HACHI_KV_F16, ids, n, 64, 8192, 2, 0);
-        float *b = eval_all(m, HACHI_KV_INT8, ids, n, 64, 8192, 2, 0);
+        float *a = micro_eval_all(m, HACHI_KV_F16, ids, n, 64, 8192, 2, 0);
+        float *b = micro_eval_all(m, HACHI_KV_INT8, ids, n, 64, 8192, 2, 0);
         double mx = 0, sum = 0, gap = 0;   /* gap: fp16's margin of its top token where they differ */
         int agree = 0, at = 0;
         for (int t = 0; a && b && t < n; t++) {
@@ -158,20 +96,20 @@ TEST(kv_int8_logits_close_to_f16) {
  * logits of one-token decode steps in int8, dense and page-sparse (budget 64: page metadata
  * from the dequantized keys), with 1 and 2 threads. */
 TEST(kv_int8_forwards_equal_decode) {
-    hachi_model *m = micro();
+    hachi_model *m = micro_load();
     if (!m) SKIP("../shared/models/gemma4-micro.gguf absent");
     int n, key;
-    int32_t *ids = passkey_prompt(0, &n, &key);
+    int32_t *ids = micro_passkey_prompt(0, &n, &key);
     CHECK(ids != NULL);
     if (!ids) { hachi_model_free(m); return; }
     n = 700;
     const size_t nv = (size_t)hachi_model_n_vocab(m);
     for (int budget = 0; budget <= 64; budget += 64)
         for (int th = 1; th <= 2; th++) {
-            float *one = eval_all(m, HACHI_KV_INT8, ids, n, 1, 2048, th, budget);
+            float *one = micro_eval_all(m, HACHI_KV_INT8, ids, n, 1, 2048, th, budget);
             const int steps[] = {16, 9, 2, 64};
             for (size_t i = 0; one && i < sizeof steps / sizeof steps[0]; i++) {
-                float *k = eval_all(m, HACHI_KV_INT8, ids, n, steps[i], 2048, th, budget);
+                float *k = micro_eval_all(m, HACHI_KV_INT8, ids, n, steps[i], 2048, th, budget);
                 size_t bad = 0;
                 for (size_t j = 0; k && j < nv * n && !bad; j++) if (one[j] != k[j]) bad = j + 1;
                 CHECKF(k && !bad, "budget %d, threads %d, %d tokens per forward: logits differ first at position %zu",
@@ -188,10 +126,10 @@ TEST(kv_int8_forwards_equal_decode) {
  * into a fresh int8 session of another batch size: its logits, and those
  * after the next 120 tokens, are bitwise those of the session that never stopped. */
 TEST(kv_int8_prompt_cache_round_trip) {
-    hachi_model *m = micro();
+    hachi_model *m = micro_load();
     if (!m) SKIP("../shared/models/gemma4-micro.gguf absent");
     int n, key;
-    int32_t *ids = passkey_prompt(0, &n, &key);
+    int32_t *ids = micro_passkey_prompt(0, &n, &key);
     CHECK(ids != NULL);
     if (!ids) { hachi_model_free(m); return; }
     const int a = 500, b = 620;
@@ -199,7 +137,7 @@ TEST(kv_int8_prompt_cache_round_trip) {
     char path[1024];
     snprintf(path, sizeof path, "%s/int8.cache", test_tmpdir());
     float *at_a = malloc(sizeof(float) * nv), *at_b = malloc(sizeof(float) * nv);
-    hachi_session *s = session(m, HACHI_KV_INT8, 2048, 2, 0);
+    hachi_session *s = micro_session(m, HACHI_KV_INT8, 2048, 2, 0);
     CHECK(s && hachi_session_eval(s, ids, a, NULL) == HACHI_OK);
     memcpy(at_a, hachi_session_logits(s), sizeof(float) * nv);
     CHECKF(hachi_session_save(s, ids, a, path) == HACHI_OK, "%s", hachi_last_error());
@@ -235,16 +173,16 @@ TEST(kv_int8_prompt_cache_round_trip) {
 /* An int8 file loaded into an fp16 session: one line naming both types, nothing restored,
  * the session where it was (its next token as if no load had been tried). */
 TEST(kv_int8_file_refused_by_f16) {
-    hachi_model *m = micro();
+    hachi_model *m = micro_load();
     if (!m) SKIP("../shared/models/gemma4-micro.gguf absent");
     int n, key;
-    int32_t *ids = passkey_prompt(0, &n, &key);
+    int32_t *ids = micro_passkey_prompt(0, &n, &key);
     CHECK(ids != NULL);
     if (!ids) { hachi_model_free(m); return; }
     const size_t nv = (size_t)hachi_model_n_vocab(m);
     char path[1024];
     snprintf(path, sizeof path, "%s/int8-refused.cache", test_tmpdir());
-    hachi_session *s8 = session(m, HACHI_KV_INT8, 2048, 2, 0), *s16 = session(m, HACHI_KV_F16, 2048, 2, 0);
+    hachi_session *s8 = micro_session(m, HACHI_KV_INT8, 2048, 2, 0), *s16 = micro_session(m, HACHI_KV_F16, 2048, 2, 0);
     CHECK(s8 && hachi_session_eval(s8, ids, 300, NULL) == HACHI_OK && hachi_session_save(s8, ids, 300, path) == HACHI_OK);
     float *want = malloc(sizeof(float) * nv), *next = malloc(sizeof(float) * nv);
     CHECK(s16 && hachi_session_eval(s16, ids, 200, NULL) == HACHI_OK);
@@ -258,7 +196,7 @@ TEST(kv_int8_file_refused_by_f16) {
     CHECK(hachi_session_eval(s16, ids + 200, 1, NULL) == HACHI_OK);
     memcpy(next, hachi_session_logits(s16), sizeof(float) * nv);
     hachi_session_free(s16);
-    s16 = session(m, HACHI_KV_F16, 2048, 2, 0);
+    s16 = micro_session(m, HACHI_KV_F16, 2048, 2, 0);
     CHECK(s16 && hachi_session_eval(s16, ids, 201, NULL) == HACHI_OK);
     CHECK(s16 && !memcmp(hachi_session_logits(s16), next, sizeof(float) * nv));
     hachi_session_free(s8);

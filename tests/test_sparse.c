@@ -6,82 +6,21 @@
 #include <math.h>
 #include "test.h"
 #include "hachi.h"
-
-static hachi_model *micro(void) {
-    const char *path = test_shared_path("models/gemma4-micro.gguf");
-    hachi_model *m = NULL;
-    if (path && hachi_model_load(path, NULL, &m) != HACHI_OK) test_fail(__FILE__, __LINE__, "load: %s", hachi_last_error());
-    return m;
-}
-
-static hachi_session *session(hachi_model *m, int ctx, int threads, int budget) {
-    hachi_session_params p = hachi_session_default_params();
-    p.n_ctx = ctx;
-    p.n_threads = threads;
-    p.sparse_budget = budget;
-    hachi_session *s = NULL;
-    hachi_status st = hachi_session_create(m, &p, &s);
-    CHECKF(st == HACHI_OK, "session ctx %d budget %d: %s", ctx, budget, hachi_last_error());
-    return s;
-}
-
-/* a prompt from the shared passkey file (line k), *n tokens */
-static int32_t *passkey_prompt(int k, int *n, int *key) {
-    const char *pp = test_shared_path("models/gemma4-micro.passkey.prompts.txt");
-    const char *ap = test_shared_path("models/gemma4-micro.passkey.answers.txt");
-    FILE *pf = pp ? fopen(pp, "r") : NULL, *af = ap ? fopen(ap, "r") : NULL;
-    int32_t *ids = NULL;
-    char *line = NULL, aline[1024];
-    size_t cap = 0;
-    for (int i = 0; pf && af && i <= k; i++) {
-        if (getline(&line, &cap, pf) <= 0) break;
-        do { if (!fgets(aline, sizeof aline, af)) aline[0] = 0; } while (aline[0] == '#');
-        if (i < k) continue;
-        ids = malloc(sizeof *ids * 8192);
-        *n = 0;
-        for (char *p = line, *e; *n < 8192; p = e) {
-            long v = strtol(p, &e, 10);
-            if (e == p) break;
-            ids[(*n)++] = (int32_t)v;
-        }
-        char *e;   /* "length depth key | ..." */
-        strtol(aline, &e, 10);
-        strtod(e, &e);
-        *key = (int)strtol(e, &e, 10);
-    }
-    free(line);
-    if (pf) fclose(pf);
-    if (af) fclose(af);
-    return ids;
-}
-
-/* logits of every position, step tokens per forward */
-static float *eval_all(hachi_model *m, const int32_t *ids, int n, int step, int ctx, int threads, int budget) {
-    hachi_session *s = session(m, ctx, threads, budget);
-    if (!s) return NULL;
-    const size_t nv = (size_t)hachi_model_n_vocab(m);
-    float *lg = malloc(sizeof(float) * nv * n);
-    for (int i = 0; i < n; i += step) {
-        int c = n - i < step ? n - i : step;
-        CHECKF(hachi_session_eval(s, ids + i, c, lg + i * nv) == HACHI_OK, "eval: %s", hachi_last_error());
-    }
-    hachi_session_free(s);
-    return lg;
-}
+#include "micro.h"
 
 TEST(sparse_budget_covering_all_is_dense) {
-    hachi_model *m = micro();
+    hachi_model *m = micro_load();
     if (!m) SKIP("../shared/models/gemma4-micro.gguf absent");
     int n, key;
-    int32_t *ids = passkey_prompt(0, &n, &key);   /* ~1017 tokens: 64 pages */
+    int32_t *ids = micro_passkey_prompt(0, &n, &key);   /* ~1017 tokens: 64 pages */
     CHECK(ids && n > 1000);
     const size_t nv = (size_t)hachi_model_n_vocab(m);
-    float *dense = eval_all(m, ids, n, 64, 2048, 2, 0);
-    float *all = eval_all(m, ids, n, 64, 2048, 2, 1024);
+    float *dense = micro_eval_all(m, HACHI_KV_F16, ids, n, 64, 2048, 2, 0);
+    float *all = micro_eval_all(m, HACHI_KV_F16, ids, n, 64, 2048, 2, 1024);
     CHECK(!memcmp(dense, all, sizeof(float) * nv * n));
     free(all);
     /* a small budget changes the logits once a query has more pages than it */
-    float *sparse = eval_all(m, ids, n, 64, 2048, 2, 128);
+    float *sparse = micro_eval_all(m, HACHI_KV_F16, ids, n, 64, 2048, 2, 128);
     CHECK(!memcmp(dense, sparse, sizeof(float) * nv * 128));   /* the first 8 pages: still dense */
     CHECK(memcmp(dense + nv * (n - 1), sparse + nv * (n - 1), sizeof(float) * nv) != 0);
     free(sparse);
@@ -93,19 +32,19 @@ TEST(sparse_budget_covering_all_is_dense) {
 /* Forwards of 16, 9 and 2 tokens (verification) and prefill chunks of 64 give bitwise the
  * logits of decoding one token at a time, with 1 and 2 threads. */
 TEST(sparse_forwards_equal_decode) {
-    hachi_model *m = micro();
+    hachi_model *m = micro_load();
     if (!m) SKIP("../shared/models/gemma4-micro.gguf absent");
     int n, key;
-    int32_t *ids = passkey_prompt(0, &n, &key);
+    int32_t *ids = micro_passkey_prompt(0, &n, &key);
     CHECK(ids != NULL);
     if (!ids) { hachi_model_free(m); return; }
     n = 700;
     const size_t nv = (size_t)hachi_model_n_vocab(m);
     for (int th = 1; th <= 2; th++) {
-        float *one = eval_all(m, ids, n, 1, 2048, th, 64);
+        float *one = micro_eval_all(m, HACHI_KV_F16, ids, n, 1, 2048, th, 64);
         const int steps[] = {16, 9, 2, 64};
         for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
-            float *k = eval_all(m, ids, n, steps[i], 2048, th, 64);
+            float *k = micro_eval_all(m, HACHI_KV_F16, ids, n, steps[i], 2048, th, 64);
             size_t bad = 0;
             for (size_t j = 0; j < nv * n && !bad; j++) if (one[j] != k[j]) bad = j + 1;
             CHECKF(!bad, "threads %d, %d tokens per forward: logits differ first at position %zu", th, steps[i],
@@ -121,21 +60,21 @@ TEST(sparse_forwards_equal_decode) {
 /* A rewind into the middle of a page and a restored prompt cache continue with bitwise
  * the logits of a session that never left the path. */
 TEST(sparse_rewind_and_prompt_cache) {
-    hachi_model *m = micro();
+    hachi_model *m = micro_load();
     if (!m) SKIP("../shared/models/gemma4-micro.gguf absent");
     int n, key;
-    int32_t *ids = passkey_prompt(0, &n, &key);
+    int32_t *ids = micro_passkey_prompt(0, &n, &key);
     CHECK(ids != NULL);
     if (!ids) { hachi_model_free(m); return; }
     const size_t nv = (size_t)hachi_model_n_vocab(m);
     const int a = 500, b = 620;   /* a is not on a page boundary */
     float *ref = malloc(sizeof(float) * nv), *got = malloc(sizeof(float) * nv);
-    hachi_session *s = session(m, 2048, 2, 96);
+    hachi_session *s = micro_session(m, HACHI_KV_F16, 2048, 2, 96);
     CHECK(hachi_session_eval(s, ids, b, NULL) == HACHI_OK);
     memcpy(ref, hachi_session_logits(s), sizeof(float) * nv);
     hachi_session_free(s);
     /* rewind to a, evaluate other tokens, rewind to a again and take the real ones */
-    s = session(m, 2048, 2, 96);
+    s = micro_session(m, HACHI_KV_F16, 2048, 2, 96);
     CHECK(hachi_session_eval(s, ids, a + 9, NULL) == HACHI_OK);
     CHECK(hachi_session_rewind(s, a) == HACHI_OK);
     int32_t other[9] = {5, 6, 7, 8, 9, 10, 11, 12, 13};
@@ -148,11 +87,11 @@ TEST(sparse_rewind_and_prompt_cache) {
     /* save at a, restore into a fresh sparse session, continue to b */
     char path[1024];
     snprintf(path, sizeof path, "%s/sparse.cache", test_tmpdir());
-    s = session(m, 2048, 2, 96);
+    s = micro_session(m, HACHI_KV_F16, 2048, 2, 96);
     CHECK(hachi_session_eval(s, ids, a, NULL) == HACHI_OK);
     CHECK(hachi_session_save(s, ids, a, path) == HACHI_OK);
     hachi_session_free(s);
-    s = session(m, 2048, 2, 96);
+    s = micro_session(m, HACHI_KV_F16, 2048, 2, 96);
     int32_t loaded = 0;
     CHECK(hachi_session_load(s, path, ids, b, &loaded) == HACHI_OK && loaded == a);
     CHECK(hachi_session_eval(s, ids + a, b - a, NULL) == HACHI_OK);
@@ -167,18 +106,18 @@ TEST(sparse_rewind_and_prompt_cache) {
 /* The 12 shared passkey prompts (1K and 4K tokens; dense answers all of them, test_models.c)
  * at budget 256: at most one answer may lose the key. */
 TEST(sparse_passkey_shared_prompts) {
-    hachi_model *m = micro();
+    hachi_model *m = micro_load();
     if (!m) SKIP("../shared/models/gemma4-micro.gguf absent");
     const char *quick = getenv("HACHI_TEST_QUICK");
     int correct = 0, total = 0;
     for (int k = 0; k < 12; k++) {
         int n, key;
-        int32_t *ids = passkey_prompt(k, &n, &key);
+        int32_t *ids = micro_passkey_prompt(k, &n, &key);
         if (!ids) { CHECK(0); break; }
         if (quick && n > 2000) { free(ids); continue; }
         total++;
         {
-            hachi_session *s = session(m, 8192, 2, 256);
+            hachi_session *s = micro_session(m, HACHI_KV_F16, 8192, 2, 256);
             CHECK(hachi_session_eval(s, ids, n, NULL) == HACHI_OK);
             char text[256] = "";
             size_t len = 0;
@@ -203,7 +142,7 @@ TEST(sparse_passkey_shared_prompts) {
 }
 
 TEST(sparse_bad_budgets) {
-    hachi_model *m = micro();
+    hachi_model *m = micro_load();
     if (!m) SKIP("../shared/models/gemma4-micro.gguf absent");
     const int bad[] = {16, 32, 40, 50, 16400, -16};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -1,0 +1,68 @@
+/* micro: shared helpers of the gemma4-micro tests (micro.h). */
+#include "micro.h"
+#include "test.h"
+
+hachi_model *micro_load(void) {
+    const char *path = test_shared_path("models/gemma4-micro.gguf");
+    hachi_model *m = NULL;
+    if (path && hachi_model_load(path, NULL, &m) != HACHI_OK) test_fail(__FILE__, __LINE__, "load: %s", hachi_last_error());
+    return m;
+}
+
+hachi_session *micro_session(hachi_model *m, hachi_kv_type type, int ctx, int threads, int budget) {
+    hachi_session_params p = hachi_session_default_params();
+    p.n_ctx = ctx;
+    p.n_threads = threads;
+    p.kv_type = type;
+    p.sparse_budget = budget;
+    hachi_session *s = NULL;
+    hachi_status st = hachi_session_create(m, &p, &s);
+    if (st != HACHI_OK)
+        test_fail(__FILE__, __LINE__, "session %s ctx %d budget %d: %s", hachi_kv_type_name(type), ctx, budget,
+                  hachi_last_error());
+    return s;
+}
+
+int32_t *micro_passkey_prompt(int k, int *n, int *key) {
+    const char *pp = test_shared_path("models/gemma4-micro.passkey.prompts.txt");
+    const char *ap = test_shared_path("models/gemma4-micro.passkey.answers.txt");
+    FILE *pf = pp ? fopen(pp, "r") : NULL, *af = ap ? fopen(ap, "r") : NULL;
+    int32_t *ids = NULL;
+    char *line = NULL, aline[1024];
+    size_t cap = 0;
+    for (int i = 0; pf && af && i <= k; i++) {
+        if (getline(&line, &cap, pf) <= 0) break;
+        do { if (!fgets(aline, sizeof aline, af)) aline[0] = 0; } while (aline[0] == '#');
+        if (i < k) continue;
+        ids = malloc(sizeof *ids * 8192);
+        *n = 0;
+        for (char *p = line, *e; ids && *n < 8192; p = e) {
+            long v = strtol(p, &e, 10);
+            if (e == p) break;
+            ids[(*n)++] = (int32_t)v;
+        }
+        char *e;   /* "length depth key | ..." */
+        strtol(aline, &e, 10);
+        strtod(e, &e);
+        *key = (int)strtol(e, &e, 10);
+    }
+    free(line);
+    if (pf) fclose(pf);
+    if (af) fclose(af);
+    return ids;
+}
+
+float *micro_eval_all(hachi_model *m, hachi_kv_type type, const int32_t *ids, int n, int step, int ctx, int threads,
+                      int budget) {
+    hachi_session *s = micro_session(m, type, ctx, threads, budget);
+    if (!s) return NULL;
+    const size_t nv = (size_t)hachi_model_n_vocab(m);
+    float *lg = malloc(sizeof(float) * nv * n);
+    for (int i = 0; lg && i < n; i += step) {
+        int c = n - i < step ? n - i : step;
+        if (hachi_session_eval(s, ids + i, c, lg + i * nv) != HACHI_OK)
+            test_fail(__FILE__, __LINE__, "eval: %s", hachi_last_error());
+    }
+    hachi_session_free(s);
+    return lg;
+}

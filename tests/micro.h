@@ -1,0 +1,18 @@
+/* Helpers of the tests on the trained passkey model ../shared/models/gemma4-micro.gguf
+ * (tests/micro.c): the model, a session of a mode, the shared passkey prompts, logits of
+ * every position. */
+#ifndef HACHI_TEST_MICRO_H
+#define HACHI_TEST_MICRO_H
+#include "hachi.h"
+
+/* The model, or NULL when ../shared lacks it (a load failure is a test failure). */
+hachi_model *micro_load(void);
+/* A session of the mode: context, threads, KV type, sparse budget (a failure is reported). */
+hachi_session *micro_session(hachi_model *m, hachi_kv_type type, int ctx, int threads, int budget);
+/* Prompt k of the shared passkey file: its ids (*n of them, malloc'd) and *key; NULL if absent. */
+int32_t *micro_passkey_prompt(int k, int *n, int *key);
+/* Logits [n][n_vocab] of every position, step tokens per forward (malloc'd). */
+float *micro_eval_all(hachi_model *m, hachi_kv_type type, const int32_t *ids, int n, int step, int ctx, int threads,
+                      int budget);
+
+#endif
