@@ -56,6 +56,7 @@ typedef struct hachi_model hachi_model;
 typedef struct hachi_session hachi_session;
 typedef struct hachi_sampler hachi_sampler;
 typedef struct hachi_detok hachi_detok;
+typedef struct hachi_heads hachi_heads;
 
 /* ---- model ---------------------------------------------------------------- */
 
@@ -74,6 +75,9 @@ HACHI_API void hachi_model_free(hachi_model *model);
 HACHI_API const char *hachi_model_arch(const hachi_model *model);     /* "gemma4", "llama" */
 HACHI_API int32_t hachi_model_n_vocab(const hachi_model *model);
 HACHI_API int32_t hachi_model_n_ctx_train(const hachi_model *model);
+HACHI_API int32_t hachi_model_n_layer(const hachi_model *model);
+HACHI_API int32_t hachi_model_n_head(const hachi_model *model);                  /* query heads per layer */
+HACHI_API bool    hachi_model_layer_sliding(const hachi_model *model, int32_t layer);  /* a sliding-window layer */
 HACHI_API int32_t hachi_model_bos(const hachi_model *model);
 HACHI_API int32_t hachi_model_eos(const hachi_model *model);
 HACHI_API bool    hachi_model_is_eog(const hachi_model *model, int32_t token); /* EOS, end of turn, ... */
@@ -117,6 +121,23 @@ HACHI_API int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap);
 typedef enum hachi_kv_type { HACHI_KV_F16 = 0, HACHI_KV_F32 = 1, HACHI_KV_INT8 = 2 } hachi_kv_type;
 HACHI_API const char *hachi_kv_type_name(hachi_kv_type type);   /* "f16", "f32", "int8" */
 
+/* Streaming heads (DuoAttention style; lossy, see README): a query head of a full-attention
+ * layer that streams attends only to its sink (positions < sink) and its recent window (the
+ * last `window` positions up to its own); the others attend to every key (or their page-sparse
+ * selection). A layer whose heads all stream reads only its sink and window of the cache.
+ * `hachi heads` classifies a model's heads and saves them; the file is documented in README. */
+HACHI_API hachi_status hachi_heads_create(const hachi_model *model, int32_t sink, int32_t window, hachi_heads **out);
+/* Loads a heads file, checked against model (its id, architecture, layers and heads). */
+HACHI_API hachi_status hachi_heads_load(const hachi_model *model, const char *path, hachi_heads **out);
+HACHI_API hachi_status hachi_heads_save(const hachi_heads *heads, const char *path);
+HACHI_API void    hachi_heads_free(hachi_heads *heads);
+/* Marks query head `head` of layer `layer` (a full-attention layer) streaming or not. */
+HACHI_API hachi_status hachi_heads_set(hachi_heads *heads, int32_t layer, int32_t head, bool streaming);
+HACHI_API bool    hachi_heads_get(const hachi_heads *heads, int32_t layer, int32_t head);
+HACHI_API int32_t hachi_heads_count(const hachi_heads *heads);   /* streaming heads */
+HACHI_API int32_t hachi_heads_sink(const hachi_heads *heads);
+HACHI_API int32_t hachi_heads_window(const hachi_heads *heads);
+
 #define HACHI_CTX_MIN 2048
 #define HACHI_CTX_MAX 131072
 typedef struct hachi_session_params {
@@ -130,6 +151,7 @@ typedef struct hachi_session_params {
                                keys attended per query, in pages of 16 positions: page 0, the last
                                two pages and the best-scoring others; a multiple of 16 from 48 to
                                16384. 0 = dense (the default) */
+    const hachi_heads *heads;    /* streaming heads of this model; NULL = none. Read at create only */
     hachi_progress_fn progress;  /* NULL = none; an eval of more than n_batch tokens calls it after
                                     each chunk (tokens done of the eval's). On a stop the chunks done
                                     stay evaluated (hachi_session_pos) and no logits are kept. */

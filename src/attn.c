@@ -6,7 +6,9 @@
  * the softmax partials merged (flash-decoding), else whole on one thread; up to 16
  * tokens per dispatch. So a token's logits do not depend on how the sequence was cut
  * into forwards (prefill chunks, verified drafts, a restored prompt cache): they are
- * bitwise those of decoding it. Everything comes from hachi_attn_args (attn.h). */
+ * bitwise those of decoding it. Streaming heads see their own keys (a sink and a recent
+ * window): the query heads of a KV head form at most two sets, each with its key runs.
+ * Everything comes from hachi_attn_args (attn.h). */
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -20,7 +22,8 @@ typedef struct attn_job {
     int t0, n;      /* tokens t0..t0+n-1 of the forward (n <= HACHI_ATTN_GROUP) */
 } attn_job;
 
-size_t hachi_attn_scores_stride(int n_head, int n_ctx, int hd_max) { return (size_t)n_head * (n_ctx + hd_max); }
+/* a token's scores [G][keys], then its accumulators [G][hd], then (a set of heads) its gathered queries */
+size_t hachi_attn_scores_stride(int n_head, int n_ctx, int hd_max) { return (size_t)n_head * (n_ctx + 2 * hd_max); }
 
 size_t hachi_attn_partial_floats(int n_threads, int n_head, int hd_max) {
     return (size_t)HACHI_ATTN_GROUP * n_threads * n_head * (hd_max + 2);
@@ -59,6 +62,40 @@ static int n_keys(const int *r, int n) {
     int k = 0;
     for (int i = 0; i < n; i++) k += r[2 * i + 1] - r[2 * i];
     return k;
+}
+
+/* A streaming head's keys at pos: the sink, then the recent window (one run once they meet). */
+static int stream_runs(const hachi_attn_args *a, int pos, int *r) {
+    const int lo = HACHI_MAX(0, pos - a->stream_window + 1);
+    if (lo <= a->stream_sink || a->stream_sink == 0) {
+        r[0] = lo <= a->stream_sink ? 0 : lo;
+        r[1] = pos + 1;
+        return 1;
+    }
+    r[0] = 0; r[1] = a->stream_sink;
+    r[2] = lo; r[3] = pos + 1;
+    return 2;
+}
+
+/* Query heads of one KV head that attend to the same keys: bits over its G heads. */
+typedef struct head_set {
+    uint64_t heads;
+    const int *r;       /* key runs */
+    int nr, k;          /* runs, keys */
+} head_set;
+
+/* The query heads of KV head g split by their keys for slot i (position pos): those that see
+ * the token's runs (tok, ntok), then the streaming ones (runs into sr[4]). Returns 1 or 2. */
+static int head_sets(const hachi_attn_args *a, int g, int pos, const int *tok, int ntok, int *sr, head_set *hs) {
+    const int G = a->n_head / a->n_head_kv;
+    const uint64_t all = G >= 64 ? ~0ull : (1ull << G) - 1, sm = a->stream ? (a->stream >> (g * G)) & all : 0;
+    int n = 0;
+    if (sm != all) hs[n++] = (head_set){all & ~sm, tok, ntok, n_keys(tok, ntok)};
+    if (sm) {
+        const int nr = stream_runs(a, pos, sr);
+        hs[n++] = (head_set){sm, sr, nr, n_keys(sr, nr)};
+    }
+    return n;
 }
 
 /* Whether the query at pos selects pages, and its candidate pages [1, P - 1). */
@@ -106,14 +143,14 @@ static void select_pages(const float *sc, int P, int n_top, int *sel) {
 
 /* ---- attention over a token's runs -------------------------------------------------------- */
 
-/* Scores, softmax numerators and the weighted V sum of keys [a, b) of the token's key list
- * (runs r) for token t and KV head g. acc [G][hd] receives sum_j exp(s_j - mx_h) v_j; mx, sum [G]. */
-static void attend_range(const attn_job *jb, float *sc, int t, int g, const int *r, int nr, int a, int b,
-                         float *acc, float *mx, float *sum) {
+/* Scores, softmax numerators and the weighted V sum of keys [a, b) of a key list (runs r)
+ * for the G queries q [G][hd] of KV head g. acc [G][hd] receives sum_j exp(s_j - mx_h) v_j;
+ * mx, sum [G]. */
+static void attend_range(const attn_job *jb, float *sc, const float *q, int G, int g, const int *r, int nr, int a,
+                         int b, float *acc, float *mx, float *sum) {
     const hachi_attn_args *A = jb->a;
     const hachi_kv *kv = A->kv;
-    const int hd = A->head_dim, G = A->n_head / A->n_head_kv;
-    const float *q = A->q + (size_t)t * A->n_head * hd + (size_t)g * G * hd;
+    const int hd = A->head_dim;
 
     for (int pass = 0; pass < 2; pass++) {   /* 0: scores, then the softmax; 1: values */
         if (pass) {
@@ -149,19 +186,24 @@ static void select_group(const attn_job *jb, int ith, int nth) {
         const int p0 = 1 + (int)lo, p1 = 1 + (int)hi;
         float *ps = A->page_scores + (size_t)i * stride, *add = ps + stride / 2;   /* [n_pages] each */
         float *qpos = A->scores + (size_t)ith * A->scores_stride, *qneg = qpos + hd;   /* free until attention */
-        for (int g = 0; g < Hkv; g++) {   /* more KV heads: their scores add up */
+        bool first = true;
+        for (int g = 0; g < Hkv; g++) {   /* more KV heads: their scores add up; streaming heads select nothing */
             const float *q = A->q + (size_t)t * A->n_head * hd + (size_t)g * G * hd;
+            const uint64_t sm = A->stream ? A->stream >> (g * G) : 0;
+            if (G < 64 && (sm & ((1ull << G) - 1)) == (1ull << G) - 1) continue;
             for (int d = 0; d < hd; d++) {
                 float sp = 0.0f, sn = 0.0f;
                 for (int h = 0; h < G; h++) {
+                    if (sm >> h & 1) continue;
                     const float x = q[(size_t)h * hd + d];
                     if (x > 0.0f) sp += x; else sn += x;
                 }
                 qpos[d] = sp;
                 qneg[d] = sn;
             }
-            hachi_kv_page_scores(A->kv, jb->kern, g, hd, qpos, qneg, p0, p1, g ? add + p0 : ps + p0, qneg + hd);
-            for (int p = p0; g && p < p1; p++) ps[p] += add[p];
+            hachi_kv_page_scores(A->kv, jb->kern, g, hd, qpos, qneg, p0, p1, first ? ps + p0 : add + p0, qneg + hd);
+            for (int p = p0; !first && p < p1; p++) ps[p] += add[p];
+            first = false;
         }
     }
     hachi_pool_barrier(jb->pool);
@@ -178,73 +220,94 @@ static void select_group(const attn_job *jb, int ith, int nth) {
     hachi_pool_barrier(jb->pool);
 }
 
-/* Tokens t0..t0+n-1: a short token whole on one thread (round robin), a long one with its
- * keys split over all of them, the partials of slot i (token t0+i) left for the caller. */
+/* Slot i's key runs for the heads that are not streaming (into dense[2] when not page-sparse). */
+static const int *token_runs(const hachi_attn_args *a, int i, int pos, int *dense, int *nr) {
+    if (a->sparse_pages) {
+        *nr = a->n_ranges[i];
+        return a->ranges + (size_t)i * 2 * (a->sparse_pages + 2);
+    }
+    *nr = key_runs(a, pos, NULL, 0, dense);
+    return dense;
+}
+
+/* Tokens t0..t0+n-1, per KV head and head set: a short set whole on one thread (tokens round
+ * robin), a long one with its keys split over all of them, the partials of slot i (token
+ * t0+i) left for the caller. A set that is not all G heads has its queries gathered first. */
 static void attn_task(void *ctx, int ith, int nth) {
     const attn_job *jb = ctx;
     const hachi_attn_args *A = jb->a;
     const int hd = A->head_dim, Hkv = A->n_head_kv, G = A->n_head / Hkv, qd = A->n_head * hd;
-    float *sc = A->scores + (size_t)ith * A->scores_stride;
+    float *sc = A->scores + (size_t)ith * A->scores_stride, *qg = sc + A->scores_stride - (size_t)G * hd;
     float mx[64], sum[64];
 
     if (A->sparse_pages) select_group(jb, ith, nth);
     for (int i = 0; i < jb->n; i++) {
-        const int t = jb->t0 + i;
-        int dense[2];
-        const int *r = A->sparse_pages ? A->ranges + (size_t)i * 2 * (A->sparse_pages + 2) : dense;
-        const int nr = A->sparse_pages ? A->n_ranges[i] : key_runs(A, A->p0 + t, NULL, 0, dense);
-        const int k = n_keys(r, nr);
-        if (!split_keys(k, nth)) {
-            if (i % nth != ith) continue;
-            for (int g = 0; g < Hkv; g++) {
-                float *out = A->out + (size_t)t * qd + (size_t)g * G * hd;
-                attend_range(jb, sc, t, g, r, nr, 0, k, out, mx, sum);
-                for (int h = 0; h < G; h++) {
-                    float inv = 1.0f / sum[h];
-                    for (int d = 0; d < hd; d++) out[h * hd + d] *= inv;
-                }
-            }
-            continue;
-        }
-        int64_t a, b;
-        hachi_split(k, 1, ith, nth, &a, &b);
-        float *part = A->partial + ((size_t)i * nth + ith) * A->n_head * (hd + 2);
+        const int t = jb->t0 + i, pos = A->p0 + t;
+        int dense[2], sr[4], ntok;
+        const int *tok = token_runs(A, i, pos, dense, &ntok);
         for (int g = 0; g < Hkv; g++) {
-            float *acc = part + (size_t)g * G * (hd + 2);
-            /* acc rows interleaved with their max and sum: [G][hd + 2]; the raw
-             * [G][hd] sums go right after this range's scores */
-            float *buf = sc + (size_t)G * (b - a);
-            attend_range(jb, sc, t, g, r, nr, (int)a, (int)b, buf, mx, sum);
-            for (int h = 0; h < G; h++) {
-                memcpy(acc + (size_t)h * (hd + 2), buf + (size_t)h * hd, hd * sizeof(float));
-                acc[(size_t)h * (hd + 2) + hd] = mx[h];
-                acc[(size_t)h * (hd + 2) + hd + 1] = sum[h];
+            head_set hs[2];
+            const int ns = head_sets(A, g, pos, tok, ntok, sr, hs);
+            const float *q = A->q + (size_t)t * qd + (size_t)g * G * hd;
+            float *out = A->out + (size_t)t * qd + (size_t)g * G * hd;
+            for (int s = 0; s < ns; s++) {
+                const head_set *h = &hs[s];
+                const int Gs = __builtin_popcountll(h->heads), k = h->k;
+                const bool whole = Gs == G;
+                if (!split_keys(k, nth) && i % nth != ith) continue;
+                if (!whole)
+                    for (int j = 0, c = 0; j < G; j++)
+                        if (h->heads >> j & 1) memcpy(qg + (size_t)c++ * hd, q + (size_t)j * hd, hd * sizeof(float));
+                const float *qs = whole ? q : qg;
+                if (!split_keys(k, nth)) {
+                    float *acc = whole ? out : sc + (size_t)Gs * k;
+                    attend_range(jb, sc, qs, Gs, g, h->r, h->nr, 0, k, acc, mx, sum);
+                    for (int j = 0, c = 0; j < G; j++) {
+                        if (!(h->heads >> j & 1)) continue;
+                        const float inv = 1.0f / sum[c], *src = acc + (size_t)c++ * hd;
+                        for (int d = 0; d < hd; d++) out[j * hd + d] = src[d] * inv;
+                    }
+                    continue;
+                }
+                int64_t a, b;
+                hachi_split(k, 1, ith, nth, &a, &b);
+                /* acc rows interleaved with their max and sum: [H][hd + 2]; the raw [Gs][hd]
+                 * sums go right after this range's scores */
+                float *part = A->partial + ((size_t)i * nth + ith) * A->n_head * (hd + 2) + (size_t)g * G * (hd + 2);
+                float *buf = sc + (size_t)Gs * (b - a);
+                attend_range(jb, sc, qs, Gs, g, h->r, h->nr, (int)a, (int)b, buf, mx, sum);
+                for (int j = 0, c = 0; j < G; j++) {
+                    if (!(h->heads >> j & 1)) continue;
+                    float *acc = part + (size_t)j * (hd + 2);
+                    memcpy(acc, buf + (size_t)c * hd, hd * sizeof(float));
+                    acc[hd] = mx[c];
+                    acc[hd + 1] = sum[c++];
+                }
             }
         }
     }
 }
 
-/* out = sum_k e^(m_k - M) acc_k / sum_k e^(m_k - M) l_k over the threads' partials of token t (slot i) */
-static void merge_partials(const hachi_attn_args *a, int t, int i, int nth) {
+/* out = sum_k e^(m_k - M) acc_k / sum_k e^(m_k - M) l_k over the threads' partials of query
+ * head h of token t (slot i) */
+static void merge_partials(const hachi_attn_args *a, int t, int i, int h, int nth) {
     const int hd = a->head_dim, H = a->n_head;
     const float *part = a->partial + (size_t)i * nth * H * (hd + 2);
-    for (int h = 0; h < H; h++) {
-        float M = -FLT_MAX, den = 0.0f;
-        float *out = a->out + (size_t)t * H * hd + (size_t)h * hd;
-        for (int k = 0; k < nth; k++) {
-            const float *p = part + (size_t)k * H * (hd + 2) + (size_t)h * (hd + 2);
-            if (p[hd + 1] > 0.0f && p[hd] > M) M = p[hd];
-        }
-        memset(out, 0, hd * sizeof(float));
-        for (int k = 0; k < nth; k++) {
-            const float *p = part + (size_t)k * H * (hd + 2) + (size_t)h * (hd + 2);
-            if (p[hd + 1] <= 0.0f) continue;
-            float w = expf(p[hd] - M);
-            den += w * p[hd + 1];
-            for (int d = 0; d < hd; d++) out[d] += w * p[d];
-        }
-        for (int d = 0; d < hd; d++) out[d] /= den;
+    float M = -FLT_MAX, den = 0.0f;
+    float *out = a->out + (size_t)t * H * hd + (size_t)h * hd;
+    for (int k = 0; k < nth; k++) {
+        const float *p = part + (size_t)k * H * (hd + 2) + (size_t)h * (hd + 2);
+        if (p[hd + 1] > 0.0f && p[hd] > M) M = p[hd];
     }
+    memset(out, 0, hd * sizeof(float));
+    for (int k = 0; k < nth; k++) {
+        const float *p = part + (size_t)k * H * (hd + 2) + (size_t)h * (hd + 2);
+        if (p[hd + 1] <= 0.0f) continue;
+        float w = expf(p[hd] - M);
+        den += w * p[hd + 1];
+        for (int d = 0; d < hd; d++) out[d] += w * p[d];
+    }
+    for (int d = 0; d < hd; d++) out[d] /= den;
 }
 
 void hachi_attention(hachi_pool *pool, const hachi_kernels *kern, const hachi_attn_args *a) {
@@ -252,11 +315,18 @@ void hachi_attention(hachi_pool *pool, const hachi_kernels *kern, const hachi_at
     for (int t0 = 0; t0 < a->n; t0 += HACHI_ATTN_GROUP) {
         attn_job jb = {a, kern, pool, t0, HACHI_MIN(HACHI_ATTN_GROUP, a->n - t0)};
         hachi_pool_run(pool, attn_task, &jb);
+        const int G = a->n_head / a->n_head_kv;
         for (int i = 0; i < jb.n; i++) {
-            int dense[2];
-            const int *r = a->sparse_pages ? a->ranges + (size_t)i * 2 * (a->sparse_pages + 2) : dense;
-            const int nr = a->sparse_pages ? a->n_ranges[i] : key_runs(a, a->p0 + t0 + i, NULL, 0, dense);
-            if (split_keys(n_keys(r, nr), nth)) merge_partials(a, t0 + i, i, nth);
+            const int pos = a->p0 + t0 + i;
+            int dense[2], sr[4], ntok;
+            const int *tok = token_runs(a, i, pos, dense, &ntok);
+            for (int g = 0; g < a->n_head_kv; g++) {
+                head_set hs[2];
+                const int ns = head_sets(a, g, pos, tok, ntok, sr, hs);
+                for (int s = 0; s < ns; s++)
+                    for (int j = 0; split_keys(hs[s].k, nth) && j < G; j++)
+                        if (hs[s].heads >> j & 1) merge_partials(a, t0 + i, i, g * G + j, nth);
+            }
         }
     }
 }

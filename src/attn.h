@@ -28,6 +28,10 @@ typedef struct hachi_attn_args {
     float *page_scores;             /* [HACHI_ATTN_GROUP][2 * kv->n_pages] */
     int *ranges;                    /* [HACHI_ATTN_GROUP][2 * (sparse_pages + 2)] each token's key runs */
     int *n_ranges;                  /* [HACHI_ATTN_GROUP] */
+    /* streaming heads: query head h with bit h set attends only to keys < stream_sink and the
+     * last stream_window keys up to its own (needs n_head <= 64); 0 = none */
+    uint64_t stream;
+    int stream_sink, stream_window;
 } hachi_attn_args;
 
 /* Floats of scores_stride and of partial for contexts up to n_ctx and head dims up to hd_max. */

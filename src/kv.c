@@ -99,6 +99,8 @@ void hachi_kv_free(hachi_kv *kv) {
 
 size_t hachi_kv_bytes(const hachi_kv *kv) { return (size_t)kv->n_slots * full_row(kv) * 2; }
 
+size_t hachi_kv_bytes_keys(const hachi_kv *kv, int keys) { return (size_t)keys * full_row(kv) * 2; }
+
 size_t hachi_kv_bytes_read(const hachi_kv *kv, int depth, int sparse_pages) {
     const int pages = depth / HACHI_PAGE + 1;
     if (kv->n_pages && sparse_pages && pages > sparse_pages)   /* the selected rows + the candidates' min/max */

@@ -78,6 +78,8 @@ size_t hachi_kv_bytes(const hachi_kv *kv);
 /* bytes of K and V a decode step reads after depth positions (the window's at most); with
  * sparse_pages, past that many pages: those pages' rows and every page's metadata */
 size_t hachi_kv_bytes_read(const hachi_kv *kv, int depth, int sparse_pages);
+/* Bytes of K/V (and their scales) of `keys` positions. */
+size_t hachi_kv_bytes_keys(const hachi_kv *kv, int keys);
 
 /* Stages row t of the forward at p0 from f32 k, v [dim] (converted to the storage type, int8
  * quantized per head) and merges its key as stored (int8: dequantized) into the page

@@ -414,6 +414,11 @@ const hachi_gguf *hachi_model_gguf(const hachi_model *m) { return m ? m->gguf : 
 const char *hachi_model_arch(const hachi_model *m) { return m ? m->arch_name : ""; }
 int32_t hachi_model_n_vocab(const hachi_model *m) { return m ? m->n_vocab : 0; }
 int32_t hachi_model_n_ctx_train(const hachi_model *m) { return m ? m->n_ctx_train : 0; }
+int32_t hachi_model_n_layer(const hachi_model *m) { return m ? m->n_layer : 0; }
+int32_t hachi_model_n_head(const hachi_model *m) { return m ? m->n_head : 0; }
+bool hachi_model_layer_sliding(const hachi_model *m, int32_t l) {
+    return m && m->layers && l >= 0 && l < m->n_layer && m->layers[l].sliding;
+}
 size_t hachi_model_file_bytes(const hachi_model *m) { return m ? (size_t)hachi_gguf_file_size(m->gguf) : 0; }
 size_t hachi_model_weight_bytes(const hachi_model *m) { return m ? m->weight_bytes : 0; }
 size_t hachi_model_repacked_bytes(const hachi_model *m) { return m ? m->x8_bytes : 0; }
@@ -462,4 +467,28 @@ void hachi_model_print_info(const hachi_model *m, void *file) {
         fprintf(f, "  %-36s %-6s %-22s %12llu bytes\n", t->name, hachi_type_name(t->type), shape,
                 (unsigned long long)t->nbytes);
     }
+}
+
+/* FNV-1a 64 over the file size and each tensor's name, type, shape and first and last 64
+ * bytes: tells two files apart without reading every weight. */
+static uint64_t fnv64(uint64_t h, const void *p, size_t n) {
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+
+uint64_t hachi_model_id(const hachi_model *m) {
+    const hachi_gguf *g = m->gguf;
+    uint64_t h = 14695981039346656037ull, size = hachi_gguf_file_size(g);
+    h = fnv64(h, &size, sizeof size);
+    for (int64_t i = 0; i < hachi_gguf_n_tensors(g); i++) {
+        const hachi_gguf_tensor *t = hachi_gguf_tensor_at(g, i);
+        size_t k = (size_t)HACHI_MIN(t->nbytes, 64);
+        h = fnv64(h, t->name, strlen(t->name));
+        h = fnv64(h, &t->type, sizeof t->type);
+        h = fnv64(h, t->ne, sizeof t->ne);
+        h = fnv64(h, t->data, k);
+        h = fnv64(h, (const char *)t->data + t->nbytes - k, k);
+    }
+    return h;
 }

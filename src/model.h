@@ -63,5 +63,8 @@ struct hachi_model {
 
 const hachi_tokenizer *hachi_model_tokenizer(const hachi_model *model);
 const hachi_gguf *hachi_model_gguf(const hachi_model *model);
+/* An id of the model file (its size, and each tensor's name, type, shape and first and last
+ * bytes): what prompt caches and heads files are checked against. */
+uint64_t hachi_model_id(const hachi_model *model);
 
 #endif

@@ -31,30 +31,6 @@
 #define PC_MAX_TENSORS 258   /* tokens, logits, K and V (values and scales) of up to 64 caches */
 #define PC_MAX_HEADER (1u << 20)
 
-/* ---- the model id ------------------------------------------------------------------------- */
-
-static uint64_t fnv64(uint64_t h, const void *p, size_t n) {
-    const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ull;
-    return h;
-}
-
-static uint64_t model_id(const hachi_model *m) {
-    const hachi_gguf *g = m->gguf;
-    uint64_t h = 14695981039346656037ull, size = hachi_gguf_file_size(g);
-    h = fnv64(h, &size, sizeof size);
-    for (int64_t i = 0; i < hachi_gguf_n_tensors(g); i++) {
-        const hachi_gguf_tensor *t = hachi_gguf_tensor_at(g, i);
-        size_t k = (size_t)HACHI_MIN(t->nbytes, 64);
-        h = fnv64(h, t->name, strlen(t->name));
-        h = fnv64(h, &t->type, sizeof t->type);
-        h = fnv64(h, t->ne, sizeof t->ne);
-        h = fnv64(h, t->data, k);
-        h = fnv64(h, (const char *)t->data + t->nbytes - k, k);
-    }
-    return h;
-}
-
 /* ---- saving --------------------------------------------------------------------------------- */
 
 hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, int32_t n, const char *path) {
@@ -68,7 +44,7 @@ hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, i
     if (!hdr) return HACHI_ERR_NOMEM;
 #define PUT(...) (len += (size_t)snprintf(hdr + len, cap - len, __VA_ARGS__))
     PUT("{\"__metadata__\":{\"format\":\"" PC_FORMAT "\",\"version\":\"" PC_VERSION "\",\"model\":\"%016llx\","
-        "\"n_tokens\":\"%d\",\"kv\":\"%s\"", (unsigned long long)model_id(m), n, kvt);
+        "\"n_tokens\":\"%d\",\"kv\":\"%s\"", (unsigned long long)hachi_model_id(m), n, kvt);
     for (int c = 0; c < s->n_kv; c++) PUT(",\"kv.%d.first\":\"%d\"", s->kv[c].owner, hachi_kv_first(&s->kv[c], n));
     PUT("},\"tokens\":{\"dtype\":\"I32\",\"shape\":[%d],\"data_offsets\":[0,%zu]}", n, (size_t)n * 4);
     off = (size_t)n * 4;
@@ -307,7 +283,7 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
         goto out;
     }
     char id[24];
-    snprintf(id, sizeof id, "%016llx", (unsigned long long)model_id(m));
+    snprintf(id, sizeof id, "%016llx", (unsigned long long)hachi_model_id(m));
     const bool same_model = !strcmp(h->model, id) && h->n_first == s->n_kv;
     if (same_model && strcmp(h->kv, hachi_kv_type_name(s->kv_type))) {
         st = hachi_fail(HACHI_ERR_UNSUPPORTED, "prompt cache '%s' holds %s KV rows, this session stores %s: not loaded",

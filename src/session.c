@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "session.h"
+#include "heads.h"
 #include "util.h"
 
 /* Bytes of the KV caches a plan for n_ctx allocates with KV type t. */
@@ -64,6 +65,11 @@ static hachi_status plan_chunks(hachi_session *s, const char *spec) {
         s->plan_bytes += bytes_;                                                    \
     } while (0)
 
+/* Every query head of the layer streams. */
+static bool all_stream(const hachi_layer_plan *lp) {
+    return lp->stream && __builtin_popcountll(lp->stream) == lp->n_head;
+}
+
 hachi_status hachi_session_create(const hachi_model *m, const hachi_session_params *params, hachi_session **out) {
     hachi_session_params p = params ? *params : hachi_session_default_params();
     hachi_status st;
@@ -88,6 +94,9 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
             return hachi_fail(HACHI_ERR_UNSUPPORTED, "sparse budget %d: model '%s' has no full-attention layers",
                               p.sparse_budget, m->path);
     }
+    if (p.heads && (p.heads->model_id != hachi_model_id(m) || p.heads->n_layer != m->n_layer ||
+                    p.heads->n_head != m->n_head))
+        return hachi_fail(HACHI_ERR_INVALID_ARG, "streaming heads made for another model than '%s'", m->path);
     if (p.n_threads < 0 || p.n_threads > 256) return hachi_fail(HACHI_ERR_INVALID_ARG, "threads %d out of range [1, 256]", p.n_threads);
     if (p.n_batch <= 0) p.n_batch = 64;
     if (p.n_batch > 512) return hachi_fail(HACHI_ERR_INVALID_ARG, "batch %d out of range [1, 512]", p.n_batch);
@@ -116,6 +125,10 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     s->progress_ctx = p.progress_ctx;
     s->kv_type = p.kv_type;
     s->sparse_pages = p.sparse_budget / HACHI_PAGE;
+    if (p.heads) {
+        s->stream_sink = p.heads->sink;
+        s->stream_window = p.heads->window;
+    }
     s->layer = hachi_forward_layer_fn(m);
     s->emb_scale = m->arch == HACHI_ARCH_GEMMA4 ? sqrtf((float)m->n_embd) : 1.0f;
     if ((st = hachi_pool_create(p.n_threads ? p.n_threads : hachi_physical_cores(), &s->pool))) goto fail;
@@ -156,6 +169,9 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
         lp->kv_owner = ly->kv_owner;
         lp->owns_kv = ly->kv_owner == l;
         lp->sparse_pages = lp->window == 0 ? s->sparse_pages : 0;
+        lp->stream = p.heads && !ly->sliding ? p.heads->stream[l] : 0;
+        s->n_stream += __builtin_popcountll(lp->stream);
+        if (all_stream(lp)) lp->sparse_pages = 0;   /* its heads select no pages */
         ff_max = HACHI_MAX(ff_max, ly->n_ff);
         if (lp->owns_kv) {
             lp->kv = &s->kv[s->n_kv++];
@@ -252,9 +268,17 @@ int32_t hachi_session_pos(const hachi_session *s) { return s ? s->pos : 0; }
 int32_t hachi_session_n_ctx(const hachi_session *s) { return s ? s->n_ctx : 0; }
 size_t hachi_session_plan_bytes(const hachi_session *s) { return s ? s->plan_bytes : 0; }
 
+/* A layer whose heads all stream reads its sink and window; one with some streaming heads reads
+ * what the others read, and (page-sparse) at most a window more. */
 size_t hachi_session_kv_bytes_read(const hachi_session *s, int32_t depth) {
     size_t b = 0;
-    for (int l = 0; s && l < s->m->n_layer; l++) b += hachi_kv_bytes_read(s->lp[l].kv, depth, s->lp[l].sparse_pages);
+    for (int l = 0; s && l < s->m->n_layer; l++) {
+        const hachi_layer_plan *lp = &s->lp[l];
+        const int stream_keys = HACHI_MIN(depth, s->stream_sink + s->stream_window);
+        if (all_stream(lp)) b += hachi_kv_bytes_keys(lp->kv, stream_keys);
+        else b += hachi_kv_bytes_read(lp->kv, depth, lp->sparse_pages) +
+                  (lp->stream && lp->sparse_pages ? hachi_kv_bytes_keys(lp->kv, HACHI_MIN(depth, s->stream_window)) : 0);
+    }
     return b;
 }
 
@@ -284,14 +308,21 @@ void hachi_session_print_plan(const hachi_session *s, void *file) {
             bytes = hachi_kv_bytes(lp->kv);
             kv_total += bytes;
         }
-        fprintf(f, "  %5d %-7s %6d %8d %8d %5d %10zu%s\n", l, lp->sliding ? "sliding" : "full", lp->window,
+        fprintf(f, "  %5d %-7s %6d %8d %8d %5d %10zu%s", l, lp->sliding ? "sliding" : "full", lp->window,
                 lp->head_dim, lp->kv_owner, lp->chunk + 1, bytes, lp->owns_kv ? "" : " (shared)");
+        if (lp->stream) {
+            fputs(" streaming heads ", f);
+            for (int h = 0; h < lp->n_head; h++) fputc(lp->stream >> h & 1 ? 'S' : '.', f);
+        }
+        fputc('\n', f);
     }
     fprintf(f, "  kv plan by type (held and pending rows) at context %d:", s->n_ctx);
     for (int t = HACHI_KV_F16; t <= HACHI_KV_INT8; t++)
         fprintf(f, " %s %zu bytes", hachi_kv_type_name((hachi_kv_type)t),
                 kv_plan_bytes(m, s->n_ctx, s->n_batch, (hachi_kv_type)t, s->sparse_pages > 0));
     fputc('\n', f);
+    if (s->n_stream)
+        fprintf(f, "  streaming heads: %d (sink %d, window %d)\n", s->n_stream, s->stream_sink, s->stream_window);
     fprintf(f, "  kv cache: %zu bytes (%s, %d caches); activations+scratch: %zu bytes; total plan: %zu bytes\n",
             kv_total, hachi_kv_type_name(s->kv_type), s->n_kv, s->plan_bytes - kv_total, s->plan_bytes);
 }

@@ -3,6 +3,7 @@
 #include "test.h"
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct { const char *name, *file; test_fn fn; } test_case;
@@ -101,6 +102,25 @@ int test_run(const char *cmd, char **out) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+char *test_sh(int *rc, const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    char *out = NULL;
+    *rc = test_run(cmd, &out);
+    return out ? out : strdup("");
+}
+
+const char *test_tmp(const char *name) {
+    static char bufs[16][1024];
+    static int k;
+    char *b = bufs[k++ % 16];
+    snprintf(b, 1024, "%s/%s", test_tmpdir(), name);
+    return b;
+}
+
 int main(int argc, char **argv) {
     int passed = 0, failed = 0, skipped = 0;
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -108,10 +128,14 @@ int main(int argc, char **argv) {
         if (argc > 1 && !strstr(tests[i].name, argv[1])) continue;
         cur_failed = 0; cur_skipped = 0; skip_reason[0] = 0;
         fflush(stderr);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         tests[i].fn();
-        if (cur_failed) { printf("FAIL %s (%d checks)\n", tests[i].name, cur_failed); failed++; }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (cur_failed) { printf("FAIL %s (%d checks, %.1f s)\n", tests[i].name, cur_failed, sec); failed++; }
         else if (cur_skipped) { printf("skip %s: %s\n", tests[i].name, skip_reason); skipped++; }
-        else { printf("ok   %s\n", tests[i].name); passed++; }
+        else { printf("ok   %s %.1f s\n", tests[i].name, sec); passed++; }
     }
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", test_tmpdir());

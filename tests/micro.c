@@ -9,18 +9,27 @@ hachi_model *micro_load(void) {
     return m;
 }
 
-hachi_session *micro_session(hachi_model *m, hachi_kv_type type, int ctx, int threads, int budget) {
+hachi_session_params micro_params(hachi_kv_type type, int ctx, int threads, int budget) {
     hachi_session_params p = hachi_session_default_params();
     p.n_ctx = ctx;
     p.n_threads = threads;
     p.kv_type = type;
     p.sparse_budget = budget;
+    return p;
+}
+
+static hachi_session *session_of(hachi_model *m, const hachi_session_params *p) {
     hachi_session *s = NULL;
-    hachi_status st = hachi_session_create(m, &p, &s);
+    hachi_status st = hachi_session_create(m, p, &s);
     if (st != HACHI_OK)
-        test_fail(__FILE__, __LINE__, "session %s ctx %d budget %d: %s", hachi_kv_type_name(type), ctx, budget,
-                  hachi_last_error());
+        test_fail(__FILE__, __LINE__, "session %s ctx %d budget %d%s: %s", hachi_kv_type_name(p->kv_type), p->n_ctx,
+                  p->sparse_budget, p->heads ? " with streaming heads" : "", hachi_last_error());
     return s;
+}
+
+hachi_session *micro_session(hachi_model *m, hachi_kv_type type, int ctx, int threads, int budget) {
+    const hachi_session_params p = micro_params(type, ctx, threads, budget);
+    return session_of(m, &p);
 }
 
 int32_t *micro_passkey_prompt(int k, int *n, int *key) {
@@ -54,7 +63,12 @@ int32_t *micro_passkey_prompt(int k, int *n, int *key) {
 
 float *micro_eval_all(hachi_model *m, hachi_kv_type type, const int32_t *ids, int n, int step, int ctx, int threads,
                       int budget) {
-    hachi_session *s = micro_session(m, type, ctx, threads, budget);
+    const hachi_session_params p = micro_params(type, ctx, threads, budget);
+    return micro_eval_all_params(m, &p, ids, n, step);
+}
+
+float *micro_eval_all_params(hachi_model *m, const hachi_session_params *p, const int32_t *ids, int n, int step) {
+    hachi_session *s = session_of(m, p);
     if (!s) return NULL;
     const size_t nv = (size_t)hachi_model_n_vocab(m);
     float *lg = malloc(sizeof(float) * nv * n);

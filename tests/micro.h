@@ -7,12 +7,15 @@
 
 /* The model, or NULL when ../shared lacks it (a load failure is a test failure). */
 hachi_model *micro_load(void);
-/* A session of the mode: context, threads, KV type, sparse budget (a failure is reported). */
+/* The params of a mode: KV type, context, threads, sparse budget. */
+hachi_session_params micro_params(hachi_kv_type type, int ctx, int threads, int budget);
+/* A session of the mode (a failure is reported). */
 hachi_session *micro_session(hachi_model *m, hachi_kv_type type, int ctx, int threads, int budget);
 /* Prompt k of the shared passkey file: its ids (*n of them, malloc'd) and *key; NULL if absent. */
 int32_t *micro_passkey_prompt(int k, int *n, int *key);
 /* Logits [n][n_vocab] of every position, step tokens per forward (malloc'd). */
 float *micro_eval_all(hachi_model *m, hachi_kv_type type, const int32_t *ids, int n, int step, int ctx, int threads,
                       int budget);
+float *micro_eval_all_params(hachi_model *m, const hachi_session_params *p, const int32_t *ids, int n, int step);
 
 #endif

@@ -27,6 +27,10 @@ char *test_read_file(const char *path, size_t *len);
 /* Run a shell command, capture stdout (and stderr when merge) into a malloc'd
  * string; returns the exit status (or -1). */
 int test_run(const char *cmd, char **out);
+/* test_run of a printf-formatted command; its output, never NULL (malloc'd). */
+char *test_sh(int *rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* name in the scratch directory, in a static buffer (16 rotating). */
+const char *test_tmp(const char *name);
 
 #define TEST(name)                                                            \
     static void name(void);                                                   \

@@ -8,36 +8,16 @@
 #include "test.h"
 #include "hachi.h"
 
-static char *sh(int *rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static char *sh(int *rc, const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    char *out = NULL;
-    *rc = test_run(cmd, &out);
-    return out ? out : strdup("");
-}
-
-static const char *tmp(const char *name) {
-    static char bufs[4][1024];
-    static int k;
-    char *b = bufs[k++ % 4];
-    snprintf(b, 1024, "%s/%s", test_tmpdir(), name);
-    return b;
-}
-
 /* stories260K converted once per run */
 static const char *stories_gguf(void) {
     static char path[1024];
     const char *bin = test_shared_path("data/stories260K.bin"), *tok = test_shared_path("data/tok512.bin");
     if (!bin || !tok) return NULL;
-    snprintf(path, sizeof path, "%s", tmp("stories260K.gguf"));
+    snprintf(path, sizeof path, "%s", test_tmp("stories260K.gguf"));
     struct stat st;
     if (stat(path, &st) == 0) return path;
     int rc;
-    free(sh(&rc, "%s convert-llama2c %s %s -o %s 2>&1", test_hachi_bin(), bin, tok, path));
+    free(test_sh(&rc, "%s convert-llama2c %s %s -o %s 2>&1", test_hachi_bin(), bin, tok, path));
     CHECKF(rc == 0, "convert-llama2c failed");
     return rc == 0 ? path : NULL;
 }
@@ -51,7 +31,7 @@ TEST(cli_stories260k_greedy_256) {
     if (!expected) { CHECK(0); return; }
     for (int draft = 0; draft <= 8; draft += 8) {   /* plain, and speculative with prompt-lookup drafts */
         int rc;
-        char *out = sh(&rc, "%s run -m %s -n 256 --temp 0 --draft %d 2>/dev/null", test_hachi_bin(), model, draft);
+        char *out = test_sh(&rc, "%s run -m %s -n 256 --temp 0 --draft %d 2>/dev/null", test_hachi_bin(), model, draft);
         CHECKF(rc == 0, "run exit %d", rc);
         CHECKF(strlen(out) == elen && !memcmp(out, expected, elen),
                "greedy output (--draft %d) differs:\n--- got\n%s\n--- expected\n%s", draft, out, expected);
@@ -74,14 +54,14 @@ static bool draft_stats(const char *err, int *drafted, int *accepted, int *forwa
 TEST(cli_run_prompt_cache) {
     const char *model = stories_gguf();
     if (!model) SKIP("stories260K absent");
-    const char *cache = tmp("stories.cache"), *notes = tmp("notes.txt");
+    const char *cache = test_tmp("stories.cache"), *notes = test_tmp("notes.txt");
     remove(cache);
     const char *args = "-p 'Once upon a time, a little dog' -n 64 --temp 0.7 --seed 3";
     int rc;
     char *out[2], *err[2];
     for (int i = 0; i < 2; i++) {
-        const char *e = tmp(i ? "pc_err1.txt" : "pc_err0.txt");
-        out[i] = sh(&rc, "%s run -m %s %s --prompt-cache %s 2>%s", test_hachi_bin(), model, args, cache, e);
+        const char *e = test_tmp(i ? "pc_err1.txt" : "pc_err0.txt");
+        out[i] = test_sh(&rc, "%s run -m %s %s --prompt-cache %s 2>%s", test_hachi_bin(), model, args, cache, e);
         CHECKF(rc == 0, "run %d exit %d", i, rc);
         err[i] = test_read_file(e, NULL);
     }
@@ -91,14 +71,14 @@ TEST(cli_run_prompt_cache) {
     FILE *f = fopen(notes, "w");
     fputs("my notes, not a cache\n", f);
     fclose(f);
-    char *e2 = sh(&rc, "%s run -m %s %s --prompt-cache %s 2>&1 >/dev/null", test_hachi_bin(), model, args, notes);
+    char *e2 = test_sh(&rc, "%s run -m %s %s --prompt-cache %s 2>&1 >/dev/null", test_hachi_bin(), model, args, notes);
     char *kept = test_read_file(notes, NULL);
     CHECKF(rc != 0 && strstr(e2, "not a hachi prompt cache") && strchr(e2, '\n') == e2 + strlen(e2) - 1,
            "not a cache: %s", e2);
     CHECKF(kept && !strcmp(kept, "my notes, not a cache\n"), "the file was changed: %s", kept ? kept : "(gone)");
     size_t n0 = 0, n1 = 0;
     char *before = test_read_file(cache, &n0);
-    char *e3 = sh(&rc, "%s run -m %s %s --kv-type int8 --prompt-cache %s 2>&1 >/dev/null", test_hachi_bin(), model,
+    char *e3 = test_sh(&rc, "%s run -m %s %s --kv-type int8 --prompt-cache %s 2>&1 >/dev/null", test_hachi_bin(), model,
                   args, cache);
     char *after = test_read_file(cache, &n1);
     CHECKF(rc != 0 && strstr(e3, "int8") && strstr(e3, "f16") && strstr(e3, "stories.cache") &&
@@ -116,12 +96,12 @@ TEST(cli_run_draft_same_tokens_sampled) {
     if (!model) SKIP("stories260K absent");
     const char *args = "-p 'Once upon a time' -n 200 --temp 0.8 --top-p 0.95 --repeat-penalty 1.1 --seed 7";
     int rc, d, a, fw, n;
-    char *plain = sh(&rc, "%s run -m %s %s 2>/dev/null", test_hachi_bin(), model, args);
+    char *plain = test_sh(&rc, "%s run -m %s %s 2>/dev/null", test_hachi_bin(), model, args);
     CHECKF(rc == 0 && strlen(plain) > 200, "run: %s", plain);
     const int drafts[] = {1, 8, HACHI_DRAFT_MAX};
     for (int i = 0; i < 3; i++) {
-        const char *err = tmp("draft_err.txt");
-        char *out = sh(&rc, "%s run -m %s %s --draft %d 2>%s", test_hachi_bin(), model, args, drafts[i], err);
+        const char *err = test_tmp("draft_err.txt");
+        char *out = test_sh(&rc, "%s run -m %s %s --draft %d 2>%s", test_hachi_bin(), model, args, drafts[i], err);
         CHECKF(rc == 0 && !strcmp(out, plain), "--draft %d: other tokens:\n--- got\n%s\n--- without drafts\n%s",
                drafts[i], out, plain);
         size_t len;
@@ -143,7 +123,7 @@ TEST(cli_gemma4_micro_draft_passkey) {
     size_t len;
     char *t = test_read_file(text, &len);
     if (!t) { CHECK(0); return; }
-    const char *path = tmp("passkey_prompt.txt");
+    const char *path = test_tmp("passkey_prompt.txt");
     FILE *f = fopen(path, "w");
     size_t cut = len < 6000 ? len / 2 : 3000, end = len < 6000 ? len : 6000;
     while (cut < end && t[cut] != ' ') cut++;
@@ -153,10 +133,10 @@ TEST(cli_gemma4_micro_draft_passkey) {
     fputs(" What is the pass key? The pass key is", f);
     fclose(f);
     int rc, d, a, fw, n;
-    char *plain = sh(&rc, "%s run -m %s -f %s -n 12 --temp 0 2>/dev/null", test_hachi_bin(), model, path);
+    char *plain = test_sh(&rc, "%s run -m %s -f %s -n 12 --temp 0 2>/dev/null", test_hachi_bin(), model, path);
     CHECKF(rc == 0 && strstr(plain, "The pass key is 67519"), "plain answer: %s", plain + (strlen(plain) > 200 ? strlen(plain) - 200 : 0));
-    const char *err = tmp("passkey_err.txt");
-    char *out = sh(&rc, "%s run -m %s -f %s -n 12 --temp 0 --draft 8 2>%s", test_hachi_bin(), model, path, err);
+    const char *err = test_tmp("passkey_err.txt");
+    char *out = test_sh(&rc, "%s run -m %s -f %s -n 12 --temp 0 --draft 8 2>%s", test_hachi_bin(), model, path, err);
     CHECKF(rc == 0 && !strcmp(out, plain), "--draft 8 answers otherwise: %s", out + (strlen(out) > 200 ? strlen(out) - 200 : 0));
     char *e = test_read_file(err, &len);
     CHECKF(e && draft_stats(e, &d, &a, &fw, &n) && a >= 5 && fw < n, "stats: %s", e ? e : "(none)");
@@ -166,16 +146,16 @@ TEST(cli_gemma4_micro_draft_passkey) {
 TEST(cli_stories260k_perplexity) {
     const char *model = stories_gguf();
     if (!model) SKIP("stories260K absent");
-    const char *txt = tmp("fox.txt");
+    const char *txt = test_tmp("fox.txt");
     FILE *f = fopen(txt, "w");
     fputs("One day, a clever fox found a shiny key under the old oak tree.", f);
     fclose(f);
     int rc;
-    char *ids = sh(&rc, "%s tokenize -m %s -f %s --ids --bos", test_hachi_bin(), model, txt);
+    char *ids = test_sh(&rc, "%s tokenize -m %s -f %s --ids --bos", test_hachi_bin(), model, txt);
     CHECKF(rc == 0 && !strncmp(ids, "1 385 328 432 261 280 305 330 272 414 444 272 277 264 261 262 415 271 422 410 354 422 318 "
                                       "264 285 265 334 341 334 412 433 259 276 411 426", 130), "ids: %s", ids);
     /* f32 KV: the reference is an fp32 implementation (fp16 K/V moves this by 1.0e-4) */
-    char *out = sh(&rc, "%s perplexity -m %s -f %s --kv-f32 2>/dev/null", test_hachi_bin(), model, txt);
+    char *out = test_sh(&rc, "%s perplexity -m %s -f %s --kv-f32 2>/dev/null", test_hachi_bin(), model, txt);
     double ppl = 0;
     char *line = strstr(out, "perplexity: ");
     CHECKF(rc == 0 && line && sscanf(line, "perplexity: %lf", &ppl) == 1, "output: %s", out);   // NOLINT(cert-err34-c): parses the CLI's own output; a bad parse fails the check
@@ -186,12 +166,12 @@ TEST(cli_stories260k_perplexity) {
 TEST(cli_llama_tiny_random) {
     NEED_SHARED(model, "data/llama-2-tiny-random.gguf");
     int rc;
-    char *info = sh(&rc, "%s info -m %s", test_hachi_bin(), model);
+    char *info = test_sh(&rc, "%s info -m %s", test_hachi_bin(), model);
     CHECKF(rc == 0, "info exit %d", rc);
     CHECK(strstr(info, "architecture:  llama") != NULL);
     const char *names[] = {"token_embd.weight", "blk.0.attn_q.weight", "blk.0.ffn_down.weight", "output.weight"};
     for (int i = 0; i < 4; i++) CHECKF(strstr(info, names[i]) != NULL, "info lacks %s", names[i]);
-    char *run = sh(&rc, "%s run -m %s -p 'Hello world' -n 12 --temp 0 2>&1", test_hachi_bin(), model);
+    char *run = test_sh(&rc, "%s run -m %s -p 'Hello world' -n 12 --temp 0 2>&1", test_hachi_bin(), model);
     CHECKF(rc == 0 && strstr(run, "generated tokens: 12"), "run: %s", run);
     free(info); free(run);
 }
@@ -206,7 +186,7 @@ TEST(cli_gemma4_micro_perplexity) {
         {"models/heldout/heldout_shakespeare.txt", 12.66}, {"models/heldout/heldout_wiki.txt", 10.99}};
     for (int i = 0; i < 4; i++) {
         int rc;
-        char *out = sh(&rc, "%s perplexity -m %s -f %s -c 512 --chunks 40 2>/dev/null", test_hachi_bin(), model,
+        char *out = test_sh(&rc, "%s perplexity -m %s -f %s -c 512 --chunks 40 2>/dev/null", test_hachi_bin(), model,
                        test_shared_path(texts[i].file));
         double ppl = 0;
         char *line = strstr(out, "perplexity: ");
@@ -220,7 +200,7 @@ TEST(cli_gemma4_micro_perplexity) {
 TEST(cli_chat_reuses_cache) {
     NEED_SHARED(model, "models/gemma4-micro.gguf");
     int rc;
-    char *out = sh(&rc, "printf 'The pass key is 12345.\\nWhat is the pass key?\\n' | %s chat -m %s -n 8 --temp 0 2>&1",
+    char *out = test_sh(&rc, "printf 'The pass key is 12345.\\nWhat is the pass key?\\n' | %s chat -m %s -n 8 --temp 0 2>&1",
                    test_hachi_bin(), model);
     int t1 = -1, r1 = -1, p1 = -1, t2 = -1, r2 = -1, p2 = -1;
     char *a = strstr(out, "[turn 1: prefilled "), *b = strstr(out, "[turn 2: prefilled ");
@@ -245,8 +225,8 @@ TEST(cli_chat_draft_same_replies) {
     int rc;
     char *out[2], *err[2];
     for (int d = 0; d < 2; d++) {
-        const char *e = tmp(d ? "chat_err1.txt" : "chat_err0.txt");
-        out[d] = sh(&rc, "%s | %s chat -m %s -n 16 --temp 0 --draft %d 2>%s", in, test_hachi_bin(), model, d ? 8 : 0, e);
+        const char *e = test_tmp(d ? "chat_err1.txt" : "chat_err0.txt");
+        out[d] = test_sh(&rc, "%s | %s chat -m %s -n 16 --temp 0 --draft %d 2>%s", in, test_hachi_bin(), model, d ? 8 : 0, e);
         CHECKF(rc == 0, "chat --draft %d exit %d", d ? 8 : 0, rc);
         err[d] = test_read_file(e, NULL);
     }
@@ -267,12 +247,12 @@ TEST(cli_chat_draft_same_replies) {
 TEST(cli_run_profile) {
     NEED_SHARED(model, "models/gemma4-micro.gguf");
     int rc;
-    char *out = sh(&rc, "%s run -m %s -p 'Once upon a time' -n 40 --temp 0 --profile 2>&1 >/dev/null", test_hachi_bin(), model);
+    char *out = test_sh(&rc, "%s run -m %s -p 'Once upon a time' -n 40 --temp 0 --profile 2>&1 >/dev/null", test_hachi_bin(), model);
     CHECKF(rc == 0, "exit %d", rc);
     char *p = strstr(out, "[profile] emb=");
     CHECKF(p && strstr(p, " ple=") && strstr(p, " c1=") && strstr(p, " head=") && strstr(p, " total=") &&
            strstr(p, "tok/s") && strstr(p, "attn:"), "profile line missing: %s", out);
-    char *q = sh(&rc, "%s run -m %s -p 'Once' -n 40 --temp 0 --profile --chunks 2,5 2>&1 >/dev/null", test_hachi_bin(), model);
+    char *q = test_sh(&rc, "%s run -m %s -p 'Once' -n 40 --temp 0 --profile --chunks 2,5 2>&1 >/dev/null", test_hachi_bin(), model);
     CHECKF(rc == 0 && strstr(q, " c3=") && !strstr(q, " c4="), "--chunks 2,5: %s", q);
     free(out); free(q);
 }
@@ -281,7 +261,7 @@ TEST(cli_run_profile) {
 TEST(cli_errors_are_one_line) {
     const char *micro = test_shared_path("models/gemma4-micro.gguf");
     const char *vocab = test_shared_path("data/vocab/ggml-vocab-gpt-2.gguf");
-    const char *longp = tmp("long_prompt.txt");
+    const char *longp = test_tmp("long_prompt.txt");
     FILE *f = fopen(longp, "w");
     for (int i = 0; i < 3000; i++) fputs("7 ", f);
     fclose(f);
@@ -310,7 +290,7 @@ TEST(cli_errors_are_one_line) {
         if (l) { *l = 0; snprintf(a2, sizeof a2, "%s%s%s", args, longp, l + 4); }
         else snprintf(a2, sizeof a2, "%s", args);
         int rc;
-        char *err = sh(&rc, "%s %s 2>&1 >/dev/null", test_hachi_bin(), a2);
+        char *err = test_sh(&rc, "%s %s 2>&1 >/dev/null", test_hachi_bin(), a2);
         char *nl = strchr(err, '\n');
         CHECKF(rc != 0, "'%s' exited 0", a2);
         CHECKF(strstr(err, cases[i].needle) != NULL, "'%s': error '%s' lacks '%s'", a2, err, cases[i].needle);
@@ -321,7 +301,7 @@ TEST(cli_errors_are_one_line) {
     /* wrong architecture: a vocabulary-only file has no runnable model */
     if (vocab) {
         int rc;
-        char *err = sh(&rc, "%s run -m %s -p hi 2>&1 >/dev/null", test_hachi_bin(), vocab);
+        char *err = test_sh(&rc, "%s run -m %s -p hi 2>&1 >/dev/null", test_hachi_bin(), vocab);
         CHECKF(rc != 0 && strstr(err, "architecture"), "vocab-only run: %s", err);
         free(err);
     }

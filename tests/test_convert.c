@@ -19,14 +19,6 @@ static int spit(const char *path, const void *data, size_t len) {
 
 static int exists(const char *path) { struct stat st; return stat(path, &st) == 0; }
 
-static const char *tmp_path(const char *name) {
-    static char bufs[16][1024];
-    static int k;
-    char *b = bufs[k++ % 16];
-    snprintf(b, 1024, "%s/%s", test_tmpdir(), name);
-    return b;
-}
-
 static int64_t get_int(const hachi_gguf *g, const char *key) {
     int64_t v = -1;
     return hachi_gguf_get_i64(g, key, &v) ? v : -1;
@@ -49,7 +41,7 @@ static int shape_is(const hachi_gguf *g, const char *name, uint32_t nd, int64_t 
 TEST(convert_stories260k) {
     NEED_SHARED(model, "data/stories260K.bin");
     NEED_SHARED(tok, "data/tok512.bin");
-    const char *out = tmp_path("stories260K.gguf");
+    const char *out = test_tmp("stories260K.gguf");
     hachi_status st = hachi_convert_llama2c(model, tok, out);
     CHECKF(st == HACHI_OK, "convert: %s", hachi_last_error());
     if (st) return;
@@ -149,7 +141,7 @@ TEST(convert_stories260k) {
 
 /* A failed conversion: the status, a message containing `needle`, and no output file. */
 static void expect_fail(const char *model, const char *tok, hachi_status want, const char *needle) {
-    const char *out = tmp_path("bad.gguf");
+    const char *out = test_tmp("bad.gguf");
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp", out);
     hachi_status st = hachi_convert_llama2c(model, tok, out);
@@ -165,7 +157,7 @@ TEST(convert_errors) {
     char *ck = test_read_file(model, &len), *tk = test_read_file(tok, &tlen);
     CHECK(ck && tk);
     if (!ck || !tk) { free(ck); free(tk); return; }
-    const char *bad = tmp_path("bad.bin"), *badtok = tmp_path("badtok.bin");
+    const char *bad = test_tmp("bad.bin"), *badtok = test_tmp("badtok.bin");
 
     CHECK(spit(bad, ck, len - 4) == 0);                 /* one float short */
     expect_fail(bad, tok, HACHI_ERR_FORMAT, "truncated");
@@ -193,8 +185,8 @@ TEST(convert_errors) {
 
     CHECK(spit(badtok, tk, tlen - 3) == 0);             /* last piece cut */
     expect_fail(model, badtok, HACHI_ERR_FORMAT, "badtok.bin");
-    expect_fail(tmp_path("missing.bin"), tok, HACHI_ERR_IO, "missing.bin");
-    expect_fail(model, tmp_path("missing-tok.bin"), HACHI_ERR_IO, "missing-tok.bin");
+    expect_fail(test_tmp("missing.bin"), tok, HACHI_ERR_IO, "missing.bin");
+    expect_fail(model, test_tmp("missing-tok.bin"), HACHI_ERR_IO, "missing-tok.bin");
     free(ck);
     free(tk);
 }
@@ -210,18 +202,18 @@ TEST(convert_cli) {
     const char *bin = test_hachi_bin();
     if (access(bin, X_OK) != 0) SKIP("no CLI binary at %s", bin);
     char cmd[4096], *out = NULL;
-    const char *dst = tmp_path("cli.gguf");
+    const char *dst = test_tmp("cli.gguf");
     snprintf(cmd, sizeof cmd, "%s convert-llama2c '%s' '%s' -o '%s' 2>&1", bin, model, tok, dst);
     int rc = test_run(cmd, &out);
     CHECKF(rc == 0 && exists(dst), "rc %d: %s", rc, out ? out : "");
     free(out);
     out = NULL;
-    snprintf(cmd, sizeof cmd, "%s convert-llama2c '%s' '%s' -o '%s' 2>&1", bin, tmp_path("nope.bin"), tok,
-             tmp_path("nope.gguf"));
+    snprintf(cmd, sizeof cmd, "%s convert-llama2c '%s' '%s' -o '%s' 2>&1", bin, test_tmp("nope.bin"), tok,
+             test_tmp("nope.gguf"));
     rc = test_run(cmd, &out);
     CHECKF(rc == 1 && out && !strncmp(out, "hachi convert-llama2c: ", 23) && one_line(out),
            "rc %d: %s", rc, out ? out : "");
-    CHECK(!exists(tmp_path("nope.gguf")));
+    CHECK(!exists(test_tmp("nope.gguf")));
     free(out);
     out = NULL;
     snprintf(cmd, sizeof cmd, "%s convert-llama2c '%s' '%s' 2>&1", bin, model, tok);   /* no -o */

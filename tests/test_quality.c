@@ -9,26 +9,6 @@
 #include "test.h"
 #include "hachi.h"
 
-static char *sh(int *rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static char *sh(int *rc, const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    char *out = NULL;
-    *rc = test_run(cmd, &out);
-    return out ? out : strdup("");
-}
-
-static const char *tmp(const char *name) {
-    static char bufs[4][1024];
-    static int k;
-    char *b = bufs[k++ % 4];
-    snprintf(b, 1024, "%s/%s", test_tmpdir(), name);
-    return b;
-}
-
 /* ---- a strict JSON checker (RFC 8259 grammar, no extensions) ---------------------- */
 
 static const char *json_ws(const char *p) {
@@ -228,9 +208,9 @@ TEST(passkey_prompt_format_matches_fixtures) {
     free(prompts); free(ans);
 
     /* hachi passkey's own prompts */
-    const char *json = tmp("pk_format.json"), *dump = tmp("pk_format.txt");
+    const char *json = test_tmp("pk_format.json"), *dump = test_tmp("pk_format.txt");
     int rc;
-    char *out = sh(&rc, "%s passkey -m %s --filler %s --lengths 300,1000 --depths 0,0.37,1 -n 2 --seed 7 --dense-only "
+    char *out = test_sh(&rc, "%s passkey -m %s --filler %s --lengths 300,1000 --depths 0,0.37,1 -n 2 --seed 7 --dense-only "
                    "--json %s --dump-prompts %s 2>&1", test_hachi_bin(), mpath,
                    test_shared_path("models/heldout/heldout_wiki.txt"), json, dump);
     CHECKF(rc == 0, "passkey exit %d: %s", rc, out);
@@ -297,9 +277,9 @@ static const char *margin_text(const char *j, int n, size_t *len) {
 TEST(cli_passkey_micro_dense_and_f32) {
     NEED_SHARED(model, "models/gemma4-micro.gguf");
     NEED_SHARED(filler, "models/heldout/heldout_stories.txt");
-    const char *json = tmp("pk.json");
+    const char *json = test_tmp("pk.json");
     int rc;
-    char *out = sh(&rc, "%s passkey -m %s --filler %s --lengths 1024,2048 --depths 0.1,0.9 -n 3 --dense-only --json %s "
+    char *out = test_sh(&rc, "%s passkey -m %s --filler %s --lengths 1024,2048 --depths 0.1,0.9 -n 3 --dense-only --json %s "
                    "2>/dev/null", test_hachi_bin(), model, filler, json);
     CHECKF(rc == 0 && strstr(out, "dense: kv f16\n"), "passkey --dense-only exit %d: %s", rc, out);
     const char *rows[] = {"1024 2048 0.10 3/3", "1024 2048 0.90 3/3", "1024 2048 all 6/6", "2048 4096 0.10 3/3",
@@ -323,7 +303,7 @@ TEST(cli_passkey_micro_dense_and_f32) {
 
     for (int f32 = 0; f32 < 2; f32++) {
         const char *kv = f32 ? "f32" : "f16";
-        out = sh(&rc, "%s passkey -m %s --filler %s --lengths %s --depths 0.5 -n 1 --kv-type %s --json %s 2>/dev/null",
+        out = test_sh(&rc, "%s passkey -m %s --filler %s --lengths %s --depths 0.5 -n 1 --kv-type %s --json %s 2>/dev/null",
                  test_hachi_bin(), model, filler, f32 ? "1024,2048" : "1024", kv, json);
         char head[64];
         snprintf(head, sizeof head, "dense: kv f16   mode: kv %s", kv);
@@ -369,16 +349,16 @@ TEST(cli_perplexity_kl_divergence) {
     NEED_SHARED(model, "models/gemma4-micro.gguf");
     NEED_SHARED(text, "models/heldout/heldout_wiki.txt");
     NEED_SHARED(other, "models/heldout/heldout_stories.txt");
-    const char *base = tmp("wiki.kld"), *base32 = tmp("wiki32.kld");
+    const char *base = test_tmp("wiki.kld"), *base32 = test_tmp("wiki32.kld");
     const char *args = "-c 512 --chunks 4 --whole-window";
     int rc;
-    char *out = sh(&rc, "%s perplexity -m %s -f %s %s --kl-divergence-base %s --kl-top 512 2>&1", test_hachi_bin(), model,
+    char *out = test_sh(&rc, "%s perplexity -m %s -f %s %s --kl-divergence-base %s --kl-top 512 2>&1", test_hachi_bin(), model,
                    text, args, base);
     double ppl = line_num(out, "perplexity: ");
     CHECKF(rc == 0 && ppl > 1 && strstr(out, "kl-divergence base: 2044 positions, top 512 log-probs each (kv f16)"),
            "saving the base: %s", out);
     free(out);
-    out = sh(&rc, "%s perplexity -m %s -f %s %s --kl-divergence-base %s 2>&1", test_hachi_bin(), model, text, args, base32);
+    out = test_sh(&rc, "%s perplexity -m %s -f %s %s --kl-divergence-base %s 2>&1", test_hachi_bin(), model, text, args, base32);
     CHECKF(rc == 0 && line_num(out, "perplexity: ") == ppl, "saving the top-32 base: %s", out);
     free(out);
     struct stat st;
@@ -386,7 +366,7 @@ TEST(cli_perplexity_kl_divergence) {
 
     for (int f32 = 0; f32 < 2; f32++)
         for (int b = 0; b < 2; b++) {
-            out = sh(&rc, "%s perplexity -m %s -f %s %s --kl-divergence --kl-divergence-base %s %s 2>/dev/null",
+            out = test_sh(&rc, "%s perplexity -m %s -f %s %s --kl-divergence --kl-divergence-base %s %s 2>/dev/null",
                      test_hachi_bin(), model, text, args, b ? base32 : base, f32 ? "--kv-type f32" : "");
             double p = line_num(out, "perplexity: "), pb = line_num(out, "perplexity (base): ");
             double kl = line_num(out, "mean KL divergence: "), same = line_num(out, "same top token: ");
@@ -410,24 +390,24 @@ TEST(cli_perplexity_kl_divergence) {
     for (int i = 0; i < 3; i++) {
         char a[1024];
         snprintf(a, sizeof a, bad[i].args, i == 0 ? other : text);
-        out = sh(&rc, "%s perplexity -m %s %s --kl-divergence --kl-divergence-base %s 2>&1", test_hachi_bin(), model, a, base);
+        out = test_sh(&rc, "%s perplexity -m %s %s --kl-divergence --kl-divergence-base %s 2>&1", test_hachi_bin(), model, a, base);
         CHECKF(rc == 1 && strstr(out, bad[i].err) && !strchr(strchr(out, '\n') ? strchr(out, '\n') + 1 : "", '\n'),
                "%s: %s", a, out);
         free(out);
     }
-    out = sh(&rc, "%s perplexity -m %s -f %s %s --kl-divergence --kl-divergence-base %s 2>&1", test_hachi_bin(), model, text,
+    out = test_sh(&rc, "%s perplexity -m %s -f %s %s --kl-divergence --kl-divergence-base %s 2>&1", test_hachi_bin(), model, text,
              args, text);
     CHECKF(rc == 1 && strstr(out, "is not a KL divergence base"), "a text as base: %s", out);
     free(out);
-    const char *cut = tmp("cut.kld");
-    free(sh(&rc, "head -c 5000 %s > %s", base, cut));
-    out = sh(&rc, "%s perplexity -m %s -f %s %s --kl-divergence --kl-divergence-base %s 2>&1", test_hachi_bin(), model, text,
+    const char *cut = test_tmp("cut.kld");
+    free(test_sh(&rc, "head -c 5000 %s > %s", base, cut));
+    out = test_sh(&rc, "%s perplexity -m %s -f %s %s --kl-divergence --kl-divergence-base %s 2>&1", test_hachi_bin(), model, text,
              args, cut);
     CHECKF(rc == 1 && strstr(out, "is truncated or damaged: 5000 bytes"), "a truncated base: %s", out);
     free(out);
     const char *tiny = test_shared_path("data/llama-2-tiny-random.gguf");
     if (tiny) {
-        out = sh(&rc, "%s perplexity -m %s -f %s %s --kl-divergence --kl-divergence-base %s 2>&1", test_hachi_bin(), tiny,
+        out = test_sh(&rc, "%s perplexity -m %s -f %s %s --kl-divergence --kl-divergence-base %s 2>&1", test_hachi_bin(), tiny,
                  text, args, base);
         CHECKF(rc == 1 && strstr(out, "was made with another model"), "another model: %s", out);
         free(out);

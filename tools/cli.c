@@ -124,6 +124,7 @@ int cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i) 
     if (!strcmp(a, "--sparse")) {
         VAL(); if (!cli_int(cmd, a, v, 0, 16384, &n)) return -1; o->sp.sparse_budget = (int32_t)n; return 1;
     }
+    if (!strcmp(a, "--heads")) { VAL(); o->heads_path = v; return 1; }
     if (!strcmp(a, "--no-repack")) { o->no_repack = true; return 1; }
     if (!strcmp(a, "--temp")) { VAL(); if (!cli_float(cmd, a, v, 0, 100, &d)) return -1; o->smp.temp = (float)d; return 1; }
     if (!strcmp(a, "--top-k")) { VAL(); if (!cli_int(cmd, a, v, 0, 1 << 30, &n)) return -1; o->smp.top_k = (int32_t)n; return 1; }
@@ -139,7 +140,7 @@ int cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i) 
     return 0;
 }
 
-hachi_model *cli_load_model(const char *cmd, const cli_opts *o, bool vocab_only) {
+hachi_model *cli_load_model(const char *cmd, cli_opts *o, bool vocab_only) {
     if (!o->model) { cli_error(cmd, "no model given (-m MODEL.gguf)"); return NULL; }
     hachi_model_params mp = hachi_model_default_params();
     mp.vocab_only = vocab_only;
@@ -147,7 +148,22 @@ hachi_model *cli_load_model(const char *cmd, const cli_opts *o, bool vocab_only)
     hachi_model *m = NULL;
     hachi_status st = hachi_model_load(o->model, &mp, &m);
     if (st != HACHI_OK) { cli_lib_error(cmd, st, "cannot load model"); return NULL; }
+    if (o->heads_path && !vocab_only) {
+        if ((st = hachi_heads_load(m, o->heads_path, &o->heads))) {
+            cli_lib_error(cmd, st, "cannot load the streaming heads");
+            hachi_model_free(m);
+            return NULL;
+        }
+        o->sp.heads = o->heads;
+    }
     return m;
+}
+
+void cli_free_model(cli_opts *o, hachi_model *m) {
+    hachi_heads_free(o->heads);
+    o->heads = NULL;
+    o->sp.heads = NULL;
+    hachi_model_free(m);
 }
 
 int cli_ctx_for(int n_tokens) {
@@ -171,7 +187,10 @@ hachi_session_params cli_dense_params(const hachi_session_params *mode) {
 
 const char *cli_mode_name(const hachi_session_params *p, char *buf, size_t cap) {
     int n = snprintf(buf, cap, "kv %s", hachi_kv_type_name(p->kv_type));
-    if (p->sparse_budget && n >= 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, ", sparse %d", p->sparse_budget);
+    if (p->sparse_budget && n >= 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, ", sparse %d", p->sparse_budget);
+    if (p->heads && n >= 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, ", %d streaming heads (sink %d, window %d)", hachi_heads_count(p->heads),
+                 hachi_heads_sink(p->heads), hachi_heads_window(p->heads));
     return buf;
 }
 

@@ -15,6 +15,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_passkey(int argc, char **argv);
+int cmd_heads(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_convert_llama2c(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
@@ -43,13 +44,17 @@ typedef struct cli_opts {
     hachi_sampler_params smp;       /* --temp --top-k --top-p --min-p --repeat-penalty --seed */
     bool ctx_given;
     bool no_repack;                 /* --no-repack */
+    const char *heads_path;         /* --heads FILE: loaded by cli_load_model into sp.heads */
+    hachi_heads *heads;
 } cli_opts;
 
 void cli_opts_init(cli_opts *o);
 /* Consume argv[*i] (and its value) if it is a shared flag: 1 consumed, 0 not ours, -1 bad value. */
 int  cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i);
-/* Load o->model (error printed on failure). */
-hachi_model *cli_load_model(const char *cmd, const cli_opts *o, bool vocab_only);
+/* Load o->model, and o->heads_path into o->sp.heads (error printed on failure). */
+hachi_model *cli_load_model(const char *cmd, cli_opts *o, bool vocab_only);
+/* Free what cli_load_model loaded. */
+void cli_free_model(cli_opts *o, hachi_model *m);
 /* Smallest context mode holding n tokens (0 if none). */
 int cli_ctx_for(int n_tokens);
 
@@ -62,5 +67,56 @@ int cli_ctx_for(int n_tokens);
 hachi_session_params cli_dense_params(const hachi_session_params *mode);
 /* The mode's output-changing fields in words ("kv f16"); buf of cap bytes, returned. */
 const char *cli_mode_name(const hachi_session_params *p, char *buf, size_t cap);
+
+/* Passkey prompts (tools/passkey.c; the format of ../shared/models/README.md), used by
+ * hachi passkey and hachi heads. */
+#define PK_GEN 8          /* greedy tokens per answer */
+#define PK_MAX_LIST 32    /* lengths, depths */
+/* One prompt on one session. */
+typedef struct pk_answer {
+    int32_t toks[PK_GEN];
+    char text[PK_GEN * 16 + 1];
+    bool correct;
+    double margin;
+} pk_answer;
+
+/* What prompts are cut from. */
+typedef struct pk_source {
+    const hachi_model *m;
+    int32_t *filler;          /* the filler file's tokens */
+    int32_t n_filler;
+    int32_t *question;              /* "What is the pass key? The pass key is" */
+    int32_t n_question;
+    const char *path;               /* the filler file, for errors */
+} pk_source;
+
+/* One prompt's facts (its ids are written apart). */
+typedef struct pk_prompt {
+    long key;
+    int offset;                     /* of its filler run in the filler's tokens */
+    int needle_pos;                 /* index of the needle's first token in the prompt */
+    int32_t lead[8];                /* the answer's tokens before the key's first digit */
+    int n_lead;
+    int32_t target;                 /* the token holding the key's first digit */
+    int32_t answer[8];              /* the key's tokens as the prompt continues ("▁" "6" "7" ...) */
+    int n_answer;
+} pk_prompt;
+
+
+/* Reads and tokenizes the filler and the question; false with an error printed. */
+bool pk_source_init(const char *cmd, const hachi_model *m, const char *filler_path, pk_source *src);
+void pk_source_free(pk_source *src);
+/* Text -> ids, no BOS, control-token text kept as text; NULL on failure (malloc'd). */
+int32_t *pk_tokens_of(const hachi_model *m, const char *text, size_t len, int32_t *n);
+/* Comma-separated list of at most PK_MAX_LIST numbers within [lo, hi]; the count, or -1 (error printed). */
+int pk_parse_list(const char *cmd, const char *flag, const char *v, double lo, double hi, bool integer, double *out);
+/* Prompt i at (len, depth) into ids[0..len); false with an error printed when it cannot be made. */
+bool pk_build_prompt(const char *cmd, const pk_source *src, int len, double depth, uint64_t seed, int i,
+                     int32_t *ids, pk_prompt *pr);
+/* The answer to the prompt ids[0..n) on s, from position 0: its margin (teacher-forcing the
+ * answer's tokens before the key's first digit, then rewinding them), then 8 greedy tokens;
+ * lg (n_vocab floats) receives the logits after the prompt. */
+hachi_status pk_answer_prompt(hachi_session *s, const hachi_model *m, const int32_t *ids, int n, const pk_prompt *pr,
+                              float *lg, pk_answer *a);
 
 #endif

@@ -680,6 +680,6 @@ int cmd_bench(int argc, char **argv) {
 out:
     r.model_path = NULL;
     hachi_session_free(s);
-    hachi_model_free(m);
+    cli_free_model(&b.o, m);
     return rc;
 }

@@ -130,6 +130,6 @@ out:
     hachi_detok_free(dt);
     hachi_sampler_free(smp);
     hachi_session_free(s);
-    hachi_model_free(m);
+    cli_free_model(&o, m);
     return rc;
 }

@@ -101,6 +101,6 @@ out:
     free(logits);
     free(ids);
     hachi_session_free(s);
-    hachi_model_free(m);
+    cli_free_model(&o, m);
     return rc;
 }

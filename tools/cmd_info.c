@@ -26,15 +26,15 @@ int cmd_info(int argc, char **argv) {
         if (!o.model || hachi_model_load(o.model, &mp, &m) != HACHI_OK) return 1;
         fprintf(stderr, "hachi info: showing the tokenizer and tensors only\n");
         hachi_model_print_info(m, stdout);
-        hachi_model_free(m);
+        cli_free_model(&o, m);
         return 1;
     }
     hachi_model_print_info(m, stdout);
     hachi_session *s = NULL;
     hachi_status st = hachi_session_create(m, &o.sp, &s);
-    if (st != HACHI_OK) { cli_lib_error(cmd, st, "cannot plan a session"); hachi_model_free(m); return 1; }
+    if (st != HACHI_OK) { cli_lib_error(cmd, st, "cannot plan a session"); cli_free_model(&o, m); return 1; }
     hachi_session_print_plan(s, stdout);
     hachi_session_free(s);
-    hachi_model_free(m);
+    cli_free_model(&o, m);
     return 0;
 }

@@ -1,15 +1,7 @@
 /* hachi passkey: passkey retrieval of a mode (the session params the shared flags build)
  * against its dense f16 baseline (cli_dense_params), in one process, on the same prompts.
  *
- * A prompt has the format of ../shared/models/README.md and of its fixtures
- * (gemma4-micro.passkey.prompts.txt is built this way, checked by a test): BOS; a run of
- * filler tokens (the filler file tokenized once, the run at a random offset); after
- * round(depth x filler) of them the needle "The pass key is K. Remember it. K is the pass
- * key." tokenized on its own (so with SentencePiece's leading space); the rest of the run;
- * then "What is the pass key? The pass key is", tokenized on its own. The filler run is as
- * long as makes the prompt exactly the requested length. K is a random 5-digit number. The
- * key and the offset of prompt i at (length, depth) come from the seed and those three
- * alone: a prompt does not depend on which other lengths and depths were asked for.
+ * The prompts are those of tools/passkey.c (the format of ../shared/models/README.md).
  *
  * Scored per prompt and per run (dense, mode):
  *   correct  the first run of exactly 5 digits in the text of 8 greedy tokens is K;
@@ -23,8 +15,6 @@
 #include <string.h>
 #include "cli.h"
 
-#define PK_GEN 8          /* greedy tokens per answer */
-#define PK_MAX_LIST 32    /* lengths, depths */
 
 static const char *usage_text =
     "usage: hachi passkey -m MODEL --filler TEXT [--lengths 2048,8192] [--depths 0.1,0.5,0.9] [-n N]\n"
@@ -45,14 +35,6 @@ static const char *usage_text =
     "  and the answer's tokens before the key's first digit (teacher-forced), the logit of the\n"
     "  key's first digit token minus the best other logit, averaged over the prompts.\n";
 
-/* One prompt on one session. */
-typedef struct pk_answer {
-    int32_t toks[PK_GEN];
-    char text[PK_GEN * 16 + 1];
-    bool correct;
-    double margin;
-} pk_answer;
-
 /* Totals of one (length, depth) cell, or of a length, or of all. */
 typedef struct pk_tally {
     int n, correct[2], same;
@@ -72,167 +54,6 @@ static void tally_merge(pk_tally *t, const pk_tally *u) {
     t->n += u->n;
     t->same += u->same;
     for (int r = 0; r < 2; r++) { t->correct[r] += u->correct[r]; t->margin[r] += u->margin[r]; }
-}
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* The random stream of prompt i at (length, depth). */
-static uint64_t prompt_stream(uint64_t seed, int length, double depth, int i) {
-    uint64_t x = seed;
-    x = splitmix64(&x) ^ (uint64_t)length;
-    x = splitmix64(&x) ^ (uint64_t)llround(depth * 1e6);
-    x = splitmix64(&x) ^ (uint64_t)i;
-    return splitmix64(&x);
-}
-
-/* Text -> ids, no BOS, control-token text kept as text; NULL on failure. */
-static int32_t *tokens_of(const hachi_model *m, const char *text, size_t len, int32_t *n) {
-    if (hachi_tokenize(m, text, len, false, false, NULL, 0, n) != HACHI_OK) return NULL;
-    int32_t *t = malloc(sizeof(int32_t) * ((size_t)*n + 1));
-    if (t && hachi_tokenize(m, text, len, false, false, t, *n + 1, n) != HACHI_OK) { free(t); t = NULL; }
-    return t;
-}
-
-/* Comma-separated list of numbers within [lo, hi]; the count, or -1 (error printed). */
-static int parse_list(const char *flag, const char *v, double lo, double hi, bool integer, double *out) {
-    int n = 0;
-    const char *p = v;
-    while (*p) {
-        char *end;
-        double d = strtod(p, &end);
-        if (end == p || (*end && *end != ',') || isnan(d) || (integer && d != floor(d)))
-            return cli_error("passkey", "%s expects a comma-separated list of %s, got '%s'", flag,
-                             integer ? "integers" : "numbers", v), -1;
-        if (d < lo || d > hi) return cli_error("passkey", "%s: %g is not in [%g, %g]", flag, d, lo, hi), -1;
-        if (n == PK_MAX_LIST) return cli_error("passkey", "%s: at most %d values", flag, PK_MAX_LIST), -1;
-        out[n++] = d;
-        p = *end ? end + 1 : end;
-    }
-    if (n == 0) return cli_error("passkey", "%s is empty", flag), -1;
-    return n;
-}
-
-static int32_t argmax(const float *x, int n) {
-    int32_t b = 0;
-    for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
-    return b;
-}
-
-/* The first maximal run of exactly 5 digits in s, or -1. */
-static long first_5digit(const char *s) {
-    for (const char *p = s; *p;) {
-        if (*p < '0' || *p > '9') { p++; continue; }
-        const char *q = p;
-        while (*q >= '0' && *q <= '9') q++;
-        if (q - p == 5) return strtol(p, NULL, 10);
-        p = q;
-    }
-    return -1;
-}
-
-/* What prompts are cut from. */
-typedef struct pk_source {
-    const hachi_model *m;
-    const int32_t *filler;          /* the filler file's tokens */
-    int32_t n_filler;
-    const int32_t *question;        /* "What is the pass key? The pass key is" */
-    int32_t n_question;
-    const char *path;               /* the filler file, for errors */
-} pk_source;
-
-/* One prompt's facts (its ids are written apart). */
-typedef struct pk_prompt {
-    long key;
-    int offset;                     /* of its filler run in the filler's tokens */
-    int needle_pos;                 /* index of the needle's first token in the prompt */
-    int32_t lead[8];                /* the answer's tokens before the key's first digit */
-    int n_lead;
-    int32_t target;                 /* the token holding the key's first digit */
-} pk_prompt;
-
-/* Prompt i at (len, depth) into ids[0..len); false with an error printed when it cannot be made. */
-static bool build_prompt(const char *cmd, const pk_source *src, int len, double depth, uint64_t seed, int i,
-                         int32_t *ids, pk_prompt *pr) {
-    const hachi_model *m = src->m;
-    uint64_t x = prompt_stream(seed, len, depth, i);
-    pr->key = 10000 + (long)(splitmix64(&x) % 90000);
-    char needle_text[128], key_text[16];
-    snprintf(needle_text, sizeof needle_text, "The pass key is %ld. Remember it. %ld is the pass key.", pr->key, pr->key);
-    snprintf(key_text, sizeof key_text, "%ld", pr->key);
-    int32_t n_needle, n_key;
-    int32_t *needle = tokens_of(m, needle_text, strlen(needle_text), &n_needle);
-    int32_t *key_toks = tokens_of(m, key_text, strlen(key_text), &n_key);
-    int n_fill = len - 1 - n_needle - src->n_question;
-    bool ok = false;
-    if (!needle || !key_toks) cli_error(cmd, "cannot tokenize the needle");
-    else if (n_fill < 2)
-        cli_error(cmd, "length %d is too short for the needle and the question (%d tokens)", len, len - n_fill);
-    else if (n_fill > src->n_filler)
-        cli_error(cmd, "the filler '%s' has %d tokens; length %d needs %d", src->path, src->n_filler, len, n_fill);
-    else {
-        /* " 67519" is "▁" "6" "7" ... on gemma4-micro: the margin is taken after the "▁" */
-        for (pr->n_lead = 0; pr->n_lead < n_key && pr->n_lead < 8; pr->n_lead++) {
-            char piece[64];
-            int32_t pl = hachi_token_to_text(m, key_toks[pr->n_lead], piece, sizeof piece);
-            if (pl > 0 && memchr(piece, key_text[0], (size_t)pl)) break;
-        }
-        if (pr->n_lead == n_key || pr->n_lead == 8) cli_error(cmd, "no token of '%s' holds its first digit", key_text);
-        else {
-            memcpy(pr->lead, key_toks, sizeof(int32_t) * (size_t)pr->n_lead);
-            pr->target = key_toks[pr->n_lead];
-            pr->offset = (int)(splitmix64(&x) % (uint64_t)(src->n_filler - n_fill + 1));
-            int n_pre = (int)floor(depth * n_fill + 0.5), p = 0;
-            const int32_t *run = src->filler + pr->offset;
-            ids[p++] = hachi_model_bos(m);
-            memcpy(ids + p, run, sizeof(int32_t) * (size_t)n_pre); p += n_pre;
-            pr->needle_pos = p;
-            memcpy(ids + p, needle, sizeof(int32_t) * (size_t)n_needle); p += n_needle;
-            memcpy(ids + p, run + n_pre, sizeof(int32_t) * (size_t)(n_fill - n_pre)); p += n_fill - n_pre;
-            memcpy(ids + p, src->question, sizeof(int32_t) * (size_t)src->n_question);
-            ok = true;
-        }
-    }
-    free(needle);
-    free(key_toks);
-    return ok;
-}
-
-/* The answer to the prompt ids[0..n) on s: the margin (teacher-forcing the answer's tokens before
- * the key's first digit, then rewinding them), then 8 greedy tokens. lg: n_vocab floats. */
-static hachi_status answer(hachi_session *s, const hachi_model *m, const int32_t *ids, int n, const pk_prompt *pr,
-                           float *lg, pk_answer *a) {
-    const int32_t *lead = pr->lead, target = pr->target;
-    int n_lead = pr->n_lead;
-    int nv = hachi_model_n_vocab(m);
-    hachi_status st;
-    memset(a, 0, sizeof *a);
-    if ((st = hachi_session_rewind(s, 0)) || (st = hachi_session_eval(s, ids, n, NULL))) return st;
-    memcpy(lg, hachi_session_logits(s), sizeof(float) * nv);
-    const float *ml = lg;
-    if (n_lead > 0) {
-        if ((st = hachi_session_eval(s, lead, n_lead, NULL))) return st;
-        ml = hachi_session_logits(s);
-    }
-    float best = -INFINITY;
-    for (int i = 0; i < nv; i++) if (i != target && ml[i] > best) best = ml[i];
-    a->margin = (double)ml[target] - best;
-    if (n_lead > 0 && (st = hachi_session_rewind(s, n))) return st;
-    size_t len = 0;
-    for (int k = 0; k < PK_GEN; k++) {
-        int32_t t = a->toks[k] = argmax(k == 0 ? lg : hachi_session_logits(s), nv);
-        char piece[64];
-        int32_t l = hachi_token_to_text(m, t, piece, sizeof piece);
-        if (l > 0 && len + (size_t)l < sizeof a->text) { memcpy(a->text + len, piece, (size_t)l); len += (size_t)l; }
-        if (k + 1 < PK_GEN && (st = hachi_session_eval(s, &t, 1, NULL))) return st;
-    }
-    a->text[len] = 0;
-    a->correct = first_5digit(a->text) == pr->key;
-    return HACHI_OK;
 }
 
 static void json_str(FILE *f, const char *s) {
@@ -291,29 +112,22 @@ int cmd_passkey(int argc, char **argv) {
         if (!strcmp(a, "--filler")) filler_path = v;
         else if (!strcmp(a, "--json")) json_path = v;
         else if (!strcmp(a, "--dump-prompts")) dump_path = v;
-        else if (!strcmp(a, "--lengths")) { if ((n_len = parse_list(a, v, 16, HACHI_CTX_MAX - PK_GEN, true, lengths_d)) < 0) return 1; }
-        else if (!strcmp(a, "--depths")) { if ((n_depth = parse_list(a, v, 0, 1, false, depths)) < 0) return 1; }
+        else if (!strcmp(a, "--lengths")) { if ((n_len = pk_parse_list(cmd, a, v, 16, HACHI_CTX_MAX - PK_GEN, true, lengths_d)) < 0) return 1; }
+        else if (!strcmp(a, "--depths")) { if ((n_depth = pk_parse_list(cmd, a, v, 0, 1, false, depths)) < 0) return 1; }
         else if (!strcmp(a, "-n")) { if (!cli_int(cmd, a, v, 1, 100000, &n_prompts)) return 1; }
         else return cli_error(cmd, "unknown option '%s' (see hachi passkey --help)", a);
     }
     if (!filler_path) return cli_error(cmd, "no filler text given (--filler TEXT)");
 
     int rc = 1;
-    size_t text_len;
-    char *text = cli_read_file(cmd, filler_path, &text_len);
     hachi_model *m = NULL;
     hachi_session *s[2] = {NULL, NULL};
-    int32_t *filler = NULL, *question = NULL, *ids = NULL;
+    pk_source src = {0};
+    int32_t *ids = NULL;
     float *lg = NULL;
     FILE *jf = NULL, *df = NULL;
-    if (!text || !(m = cli_load_model(cmd, &o, false))) goto out;
-    int32_t n_filler_all, n_question, nv = hachi_model_n_vocab(m);
-    const char *q_text = "What is the pass key? The pass key is";
-    if (!(filler = tokens_of(m, text, text_len, &n_filler_all)) || !(question = tokens_of(m, q_text, strlen(q_text), &n_question))) {
-        cli_lib_error(cmd, HACHI_ERR_INTERNAL, "cannot tokenize");
-        goto out;
-    }
-    if (hachi_model_bos(m) < 0) { cli_error(cmd, "the model has no BOS token"); goto out; }
+    if (!(m = cli_load_model(cmd, &o, false)) || !pk_source_init(cmd, m, filler_path, &src)) goto out;
+    const int32_t nv = hachi_model_n_vocab(m), n_filler_all = src.n_filler;
     if (json_path && !(jf = fopen(json_path, "w"))) { cli_error(cmd, "cannot write '%s'", json_path); goto out; }
     if (dump_path && !(df = fopen(dump_path, "w"))) { cli_error(cmd, "cannot write '%s'", dump_path); goto out; }
     int max_len = 0;
@@ -323,10 +137,9 @@ int cmd_passkey(int argc, char **argv) {
         goto out;
     }
 
-    pk_source src = {m, filler, n_filler_all, question, n_question, filler_path};
     for (int l = 0; l < n_len; l++) {   /* fail before any output */
         pk_prompt pr;
-        if (!build_prompt(cmd, &src, (int)lengths_d[l], 0.5, o.smp.seed, 0, ids, &pr)) goto out;
+        if (!pk_build_prompt(cmd, &src, (int)lengths_d[l], 0.5, o.smp.seed, 0, ids, &pr)) goto out;
     }
     hachi_session_params mode = o.sp, dense = cli_dense_params(&o.sp);
     char mode_name[128], dense_name[128];
@@ -384,11 +197,11 @@ int cmd_passkey(int argc, char **argv) {
             double tc = cli_time_ms();
             for (int i = 0; i < n_prompts; i++) {
                 pk_prompt pr;
-                if (!build_prompt(cmd, &src, len, depths[di], o.smp.seed, i, ids, &pr)) goto out;
+                if (!pk_build_prompt(cmd, &src, len, depths[di], o.smp.seed, i, ids, &pr)) goto out;
                 pk_answer a[2];
                 st = HACHI_OK;
                 for (int r = 0; r < n_runs && !st; r++)
-                    st = answer(s[r], m, ids, len, &pr, lg, &a[r]);
+                    st = pk_answer_prompt(s[r], m, ids, len, &pr, lg, &a[r]);
                 if (st) { cli_lib_error(cmd, st, "eval failed"); goto out; }
                 tokens_run += (long)n_runs * len;
                 tally_add(&cell, a, !dense_only);
@@ -453,9 +266,11 @@ int cmd_passkey(int argc, char **argv) {
 out:
     if (jf && fclose(jf) && rc == 0) rc = cli_error(cmd, "cannot write '%s'", json_path);
     if (df && fclose(df) && rc == 0) rc = cli_error(cmd, "cannot write '%s'", dump_path);
-    free(text); free(filler); free(question); free(ids); free(lg);
+    pk_source_free(&src);
+    free(ids); free(lg);
     hachi_session_free(s[0]);
     hachi_session_free(s[1]);
-    hachi_model_free(m);
+    cli_free_model(&o, m);
     return rc;
 }
+

@@ -447,6 +447,6 @@ out:
     free(w.tokens); free(w.win);
     free(r.rows); free(r.lp); free(r.top); free(r.be); free(r.kl);
     hachi_session_free(r.s);
-    hachi_model_free(m);
+    cli_free_model(&o, m);
     return rc;
 }

@@ -168,7 +168,7 @@ out:
     hachi_detok_free(dt);
     hachi_sampler_free(smp);
     hachi_session_free(s);
-    hachi_model_free(m);
+    cli_free_model(&o, m);
     free(toks);
     free(file_text);
     return rc;

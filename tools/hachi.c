@@ -11,6 +11,7 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
     {"eval", cmd_eval, "logits of a token sequence to a raw f32 file"},
     {"perplexity", cmd_perplexity, "perplexity of a text file; KL divergence of a mode against a dense base"},
     {"passkey", cmd_passkey, "passkey retrieval of a mode against dense f16, by length and depth"},
+    {"heads", cmd_heads, "classify streaming heads of the full-attention layers (for --heads)"},
     {"bench", cmd_bench, "decode/prefill speed against the memory roofline"},
     {"convert-llama2c", cmd_convert_llama2c, "llama2.c checkpoint + tokenizer -> GGUF"},
     {"synth", cmd_synth, "write a random-weight model (e.g. E2B-shaped) as GGUF"},
