@@ -177,15 +177,17 @@ hachi_status hachi_heads_load(const hachi_model *m, const char *path, hachi_head
     }
     if ((st = heads_alloc(m, (int)v[5], (int)window, &h))) goto done;
     while (next_line(f, line, &no, &too_long)) {
-        int layer, used = 0;
         if (too_long) BAD("%s: line %d: too long", path, no);
-        if (sscanf(line, "layer %d %n", &layer, &used) != 1 || !used)
+        char *mask = NULL;
+        errno = 0;
+        const long layer = strncmp(line, "layer ", 6) ? -1 : strtol(line + 6, &mask, 10);
+        if (!mask || mask == line + 6 || errno || *mask != ' ')
             BAD("%s: line %d: expected 'layer <index> <one of S or . per head>', got '%s'", path, no, line);
-        const char *mask = line + used;
+        mask++;
         if (layer < 0 || layer >= m->n_layer || !h->full[layer])
-            BAD("%s: line %d: layer %d is not a full-attention layer of the model", path, no, layer);
+            BAD("%s: line %d: layer %ld is not a full-attention layer of the model", path, no, layer);
         if ((int)strlen(mask) != m->n_head || strspn(mask, "S.") != strlen(mask))
-            BAD("%s: line %d: expected %d characters S or . for layer %d, got '%s'", path, no, m->n_head, layer, mask);
+            BAD("%s: line %d: expected %d characters S or . for layer %ld, got '%s'", path, no, m->n_head, layer, mask);
         h->stream[layer] = 0;
         for (int i = 0; i < m->n_head; i++) if (mask[i] == 'S') h->stream[layer] |= 1ull << i;
     }

@@ -7,7 +7,7 @@ run() {  # label, command...
     echo "== $label"
     out=$("$@" 2>&1); rc=$?
     printf '%s\n' "$out" | grep -v '^ok '
-    printf '%s\n' "$out" | grep '^ok ' | sort -k3 -g -r | head -n 5 | sed 's/^ok  */  slowest: /'
+    printf '%s\n' "$out" | grep '^ok .* s$' | sort -k3 -g -r | head -n 5 | sed 's/^ok  */  slowest: /'
     line=$(printf '%s\n' "$out" | tail -n 1)
     p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1/p')
     f=$(echo "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\2/p')

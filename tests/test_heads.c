@@ -110,7 +110,7 @@ TEST(heads_window_covering_all_is_dense) {
     hachi_heads *h = micro_heads(m, 16, 2048, some, 4);
     got = eval_heads(m, h, 0, ids, n, 64, 2);
     double worst = 0;
-    for (size_t i = 0; i < nv * n; i++) worst = fmax(worst, fabs(dense[i] - got[i]));
+    for (size_t i = 0; i < nv * n; i++) worst = fmax(worst, fabs((double)dense[i] - got[i]));
     CHECKF(worst < 1e-3, "some heads streaming over every key: logits off dense by %g", worst);
     hachi_heads_free(h);
     h = micro_heads(m, 16, 64, some, 4);

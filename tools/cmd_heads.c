@@ -157,6 +157,7 @@ int cmd_heads(int argc, char **argv) {
     head_id *rank = NULL;
     if (!(m = cli_load_model(cmd, &o, false)) || !pk_source_init(cmd, m, filler_path, &src)) goto out;
     const int nv = hachi_model_n_vocab(m);
+    if (nv <= 0) { cli_error(cmd, "model '%s' has no vocabulary", o.model); goto out; }
     const int n_layer = hachi_model_n_layer(m), n_head = hachi_model_n_head(m);
     hachi_status st;
     for (int l = 0; l < n_layer; l++) n_heads += hachi_model_layer_sliding(m, l) ? 0 : n_head;
@@ -167,6 +168,7 @@ int cmd_heads(int argc, char **argv) {
     c.o = &o;
     c.n_len = n_len;
     c.n_prompts = n_len * n_depth * (int)n_per;
+    if (c.n_prompts < 1) { cli_error(cmd, "no calibration prompts"); goto out; }
     for (int l = 0; l < n_len; l++) lengths[l] = (int)lengths_d[l];
     c.lengths = lengths;
     c.len_of = calloc((size_t)c.n_prompts, sizeof *c.len_of);
