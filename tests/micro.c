@@ -61,6 +61,34 @@ int32_t *micro_passkey_prompt(int k, int *n, int *key) {
     return ids;
 }
 
+bool micro_passkey_answer(hachi_model *m, const hachi_session_params *p, int k, int *n, char *text, size_t cap) {
+    int key;
+    *n = 0;
+    text[0] = 0;
+    int32_t *ids = micro_passkey_prompt(k, n, &key);
+    if (!ids) { test_fail(__FILE__, __LINE__, "passkey prompt %d absent", k); return false; }
+    hachi_session_params q = *p;
+    q.n_ctx = 8192;
+    hachi_session *s = session_of(m, &q);
+    bool ok = s && hachi_session_eval(s, ids, *n, NULL) == HACHI_OK;
+    size_t len = 0;
+    for (int i = 0; ok && i < 8; i++) {
+        const float *lg = hachi_session_logits(s);
+        int32_t best = 0;
+        for (int32_t v = 1; v < hachi_model_n_vocab(m); v++) if (lg[v] > lg[best]) best = v;
+        const int32_t got = hachi_token_to_text(m, best, text + len, (int32_t)(cap - 1 - len));
+        len += got > 0 ? (size_t)got : 0;
+        text[len] = 0;
+        ok = hachi_session_eval(s, &best, 1, NULL) == HACHI_OK;
+    }
+    if (!ok) test_fail(__FILE__, __LINE__, "passkey prompt %d: %s", k, hachi_last_error());
+    char want[16];
+    snprintf(want, sizeof want, "%d", key);
+    hachi_session_free(s);
+    free(ids);
+    return ok && strstr(text, want) != NULL;
+}
+
 float *micro_eval_all(hachi_model *m, hachi_kv_type type, const int32_t *ids, int n, int step, int ctx, int threads,
                       int budget) {
     const hachi_session_params p = micro_params(type, ctx, threads, budget);

@@ -13,6 +13,10 @@ hachi_session_params micro_params(hachi_kv_type type, int ctx, int threads, int 
 hachi_session *micro_session(hachi_model *m, hachi_kv_type type, int ctx, int threads, int budget);
 /* Prompt k of the shared passkey file: its ids (*n of them, malloc'd) and *key; NULL if absent. */
 int32_t *micro_passkey_prompt(int k, int *n, int *key);
+/* Prompt k of the shared passkey file on a session of p (context 8192): whether 8 greedy
+ * tokens contain its key, their text into text[cap], the prompt's length into *n (0 when the
+ * prompt is absent, a failure). */
+bool micro_passkey_answer(hachi_model *m, const hachi_session_params *p, int k, int *n, char *text, size_t cap);
 /* Logits [n][n_vocab] of every position, step tokens per forward (malloc'd). */
 float *micro_eval_all(hachi_model *m, hachi_kv_type type, const int32_t *ids, int n, int step, int ctx, int threads,
                       int budget);
