@@ -5,8 +5,8 @@
 #   make CROSS=aarch64   cross-compile into build-aarch64/ with aarch64-linux-gnu-gcc
 #   make fuzz       libFuzzer target for the GGUF parser (clang)
 #   make bench      headline benchmark (synthetic E2B-shaped Q4_0, depths 128/2048/8192)
-#   make lint       cppcheck + clang-tidy over src/, tools/, tests/; fails on any finding
-#                   (outside LINT_PENDING); make lint-report lists every finding, exit 0
+#   make lint       cppcheck + clang-tidy over src/, tools/, tests/; fails on any finding;
+#                   make lint-report lists every finding, exit 0
 
 CC      ?= cc
 ifeq ($(CC),cc)
@@ -105,10 +105,6 @@ bench: all
 LINT_DIR   ?= build-lint
 LINT_FILES ?= $(LIB_SRC) $(TOOL_SRC) $(TEST_SRC)
 LINT_HDRS  := $(wildcard include/*.h src/*.h src/kernels/*.h tools/*.h tests/*.h)
-# Files whose findings are not fixed yet: make lint lists them apart and does not fail on
-# them. Remove a file once its findings are fixed or suppressed with a reason.
-LINT_PENDING := $(wildcard src/kernels/*.c) src/kv.c tests/test_attn.c \
-                tests/test_kv_int8.c tests/test_quality.c tests/test_spec.c tools/cmd_passkey.c tools/cmd_perplexity.c
 # cppcheck: the warning (likely bugs), portability and performance families; style is left
 # out (taste, not defects); system headers are not parsed (missingIncludeSystem off), so an
 # intrinsic is an unknown function to it. The -D defines pick the one configuration checked.
@@ -160,15 +156,8 @@ $(LINT_DIR)/%.txt: %.c $(LINT_HDRS) .clang-tidy Makefile
 	   [ $$rc -eq 0 ] || echo "$$out" | grep -q ': \(warning\|error\): ' || echo "$<:1:1: clang-tidy failed ($$rc): $$(echo "$$out" | tr '\n' ' ' | cut -c1-300)"; \
 	} > $@.tmp; mv $@.tmp $@
 
-# Findings in LINT_PENDING files are listed apart and do not fail.
 lint: $(LINT_OUT)
-	@sort -u $(LINT_OUT) | awk -v pending="$(LINT_PENDING)" ' \
-	    BEGIN { n = split(pending, p, " "); for (i = 1; i <= n; i++) skip[p[i]] = 1 } \
-	    { f = $$0; sub(/:.*/, "", f); if (f in skip) later[++nl] = $$0; else now[++nn] = $$0 } \
-	    END { if (nl) { print "findings in files being rewritten (LINT_PENDING, not fatal yet): " nl; \
-	                    for (i = 1; i <= nl; i++) print "  " later[i] } \
-	          for (i = 1; i <= nn; i++) print now[i]; \
-	          print "lint: " nn + 0 " findings" (nl ? " (+" nl " pending)" : ""); exit nn > 0 }'
+	@sort -u $(LINT_OUT); n=$$(sort -u $(LINT_OUT) | wc -l); echo "lint: $$n findings"; [ "$$n" -eq 0 ]
 
 lint-report: $(LINT_OUT)
 	@sort -u $(LINT_OUT); echo "$$(sort -u $(LINT_OUT) | wc -l) findings"

@@ -155,7 +155,7 @@ static void page_add(hachi_kv *kv, int pos, const char *row, const float *sc) {
 
 /* the held key row of position p (linear caches: slot p) into its page */
 static void page_add_held(hachi_kv *kv, int p) {
-    page_add(kv, p, kv->k + (size_t)p * kv->row_bytes, kv->ks ? kv->ks + (size_t)p * kv->n_scales : NULL);
+    page_add(kv, p, kv->k + (size_t)p * kv->row_bytes, kv->type == HACHI_KV_INT8 ? kv->ks + (size_t)p * kv->n_scales : NULL);
 }
 
 void hachi_kv_rebuild_pages(hachi_kv *kv, int pos) {
@@ -179,13 +179,14 @@ void hachi_kv_page_scores(const hachi_kv *kv, const hachi_kernels *kern, int g, 
 
 void hachi_kv_stage(hachi_kv *kv, const hachi_kernels *kern, int p0, int t, const float *k, const float *v) {
     char *kd = kv->kp + (size_t)t * kv->row_bytes, *vd = kv->vp + (size_t)t * kv->row_bytes;
-    float *ksd = kv->ksp ? kv->ksp + (size_t)t * kv->n_scales : NULL;
+    float *ksd = NULL;   /* the key row's scales (int8) */
     switch (kv->type) {
     case HACHI_KV_F32:
         memcpy(kd, k, kv->row_bytes);
         memcpy(vd, v, kv->row_bytes);
         break;
     case HACHI_KV_INT8:
+        ksd = kv->ksp + (size_t)t * kv->n_scales;
         quantize_row(kv, k, (int8_t *)kd, ksd);
         quantize_row(kv, v, (int8_t *)vd, kv->vsp + (size_t)t * kv->n_scales);
         break;

@@ -437,6 +437,8 @@ void hachi_model_print_info(const hachi_model *m, void *file) {
     hachi_gguf_get_str(g, "tokenizer.ggml.model", &tm);
     fprintf(f, "file:          %s (GGUF v%u, %zu bytes)\n", m->path, hachi_gguf_version(g), hachi_gguf_file_size(g));
     fprintf(f, "architecture:  %s\n", m->arch_name);
+    fprintf(f, "model id:      %016llx (what prompt caches and heads files are checked against)\n",
+            (unsigned long long)hachi_model_id(m));
     fprintf(f, "tokenizer:     %.*s, %d tokens, bos %d, eos %d\n", (int)tm.len, tm.ptr, m->n_vocab,
             hachi_tokenizer_bos(m->tok), hachi_tokenizer_eos(m->tok));
     if (m->layers) {
@@ -487,6 +489,7 @@ uint64_t hachi_model_id(const hachi_model *m) {
         h = fnv64(h, t->name, strlen(t->name));
         h = fnv64(h, &t->type, sizeof t->type);
         h = fnv64(h, t->ne, sizeof t->ne);
+        if (!t->data) continue;
         h = fnv64(h, t->data, k);
         h = fnv64(h, (const char *)t->data + t->nbytes - k, k);
     }

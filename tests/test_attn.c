@@ -100,7 +100,7 @@ static int check_case(const hachi_kernels *K, const hachi_kernels *R, int G, int
     at = 0;
     for (int h = 0; h < G; h++)
         for (int d = 0; d < hd; d++) {
-            double mag = fabs(o0[h * hd + d]);
+            double mag = fabs((double)o0[h * hd + d]);
             for (int j = 0; j < nk; j++) mag += fabs((double)sr[j * G + h] * hachi_f16_to_f32(v[j * stride + d]));
             const double e = fabs((double)ok[h * hd + d] - or[h * hd + d]) / VALUES_TOL(nk, mag);
             if (!(e <= worst)) { worst = e; at = h * hd + d; }
@@ -187,7 +187,7 @@ static int check_case_i8(const hachi_kernels *K, const hachi_kernels *R, int G, 
     at = 0;
     for (int h = 0; h < G; h++)
         for (int d = 0; d < hd; d++) {
-            double mag = fabs(o0[h * hd + d]);
+            double mag = fabs((double)o0[h * hd + d]);
             for (int j = 0; j < nk; j++) mag += fabs((double)(p[j * G + h] * vs[j * ss]) * v[j * stride + d]);
             const double e = fabs((double)ok[h * hd + d] - or[h * hd + d]) / VALUES_TOL(nk, mag);
             if (!(e <= worst)) { worst = e; at = h * hd + d; }
@@ -257,6 +257,7 @@ static void kv_attend(const hachi_kernels *K, hachi_kv_type type, int Hkv, int h
 static void check_quantized(const hachi_kv *kv, int which, const float *x, int nk, int Hkv, int hd) {
     int n, bad = 0;
     const int8_t *q = (const int8_t *)hachi_kv_rows(kv, which, 0, 0, nk, &n);
+    // cppcheck-suppress invalidPointerCast ; hachi_kv_rows gives an int8 cache's scales as f32 arrays
     const float *sc = (const float *)hachi_kv_rows(kv, which, 1, 0, nk, &n);
     for (int t = 0; t < nk; t++)
         for (int g = 0; g < Hkv; g++) {
@@ -318,7 +319,9 @@ TEST(attn_int8_vs_f16) {
                 int n;
                 const int8_t *kq = (const int8_t *)hachi_kv_rows(&kv8, 0, 0, 0, nk, &n);
                 const int8_t *vq = (const int8_t *)hachi_kv_rows(&kv8, 1, 0, 0, nk, &n);
+                // cppcheck-suppress invalidPointerCast ; as in check_quantized
                 const float *ks = (const float *)hachi_kv_rows(&kv8, 0, 1, 0, nk, &n);
+                // cppcheck-suppress invalidPointerCast ; as in check_quantized
                 const float *vs = (const float *)hachi_kv_rows(&kv8, 1, 1, 0, nk, &n);
 #define F16(x) ((double)hachi_f16_to_f32(hachi_f32_to_f16(x)))
                 double worst = 0;

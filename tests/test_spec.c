@@ -248,7 +248,7 @@ TEST(spec_end_of_generation) {
     hachi_tokenize(m, "Once upon a time, Lily was happy", 32, true, true, prompt, 32, &n_prompt);
     hachi_tokenize(m, " Lily was", 9, false, true, turn + 1, 15, &n_turn);
     for (int sampled = 0; sampled < 2; sampled++) {
-        int32_t ref[TURNS * MAX], got[TURNS * MAX];
+        int32_t ref[TURNS * MAX] = {0}, got[TURNS * MAX] = {0};
         int n_ref = 0, n_got = 0, ended = 0;
         for (int pass = 0; pass < 2; pass++) {   /* plain, then hachi_spec */
             hachi_session *s = session(m);
@@ -368,7 +368,7 @@ TEST(spec_gemma4_micro_passkey) {
         do { if (!fgets(aline, sizeof aline, af)) aline[0] = 0; } while (aline[0] == '#');
         int plen, key, exp[8];
         double depth;
-        CHECK(sscanf(aline, "%d %lf %d | %d %d %d %d %d %d %d %d", &plen, &depth, &key, &exp[0], &exp[1], &exp[2],
+        CHECK(sscanf(aline, "%d %lf %d | %d %d %d %d %d %d %d %d", &plen, &depth, &key, &exp[0], &exp[1], &exp[2],   // NOLINT(cert-err34-c): the reference file; a bad line fails the check
                      &exp[3], &exp[4], &exp[5], &exp[6], &exp[7]) == 11);
         hachi_session *s = session(m);
         hachi_sampler *smp = sampler(false);

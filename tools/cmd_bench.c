@@ -406,8 +406,8 @@ static bool write_json(const char *path, const bench_result *r, const bench_opts
     fprintf(f, ",\n  \"model\": {\"path\": "); json_str(f, r->model_path);
     fprintf(f, ", \"type\": "); json_str(f, r->type);
     fprintf(f, ", \"file_bytes\": %zu, \"synthetic\": %s},\n", r->file_bytes, b->synth_shape ? "true" : "false");
-    fprintf(f, "  \"kv_type\": \"%s\",\n  \"sparse_budget\": %d,\n", hachi_kv_type_name(b->o.sp.kv_type),
-            b->o.sp.sparse_budget);
+    fprintf(f, "  \"kv_type\": \"%s\",\n  \"sparse_budget\": %d,\n  \"streaming_heads\": %d,\n",
+            hachi_kv_type_name(b->o.sp.kv_type), b->o.sp.sparse_budget, hachi_heads_count(b->o.sp.heads));
     fprintf(f, "  \"context\": %d,\n  \"n\": %ld,\n  \"reps\": %ld,\n  \"depths\": [", r->n_ctx, b->n, b->reps);
     for (int i = 0; i < r->n_depths; i++) {
         const depth_result *d = &r->d[i];
@@ -577,6 +577,9 @@ int cmd_bench(int argc, char **argv) {
            hachi_model_weight_bytes(m) / 1e6, hachi_model_repacked_bytes(m) / 1e6, n_ctx, r.plan_bytes / 1e6);
     printf("mode: kv %s, attention %s", hachi_kv_type_name(b.o.sp.kv_type), b.o.sp.sparse_budget ? "page-sparse" : "dense");
     if (b.o.sp.sparse_budget) printf(" (budget %d positions)", b.o.sp.sparse_budget);
+    if (b.o.sp.heads)
+        printf(", %d streaming heads (sink %d, window %d)", hachi_heads_count(b.o.sp.heads),
+               hachi_heads_sink(b.o.sp.heads), hachi_heads_window(b.o.sp.heads));
     printf("\n");
     fflush(stdout);
 

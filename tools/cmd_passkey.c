@@ -130,7 +130,7 @@ int cmd_passkey(int argc, char **argv) {
     const int32_t nv = hachi_model_n_vocab(m), n_filler_all = src.n_filler;
     if (json_path && !(jf = fopen(json_path, "w"))) { cli_error(cmd, "cannot write '%s'", json_path); goto out; }
     if (dump_path && !(df = fopen(dump_path, "w"))) { cli_error(cmd, "cannot write '%s'", dump_path); goto out; }
-    int max_len = 0;
+    int max_len = PK_GEN;
     for (int l = 0; l < n_len; l++) max_len = CLI_MAX(max_len, (int)lengths_d[l]);
     if (!(ids = malloc(sizeof(int32_t) * (size_t)max_len)) || !(lg = malloc(sizeof(float) * (size_t)nv))) {
         cli_error(cmd, "out of memory");
@@ -199,6 +199,7 @@ int cmd_passkey(int argc, char **argv) {
                 pk_prompt pr;
                 if (!pk_build_prompt(cmd, &src, len, depths[di], o.smp.seed, i, ids, &pr)) goto out;
                 pk_answer a[2];
+                memset(a, 0, sizeof a);
                 st = HACHI_OK;
                 for (int r = 0; r < n_runs && !st; r++)
                     st = pk_answer_prompt(s[r], m, ids, len, &pr, lg, &a[r]);

@@ -123,7 +123,7 @@ static uint64_t model_id(const char *path) {
     uint64_t h = FNV_INIT;
     long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
     h = fnv1a(h, &size, sizeof size);
-    unsigned char buf[4096];
+    unsigned char buf[4096] = {0};
     for (int i = 0; i < 64 && size > 0; i++) {
         long at = size > (long)sizeof buf ? (long)((double)(size - (long)sizeof buf) * i / 63) : 0;
         if (fseek(f, at, SEEK_SET)) break;
@@ -141,6 +141,7 @@ static double row_lp(ppl_run *r, const float *logits, int32_t target) {
     for (int i = 1; i < nv; i++) if (logits[i] > mx) mx = logits[i];
     double sum = 0.0;
     for (int i = 0; i < nv; i++) sum += exp((double)logits[i] - mx);
+    // cppcheck-suppress invalidFunctionArg ; sum >= 1: the largest logit's term is exp(0)
     double lse = log(sum);
     for (int i = 0; i < nv; i++) r->lp[i] = (float)((double)logits[i] - mx - lse);
     return lse - ((double)logits[target] - mx);

@@ -113,9 +113,10 @@ void hachi_attn_scores_f16_avx2(hachi_dot_f16_multi_fn rows, int64_t hd, int nk,
 void hachi_attn_values_f16_avx2(hachi_axpy_f16_multi_fn rows, int64_t hd, int nk, const uint16_t *v, int64_t v_stride,
                                 const float *p, int G, float *out);
 void hachi_attn_softmax_avx2(float *x, int n, int G, float scale, float *mx, float *sum);
-void hachi_attn_scores_i8_avx2(int64_t hd, int nk, const int8_t *k, int64_t k_stride, const float *ks,
-                               int64_t ks_stride, const float *q, int G, float *s);
-void hachi_attn_values_i8_avx2(int64_t hd, int nk, const int8_t *v, int64_t v_stride, const float *vs,
-                               int64_t vs_stride, const float *p, int G, float *out);
+/* k/v rows at stride ks/vs, their per-row scales sc at stride ss */
+void hachi_attn_scores_i8_avx2(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss,
+                               const float *q, int G, float *s);
+void hachi_attn_values_i8_avx2(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
+                               const float *p, int G, float *out);
 
 #endif

@@ -334,7 +334,7 @@ static void softcap_ref(int64_t n, float *x, float cap) {
 }
 
 #define T_ENTRY(vdt, tof, fromf, dot, multi) \
-    {.vec_dot_type = vdt, .to_float = tof, .from_float = fromf, .vec_dot = dot, .vec_dot_multi = multi}
+    {.vec_dot_type = (vdt), .to_float = (tof), .from_float = (fromf), .vec_dot = (dot), .vec_dot_multi = (multi)}
 static const hachi_kernels ref_table = {
     .t = {
         [HACHI_TYPE_F32]  = T_ENTRY(HACHI_TYPE_F32, copy_f32, copy_from_f32, hachi_vec_dot_f32_ref, multi_f32),

@@ -108,8 +108,11 @@ static inline __m256 load_f32(const float *p) { return _mm256_loadu_ps(p); }
     }
 static inline float id_f32(float x) { return x; }
 static inline float bf2f(uint16_t h) { return hachi_bf16_to_f32(h); }
+// cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
 FLOAT_ROWS(rows_f32, float, load_f32, id_f32)
+// cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
 FLOAT_ROWS(rows_f16, uint16_t, load_f16, h2f)
+// cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
 FLOAT_ROWS(rows_bf16, uint16_t, load_bf16, bf2f)
 void hachi_vec_dot_f32_avx2(int64_t n, float *s, const void *w, const void *a) { rows_f32(n, s, w, a, 0, 1); }
 void hachi_vec_dot_f16_avx2(int64_t n, float *s, const void *w, const void *a) { rows_f16(n, s, w, a, 0, 1); }
