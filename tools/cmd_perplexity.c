@@ -35,7 +35,7 @@
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
     const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;   // NOLINT(clang-analyzer-core.UndefinedBinaryOperatorResult): the callers hash written bytes (the analyzer does not follow memcpy and fread)
     return h;
 }
 #define FNV_INIT 0xcbf29ce484222325ull
