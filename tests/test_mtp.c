@@ -148,3 +148,234 @@ out:
     hachi_model_free(m);
     hachi_model_free(ma);
 }
+
+/* ---- the trained gemma4-micro assistant in the decode loop ------------------------------- */
+
+static hachi_sampler *sampler_of(float temp, uint64_t seed) {
+    hachi_sampler_params p = hachi_sampler_default_params();
+    p.temp = temp;
+    p.top_k = 0;
+    p.top_p = 0.95f;
+    p.min_p = 0;
+    p.seed = seed;
+    hachi_sampler *smp = NULL;
+    CHECK(hachi_sampler_create(&p, 512, &smp) == HACHI_OK);
+    return smp;
+}
+
+static hachi_spec *assistant_spec(const hachi_model *m, hachi_session *s, hachi_sampler *smp, const hachi_model *a,
+                                  bool sample_drafts) {
+    hachi_spec_params p = hachi_spec_default_params();
+    p.drafter = a ? HACHI_DRAFTER_ASSISTANT : HACHI_DRAFTER_NONE;
+    p.assistant = a;
+    p.n_draft = a ? 3 : 0;
+    p.sample_drafts = sample_drafts;
+    hachi_spec *sp = NULL;
+    CHECKF(hachi_spec_create(m, s, smp, &p, &sp) == HACHI_OK, "spec: %s", hachi_last_error());
+    return sp;
+}
+
+/* n tokens (fewer after an end of generation) from sp, each step asked for what is left. */
+static int decode(hachi_spec *sp, const hachi_model *m, int n, int32_t *out) {
+    int got = 0;
+    while (got < n) {
+        int32_t buf[HACHI_SPEC_STEP_MAX], k = 0;
+        if (hachi_spec_step(sp, n - got, buf, &k) != HACHI_OK || k < 1) { CHECKF(0, "step: %s", hachi_last_error()); break; }
+        memcpy(out + got, buf, (size_t)k * sizeof *buf);
+        got += k;
+        if (hachi_model_is_eog(m, buf[k - 1])) break;
+    }
+    return got;
+}
+
+/* The first 1000 bytes after the first newline of a held-out text, as ../shared/models/README.md's
+ * llama-server measurement takes them; its token ids (malloc'd, BOS first). */
+static int32_t *heldout_prompt(const hachi_model *m, const char *name, int *n) {
+    char rel[64];
+    snprintf(rel, sizeof rel, "models/heldout/heldout_%s.txt", name);
+    const char *path = test_shared_path(rel);
+    char *text = path ? test_read_file(path, NULL) : NULL;
+    const char *nl = text ? strchr(text, '\n') : NULL;
+    if (!nl) { free(text); return NULL; }
+    size_t len = HACHI_MIN(strlen(nl + 1), (size_t)1000);
+    int32_t *ids = malloc(sizeof *ids * 2048);
+    *n = 0;
+    if (ids) hachi_tokenize(m, nl + 1, len, true, true, ids, 2048, n);
+    free(text);
+    return ids;
+}
+
+/* Greedy decoding with the trained assistant (3 drafts) gives plain decoding's tokens on the
+ * README's workloads (passkey prompt 0, 64 tokens; the held-out story text, 256), as does a
+ * sampled run (temperature 1, top-p 0.95) with greedy drafts; drafts are kept; the steps
+ * allocate nothing. Prints the acceptance (llama.cpp's on these prompts: stories 0.597 / 2.79,
+ * passkey 0.514 / 2.48). */
+TEST(mtp_micro_same_tokens) {
+    NEED_SHARED(apath, "models/gemma4-micro-assistant.gguf");
+    hachi_model *m = micro_load();
+    if (!m) SKIP("gemma4-micro absent");
+    hachi_model *a = load(apath);
+    const bool quick = getenv("HACHI_TEST_QUICK") != NULL;
+    int32_t *prompt[2] = {NULL, NULL}, np[2] = {0, 0}, key;
+    prompt[0] = micro_passkey_prompt(0, &np[0], &key);
+    prompt[1] = heldout_prompt(m, "stories", &np[1]);
+    const int gen[2] = {64, quick ? 64 : 256};
+    const char *names[2] = {"passkey 0", "held-out stories"};
+    for (int w = 0; a && w < 2; w++) {
+        if (!prompt[w]) { CHECKF(0, "%s: prompt absent", names[w]); continue; }
+        for (int sampled = 0; sampled < (quick ? 1 : 2); sampled++) {
+            int32_t ref[256], got[256];
+            int n_ref = 0, n_got = 0;
+            hachi_spec_stats st = {0};
+            for (int pass = 0; pass < 2; pass++) {
+                hachi_session *s = micro_session(m, HACHI_KV_F16, 2048, 1, 0);
+                hachi_sampler *smp = sampler_of(sampled ? 1.0f : 0.0f, 11);
+                hachi_spec *sp = s && smp ? assistant_spec(m, s, smp, pass ? a : NULL, false) : NULL;
+                if (sp) {
+                    CHECK(hachi_session_eval(s, prompt[w], np[w], NULL) == HACHI_OK);
+                    CHECK(hachi_spec_feed(sp, prompt[w], np[w]) == HACHI_OK);
+                    const uint64_t allocs = hachi_alloc_count();
+                    int n = decode(sp, m, gen[w], pass ? got : ref);
+                    CHECKF(hachi_alloc_count() == allocs, "%s: %llu allocations while decoding", names[w],
+                           (unsigned long long)(hachi_alloc_count() - allocs));
+                    if (pass) { n_got = n; st = *hachi_spec_get_stats(sp); } else n_ref = n;
+                }
+                hachi_spec_free(sp);
+                hachi_sampler_free(smp);
+                hachi_session_free(s);
+            }
+            int i = 0;
+            while (i < n_ref && i < n_got && ref[i] == got[i]) i++;
+            CHECKF(n_ref == gen[w] && n_got == n_ref && i == n_ref, "%s %s: %d tokens vs %d plain, first difference at %d",
+                   names[w], sampled ? "sampled" : "greedy", n_got, n_ref, i);
+            CHECKF(st.accepted > st.drafted / 8, "%s: %lld of %lld drafts kept", names[w], (long long)st.accepted,
+                   (long long)st.drafted);
+            printf("  mtp %s, %s: %d tokens, %lld drafted, %lld accepted (%.3f), mean accepted length %.2f, "
+                   "%lld forwards\n", names[w], sampled ? "temp 1 top-p 0.95, greedy drafts" : "greedy", n_got,
+                   (long long)st.drafted, (long long)st.accepted, st.drafted ? (double)st.accepted / st.drafted : 0.0,
+                   st.draft_forwards ? 1.0 + (double)st.accepted / st.draft_forwards : 0.0, (long long)st.forwards);
+        }
+    }
+    free(prompt[0]);
+    free(prompt[1]);
+    hachi_model_free(a);
+    hachi_model_free(m);
+}
+
+/* Q(a, x), the regularized upper incomplete gamma function (Numerical Recipes' series and
+ * continued fraction): the chi-square p-value of statistic 2x with 2a degrees of freedom. */
+static double gamma_q(double a, double x) {
+    if (x <= 0) return 1.0;
+    const double lg = lgamma(a);
+    if (x < a + 1) {
+        double sum = 1.0 / a, del = sum, ap = a;
+        for (int n = 0; n < 1000 && fabs(del) > fabs(sum) * 1e-15; n++) sum += del *= x / ++ap;
+        return 1.0 - sum * exp(-x + a * log(x) - lg);
+    }
+    double b = x + 1 - a, c = 1e300, d = 1 / b, h = d;
+    for (int i = 1; i < 1000; i++) {
+        const double an = -i * (i - a);
+        b += 2;
+        d = an * d + b;
+        if (fabs(d) < 1e-300) d = 1e-300;
+        c = b + an / c;
+        if (fabs(c) < 1e-300) c = 1e-300;
+        d = 1 / d;
+        const double del = d * c;
+        h *= del;
+        if (fabs(del - 1) < 1e-15) break;
+    }
+    return exp(-x + a * log(x) - lg) * h;
+}
+
+/* The chi-square test of homogeneity of two samples over categories keys[0..n) (the counts of
+ * each key in a and b): categories with fewer than 10 draws in both together are pooled into
+ * one. Returns the p-value; *df its degrees of freedom. */
+typedef struct tally { uint64_t key; int a, b; } tally;
+static double chi2_homogeneity(const tally *t, int n, int na, int nb, int *df) {
+    double stat = 0, pa = 0, pb = 0;
+    int cats = 0;
+    const double fa = (double)na / (na + nb), fb = (double)nb / (na + nb);
+    for (int i = 0; i <= n; i++) {
+        double oa, ob;
+        if (i < n) {
+            if (t[i].a + t[i].b < 10) { pa += t[i].a; pb += t[i].b; continue; }
+            oa = t[i].a;
+            ob = t[i].b;
+        } else {
+            if (pa + pb == 0) break;
+            oa = pa;
+            ob = pb;
+        }
+        const double tot = oa + ob, ea = tot * fa, eb = tot * fb;
+        stat += (oa - ea) * (oa - ea) / ea + (ob - eb) * (ob - eb) / eb;
+        cats++;
+    }
+    *df = cats - 1;
+    return *df > 0 ? gamma_q(*df / 2.0, stat / 2) : 1.0;
+}
+
+static int tally_add(tally *t, int n, uint64_t key, bool b) {
+    int i = 0;
+    while (i < n && t[i].key != key) i++;
+    if (i == n) t[n++] = (tally){key, 0, 0};
+    if (b) t[i].b++; else t[i].a++;
+    return n;
+}
+
+/* Sampled drafts (rejection sampling) give plain decoding's distribution: at temperature 1 and
+ * top-p 0.95, the first 3 tokens after a held-out story prompt (its first 121 tokens, where the
+ * drafts are kept about half the time) over N seeds of each (disjoint seeds), plain against
+ * sample_drafts with the assistant. Chi-square tests of homogeneity of each token's distribution
+ * and of the 3-token sequences (categories of fewer than 10 draws pooled) must all give
+ * p >= 0.001. N = 1000 (150 when HACHI_TEST_QUICK); HACHI_MTP_SEEDS=N for the long run. */
+TEST(mtp_micro_sampled_distribution) {
+    NEED_SHARED(apath, "models/gemma4-micro-assistant.gguf");
+    hachi_model *m = micro_load();
+    if (!m) SKIP("gemma4-micro absent");
+    hachi_model *a = load(apath);
+    int np = 0;
+    int32_t *prompt = heldout_prompt(m, "stories", &np);
+    const char *env = getenv("HACHI_MTP_SEEDS");
+    const int N = env ? atoi(env) : getenv("HACHI_TEST_QUICK") ? 150 : 1000;
+    np = HACHI_MIN(np, 121);   /* a short prompt: the test is in the sampling, not the context */
+    tally *t[4];               /* tokens 1, 2, 3, the sequence */
+    int nt[4] = {0, 0, 0, 0};
+    for (int i = 0; i < 4; i++) t[i] = calloc((size_t)2 * N + 1, sizeof **t);
+    hachi_spec_stats st = {0};
+    for (int arm = 0; a && prompt && t[0] && t[1] && t[2] && t[3] && N > 0 && arm < 2; arm++) {
+        hachi_session *s = micro_session(m, HACHI_KV_F16, 2048, 1, 0);
+        if (!s || hachi_session_eval(s, prompt, np, NULL) != HACHI_OK) { CHECK(0); hachi_session_free(s); break; }
+        for (int i = 0; i < N; i++) {
+            hachi_sampler *smp = sampler_of(1.0f, 1 + (uint64_t)i + (uint64_t)arm * N);
+            CHECK(hachi_session_rewind(s, np - 1) == HACHI_OK && hachi_session_eval(s, prompt + np - 1, 1, NULL) == HACHI_OK);
+            hachi_spec *sp = smp ? assistant_spec(m, s, smp, arm ? a : NULL, true) : NULL;
+            int32_t out[3] = {0, 0, 0};
+            if (sp && hachi_spec_feed(sp, prompt, np) == HACHI_OK) decode(sp, m, 3, out);
+            if (sp && arm) {
+                const hachi_spec_stats *x = hachi_spec_get_stats(sp);
+                st.drafted += x->drafted;
+                st.accepted += x->accepted;
+            }
+            for (int k = 0; k < 3; k++) nt[k] = tally_add(t[k], nt[k], (uint64_t)out[k], arm);
+            nt[3] = tally_add(t[3], nt[3], (uint64_t)out[0] << 40 | (uint64_t)out[1] << 20 | (uint64_t)out[2], arm);
+            hachi_spec_free(sp);
+            hachi_sampler_free(smp);
+        }
+        hachi_session_free(s);
+    }
+    int df[4];
+    double p[4], pmin = 1;
+    for (int k = 0; k < 4; k++) pmin = fmin(pmin, p[k] = chi2_homogeneity(t[k], nt[k], N, N, &df[k]));
+    printf("  mtp sampled drafts vs plain, %d seeds each: p = %.4f %.4f %.4f (tokens 1, 2, 3; df %d %d %d), "
+           "%.4f (sequences, df %d, %d distinct); drafts kept %lld of %lld (%.3f)\n", N, p[0], p[1], p[2], df[0], df[1],
+           df[2], p[3], df[3], nt[3], (long long)st.accepted, (long long)st.drafted,
+           st.drafted ? (double)st.accepted / st.drafted : 0.0);
+    CHECKF(df[0] > 0 && df[1] > 0 && df[2] > 0 && df[3] > 0, "too few categories");
+    CHECKF(pmin >= 1e-3, "the distributions differ: smallest p = %.3g", pmin);
+    CHECK(st.accepted > 0 && st.accepted < st.drafted);
+    for (int k = 0; k < 4; k++) free(t[k]);
+    free(prompt);
+    hachi_model_free(a);
+    hachi_model_free(m);
+}
