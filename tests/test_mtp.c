@@ -7,6 +7,7 @@
 #include "test.h"
 #include "micro.h"
 #include "hachi.h"
+#include "../src/gguf.h"
 #include "../src/mtp.h"
 #include "../src/session.h"
 #include "../src/util.h"
@@ -86,7 +87,7 @@ TEST(mtp_oracle_tiny) {
             const float *lg = hachi_mtp_step(d, tok);
             if (k == 0)
                 for (int w = 0; w < 2; w++)
-                    for (int v = 0; v < V; v++) worst[w] = fmax(worst[w], fabs(lg[v] - ref[w][(size_t)i * V + v]));
+                    for (int v = 0; v < V; v++) worst[w] = fmax(worst[w], fabs((double)lg[v] - ref[w][(size_t)i * V + v]));
             out[k] = tok = argmax(lg, V);
         }
         for (int w = 0; w < 2; w++) {
@@ -224,7 +225,7 @@ TEST(mtp_micro_same_tokens) {
     for (int w = 0; a && w < 2; w++) {
         if (!prompt[w]) { CHECKF(0, "%s: prompt absent", names[w]); continue; }
         for (int sampled = 0; sampled < (quick ? 1 : 2); sampled++) {
-            int32_t ref[256], got[256];
+            int32_t ref[256] = {0}, got[256] = {0};
             int n_ref = 0, n_got = 0;
             hachi_spec_stats st = {0};
             for (int pass = 0; pass < 2; pass++) {
@@ -337,7 +338,7 @@ TEST(mtp_micro_sampled_distribution) {
     int np = 0;
     int32_t *prompt = heldout_prompt(m, "stories", &np);
     const char *env = getenv("HACHI_MTP_SEEDS");
-    const int N = env ? atoi(env) : getenv("HACHI_TEST_QUICK") ? 150 : 1000;
+    const int N = env ? (int)strtol(env, NULL, 10) : getenv("HACHI_TEST_QUICK") ? 150 : 1000;
     np = HACHI_MIN(np, 121);   /* a short prompt: the test is in the sampling, not the context */
     tally *t[4];               /* tokens 1, 2, 3, the sequence */
     int nt[4] = {0, 0, 0, 0};
@@ -376,6 +377,157 @@ TEST(mtp_micro_sampled_distribution) {
     CHECK(st.accepted > 0 && st.accepted < st.drafted);
     for (int k = 0; k < 4; k++) free(t[k]);
     free(prompt);
+    hachi_model_free(a);
+    hachi_model_free(m);
+}
+
+/* ---- the centroid head, on a synthetic file ----------------------------------------------- */
+
+/* Every key of g into w (the value types an assistant file has); false on one it cannot copy. */
+static bool copy_keys(const hachi_gguf *g, hachi_gguf_writer *w) {
+    for (int64_t k = 0; k < hachi_gguf_n_kv(g); k++) {
+        const char *key = hachi_gguf_key_at(g, k);
+        const hachi_gguf_value *v = hachi_gguf_value_at(g, k);
+        hachi_status st = HACHI_ERR_UNSUPPORTED;
+        switch (v->type) {
+        case HACHI_GGUF_UINT32: st = hachi_gguf_set_u32(w, key, (uint32_t)v->u64); break;
+        case HACHI_GGUF_INT32: st = hachi_gguf_set_i32(w, key, (int32_t)v->i64); break;
+        case HACHI_GGUF_FLOAT32: st = hachi_gguf_set_f32(w, key, (float)v->f64); break;
+        case HACHI_GGUF_BOOL: st = hachi_gguf_set_bool(w, key, v->b); break;
+        case HACHI_GGUF_STRING: {
+            char *s = strndup(v->str.ptr, (size_t)v->str.len);
+            st = s ? hachi_gguf_set_str(w, key, s) : HACHI_ERR_NOMEM;
+            free(s);
+            break;
+        }
+        case HACHI_GGUF_ARRAY:
+            if (v->arr.type == HACHI_GGUF_STRING) {
+                char **strs = calloc(v->arr.n, sizeof *strs);
+                st = strs ? HACHI_OK : HACHI_ERR_NOMEM;
+                for (uint64_t i = 0; !st && i < v->arr.n; i++)
+                    if (!(strs[i] = strndup(v->arr.strs[i].ptr, (size_t)v->arr.strs[i].len))) st = HACHI_ERR_NOMEM;
+                if (!st) st = hachi_gguf_set_arr_str(w, key, (const char *const *)strs, v->arr.n);
+                for (uint64_t i = 0; strs && i < v->arr.n; i++) free(strs[i]);
+                free(strs);
+            } else if (v->arr.type != HACHI_GGUF_ARRAY) {
+                st = hachi_gguf_set_arr(w, key, v->arr.type, v->arr.data, v->arr.n);
+            }
+            break;
+        default: break;
+        }
+        CHECKF(st == HACHI_OK, "copy %s (type %u): %s", key, v->type, hachi_last_error());
+        if (st) return false;
+    }
+    return true;
+}
+
+/* The trained micro assistant with a centroid head added: 16 clusters of 32 tokens (a seeded
+ * permutation of the vocabulary), each centroid the mean of its tokens' head rows, top 4 kept.
+ * A draft step then gives logits to the kept clusters' 128 tokens only, equal to the dense
+ * head's there, -inf elsewhere; greedy decoding through it still gives plain decoding's tokens. */
+TEST(mtp_centroid_head) {
+    NEED_SHARED(apath, "models/gemma4-micro-assistant.gguf");
+    enum { V = 512, NC = 16, PER = V / NC, TOP = 4, E = 64 };
+    hachi_model *m = micro_load();
+    if (!m) SKIP("gemma4-micro absent");
+    hachi_model *a = load(apath), *c = NULL;
+    hachi_gguf *g = NULL;
+    hachi_gguf_writer *w = hachi_gguf_writer_new();
+    static int32_t order[V];
+    static float cent[NC * E], emb[V * E];
+    const char *cpath = test_tmp("mtp_centroids.gguf");
+    if (!a || !w || hachi_gguf_open(apath, &g) != HACHI_OK) { CHECK(0); goto out; }
+    const hachi_gguf_tensor *te = hachi_gguf_find_tensor(g, "token_embd.weight");
+    CHECK(te && te->type == 0 && te->ne[0] == E && te->ne[1] == V);
+    if (!te || !copy_keys(g, w)) goto out;
+    memcpy(emb, te->data, sizeof emb);
+    uint64_t x = 12345;
+    for (int i = 0; i < V; i++) order[i] = i;
+    for (int i = V - 1; i > 0; i--) {   /* Fisher-Yates with an LCG */
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        int j = (int)((x >> 33) % (uint64_t)(i + 1)), tmp = order[i];
+        order[i] = order[j];
+        order[j] = tmp;
+    }
+    for (int k = 0; k < NC; k++)
+        for (int e = 0; e < E; e++) {
+            double s = 0;
+            for (int j = 0; j < PER; j++) s += emb[order[k * PER + j] * E + e];
+            cent[k * E + e] = (float)(s / PER);
+        }
+    CHECK(hachi_gguf_set_u32(w, "gemma4-assistant.centroid_top_k", TOP) == HACHI_OK);
+    for (int64_t i = 0; i < hachi_gguf_n_tensors(g); i++) {
+        const hachi_gguf_tensor *t = hachi_gguf_tensor_at(g, i);
+        CHECK(hachi_gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data) == HACHI_OK);
+    }
+    const int64_t ne_c[2] = {E, NC}, ne_o[1] = {V};
+    CHECK(hachi_gguf_add_tensor(w, "masked_embd_centroids.weight", 0, 2, ne_c, cent) == HACHI_OK);
+    CHECK(hachi_gguf_add_tensor(w, "masked_embd_ordering", 26, 1, ne_o, order) == HACHI_OK);
+    CHECKF(hachi_gguf_writer_write(w, cpath) == HACHI_OK, "write: %s", hachi_last_error());
+    if (!(c = load(cpath))) goto out;
+    CHECK(hachi_assistant_check(m, c) == HACHI_OK);
+
+    /* three draft steps of each on the same target state, at 8 prefixes of passkey prompt 0 */
+    int np = 0, key = 0;
+    int32_t *prompt = micro_passkey_prompt(0, &np, &key);
+    hachi_session *s = prompt ? session_f32(m, 1) : NULL;
+    hachi_mtp *dd = NULL, *dc = NULL;
+    if (s && hachi_session_eval(s, prompt, np - 8, NULL) == HACHI_OK && hachi_mtp_create(a, s, &dd) == HACHI_OK &&
+        hachi_mtp_create(c, s, &dc) == HACHI_OK) {
+        CHECK(hachi_mtp_step_bytes(dc) < hachi_mtp_step_bytes(dd));
+        int agree = 0, steps = 0;
+        for (int P = np - 8; P < np; P++) {
+            CHECK(hachi_mtp_begin(dd) && hachi_mtp_begin(dc));
+            int32_t tok = prompt[P];
+            for (int k = 0; k < 3; k++, steps++) {
+                static float ld[V];
+                memcpy(ld, hachi_mtp_step(dd, tok), sizeof ld);
+                const float *lc = hachi_mtp_step(dc, tok);
+                int finite = 0, bad = 0;
+                bool whole = true;
+                for (int v = 0; v < V; v++)
+                    if (!isinf(lc[v])) { finite++; bad += fabsf(lc[v] - ld[v]) > 1e-4f; }
+                for (int cl = 0; cl < NC; cl++) {   /* a cluster is kept whole or not at all */
+                    int kept = 0;
+                    for (int j = 0; j < PER; j++) kept += !isinf(lc[order[cl * PER + j]]);
+                    whole &= kept == 0 || kept == PER;
+                }
+                CHECKF(finite == TOP * PER && bad == 0 && whole, "P %d step %d: %d finite logits, %d differ, whole %d",
+                       P, k, finite, bad, whole);
+                tok = argmax(ld, V);
+                agree += argmax(lc, V) == tok;   /* both continue from the dense draft */
+            }
+            CHECK(hachi_session_eval(s, &prompt[P], 1, NULL) == HACHI_OK);
+        }
+        printf("  mtp centroid head (16 clusters, top 4): %d of %d steps draft the dense head's argmax; a step reads "
+               "%zu bytes of weights instead of %zu\n", agree, steps, hachi_mtp_step_bytes(dc), hachi_mtp_step_bytes(dd));
+    } else CHECKF(0, "setup: %s", hachi_last_error());
+    hachi_mtp_free(dd);
+    hachi_mtp_free(dc);
+    hachi_session_free(s);
+
+    /* greedy decoding with the centroid head: plain decoding's tokens */
+    int32_t ref[32] = {0}, got[32] = {0};
+    int n_ref = 0, n_got = 0;
+    for (int pass = 0; prompt && pass < 2; pass++) {
+        hachi_session *s2 = micro_session(m, HACHI_KV_F16, 2048, 1, 0);
+        hachi_sampler *smp = sampler_of(0.0f, 1);
+        hachi_spec *sp = s2 && smp ? assistant_spec(m, s2, smp, pass ? c : NULL, false) : NULL;
+        if (sp && hachi_session_eval(s2, prompt, np, NULL) == HACHI_OK && hachi_spec_feed(sp, prompt, np) == HACHI_OK) {
+            if (pass) n_got = decode(sp, m, 32, got);
+            else n_ref = decode(sp, m, 32, ref);
+        }
+        if (sp && pass) CHECK(hachi_spec_get_stats(sp)->accepted > 0);
+        hachi_spec_free(sp);
+        hachi_sampler_free(smp);
+        hachi_session_free(s2);
+    }
+    CHECK(n_ref == 32 && n_got == 32 && !memcmp(ref, got, sizeof ref));
+    free(prompt);
+out:
+    hachi_gguf_free(g);
+    hachi_gguf_writer_free(w);
+    hachi_model_free(c);
     hachi_model_free(a);
     hachi_model_free(m);
 }
