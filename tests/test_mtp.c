@@ -531,3 +531,32 @@ out:
     hachi_model_free(a);
     hachi_model_free(m);
 }
+
+/* hachi run -md: the text of a run without it, the acceptance lines on stderr; a drafter for
+ * another target, --draft 0 with -md and --draft-sample without it are one-line errors. */
+TEST(mtp_cli_run) {
+    NEED_SHARED(mpath, "models/gemma4-micro.gguf");
+    NEED_SHARED(apath, "models/gemma4-micro-assistant.gguf");
+    NEED_SHARED(tapath, "oracle/gemma4-tiny-assistant.gguf");
+    const char *bin = test_hachi_bin(), *p = "-p 'Once upon a time, there was a little' -n 48 --temp 0 -t 1";
+    int rc0 = -1, rc1 = -1, rc;
+    char *plain = test_sh(&rc0, "%s run -m %s %s 2>/dev/null", bin, mpath, p);
+    char *md = test_sh(&rc1, "%s run -m %s -md %s %s 2>/dev/null", bin, mpath, apath, p);
+    CHECKF(rc0 == 0 && rc1 == 0 && !strcmp(plain, md), "-md changed the text:\n%s\n---\n%s", md, plain);
+    char *err = test_sh(&rc, "%s run -m %s -md %s %s 2>&1 >/dev/null", bin, mpath, apath, p);
+    CHECKF(rc == 0 && strstr(err, "draft: acceptance ") && strstr(err, "mean accepted length"), "%s", err);
+    free(err);
+    err = test_sh(&rc, "%s run -m %s -md %s %s 2>&1 >/dev/null", bin, mpath, tapath, p);
+    CHECKF(rc == 1 && strstr(err, "hachi run: ") && strstr(err, "1024") && strstr(err, "512") &&
+               strchr(err, '\n') && !strchr(err, '\n')[1],
+           "%s", err);
+    free(err);
+    err = test_sh(&rc, "%s run -m %s -md %s --draft 0 %s 2>&1 >/dev/null", bin, mpath, apath, p);
+    CHECKF(rc == 1 && strstr(err, "--draft 0"), "%s", err);
+    free(err);
+    err = test_sh(&rc, "%s run -m %s --draft-sample %s 2>&1 >/dev/null", bin, mpath, p);
+    CHECKF(rc == 1 && strstr(err, "-md"), "%s", err);
+    free(err);
+    free(plain);
+    free(md);
+}
