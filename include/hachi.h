@@ -249,7 +249,9 @@ HACHI_API void    hachi_sampler_reset(hachi_sampler *s);
  *     evaluate t alone; repeat,
  * for any sampler settings and seed and any drafter (a forward of up to 16 tokens gives
  * bitwise the logits of decoding them one by one). Drafts only decide how many forwards
- * that takes. hachi run and hachi chat decode through it, with or without --draft. */
+ * that takes. hachi run and hachi chat decode through it, with or without --draft. The one
+ * exception is opt-in: an assistant's sampled drafts (hachi_spec_params.sample_drafts) give
+ * plain decoding's distribution by rejection sampling, not its tokens for a seed. */
 
 #define HACHI_DRAFT_MAX 15   /* drafted tokens per forward: with the token before them, at most
                               * 16 rows, which verify bitwise like decode steps and rewind exactly */
@@ -260,19 +262,41 @@ typedef struct hachi_spec hachi_spec;
 typedef enum hachi_drafter {
     HACHI_DRAFTER_NONE = 0,     /* plain decoding: one forward per token */
     HACHI_DRAFTER_LOOKUP = 1,   /* prompt lookup over the session's tokens (hachi_draft_lookup) */
-} hachi_drafter;               /* to come: a draft model, self-speculation */
+    HACHI_DRAFTER_ASSISTANT = 2,    /* a Gemma 4 assistant (hachi_spec_params.assistant) */
+} hachi_drafter;               /* to come: self-speculation */
 
 typedef struct hachi_spec_params {
     hachi_drafter drafter;
     int32_t n_draft;            /* most drafted tokens per forward, 1..HACHI_DRAFT_MAX (not for NONE) */
     int32_t ngram_min, ngram_max;   /* LOOKUP: the n-gram lengths matched, longest first (2, 4) */
+    /* ASSISTANT: a model of GGUF architecture gemma4-assistant (hachi_model_load) made for the
+     * session's model (hachi_assistant_check); borrowed, it must outlive the spec. It drafts from
+     * the target's last hidden row and its KV caches: no session, no cache of its own. */
+    const hachi_model *assistant;
+    /* ASSISTANT with a sampler at temperature > 0: draw each draft from the drafter's own
+     * distribution q (the sampler's settings over the drafter's logits), keep it with probability
+     * min(1, p/q) (p: the target's distribution the sampler draws from), and on the first
+     * rejection sample from normalize(max(p - q, 0)). The output then has plain decoding's
+     * distribution, but not its tokens for a given seed. false (the default): greedy drafts (the
+     * drafter's argmax), kept while the samples equal them: plain decoding's tokens exactly. */
+    bool sample_drafts;
 } hachi_spec_params;
 
 typedef struct hachi_spec_stats {
     int64_t forwards;           /* hachi_session_eval calls of the loop (prefills not counted) */
     int64_t drafted;            /* drafted tokens evaluated */
     int64_t accepted;           /* drafted tokens kept (each saved a forward) */
+    int64_t draft_forwards;     /* forwards that verified at least one draft (mean accepted length:
+                                   1 + accepted / draft_forwards tokens per such forward) */
+    int64_t accepted_at[HACHI_DRAFT_MAX];   /* forwards that kept draft i (0: the first) */
+    double draft_ms;            /* time spent drafting */
 } hachi_spec_stats;
+
+/* Whether assistant (a gemma4-assistant model) can draft for target: architectures, the width
+ * of the hidden row, the vocabulary (every token's text), and per assistant layer the target
+ * cache it reads (the target's layer n_layer - 2 for a sliding layer, n_layer - 1 for a full
+ * one: their head dims, KV heads, window). A mismatch is an error naming both shapes. */
+HACHI_API hachi_status hachi_assistant_check(const hachi_model *target, const hachi_model *assistant);
 
 /* LOOKUP, n_draft 4, n-grams 4 down to 2. */
 HACHI_API hachi_spec_params hachi_spec_default_params(void);

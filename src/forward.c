@@ -213,6 +213,7 @@ void hachi_forward(hachi_session *s, const int32_t *tokens, int n, float *out, b
     const int E = m->n_embd, p0 = s->pos;
     const bool prof = s->profiling;
     double t0 = prof ? hachi_time_ms() : 0, t1;
+    s->hidden_lo = s->hidden_hi = 0;   /* the layers overwrite xn */
 
     /* x = token_embd[t] * emb_scale (gemma4: sqrt(E)) */
     for (int t = 0; t < n; t++) {
@@ -237,6 +238,9 @@ void hachi_forward(hachi_session *s, const int32_t *tokens, int n, float *out, b
     int first = out ? 0 : n - 1;
     for (int t = first; t < n; t++)
         rmsnorm(s->xn + (size_t)t * E, s->x + (size_t)t * E, m->output_norm, E, m->rms_eps);
+    s->hidden_p0 = p0;                  /* xn now holds the head's input rows */
+    s->hidden_lo = p0 + first;
+    s->hidden_hi = p0 + n;
     float *dst = out ? out : s->logits;
     matmul(s, &m->output, s->xn + (size_t)first * E, E, n - first, dst, m->n_vocab);
     if (m->softcap > 0.0f) {   /* 262144 tanh per row: split them */

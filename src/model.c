@@ -133,9 +133,45 @@ static hachi_status load_llama(loader *ld) {
     return HACHI_OK;
 }
 
+/* A gemma4-assistant's input and output beyond the layers: the projections from and back to
+ * the target's width, and the optional centroid head (masked_embd_centroids: a score per
+ * cluster of n_vocab / n_centroids tokens; masked_embd_ordering: the token ids cluster by
+ * cluster, I32). */
+static hachi_status load_assistant_io(loader *ld) {
+    hachi_model *m = ld->m;
+    TRY(get_u32(ld, "embedding_length_out", true, &m->n_embd_out));
+    if (m->n_embd_out <= 0)
+        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': embedding_length_out %d invalid", m->path, m->n_embd_out);
+    TRY(bind_mat(ld, &m->nextn_pre, "nextn.pre_projection.weight", 2 * (int64_t)m->n_embd_out, m->n_embd, true));
+    TRY(bind_mat(ld, &m->nextn_post, "nextn.post_projection.weight", m->n_embd, m->n_embd_out, true));
+    TRY(bind_mat(ld, &m->centroids, "masked_embd_centroids.weight", m->n_embd, -1, false));
+    if (!m->centroids.data) return HACHI_OK;
+    const hachi_gguf_tensor *t = hachi_gguf_find_tensor(m->gguf, "masked_embd_ordering");
+    m->n_centroids = (int)m->centroids.rows;
+    m->centroid_top_k = 32;
+    TRY(get_u32(ld, "centroid_top_k", false, &m->centroid_top_k));
+    if (!t || t->type != HACHI_TYPE_I32 || t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3] != m->n_vocab)
+        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': masked_embd_centroids needs masked_embd_ordering, "
+                          "%d I32 token ids", m->path, m->n_vocab);
+    if (m->n_centroids < 1 || m->n_vocab % m->n_centroids || m->centroid_top_k < 1 ||
+        m->centroid_top_k > m->n_centroids)
+        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': %d centroids (top %d) do not split %d tokens evenly",
+                          m->path, m->n_centroids, m->centroid_top_k, m->n_vocab);
+    if (!(m->ordering = hachi_malloc((size_t)m->n_vocab * sizeof *m->ordering))) return HACHI_ERR_NOMEM;
+    memcpy(m->ordering, t->data, (size_t)m->n_vocab * sizeof *m->ordering);
+    for (int i = 0; i < m->n_vocab; i++)
+        if (m->ordering[i] < 0 || m->ordering[i] >= m->n_vocab)
+            return hachi_fail(HACHI_ERR_FORMAT, "model '%s': masked_embd_ordering[%d] = %d is not a token id",
+                              m->path, i, (int)m->ordering[i]);
+    return HACHI_OK;
+}
+
+/* gemma4 and gemma4-assistant share the layer layout; an assistant's layers have no K/V of
+ * their own (they read the target's caches, mtp.c), so every layer is KV-shared. */
 static hachi_status load_gemma4(loader *ld) {
     hachi_model *m = ld->m;
     const hachi_gguf *g = m->gguf;
+    const bool assistant = m->arch == HACHI_ARCH_GEMMA4_ASSISTANT;
     char name[128];
     m->n_head_kv = 1;
     TRY(get_u32(ld, "attention.head_count_kv", false, &m->n_head_kv));
@@ -151,7 +187,7 @@ static hachi_status load_gemma4(loader *ld) {
         return hachi_fail(HACHI_ERR_UNSUPPORTED, "model '%s': value_length differs from key_length", m->path);
     if (m->n_head <= 0 || m->n_head_kv <= 0 || m->n_head % m->n_head_kv || m->head_dim_full <= 0 ||
         m->head_dim_swa <= 0 || m->head_dim_full % 2 || m->head_dim_swa % 2 || m->window <= 0 ||
-        m->n_shared_kv >= m->n_layer)
+        (m->n_shared_kv >= m->n_layer && !assistant))
         return hachi_fail(HACHI_ERR_FORMAT, "model '%s': inconsistent gemma4 attention hyperparameters", m->path);
     m->rms_eps = 1e-6f;
     m->rope_base = 1e6f;
@@ -192,7 +228,9 @@ static hachi_status load_gemma4(loader *ld) {
         L->head_dim = sl ? m->head_dim_swa : m->head_dim_full;
         L->n_ff = (int)ff;
         L->out_scale = 1.0f;
-        if (l < n_own) {
+        if (assistant) {
+            L->kv_owner = -1;
+        } else if (l < n_own) {
             L->kv_owner = l;
             if (sl) last_own_swa = l; else last_own_full = l;
         } else {
@@ -202,7 +240,7 @@ static hachi_status load_gemma4(loader *ld) {
                                   m->path, l, sl ? "sliding" : "full");
         }
         int hd = L->head_dim;
-        bool own = L->kv_owner == l;
+        bool own = !assistant && L->kv_owner == l;
 #define LN(s) (snprintf(name, sizeof name, "blk.%d." s, l), name)
         TRY(bind_vec(ld, &L->attn_norm, LN("attn_norm.weight"), m->n_embd, true));
         TRY(bind_mat(ld, &L->wq, LN("attn_q.weight"), m->n_embd, (int64_t)m->n_head * hd, true));
@@ -235,7 +273,7 @@ static hachi_status load_gemma4(loader *ld) {
         TRY(bind_mat(ld, &m->pl_model_proj, "per_layer_model_proj.weight", m->n_embd, w, true));
         TRY(bind_vec(ld, &m->pl_proj_norm, "per_layer_proj_norm.weight", m->n_embd_pl, true));
     }
-    return HACHI_OK;
+    return assistant ? load_assistant_io(ld) : HACHI_OK;
 }
 
 hachi_model_params hachi_model_default_params(void) {
@@ -256,7 +294,9 @@ static hachi_status load(hachi_model *m, const hachi_model_params *p) {
     if (p->vocab_only) return HACHI_OK;
     if (hachi_gguf_str_eq(arch, "llama")) m->arch = HACHI_ARCH_LLAMA;
     else if (hachi_gguf_str_eq(arch, "gemma4")) m->arch = HACHI_ARCH_GEMMA4;
-    else return hachi_fail(HACHI_ERR_UNSUPPORTED, "model '%s': architecture '%s' is not supported (hachi runs gemma4 and llama)",
+    else if (hachi_gguf_str_eq(arch, "gemma4-assistant")) m->arch = HACHI_ARCH_GEMMA4_ASSISTANT;
+    else return hachi_fail(HACHI_ERR_UNSUPPORTED, "model '%s': architecture '%s' is not supported (hachi runs gemma4, "
+                           "llama and gemma4-assistant drafters)",
                            m->path, m->arch_name);
 
     TRY(get_u32(&ld, "block_count", true, &m->n_layer));
@@ -273,11 +313,12 @@ static hachi_status load(hachi_model *m, const hachi_model_params *p) {
     TRY(bind_vec(&ld, &m->output_norm, "output_norm.weight", m->n_embd, true));
     TRY(bind_mat(&ld, &m->output, "output.weight", m->n_embd, m->n_vocab, false));
     if (!m->output.data) m->output = m->tok_embd;
-    TRY(m->arch == HACHI_ARCH_GEMMA4 ? load_gemma4(&ld) : load_llama(&ld));
+    TRY(m->arch == HACHI_ARCH_LLAMA ? load_llama(&ld) : load_gemma4(&ld));
 
     /* bytes of weights read per decoded token */
     size_t b = m->output.rows * m->output.row_bytes;
     if (m->pl_model_proj.data) b += m->pl_model_proj.rows * m->pl_model_proj.row_bytes;
+    if (m->nextn_pre.data) b += m->nextn_pre.rows * m->nextn_pre.row_bytes + m->nextn_post.rows * m->nextn_post.row_bytes;
     for (int l = 0; l < m->n_layer; l++) {
         const hachi_layer *L = &m->layers[l];
         const hachi_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
@@ -403,6 +444,7 @@ void hachi_model_free(hachi_model *m) {
     hachi_free(m->rope_freqs);
     hachi_free(m->output_norm);
     hachi_free(m->pl_proj_norm);
+    hachi_free(m->ordering);
     if (m->x8) munmap(m->x8, m->x8_bytes);
     hachi_tokenizer_free(m->tok);
     hachi_gguf_free(m->gguf);
@@ -445,15 +487,20 @@ void hachi_model_print_info(const hachi_model *m, void *file) {
         fprintf(f, "layers:        %d\nembedding:     %d\nheads:         %d (kv heads %d)\n",
                 m->n_layer, m->n_embd, m->n_head, m->n_head_kv);
         fprintf(f, "head dim:      %d", m->head_dim_full);
-        if (m->arch == HACHI_ARCH_GEMMA4) fprintf(f, " full, %d sliding (window %d)", m->head_dim_swa, m->window);
+        if (m->arch != HACHI_ARCH_LLAMA) fprintf(f, " full, %d sliding (window %d)", m->head_dim_swa, m->window);
         fprintf(f, "\ncontext train: %d\nrope:          %s, base %g", m->n_ctx_train,
                 m->rope_neox ? "neox" : "normal", m->rope_base);
-        if (m->arch == HACHI_ARCH_GEMMA4)
+        if (m->arch != HACHI_ARCH_LLAMA)
             fprintf(f, " (sliding %g)%s", m->rope_base_swa, m->rope_freqs ? ", proportional rope_freqs" : "");
         fprintf(f, "\nrms eps:       %g\n", m->rms_eps);
-        if (m->arch == HACHI_ARCH_GEMMA4)
+        if (m->arch != HACHI_ARCH_LLAMA)
             fprintf(f, "kv shared:     last %d layers\nper-layer in:  %d\nsoftcap:       %g\n",
                     m->n_shared_kv, m->n_embd_pl, m->softcap);
+        if (m->arch == HACHI_ARCH_GEMMA4_ASSISTANT) {
+            fprintf(f, "drafter for:   a gemma4 target of width %d (reads its last sliding and full caches)\n", m->n_embd_out);
+            if (m->centroids.data) fprintf(f, "centroid head: %d clusters, top %d\n", m->n_centroids, m->centroid_top_k);
+            else fprintf(f, "centroid head: none (dense head over %d tokens)\n", m->n_vocab);
+        }
         fprintf(f, "output:        %s\nweights/token: %.1f MB\n", m->output.data == m->tok_embd.data ? "tied" : "separate",
                 m->weight_bytes / 1e6);
         fprintf(f, "repacked:      %.1f MB interleaved 8 rows by 8 (%s kernels)\n", m->x8_bytes / 1e6, m->kern->name);

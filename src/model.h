@@ -10,13 +10,14 @@
 #include "matmul.h"
 #include "tokenizer.h"
 
-enum hachi_arch { HACHI_ARCH_LLAMA, HACHI_ARCH_GEMMA4 };
+enum hachi_arch { HACHI_ARCH_LLAMA, HACHI_ARCH_GEMMA4, HACHI_ARCH_GEMMA4_ASSISTANT };
 
 typedef struct hachi_layer {
     bool sliding;               /* gemma4: sliding-window layer; llama: false */
     int head_dim;               /* per head, q/k/v (k and v equal) */
     int n_ff;                   /* FFN width */
-    int kv_owner;               /* layer whose K/V cache this layer reads (itself if it owns one) */
+    int kv_owner;               /* layer whose K/V cache this layer reads (itself if it owns one);
+                                   gemma4-assistant: -1 (it reads the target's, mtp.c) */
     hachi_mat wq;               /* [n_head*head_dim][n_embd] */
     hachi_mat wk, wv;           /* [n_head_kv*head_dim][n_embd]; wv.data NULL: V = K; unused on shared layers */
     hachi_mat wo;               /* [n_embd][n_head*head_dim] */
@@ -56,6 +57,14 @@ struct hachi_model {
     hachi_mat pl_model_proj;           /* [n_layer*n_embd_pl][n_embd] */
     float *pl_proj_norm;               /* [n_embd_pl] */
     hachi_layer *layers;               /* [n_layer] */
+    /* gemma4-assistant (a drafter for a gemma4 target, run by mtp.c; no session of its own) */
+    int n_embd_out;                    /* the target's width: the hidden row taken in and handed on */
+    hachi_mat nextn_pre;               /* [n_embd][2 * n_embd_out]: concat(target embedding, h) -> n_embd */
+    hachi_mat nextn_post;              /* [n_embd_out][n_embd]: the next step's h */
+    hachi_mat centroids;               /* [n_centroids][n_embd] masked_embd_centroids; data NULL: dense head */
+    int32_t *ordering;                 /* [n_vocab] masked_embd_ordering: token ids, cluster by cluster
+                                          (n_vocab / n_centroids each); NULL without centroids */
+    int n_centroids, centroid_top_k;   /* clusters, and how many a draft step keeps (32) */
     size_t weight_bytes;               /* bytes of all matrices read per token (excl. embeddings rows) */
     void *x8;                          /* the interleaved copies of the repacked matrices (anonymous map) */
     size_t x8_bytes;

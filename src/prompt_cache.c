@@ -293,6 +293,7 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
     dropped = true;
     s->pos = 0;
     s->logits_pos = -1;
+    s->hidden_lo = s->hidden_hi = 0;   /* no forward's hidden rows: a drafter drafts after the next one */
     for (int c = 0; c < s->n_kv; c++) hachi_kv_restored_from(&s->kv[c], 0);
     if (!same_model) goto out;   /* another model: nothing to reuse, not an error */
     const uint64_t base = 8 + hl, data = size - base;

@@ -13,7 +13,7 @@
  * tokens on every platform. seed 0 means HACHI_SAMPLER_DEFAULT_SEED.
  * hachi_sampler_reset clears the penalty history and re-seeds.
  * Every buffer is allocated in hachi_sampler_create; sample() allocates nothing. */
-#include "hachi.h"
+#include "sampler.h"
 #include "util.h"
 #include <math.h>
 
@@ -236,10 +236,19 @@ static int32_t draw(hachi_sampler *s, const cand *c, int32_t n, double total) {
     return c[0].id;
 }
 
+/* Draw from c[0..n) by weight, or (dist non-NULL, zeroed) write the normalized weights
+ * into dist by id instead and return -1. */
+static int32_t emit(hachi_sampler *s, const cand *c, int32_t n, double total, float *dist) {
+    if (!dist) return draw(s, c, n, total);
+    if (n <= 0 || !(total > 0)) dist[n <= 0 ? 0 : c[0].id] = 1.0f;
+    else for (int32_t i = 0; i < n; i++) dist[c[i].id] = (float)(c[i].logit / total);
+    return -1;
+}
+
 /* sel[0..n) sorted best first with logits; z the softmax normalizer (in units
  * where the best token weighs 1) of the set top-p is relative to. Applies
- * top-p and min-p, then draws. */
-static int32_t finish_sorted(hachi_sampler *s, cand *sel, int32_t n, double z, float inv_t) {
+ * top-p and min-p, then draws (emit). */
+static int32_t finish_sorted(hachi_sampler *s, cand *sel, int32_t n, double z, float inv_t, float *dist) {
     const float m = sel[0].logit;
     const double p_target = (double)s->p.top_p * z;
     int32_t keep = n;
@@ -252,7 +261,7 @@ static int32_t finish_sorted(hachi_sampler *s, cand *sel, int32_t n, double z, f
         kept = cum;
         if (s->p.top_p < 1.0f && cum >= p_target) { keep = i + 1; break; }
     }
-    return draw(s, sel, keep, kept);
+    return emit(s, sel, keep, kept, dist);
 }
 
 /* top-p over the whole vocabulary without sorting it. Tokens are bucketed by
@@ -262,7 +271,7 @@ static int32_t finish_sorted(hachi_sampler *s, cand *sel, int32_t n, double z, f
  * kept set is exactly the sorted prefix of the definition; min-p (a weight
  * threshold) is applied while bucketing, and since both cuts are prefixes the
  * result is their intersection, as in "top-p, then min-p". */
-static int32_t sample_nucleus(hachi_sampler *s, const float *l, float m, float inv_t) {
+static int32_t sample_nucleus(hachi_sampler *s, const float *l, float m, float inv_t, float *dist) {
     const int32_t n = s->n_vocab;
     /* min-p as a log-weight bound: e >= min_p  <=>  d <= d_max */
     const float d_max = s->p.min_p > 0 ? -logf(s->p.min_p) : INFINITY;
@@ -305,37 +314,45 @@ static int32_t sample_nucleus(hachi_sampler *s, const float *l, float m, float i
         kept += e;
         if (s->p.top_p < 1.0f && kept >= target) break;
     }
-    return draw(s, s->cand, nc, kept);
+    return emit(s, s->cand, nc, kept, dist);
 }
 
-int32_t hachi_sampler_sample(hachi_sampler *s, const float *logits) {
+/* The sample (dist NULL), or the distribution it is drawn from written into dist (then -1):
+ * one code path, so the two agree. */
+static int32_t pick(hachi_sampler *s, const float *logits, float *dist) {
     const int32_t n = s->n_vocab;
     const float *l = apply_penalty(s, logits);
-    if (s->p.temp <= 0.0f || s->p.top_k == 1) return argmax(l, n);
+#define ONE(t) (dist ? (dist[(t)] = 1.0f, -1) : (t))
+    if (s->p.temp <= 0.0f || s->p.top_k == 1) return ONE(argmax(l, n));
     const float inv_t = 1.0f / s->p.temp;
 
     if (s->p.top_k > 0 && s->p.top_k < n) {
         int32_t k = select_top_logits(l, n, s->p.top_k, s->sel);
-        if (k == 0) return 0;
+        if (k == 0) return ONE(0);
         double z = 0;
         for (int32_t i = 0; i < k; i++) z += expf((s->sel[i].logit - s->sel[0].logit) * inv_t);
-        return finish_sorted(s, s->sel, k, z, inv_t);
+        return finish_sorted(s, s->sel, k, z, inv_t, dist);
     }
 
     /* all tokens are candidates: normalizer over the whole vocabulary */
     float m = -INFINITY;
     for (int32_t i = 0; i < n; i++) if (l[i] > m) m = l[i];
-    if (m == -INFINITY) return argmax(l, n);
+    if (m == -INFINITY) return ONE(argmax(l, n));
     const float min_p = s->p.min_p;
     if (s->p.top_p >= 1.0f) {
         /* no ordering needed: one pass of weights (min-p filtered), one draw */
-        float *w = s->work;                               /* may alias l: read before write */
+        float *w = dist ? dist : s->work;                 /* work may alias l: read before write */
         const float d_max = min_p > 0 ? -logf(min_p) : INFINITY;   /* e >= min_p <=> d <= d_max */
         double total = 0;
         for (int32_t i = 0; i < n; i++) {
             float v = l[i], d = (m - v) * inv_t, e = d <= d_max ? expf(-d) : 0.0f;   /* NaN: 0 */
             w[i] = e;
             total += e;
+        }
+        if (dist) {
+            if (!(total > 0)) { memset(dist, 0, (size_t)n * sizeof *dist); dist[0] = 1.0f; }
+            else for (int32_t i = 0; i < n; i++) dist[i] = (float)(dist[i] / total);
+            return -1;
         }
         double u = rng_uniform(s) * total, cum = 0;
         int32_t last = 0;
@@ -347,5 +364,32 @@ int32_t hachi_sampler_sample(hachi_sampler *s, const float *logits) {
         }
         return last;
     }
-    return sample_nucleus(s, l, m, inv_t);
+    return sample_nucleus(s, l, m, inv_t, dist);
+#undef ONE
+}
+
+int32_t hachi_sampler_sample(hachi_sampler *s, const float *logits) { return pick(s, logits, NULL); }
+
+void hachi_sampler_dist(hachi_sampler *s, const float *logits, float *dist) {
+    memset(dist, 0, (size_t)s->n_vocab * sizeof *dist);
+    pick(s, logits, dist);
+}
+
+bool hachi_sampler_greedy(const hachi_sampler *s) { return s->p.temp <= 0.0f || s->p.top_k == 1; }
+
+double hachi_sampler_uniform(hachi_sampler *s) { return rng_uniform(s); }
+
+int32_t hachi_sampler_draw_weights(hachi_sampler *s, const float *w) {
+    double total = 0;
+    int32_t last = -1;
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (w[i] > 0) { total += w[i]; last = i; }
+    if (last < 0) return -1;
+    double u = rng_uniform(s) * total, cum = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        if (!(w[i] > 0)) continue;
+        cum += w[i];
+        if (u < cum) return i;
+    }
+    return last;   /* rounding */
 }

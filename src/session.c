@@ -76,6 +76,9 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     if (!m || !out) return hachi_fail(HACHI_ERR_INVALID_ARG, "hachi_session_create: NULL argument");
     *out = NULL;
     if (!m->layers) return hachi_fail(HACHI_ERR_INVALID_ARG, "model '%s' was loaded vocab-only", m->path);
+    if (m->arch == HACHI_ARCH_GEMMA4_ASSISTANT)
+        return hachi_fail(HACHI_ERR_UNSUPPORTED, "model '%s' is a gemma4-assistant drafter: it drafts for a gemma4 "
+                          "target (hachi_spec_params.assistant, -md) and has no session of its own", m->path);
     if (p.n_ctx == 0) p.n_ctx = 2048;
     if (p.n_ctx < HACHI_CTX_MIN || p.n_ctx > HACHI_CTX_MAX || (p.n_ctx & (p.n_ctx - 1)))
         return hachi_fail(HACHI_ERR_INVALID_ARG, "context %d is not a context mode (a power of two from %d to %d)",
@@ -264,6 +267,11 @@ hachi_status hachi_session_eval(hachi_session *s, const int32_t *tokens, int32_t
 }
 
 const float *hachi_session_logits(const hachi_session *s) { return s ? s->logits : NULL; }
+
+const float *hachi_session_hidden(const hachi_session *s, int pos) {
+    if (!s || pos < s->hidden_lo || pos >= s->hidden_hi || pos >= s->pos) return NULL;
+    return s->xn + (size_t)(pos - s->hidden_p0) * s->m->n_embd;
+}
 int32_t hachi_session_pos(const hachi_session *s) { return s ? s->pos : 0; }
 int32_t hachi_session_n_ctx(const hachi_session *s) { return s ? s->n_ctx : 0; }
 size_t hachi_session_plan_bytes(const hachi_session *s) { return s ? s->plan_bytes : 0; }
@@ -337,6 +345,7 @@ hachi_status hachi_session_fill_synthetic(hachi_session *s, int32_t n, uint64_t 
     }
     s->pos += n;
     s->logits_pos = -1;
+    s->hidden_lo = s->hidden_hi = 0;
     return HACHI_OK;
 }
 

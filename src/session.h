@@ -67,6 +67,8 @@ struct hachi_session {
     int rope_dim[2];                /* d: rotated dims of each kind */
     float *logits;                  /* [n_vocab] of the last evaluated token */
     int logits_pos;                 /* its position; -1: none */
+    int hidden_p0, hidden_lo, hidden_hi;   /* xn rows [lo - p0, hi - p0) hold the final-normed hidden rows (the
+                                              head's input) of positions [lo, hi): the last forward's head rows */
     float *scores;                  /* [n_threads][scores_stride] attention scratch */
     size_t scores_stride;
     float *partial;                 /* attention split partials (attn.h) */
@@ -81,5 +83,10 @@ struct hachi_session {
  * when out != NULL, else (when head) the last row into s->logits; head = false skips the
  * output head (an intermediate prefill chunk). Advances s->pos. */
 void hachi_forward(hachi_session *s, const int32_t *tokens, int n, float *out, bool head);
+
+/* The final-normed hidden row [n_embd] of position pos (< hachi_session_pos) when the last forward
+ * computed it (the last token of an eval; every row of an eval with logits_out), else NULL. Valid
+ * until the next eval, load or synthetic fill. What a gemma4-assistant drafter starts from. */
+const float *hachi_session_hidden(const hachi_session *s, int pos);
 
 #endif

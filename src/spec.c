@@ -7,10 +7,18 @@
  * accept iff y == x"; with a forward of up to 16 tokens giving bitwise the logits of
  * decoding them one by one, the tokens are those of plain decoding for any sampler.
  *
- * Only the public session API is used (eval, rewind, pos, n_ctx, logits). Every buffer is
- * allocated in hachi_spec_create; a step allocates nothing. Hot path: one step per
- * forward; the lookup (a backward scan of the text) is small next to the forward. */
+ * The assistant drafter (mtp.h) drafts greedily from the target's last hidden row by default,
+ * a deterministic draft judged by that same rule. With sample_drafts (and a sampler at
+ * temperature > 0) each draft x is drawn from the drafter's distribution q and kept with
+ * probability min(1, p(x)/q(x)); the first rejected row samples from normalize(max(p - q, 0))
+ * instead: the standard speculative-sampling rule, which gives plain decoding's distribution.
+ *
+ * Only the public session API is used (eval, rewind, pos, n_ctx, logits), and mtp.h's drafter.
+ * Every buffer is allocated in hachi_spec_create; a step allocates nothing. Hot path: one step
+ * per forward; the lookup (a backward scan of the text) is small next to the forward. */
 #include "spec.h"
+#include "mtp.h"
+#include "sampler.h"
 #include "util.h"
 
 struct hachi_spec {
@@ -18,11 +26,15 @@ struct hachi_spec {
     hachi_session *s;
     hachi_sampler *smp;
     hachi_spec_params p;
-    const hachi_drafter_ops *drafter;   /* NULL: plain decoding */
+    const hachi_drafter_ops *drafter;   /* a stateless drafter (LOOKUP); NULL: none or the assistant */
+    hachi_mtp *mtp;                     /* ASSISTANT: the drafter over the session; else NULL */
+    bool sampled;                       /* ASSISTANT drafts drawn from q and judged by rejection sampling */
     size_t n_vocab;
     int32_t *text;          /* [n_ctx + 1] the token at each position of the session, then the
                                pending one: the drafter's text (fed and sampled tokens) */
     float *rows;            /* [n_draft + 1][n_vocab] logits of one verifying forward; NULL without a drafter */
+    float *q;               /* sampled: [n_draft][n_vocab] the distribution each draft was drawn from */
+    float *pd;              /* sampled: [n_vocab] the target's distribution of a row, then the residual */
     const float *lg;        /* [n_vocab] the logits the next sample without a pending token comes from */
     int32_t pending;        /* the last token returned, at position hachi_session_pos, not evaluated; -1: none */
     hachi_spec_stats stats;
@@ -69,6 +81,12 @@ hachi_status hachi_spec_create(const hachi_model *model, hachi_session *s, hachi
     const hachi_drafter_ops *drafter = NULL;
     switch (p.drafter) {
     case HACHI_DRAFTER_NONE: p.n_draft = 0; break;
+    case HACHI_DRAFTER_ASSISTANT: {
+        if (!p.assistant) return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: the assistant drafter needs an assistant model");
+        hachi_status st = hachi_assistant_check(model, p.assistant);
+        if (st) return st;
+        break;
+    }
     case HACHI_DRAFTER_LOOKUP:
         if (p.ngram_min < 1 || p.ngram_max < p.ngram_min)
             return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: lookup n-grams %d..%d (need 1 <= min <= max)",
@@ -77,7 +95,8 @@ hachi_status hachi_spec_create(const hachi_model *model, hachi_session *s, hachi
         break;
     default: return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: unknown drafter kind %d", (int)p.drafter);
     }
-    if (drafter && (p.n_draft < 1 || p.n_draft > HACHI_DRAFT_MAX))
+    const bool drafts = drafter || p.drafter == HACHI_DRAFTER_ASSISTANT;
+    if (drafts && (p.n_draft < 1 || p.n_draft > HACHI_DRAFT_MAX))
         return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: n_draft %d not in 1..%d", (int)p.n_draft, HACHI_DRAFT_MAX);
 
     hachi_spec *sp = hachi_calloc(1, sizeof *sp);
@@ -91,8 +110,18 @@ hachi_status hachi_spec_create(const hachi_model *model, hachi_session *s, hachi
     sp->pending = -1;
     const size_t n_text = (size_t)hachi_session_n_ctx(s) + 1;
     sp->text = hachi_malloc(n_text * sizeof *sp->text);
-    if (drafter) sp->rows = hachi_malloc((size_t)(p.n_draft + 1) * sp->n_vocab * sizeof *sp->rows);
-    if (!sp->text || (drafter && !sp->rows)) { hachi_spec_free(sp); return HACHI_ERR_NOMEM; }
+    if (drafts) sp->rows = hachi_malloc((size_t)(p.n_draft + 1) * sp->n_vocab * sizeof *sp->rows);
+    if (!sp->text || (drafts && !sp->rows)) { hachi_spec_free(sp); return HACHI_ERR_NOMEM; }
+    if (p.drafter == HACHI_DRAFTER_ASSISTANT) {
+        hachi_status st = hachi_mtp_create(p.assistant, s, &sp->mtp);
+        if (st) { hachi_spec_free(sp); return st; }
+        sp->sampled = p.sample_drafts && !hachi_sampler_greedy(smp);
+        if (sp->sampled) {
+            sp->q = hachi_malloc((size_t)p.n_draft * sp->n_vocab * sizeof *sp->q);
+            sp->pd = hachi_malloc(sp->n_vocab * sizeof *sp->pd);
+            if (!sp->q || !sp->pd) { hachi_spec_free(sp); return HACHI_ERR_NOMEM; }
+        }
+    }
     for (size_t i = 0; i < n_text; i++) sp->text[i] = -1;   /* positions not fed: no token matches */
     sp->lg = hachi_session_logits(s);
     *out = sp;
@@ -103,6 +132,9 @@ void hachi_spec_free(hachi_spec *sp) {
     if (!sp) return;
     hachi_free(sp->text);
     hachi_free(sp->rows);
+    hachi_free(sp->q);
+    hachi_free(sp->pd);
+    hachi_mtp_free(sp->mtp);
     hachi_free(sp);
 }
 
@@ -126,15 +158,60 @@ hachi_status hachi_spec_feed(hachi_spec *sp, const int32_t *tokens, int32_t n) {
     return HACHI_OK;
 }
 
-/* Sample the token at position pos from logits lg; a token that is not end-of-generation is
- * recorded (the sampler's penalty history, the drafter's text), as plain decoding does. */
-static int32_t sample(hachi_spec *sp, const float *lg, int32_t pos) {
-    int32_t tok = hachi_sampler_sample(sp->smp, lg);
+/* The token at position pos: a token that is not end-of-generation is recorded (the sampler's
+ * penalty history, the drafter's text), as plain decoding does. */
+static int32_t record(hachi_spec *sp, int32_t tok, int32_t pos) {
     if (!hachi_model_is_eog(sp->model, tok)) {
         hachi_sampler_accept(sp->smp, tok);
         sp->text[pos] = tok;
     }
     return tok;
+}
+
+/* Sample the token at position pos from logits lg and record it. */
+static int32_t sample(hachi_spec *sp, const float *lg, int32_t pos) {
+    return record(sp, hachi_sampler_sample(sp->smp, lg), pos);
+}
+
+static int32_t argmax(const float *x, size_t n) {
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return (int32_t)best;
+}
+
+/* The assistant's draft of up to max tokens after tok (the pending token): greedy, or each
+ * draft drawn from q (the drafter's logits through the sampler's settings), q kept for the
+ * verification. Stops after an end of generation. 0 when the session has no hidden row. */
+static int32_t assistant_propose(hachi_spec *sp, int32_t tok, int32_t max, int32_t *draft) {
+    if (!hachi_mtp_begin(sp->mtp)) return 0;
+    for (int32_t i = 0; i < max; i++) {
+        const float *lg = hachi_mtp_step(sp->mtp, tok);
+        if (sp->sampled) {
+            float *q = sp->q + (size_t)i * sp->n_vocab;
+            hachi_sampler_dist(sp->smp, lg, q);
+            tok = hachi_sampler_draw_weights(sp->smp, q);
+            if (tok < 0) return i;
+        } else {
+            tok = argmax(lg, sp->n_vocab);
+        }
+        draft[i] = tok;
+        if (hachi_model_is_eog(sp->model, tok)) return i + 1;
+    }
+    return max;
+}
+
+/* Rejection sampling of draft x (drawn from q, row r of sp->q) against the target's logits lg:
+ * kept (*keep) with probability min(1, p(x) / q(x)), else a sample of normalize(max(p - q, 0)). */
+static int32_t judge(hachi_spec *sp, const float *lg, int32_t r, int32_t x, bool *keep) {
+    float *p = sp->pd;
+    const float *q = sp->q + (size_t)r * sp->n_vocab;
+    hachi_sampler_dist(sp->smp, lg, p);
+    *keep = hachi_sampler_uniform(sp->smp) * q[x] < p[x];
+    if (*keep) return x;
+    for (size_t i = 0; i < sp->n_vocab; i++) p[i] = p[i] > q[i] ? p[i] - q[i] : 0.0f;
+    int32_t t = hachi_sampler_draw_weights(sp->smp, p);
+    return t >= 0 ? t : hachi_sampler_sample(sp->smp, lg);   /* p = q up to rounding */
 }
 
 hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, int32_t *n_out) {
@@ -155,8 +232,13 @@ hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, i
     int32_t batch[HACHI_DRAFT_MAX + 1], k = 0;
     const int32_t room = HACHI_MIN(n_ctx - base - 1, max_tokens - 1);
     batch[0] = sp->pending;
-    if (sp->drafter && room > 0)
-        k = sp->drafter->propose(&sp->p, sp->text, base + 1, HACHI_MIN(sp->p.n_draft, room), batch + 1);
+    if (room > 0 && (sp->drafter || sp->mtp)) {
+        const double t0 = hachi_time_ms();
+        const int32_t max = HACHI_MIN(sp->p.n_draft, room);
+        k = sp->mtp ? assistant_propose(sp, sp->pending, max, batch + 1)
+                    : sp->drafter->propose(&sp->p, sp->text, base + 1, max, batch + 1);
+        sp->stats.draft_ms += hachi_time_ms() - t0;
+    }
 
     /* evaluate: positions base..base+k in one forward (a plain decode step when k = 0) */
     hachi_status st = hachi_session_eval(s, batch, k + 1, k ? sp->rows : NULL);
@@ -164,16 +246,25 @@ hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, i
     sp->pending = -1;
     sp->stats.forwards++;
     sp->stats.drafted += k;
+    sp->stats.draft_forwards += k > 0;
 
-    /* accept: row r gives the token at base + r + 1; a draft is kept while the sample equals it */
+    /* accept: row r gives the token at base + r + 1; a deterministic draft is kept while the
+     * sample equals it, a sampled one by rejection sampling */
     int32_t r = 0;
     for (;; r++) {
         const float *lg = k ? sp->rows + (size_t)r * sp->n_vocab : hachi_session_logits(s);
-        int32_t tok = sample(sp, lg, base + r + 1);
+        bool keep;
+        int32_t tok;
+        if (sp->sampled && r < k) {
+            tok = record(sp, judge(sp, lg, r, batch[r + 1], &keep), base + r + 1);
+        } else {
+            tok = sample(sp, lg, base + r + 1);
+            keep = r < k && tok == batch[r + 1];
+        }
         out[(*n_out)++] = tok;
         sp->lg = lg;                 /* after an end of generation, the next sample's logits */
         if (hachi_model_is_eog(sp->model, tok)) break;
-        if (r < k && tok == batch[r + 1]) { sp->stats.accepted++; continue; }
+        if (keep) { sp->stats.accepted++; sp->stats.accepted_at[r]++; continue; }
         sp->pending = tok;
         break;
     }

@@ -8,8 +8,8 @@
 /* One kind of drafter (hachi_drafter). propose: up to max (1..HACHI_DRAFT_MAX) tokens
  * likely to follow text[0..n), the session's tokens by position then the token about to
  * be evaluated, into draft; returns how many (0: no guess, the forward decodes one token).
- * A kind with a state of its own (a draft model's session, the target's own sparse cache
- * for self-speculation) would add create/free and a hook told how many drafts were kept. */
+ * The assistant (HACHI_DRAFTER_ASSISTANT) has a state of its own (mtp.h) and may sample its
+ * drafts, so spec.c drives it directly instead of through this table. */
 typedef struct hachi_drafter_ops {
     int32_t (*propose)(const hachi_spec_params *p, const int32_t *text, int32_t n, int32_t max, int32_t *draft);
 } hachi_drafter_ops;

@@ -414,13 +414,14 @@ TEST(spec_bad_params) {
         {HACHI_DRAFTER_LOOKUP, 4, 0, 4}, {HACHI_DRAFTER_LOOKUP, 4, 3, 2}, {(hachi_drafter)7, 4, 2, 4},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        p = (hachi_spec_params){bad[i].kind, bad[i].n_draft, bad[i].lo, bad[i].hi};
+        p = (hachi_spec_params){.drafter = bad[i].kind, .n_draft = bad[i].n_draft, .ngram_min = bad[i].lo,
+                                .ngram_max = bad[i].hi};
         CHECKF(hachi_spec_create(m, s, smp, &p, &sp) == HACHI_ERR_INVALID_ARG && !sp && hachi_last_error()[0],
                "params %zu accepted", i);
         sp = (hachi_spec *)1;
     }
     CHECK(hachi_spec_create(m, NULL, smp, NULL, &sp) == HACHI_ERR_INVALID_ARG && !sp);
-    p = (hachi_spec_params){HACHI_DRAFTER_NONE, 0, 0, 0};   /* n-grams and length unused */
+    p = (hachi_spec_params){.drafter = HACHI_DRAFTER_NONE};   /* n-grams and length unused */
     CHECK(hachi_spec_create(m, s, smp, &p, &sp) == HACHI_OK && sp);
     int32_t out[HACHI_SPEC_STEP_MAX], n = -1, bos = hachi_model_bos(m);
     CHECK(hachi_spec_step(sp, 4, out, &n) == HACHI_ERR_INVALID_ARG && n == 0);   /* nothing evaluated */

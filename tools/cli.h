@@ -58,6 +58,31 @@ void cli_free_model(cli_opts *o, hachi_model *m);
 /* Smallest context mode holding n tokens (0 if none). */
 int cli_ctx_for(int n_tokens);
 
+/* The drafter flags of run and chat (tools/draft.c): --draft N (drafted tokens per forward),
+ * -md FILE (a gemma4-assistant drafter; --draft defaults to 3 with it, else prompt lookup),
+ * --draft-sample (the assistant's drafts sampled and judged by rejection sampling). */
+typedef struct cli_draft {
+    long n_draft;                   /* --draft N; -1: not given */
+    const char *md_path;            /* -md FILE */
+    bool sample;                    /* --draft-sample */
+    hachi_model *assistant;         /* -md, loaded by cli_draft_setup */
+} cli_draft;
+void cli_draft_init(cli_draft *d);
+/* Consume argv[*i] (and its value) if it is a drafter flag: 1 consumed, 0 not ours, -1 bad value. */
+int  cli_draft_parse(const char *cmd, cli_draft *d, int argc, char **argv, int *i);
+/* Load -md (checked against the target m) and fill spp; false with the error printed. */
+bool cli_draft_setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_spec_params *spp);
+/* "draft: ..." lines of the stats (nothing without a drafter). */
+void cli_draft_print(void *file /* FILE* */, const cli_draft *d, const hachi_spec_stats *ss, int n_gen);
+void cli_draft_free(cli_draft *d);
+#define CLI_DRAFT_USAGE                                                                                  \
+    "  --draft N   speculative decoding with up to N (1..15) drafted tokens per forward: prompt lookup\n"  \
+    "              (the tokens after the latest earlier occurrence of the last 4, 3 or 2 tokens), or the\n" \
+    "              -md drafter; the same output as without\n"                                             \
+    "  -md FILE    draft with a Gemma 4 assistant (GGUF gemma4-assistant made for -m; --draft default 3)\n" \
+    "  --draft-sample   -md at temperature > 0: sample the drafts, keep each with probability min(1, p/q)\n" \
+    "              (the output has the distribution of plain decoding, not its tokens for a seed)\n"
+
 /* Quality modes. A mode is the session params the shared flags built (--kv-type, and the
  * lossy attention flags as they come); the quality harness (passkey, perplexity
  * --kl-divergence) compares it with its dense baseline in the same process. */

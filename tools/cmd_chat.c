@@ -2,8 +2,8 @@
  * turn; only its new tokens are prefilled (the KV cache is reused across
  * turns); the reply streams until the end-of-turn token or EOS. When the
  * context cannot hold the next turn, the user is told and the chat ends.
- * --draft N: prompt-lookup drafts over the whole conversation; with or without,
- * the reply is decoded by the library's loop (hachi_spec). */
+ * --draft N: prompt-lookup drafts over the whole conversation (-md FILE: a Gemma 4
+ * assistant's); with or without, the reply is decoded by the library's loop (hachi_spec). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,11 +13,14 @@
 int cmd_chat(int argc, char **argv) {
     const char *cmd = "chat", *system = NULL;
     cli_opts o;
-    long n_max = 512, n_draft = 0;
+    long n_max = 512;
+    cli_draft dr;
     int rc = 1;
     cli_opts_init(&o);
+    cli_draft_init(&dr);
     for (int i = 1; i < argc; i++) {
         int r = cli_opts_parse(cmd, &o, argc, argv, &i);
+        if (r == 0) r = cli_draft_parse(cmd, &dr, argc, argv, &i);
         if (r < 0) return 1;
         if (r > 0) continue;
         const char *a = argv[i];
@@ -25,13 +28,11 @@ int cmd_chat(int argc, char **argv) {
         else if (!strcmp(a, "-n")) {
             const char *v = cli_value(cmd, argc, argv, &i);
             if (!v || !cli_int(cmd, a, v, 1, 1 << 20, &n_max)) return 1;
-        } else if (!strcmp(a, "--draft")) {
-            const char *v = cli_value(cmd, argc, argv, &i);
-            if (!v || !cli_int(cmd, a, v, 0, HACHI_DRAFT_MAX, &n_draft)) return 1;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: hachi chat -m MODEL [--system TEXT] [-n MAX_REPLY_TOKENS] [-c CTX] [--draft N] [sampling flags]\n"
+            printf("usage: hachi chat -m MODEL [--system TEXT] [-n MAX_REPLY_TOKENS] [-c CTX] [--draft N] [-md FILE]\n"
+                   "                  [--draft-sample] [sampling flags]\n"
                    "one user message per line on stdin; an empty line or end of input ends the chat\n"
-                   "--draft N: speculative decoding with prompt-lookup drafts (as in hachi run)\n");
+                   CLI_DRAFT_USAGE);
             return 0;
         } else return cli_error(cmd, "unknown option '%s'", a);
     }
@@ -47,9 +48,8 @@ int cmd_chat(int argc, char **argv) {
     hachi_status st = hachi_session_create(m, &o.sp, &s);
     if (st) { cli_lib_error(cmd, st, "cannot create the session"); goto out; }
     if ((st = hachi_sampler_create(&o.smp, hachi_model_n_vocab(m), &smp))) { cli_lib_error(cmd, st, "sampler"); goto out; }
-    hachi_spec_params spp = hachi_spec_default_params();
-    spp.drafter = n_draft ? HACHI_DRAFTER_LOOKUP : HACHI_DRAFTER_NONE;
-    spp.n_draft = (int32_t)n_draft;
+    hachi_spec_params spp;
+    if (!cli_draft_setup(cmd, &dr, m, &spp)) goto out;
     if ((st = hachi_spec_create(m, s, smp, &spp, &sp))) { cli_lib_error(cmd, st, "generator"); goto out; }
     if ((st = hachi_detok_create(m, &dt))) { cli_lib_error(cmd, st, "detokenizer"); goto out; }
     const hachi_spec_stats *ss = hachi_spec_get_stats(sp);
@@ -116,7 +116,7 @@ int cmd_chat(int argc, char **argv) {
         turns++;
         fprintf(stderr, "[turn %d: prefilled %d new tokens, replied %d tokens%s, context %d/%d", turns, n, gen,
                 ended ? "" : " (cut at -n)", hachi_session_pos(s), hachi_session_n_ctx(s));
-        if (n_draft)
+        if (spp.drafter != HACHI_DRAFTER_NONE)
             fprintf(stderr, "; so far %lld of %lld drafted tokens kept, %lld forwards", (long long)ss->accepted,
                     (long long)ss->drafted, (long long)ss->forwards);
         fputs("]\n", stderr);
@@ -130,6 +130,7 @@ out:
     hachi_detok_free(dt);
     hachi_sampler_free(smp);
     hachi_session_free(s);
+    cli_draft_free(&dr);
     cli_free_model(&o, m);
     return rc;
 }

@@ -30,6 +30,10 @@ int cmd_info(int argc, char **argv) {
         return 1;
     }
     hachi_model_print_info(m, stdout);
+    if (!strcmp(hachi_model_arch(m), "gemma4-assistant")) {   /* a drafter: no session, so no plan */
+        cli_free_model(&o, m);
+        return 0;
+    }
     hachi_session *s = NULL;
     hachi_status st = hachi_session_create(m, &o.sp, &s);
     if (st != HACHI_OK) { cli_lib_error(cmd, st, "cannot plan a session"); cli_free_model(&o, m); return 1; }

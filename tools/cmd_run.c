@@ -1,8 +1,9 @@
 /* hachi run: prefill a prompt, then sample and stream tokens to stdout; a
  * summary (tokens, prefill and decode tok/s) goes to stderr. --profile prints
  * the per-chunk profile line every 16 decode steps after a warm-up. --draft N:
- * speculative decoding with prompt-lookup drafts of up to N tokens, verified in
- * one forward; the output is the same as without it (both decode through hachi_spec).
+ * speculative decoding with prompt-lookup drafts of up to N tokens (or -md FILE: a
+ * Gemma 4 assistant's), verified in one forward; the output is the same as without
+ * it (both decode through hachi_spec).
  * --prompt-cache FILE: restore the longest prefix of the prompt that FILE holds
  * and prefill only the rest; when nothing was restored, save the prompt's state
  * there (hachi_session_save / _load; the output is the same either way). */
@@ -16,13 +17,11 @@ static void usage(void) {
     fprintf(stderr,
             "usage: hachi run -m MODEL [-p PROMPT | -f FILE] [-n N] [-c CTX] [-t THREADS]\n"
             "                 [--temp T] [--top-k K] [--top-p P] [--min-p M] [--repeat-penalty R] [--seed S]\n"
-            "                 [--no-bos] [--draft N] [--prompt-cache FILE] [--profile] [--chunks 8,15,25]\n"
-            "  --draft N   speculative decoding: up to N (1..%d) tokens drafted by prompt lookup (the tokens\n"
-            "              after the latest earlier occurrence of the last 4, 3 or 2 tokens), verified in one\n"
-            "              forward; the same output as without, faster when the text repeats its context\n"
+            "                 [--no-bos] [--draft N] [-md FILE] [--draft-sample] [--prompt-cache FILE] [--profile]\n"
+            "                 [--chunks 8,15,25]\n"
+            CLI_DRAFT_USAGE
             "  --prompt-cache FILE   restore the longest prefix of the prompt FILE holds and prefill only\n"
-            "              the rest; when nothing was restored, save the prompt's state to FILE\n",
-            HACHI_DRAFT_MAX);
+            "              the rest; when nothing was restored, save the prompt's state to FILE\n");
 }
 
 /* "[profile] emb=.. ple=.. c1=.. .. head=.. total=.. ms (.. tok/s)  attn: c1=..% .." averaged per step */
@@ -42,12 +41,15 @@ void cli_print_profile(FILE *f, const hachi_session *s) {
 int cmd_run(int argc, char **argv) {
     const char *cmd = "run", *prompt = "", *prompt_file = NULL, *cache_path = NULL;
     cli_opts o;
-    long n_predict = 128, n_draft = 0;
+    long n_predict = 128;
+    cli_draft dr;
     bool bos = true;
     int rc = 1;
     cli_opts_init(&o);
+    cli_draft_init(&dr);
     for (int i = 1; i < argc; i++) {
         int r = cli_opts_parse(cmd, &o, argc, argv, &i);
+        if (r == 0) r = cli_draft_parse(cmd, &dr, argc, argv, &i);
         if (r < 0) return 1;
         if (r > 0) continue;
         const char *a = argv[i];
@@ -56,9 +58,6 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
             const char *v = cli_value(cmd, argc, argv, &i);
             if (!v || !cli_int(cmd, a, v, 0, 1 << 20, &n_predict)) return 1;
-        } else if (!strcmp(a, "--draft")) {
-            const char *v = cli_value(cmd, argc, argv, &i);
-            if (!v || !cli_int(cmd, a, v, 0, HACHI_DRAFT_MAX, &n_draft)) return 1;
         } else if (!strcmp(a, "--prompt-cache")) {
             if (!(cache_path = cli_value(cmd, argc, argv, &i))) return 1;
         } else if (!strcmp(a, "--no-bos")) bos = false;
@@ -91,9 +90,8 @@ int cmd_run(int argc, char **argv) {
         goto out;
     }
     if ((st = hachi_sampler_create(&o.smp, hachi_model_n_vocab(m), &smp))) { cli_lib_error(cmd, st, "sampler"); goto out; }
-    hachi_spec_params spp = hachi_spec_default_params();
-    spp.drafter = n_draft ? HACHI_DRAFTER_LOOKUP : HACHI_DRAFTER_NONE;
-    spp.n_draft = (int32_t)n_draft;
+    hachi_spec_params spp;
+    if (!cli_draft_setup(cmd, &dr, m, &spp)) goto out;
     if ((st = hachi_spec_create(m, s, smp, &spp, &sp))) { cli_lib_error(cmd, st, "generator"); goto out; }
 
     /* echo the prompt, then prefill it (what the prompt cache does not restore) */
@@ -158,13 +156,11 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "prompt tokens: %d, generated tokens: %d, prefill: %.2f tok/s, decode: %.2f tok/s\n", n_tok, n_gen,
             n_tok > n_cached ? (n_tok - n_cached) / (t_prefill / 1000.0) : 0.0,
             n_gen > 1 ? (n_gen - 1) / (t_decode / 1000.0) : 0.0);
-    if (n_draft)
-        fprintf(stderr, "draft: %lld drafted, %lld accepted (%.0f%%), %lld forwards for %d tokens\n",
-                (long long)ss->drafted, (long long)ss->accepted, ss->drafted ? 100.0 * ss->accepted / ss->drafted : 0.0,
-                (long long)ss->forwards, n_gen);
+    cli_draft_print(stderr, &dr, ss, n_gen);
     rc = 0;
 out:
     hachi_spec_free(sp);
+    cli_draft_free(&dr);
     hachi_detok_free(dt);
     hachi_sampler_free(smp);
     hachi_session_free(s);

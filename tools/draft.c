@@ -1,0 +1,58 @@
+/* draft: the drafter flags of hachi run and hachi chat (--draft N, -md FILE, --draft-sample),
+ * the hachi_spec params they make and the stats line they print (cli.h). */
+#include <stdio.h>
+#include <string.h>
+#include "cli.h"
+
+void cli_draft_init(cli_draft *d) { *d = (cli_draft){.n_draft = -1}; }
+
+int cli_draft_parse(const char *cmd, cli_draft *d, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    if (!strcmp(a, "--draft")) {
+        const char *v = cli_value(cmd, argc, argv, i);
+        return v && cli_int(cmd, a, v, 0, HACHI_DRAFT_MAX, &d->n_draft) ? 1 : -1;
+    }
+    if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) return (d->md_path = cli_value(cmd, argc, argv, i)) ? 1 : -1;
+    if (!strcmp(a, "--draft-sample")) { d->sample = true; return 1; }
+    return 0;
+}
+
+bool cli_draft_setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_spec_params *spp) {
+    *spp = hachi_spec_default_params();
+    if (d->sample && !d->md_path) { cli_error(cmd, "--draft-sample needs a drafter model (-md FILE)"); return false; }
+    if (!d->md_path) {
+        spp->drafter = d->n_draft > 0 ? HACHI_DRAFTER_LOOKUP : HACHI_DRAFTER_NONE;
+        spp->n_draft = d->n_draft > 0 ? (int32_t)d->n_draft : 0;
+        return true;
+    }
+    if (d->n_draft == 0) { cli_error(cmd, "--draft 0 with -md: the drafter needs 1..%d drafts", HACHI_DRAFT_MAX); return false; }
+    hachi_status st = hachi_model_load(d->md_path, NULL, &d->assistant);
+    if (st == HACHI_OK) st = hachi_assistant_check(m, d->assistant);
+    if (st) { cli_lib_error(cmd, st, "cannot use the drafter (-md)"); return false; }
+    spp->drafter = HACHI_DRAFTER_ASSISTANT;
+    spp->assistant = d->assistant;
+    spp->n_draft = d->n_draft > 0 ? (int32_t)d->n_draft : 3;
+    spp->sample_drafts = d->sample;
+    return true;
+}
+
+void cli_draft_print(void *file, const cli_draft *d, const hachi_spec_stats *ss, int n_gen) {
+    FILE *f = file;
+    if (d->n_draft <= 0 && !d->md_path) return;
+    fprintf(f, "draft: %lld drafted, %lld accepted (%.0f%%), %lld forwards for %d tokens\n", (long long)ss->drafted,
+            (long long)ss->accepted, ss->drafted ? 100.0 * ss->accepted / ss->drafted : 0.0, (long long)ss->forwards,
+            n_gen);
+    if (!ss->draft_forwards) return;
+    fprintf(f, "draft: acceptance %.3f, mean accepted length %.2f, acc per pos", (double)ss->accepted / ss->drafted,
+            1.0 + (double)ss->accepted / ss->draft_forwards);
+    int last = 0;
+    for (int i = 0; i < HACHI_DRAFT_MAX; i++)
+        if (ss->accepted_at[i]) last = i;
+    for (int i = 0; i <= last; i++) fprintf(f, " %.3f", (double)ss->accepted_at[i] / ss->draft_forwards);
+    fprintf(f, ", drafting %.1f ms (%.3f ms per drafted token)\n", ss->draft_ms, ss->drafted ? ss->draft_ms / ss->drafted : 0.0);
+}
+
+void cli_draft_free(cli_draft *d) {
+    hachi_model_free(d->assistant);
+    d->assistant = NULL;
+}
