@@ -8,7 +8,9 @@ total_p=0; total_f=0; total_s=0; status=0
 run() {  # label, command...
     label=$1; shift
     echo "== $label"
+    t0=$(date +%s)
     out=$("$@" 2>&1); rc=$?
+    echo "  $label: $(( $(date +%s) - t0 )) s"
     printf '%s\n' "$out" | grep -v '^ok '
     printf '%s\n' "$out" | grep '^ok .* s$' | sort -k3 -g -r | head -n 5 | sed 's/^ok  */  slowest: /'
     line=$(printf '%s\n' "$out" | tail -n 1)
