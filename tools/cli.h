@@ -83,6 +83,15 @@ void cli_draft_free(cli_draft *d);
     "  --draft-sample   -md at temperature > 0: sample the drafts, keep each with probability min(1, p/q)\n" \
     "              (the output has the distribution of plain decoding, not its tokens for a seed)\n"
 
+/* The mode flags every model command takes (cli_opts_parse), for its --help. */
+#define CLI_MODE_USAGE                                                                                   \
+    "  mode flags (the lossy ones measured against dense f16 in bench/RESULTS.md; dense f16 is the\n"   \
+    "  default):\n"                                                                                      \
+    "  --kv-type f16|f32|int8   K/V storage: f16; f32 (exact checks, twice the bytes); int8 (lossy,\n"   \
+    "              half the bytes: each K/V head of a row int8 with one f32 scale)\n"                    \
+    "  --sparse B  page-sparse attention on the full-attention layers: B keys a query attends (lossy)\n" \
+    "  --heads FILE   streaming heads classified by hachi heads: sink + window only (lossy)\n"
+
 /* Quality modes. A mode is the session params the shared flags built (--kv-type, and the
  * lossy attention flags as they come); the quality harness (passkey, perplexity
  * --kl-divergence) compares it with its dense baseline in the same process. */

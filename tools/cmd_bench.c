@@ -91,7 +91,8 @@ static void usage(FILE *f) {
             "  --no-verify   skip the cost of one forward of k = 1..16 tokens\n"
             "  --no-profile  skip the per-chunk profile run\n"
             "  --bw-mb     buffer of the bandwidth measurement in MiB (default 1024)\n"
-            "  --json      also write the results as one JSON object to FILE\n");
+            "  --json      also write the results as one JSON object to FILE\n"
+            CLI_MODE_USAGE);
 }
 
 /* ---- helpers ------------------------------------------------------------------ */

@@ -33,7 +33,8 @@ static const char *usage_text =
     "  --dense-only    run the dense baseline alone\n"
     "  correct: the first 5-digit number in 8 greedy tokens is the key. margin: after the prompt\n"
     "  and the answer's tokens before the key's first digit (teacher-forced), the logit of the\n"
-    "  key's first digit token minus the best other logit, averaged over the prompts.\n";
+    "  key's first digit token minus the best other logit, averaged over the prompts.\n"
+    CLI_MODE_USAGE;
 
 /* Totals of one (length, depth) cell, or of a length, or of all. */
 typedef struct pk_tally {

@@ -291,7 +291,8 @@ int cmd_perplexity(int argc, char **argv) {
                    "  --kl-divergence-base FILE   alone: save the run's top-K log-probs per scored position (the\n"
                    "                  base; run it dense). With --kl-divergence: compare this run (its mode flags,\n"
                    "                  e.g. --kv-type f32) with FILE: perplexity, KL(base||mode) in nats, same top token\n"
-                   "  --kl-top K      log-probs saved per position (default 32; the vocabulary size: exact KL)\n");
+                   "  --kl-top K      log-probs saved per position (default 32; the vocabulary size: exact KL)\n"
+                   CLI_MODE_USAGE);
             return 0;
         } else return cli_error(cmd, "unknown option '%s'", a);
     }

@@ -20,6 +20,7 @@ static void usage(void) {
             "                 [--no-bos] [--draft N] [-md FILE] [--draft-sample] [--prompt-cache FILE] [--profile]\n"
             "                 [--chunks 8,15,25]\n"
             CLI_DRAFT_USAGE
+            CLI_MODE_USAGE
             "  --prompt-cache FILE   restore the longest prefix of the prompt FILE holds and prefill only\n"
             "              the rest; when nothing was restored, save the prompt's state to FILE\n");
 }
