@@ -178,8 +178,10 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
         ff_max = HACHI_MAX(ff_max, ly->n_ff);
         if (lp->owns_kv) {
             lp->kv = &s->kv[s->n_kv++];
+            /* page metadata on every full-attention cache of a sparse plan: a layer that reads it
+             * may select pages where its owner, all heads streaming, does not */
             if ((st = hachi_kv_init(lp->kv, l, Hkv, ly->head_dim, lp->window, s->n_ctx, nb, s->kv_type,
-                                    lp->sparse_pages > 0, &s->plan_bytes)))
+                                    lp->window == 0 && s->sparse_pages > 0, &s->plan_bytes)))
                 goto fail;
         } else {
             lp->kv = s->lp[ly->kv_owner].kv;
