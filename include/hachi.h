@@ -167,6 +167,24 @@ HACHI_API hachi_status hachi_session_rewind(hachi_session *s, int32_t pos);
 HACHI_API hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, int32_t n, const char *path);
 HACHI_API hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_t *tokens, int32_t n,
                                 int32_t *n_loaded);
+/* Ring checkpoints: a copy of the sliding-window rings at the session's position, so that the
+ * session can later go back there after it has gone on past it by more than a rewind can undo
+ * (16 tokens on sliding layers), as a server does when a new request shares a prefix with what
+ * a slot held (llama.cpp's context checkpoints). Full-attention caches keep every position, so
+ * they need no copy. create allocates the copy once (the rings' bytes: 2 x (window + 16) rows
+ * per sliding cache); save and restore allocate nothing. restore puts the session back at the
+ * checkpoint's position: the session must hold the same tokens below it as when it was saved
+ * (the caller keeps the token history; a session that went below it and evaluated other tokens
+ * must not be restored) and be at or past it. No logits are kept: evaluate at least one token
+ * next, whose logits are then bitwise those of a session that never left (tested). */
+typedef struct hachi_checkpoint hachi_checkpoint;
+HACHI_API hachi_status hachi_checkpoint_create(const hachi_session *s, hachi_checkpoint **out);
+HACHI_API void    hachi_checkpoint_free(hachi_checkpoint *c);
+HACHI_API int32_t hachi_checkpoint_pos(const hachi_checkpoint *c);   /* -1: empty (and NULL) */
+HACHI_API void    hachi_checkpoint_clear(hachi_checkpoint *c);         /* empty it */
+HACHI_API size_t  hachi_checkpoint_bytes(const hachi_checkpoint *c);
+HACHI_API hachi_status hachi_session_checkpoint_save(const hachi_session *s, hachi_checkpoint *c);
+HACHI_API hachi_status hachi_session_checkpoint_restore(hachi_session *s, const hachi_checkpoint *c);
 /* The name of the kernel table the session runs ("avx2", "neon", "ref", ...). */
 HACHI_API const char *hachi_session_kernels(const hachi_session *s);
 HACHI_API const hachi_model *hachi_session_model(const hachi_session *s);
