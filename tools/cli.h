@@ -81,7 +81,7 @@ typedef struct serve_req {
     char *stop[SERVE_MAX_STOP];     /* malloc'd, non-empty */
     int n_stop;
     bool stream, include_usage;
-    bool ignore_eos;                /* llama.cpp's extension: generate past end-of-generation tokens */
+    bool cache_prompt;              /* llama.cpp's field (default true): false prefills the whole prompt */
 } serve_req;
 
 /* Parses and checks a request body of len bytes (not NUL-terminated) for chat (else a

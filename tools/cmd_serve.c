@@ -19,6 +19,7 @@ int cmd_serve(int argc, char **argv) {
 #else
 #include <microhttpd.h>
 #include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -118,16 +119,39 @@ static bool client_gone(struct MHD_Connection *conn) {
 
 typedef enum { TAKE_OK, TAKE_BUSY, TAKE_GONE } take_result;
 
-/* The free slot sharing the longest prefix with prompt (waiting in the queue when none is free). */
+/* The checkpoint of sl at the highest position <= r, or -1. */
+static int best_checkpoint(const slot *sl, int r) {
+    int best = -1;
+    for (int i = 0; i < SERVE_CHECKPOINTS; i++) {
+        int p = hachi_checkpoint_pos(sl->cp[i]);
+        if (p >= 0 && p <= r && (best < 0 || p > hachi_checkpoint_pos(sl->cp[best]))) best = i;
+    }
+    return best;
+}
+
+/* The position the slot can resume a prompt from: its common prefix with what the slot holds
+ * (less the prompt's last token, evaluated for its logits) when a rewind reaches it (within
+ * the rings' 16 spare slots, or anywhere on a model without rings), else its newest
+ * checkpoint below that. */
+static int resumable(const slot *sl, const int32_t *prompt, int n) {
+    int r = CLI_MIN(common_prefix(sl->held, sl->n_held, prompt, n), n - 1);
+    if (sl->n_held - r <= 16 || hachi_checkpoint_bytes(sl->cp[0]) == 0) return r;
+    int k = best_checkpoint(sl, r);
+    return k < 0 ? 0 : hachi_checkpoint_pos(sl->cp[k]);
+}
+
+/* The free slot that can resume the longest prefix of the prompt (waiting in the queue when
+ * none is free); without reuse, the one that holds the least. */
 static take_result slot_take(server *srv, request *q) {
     pthread_mutex_lock(&srv->mu);
     slot *best = NULL;
     for (;;) {
-        int best_c = -1;
+        int best_c = INT_MIN;
         for (int i = 0; i < srv->n_slots; i++) {
             slot *sl = &srv->slots[i];
             if (sl->busy) continue;
-            int c = common_prefix(sl->held, sl->n_held, q->prompt, q->n_prompt);
+            int c = q->rq.cache_prompt ? resumable(sl, q->prompt, q->n_prompt)
+                                       : -common_prefix(sl->held, sl->n_held, q->prompt, q->n_prompt);
             if (c > best_c || (c == best_c && sl->used < best->used)) { best = sl; best_c = c; }
         }
         if (best) break;
@@ -162,17 +186,11 @@ static void slot_give(server *srv, request *q) {
 /* Puts the slot's session at the longest prefix of the prompt it can resume from: a rewind, or
  * the newest checkpoint at or below it; returns that position. Checkpoints past it are dropped
  * (the tokens after it change). */
-static int slot_resume(slot *sl, const int32_t *prompt, int n) {
-    int r = CLI_MIN(common_prefix(sl->held, sl->n_held, prompt, n), n - 1);
+static int slot_resume(slot *sl, const int32_t *prompt, int n, bool reuse) {
+    int r = reuse ? CLI_MIN(common_prefix(sl->held, sl->n_held, prompt, n), n - 1) : 0;
     if (hachi_session_rewind(sl->s, r) != HACHI_OK) {
-        int best = -1;
-        for (int i = 0; i < SERVE_CHECKPOINTS; i++) {
-            int p = hachi_checkpoint_pos(sl->cp[i]);
-            if (p <= r && (best < 0 || p > hachi_checkpoint_pos(sl->cp[best]))) best = i;
-        }
-        if (best >= 0 && hachi_checkpoint_pos(sl->cp[best]) > 0 &&
-            hachi_session_checkpoint_restore(sl->s, sl->cp[best]) == HACHI_OK)
-            r = hachi_checkpoint_pos(sl->cp[best]);
+        int k = best_checkpoint(sl, r);
+        if (k >= 0 && hachi_session_checkpoint_restore(sl->s, sl->cp[k]) == HACHI_OK) r = hachi_checkpoint_pos(sl->cp[k]);
         else {
             hachi_session_rewind(sl->s, 0);
             r = 0;
@@ -209,7 +227,7 @@ static hachi_status gen_begin(server *srv, request *q) {
     if (!st) st = hachi_spec_create(srv->m, sl->s, q->smp, &srv->spp, &q->sp);
     if (st) return st;
     const int n = q->n_prompt;
-    int r = slot_resume(sl, q->prompt, n);
+    int r = slot_resume(sl, q->prompt, n, rq->cache_prompt);
     q->n_cached = r;
     memcpy(sl->held, q->prompt, sizeof(int32_t) * (size_t)n);
     if (r > 0) slot_checkpoint(sl);

@@ -215,6 +215,7 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
     rq->max_tokens = -1;
     rq->temperature = rq->top_p = -1;
     rq->seed = -1;
+    rq->cache_prompt = true;
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, false);
     if (!o) {
@@ -244,7 +245,7 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
     if (!num_field(o, "seed", true, -9.2e18, 9.2e18, &d, &given, err, cap)) goto out;
     if (given) rq->seed = (long long)d & 0x7fffffffffffffffLL;
     if (!stop_field(o, rq, err, cap) || !bool_field(o, "stream", &rq->stream, err, cap) ||
-        !bool_field(o, "ignore_eos", &rq->ignore_eos, err, cap))
+        !bool_field(o, "cache_prompt", &rq->cache_prompt, err, cap))
         goto out;
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(o, "stream_options");
     if (so && !cJSON_IsNull(so)) {
