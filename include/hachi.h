@@ -161,9 +161,11 @@ HACHI_API hachi_status hachi_session_rewind(hachi_session *s, int32_t pos);
  * or shares no prefix a sliding window can resume from (a prompt that extends the saved one
  * always can). A file that cannot be opened, is not a prompt cache, is of another version, or
  * is of this model with another KV type (f16, f32, int8: HACHI_ERR_UNSUPPORTED naming both)
- * is an error that leaves the session as it was; a file damaged past its header is an error
- * naming what is wrong, with the session left at position 0. Restored or not, the tokens
- * that follow get bitwise the logits of an uncached run. */
+ * is an error that leaves the session as it was; so is a damaged file: the file carries a
+ * CRC-32C of its header and of every tensor, all checked (and that the tensors fill the file
+ * exactly: nothing truncated or appended) before anything is loaded, and a mismatch is
+ * HACHI_ERR_FORMAT naming the part. Restored or not, the tokens that follow get bitwise the
+ * logits of an uncached run. */
 HACHI_API hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, int32_t n, const char *path);
 HACHI_API hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_t *tokens, int32_t n,
                                 int32_t *n_loaded);
