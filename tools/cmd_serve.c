@@ -317,7 +317,7 @@ static void gen_end(server *srv, request *q) {
     q->res.finish = q->finish ? q->finish : "length";
     fprintf(stderr, "hachi serve: %s slot %d: prompt %d tokens (%d reused), %d generated, %s, %.1f ms\n",
             q->rq.chat ? "chat" : "completion", q->sl ? q->sl->id : -1, q->n_prompt, q->n_cached, q->n_gen,
-            q->res.finish, cli_time_ms() - q->t0);
+            q->finish ? q->finish : "cut short (client gone or server stopping)", cli_time_ms() - q->t0);
     slot_give(srv, q);
     atomic_fetch_add(&srv->served, 1);
 }

@@ -130,6 +130,7 @@ static bool content_text(const cJSON *msg, int i, char **out, char *err, size_t 
             j++;
         }
     } else if (c && !cJSON_IsNull(c)) {
+        free(b.p);
         return fail(err, cap, "'messages[%d].content' must be a string or an array of content parts, got %s", i, type_name(c));
     }
     if (b.oom) { free(b.p); return fail(err, cap, "out of memory"); }
