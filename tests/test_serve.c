@@ -204,15 +204,15 @@ TEST(serve_http_errors_and_slots) {
     deep[6000] = 0;
     snprintf(full, sizeof full, "%s -d %s", a, deep);
     check_error(&sv, 400, "malformed JSON", full);
-    char *longp = malloc(4 * 3000 + 64);
-    strcpy(longp, "{\"prompt\":\"");
-    for (int i = 0; i < 3000; i++) strcat(longp, "cat ");
-    strcat(longp, "\"}");
     char lp[1024];
     snprintf(lp, sizeof lp, "%s/long.json", test_tmpdir());
     FILE *f = fopen(lp, "w");
-    if (f) { fputs(longp, f); fclose(f); }
-    free(longp);
+    if (f) {
+        fputs("{\"prompt\":\"", f);
+        for (int i = 0; i < 3000; i++) fputs("cat ", f);
+        fputs("\"}", f);
+        fclose(f);
+    }
     snprintf(full, sizeof full, "%s --data-binary @%s", a, lp);
     check_error(&sv, 400, "but the context holds 2048", full);
     check_error(&sv, 400, "the prompt has 6002 tokens", full);

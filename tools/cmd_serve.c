@@ -152,7 +152,7 @@ static take_result slot_take(server *srv, request *q) {
             if (sl->busy) continue;
             int c = q->rq.cache_prompt ? resumable(sl, q->prompt, q->n_prompt)
                                        : -common_prefix(sl->held, sl->n_held, q->prompt, q->n_prompt);
-            if (c > best_c || (c == best_c && sl->used < best->used)) { best = sl; best_c = c; }
+            if (!best || c > best_c || (c == best_c && sl->used < best->used)) { best = sl; best_c = c; }
         }
         if (best) break;
         if (srv->waiting >= srv->queue_max) { pthread_mutex_unlock(&srv->mu); return TAKE_BUSY; }
@@ -272,8 +272,8 @@ static void text_add(request *q, const char *s, size_t n) {
 /* The end of the text: the detokenizer's rest, a last look for stop sequences. */
 static void gen_finish(request *q, const char *why) {
     char buf[64];
-    size_t at;
-    text_add(q, buf, (size_t)hachi_detok_flush(q->sl->dt, buf, sizeof buf));
+    size_t at, k = (size_t)hachi_detok_flush(q->sl->dt, buf, sizeof buf);
+    text_add(q, buf, k);
     if (q->rq.n_stop && find_stop(q, q->sent, &at)) { q->text_len = at; why = "stop"; }
     q->finish = why;
 }
@@ -290,7 +290,8 @@ static size_t gen_step(server *srv, request *q) {
         sl->held[q->n_prompt + q->n_gen++] = out[i];
         char buf[64];
         size_t from = q->text_len > SERVE_MAX_STOP_LEN ? q->text_len - SERVE_MAX_STOP_LEN : 0;
-        text_add(q, buf, (size_t)hachi_detok_push(sl->dt, out[i], buf, sizeof buf));
+        size_t k = (size_t)hachi_detok_push(sl->dt, out[i], buf, sizeof buf);
+        text_add(q, buf, k);
         size_t at;
         if (q->rq.n_stop && find_stop(q, CLI_MAX(from, q->sent), &at)) {
             q->text_len = at;

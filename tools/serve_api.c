@@ -48,7 +48,7 @@ static void put(text_buf *b, const char *s, size_t n) {
     b->len += n;
     b->p[b->len] = 0;
 }
-static void puts_(text_buf *b, const char *s) { put(b, s, strlen(s)); }
+static void puts_(text_buf *b, const char *s) { if (s) put(b, s, strlen(s)); }
 
 /* ---- fields -------------------------------------------------------------------------------- */
 
@@ -273,16 +273,12 @@ size_t serve_json_escape(char *buf, size_t cap, const char *s, size_t n) {
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         const unsigned char c = (unsigned char)s[i];
-        char esc[8];
-        size_t k;
-        if (c == '"' || c == '\\') { esc[0] = '\\'; esc[1] = (char)c; k = 2; }
-        else if (c == '\n') { memcpy(esc, "\\n", 2); k = 2; }
-        else if (c == '\r') { memcpy(esc, "\\r", 2); k = 2; }
-        else if (c == '\t') { memcpy(esc, "\\t", 2); k = 2; }
-        else if (c < 0x20 || c == 0x7f) { snprintf(esc, sizeof esc, "\\u%04x", c); k = 6; }
-        else { esc[0] = (char)c; k = 1; }
+        const char *rep = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
+        size_t k = rep ? 2 : (c < 0x20 || c == 0x7f) ? 6 : 1;
         if (o + k >= cap) return 0;
-        memcpy(buf + o, esc, k);
+        if (rep) { buf[o] = rep[0]; buf[o + 1] = rep[1]; }
+        else if (k == 6) snprintf(buf + o, cap - o, "\\u%04x", c);
+        else buf[o] = (char)c;
         o += k;
     }
     buf[o] = 0;
