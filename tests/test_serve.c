@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -55,13 +56,13 @@ static const char *cannot_serve(const char **model) {
 
 static int body_status(char **body, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Starts `hachi serve -m model --port 0 -t 1 extra`; waits for its listening line. */
+/* Starts `hachi serve -m model --port 0 -t 1 -n 64 --api-key KEY extra`; waits for its listening line. */
 static bool server_start(server *sv, const char *model, const char *extra) {
     static int k;
     memset(sv, 0, sizeof *sv);
     snprintf(sv->err, sizeof sv->err, "%s/serve-%d.err", test_tmpdir(), k++);
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "exec %s serve -m %s --port 0 -t 1 --api-key " KEY " %s 2>%s", test_hachi_bin(), model,
+    snprintf(cmd, sizeof cmd, "exec %s serve -m %s --port 0 -t 1 -n 64 --api-key " KEY " %s 2>%s", test_hachi_bin(), model,
              extra, sv->err);
     fflush(NULL);
     pid_t pid = fork();
@@ -233,6 +234,31 @@ TEST(serve_http_errors_and_slots) {
     check_error(&sv, 405, "takes POST, not GET", full);
     snprintf(full, sizeof full, "-X DELETE " AUTH URL "/v1/models", p);
     check_error(&sv, 405, "takes GET, not DELETE", full);
+
+    /* 60 mutated bodies (bytes replaced at random, some cut short): a 200 or a 400 each, never a crash */
+    const char *good[2] = {"{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":"
+                           "[{\"type\":\"text\",\"text\":\"Hi there\"}]}],\"max_tokens\":3,\"stop\":[\"x\"],\"seed\":4}",
+                           "{\"prompt\":\"The dog\",\"max_tokens\":3,\"temperature\":0.5,\"top_p\":0.9,\"stop\":\"zz\"}"};
+    char mp[1024];
+    snprintf(mp, sizeof mp, "%s/mutated.json", test_tmpdir());
+    uint32_t rng = 7;
+    for (int i = 0; i < 60; i++) {
+        const char *g = good[i % 2];
+        size_t n = strlen(g);
+        char m[512];
+        memcpy(m, g, n);
+        for (int k = 0; k <= i % 4; k++) {
+            rng = rng * 1103515245u + 12345u;
+            m[(rng >> 8) % n] = (char)(rng >> 24);
+        }
+        if (i % 7 == 6) n = (rng >> 4) % n;
+        if ((f = fopen(mp, "wb"))) { fwrite(m, 1, n, f); fclose(f); }
+        int status = body_status(&b, "%s --data-binary @%s", i % 2 ? a : chat, mp);
+        CHECKF(status == 200 || status == 400, "mutated body %d: status %d: %s", i, status, b);
+        free(b);
+    }
+    CHECKF(body_status(&b, URL "/health", p) == 200, "the server is gone after the mutated bodies");
+    free(b);
 
     /* a stop sequence spanning tokens: the text up to it, plain and streamed */
     const char *once = "{\"prompt\":\"Once upon a time\",\"max_tokens\":40,\"temperature\":0";

@@ -58,6 +58,7 @@ typedef struct server {
     hachi_spec_params spp;
     slot *slots;
     int n_slots, queue_max, waiting;
+    long n_predict;                 /* -n: tokens a request without max_tokens may generate; 0: the context */
     uint64_t clock;
     pthread_mutex_t mu;             /* slots' busy flags, waiting, clock */
     pthread_cond_t freed;
@@ -438,7 +439,8 @@ static enum MHD_Result completion(server *srv, request *q) {
         return send_error(conn, 400, "context_length_exceeded",
                           "the prompt has %d tokens, but the context holds %d (with room for at least one generated token)",
                           n, n_ctx);
-    q->max_gen = rq->max_tokens < 0 ? n_ctx - n : (int)CLI_MIN(rq->max_tokens, (long)(n_ctx - n));
+    const long want = rq->max_tokens >= 0 ? rq->max_tokens : srv->n_predict > 0 ? srv->n_predict : n_ctx - n;
+    q->max_gen = (int)CLI_MIN(want, (long)(n_ctx - n));
     q->text_cap = (size_t)q->max_gen * 64 + 256;
     if (!(q->text = malloc(q->text_cap)) || (rq->stream && !(q->out = malloc(SERVE_STREAM_BUF))))
         return send_error(conn, 500, NULL, "out of memory");
@@ -561,10 +563,11 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, en
 
 static void usage(void) {
     printf("usage: hachi serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c CTX] [--parallel N] [--queue N]\n"
-           "                   [--api-key KEY] [--draft N] [-t THREADS per slot] [sampling flags]\n"
+           "                   [--api-key KEY] [--draft N] [-n N] [-t THREADS per slot] [sampling flags]\n"
            "an OpenAI-compatible HTTP server: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
            "GET /health; --parallel N sessions (slots) of context CTX; requests wait in a queue of N places\n"
            "(default 4 x slots) when all are busy, 503 past it; --port 0 picks a free port; Ctrl-C stops\n"
+           "-n N: the most tokens a request without max_tokens generates (default: until the context is full)\n"
            "sampling flags set the defaults a request's temperature / top_p override\n");
 }
 
@@ -597,6 +600,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--port")) { if (!cli_int(cmd, a, v, 0, 65535, &port)) return 1; }
         else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) { if (!cli_int(cmd, a, v, 1, 64, &parallel)) return 1; }
         else if (!strcmp(a, "--queue")) { if (!cli_int(cmd, a, v, 0, 4096, &queue)) return 1; }
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { if (!cli_int(cmd, a, v, 0, 1 << 20, &srv.n_predict)) return 1; }
         else if (!strcmp(a, "--draft")) { if (!cli_int(cmd, a, v, 0, HACHI_DRAFT_MAX, &n_draft)) return 1; }
         else return cli_error(cmd, "unknown option '%s' (hachi serve --help)", a);
     }
