@@ -246,7 +246,7 @@ TEST(serve_http_errors_and_slots) {
         const char *g = good[i % 2];
         size_t n = strlen(g);
         char m[512];
-        memcpy(m, g, n);
+        snprintf(m, sizeof m, "%s", g);
         for (int k = 0; k <= i % 4; k++) {
             rng = rng * 1103515245u + 12345u;
             m[(rng >> 8) % n] = (char)(rng >> 24);
