@@ -173,6 +173,8 @@ TEST(serve_http_errors_and_slots) {
     check_error(&sv, 401, "API key", full);
     snprintf(full, sizeof full, "-H 'Authorization: Bearer wrong' " URL "/v1/models", p);
     check_error(&sv, 401, "API key", full);
+    snprintf(full, sizeof full, URL "/v1/chat/completions -d '{\"messages\":[]}'", p);
+    check_error(&sv, 401, "API key", full);
 
     /* malformed JSON, wrong types, unsupported content, too many stops */
     const struct { const char *body, *words; } bad[] = {
@@ -311,6 +313,18 @@ TEST(serve_http_errors_and_slots) {
         if (!idle) sleep_ms(10);
     }
     CHECKF(idle, "the slots were not freed within 5 s of the clients going away");
+    /* a non-streaming client that gives up after 0.3 s: its generation is cut short too */
+    free(sh(&rc, "curl -s --max-time 0.3 %s -d '{\"prompt\":\"= = Gameplay = =\",\"max_tokens\":2000,\"temperature\":0}' >/dev/null 2>&1", a));
+    t0 = now_ms();
+    int cut = 0;
+    while (cut < 4 && now_ms() - t0 < 5000) {
+        char *e = test_read_file(sv.err, NULL);
+        cut = 0;
+        for (const char *c = e; c && (c = strstr(c, "cut short")); c++) cut++;
+        free(e);
+        if (cut < 4) sleep_ms(10);
+    }
+    CHECKF(cut == 4, "%d generations cut short (want the 3 streams and the plain request)", cut);
     /* and the server still answers */
     CHECKF(body_status(&b, "%s -d '{\"prompt\":\"The cat\",\"max_tokens\":3}'", a) == 200 &&
            strstr(b, "\"completion_tokens\":3"), "%s", b);
