@@ -149,8 +149,10 @@ HACHI_API hachi_status hachi_session_eval(hachi_session *s, const int32_t *token
 HACHI_API const float *hachi_session_logits(const hachi_session *s);   /* [n_vocab] of the last token */
 HACHI_API int32_t hachi_session_pos(const hachi_session *s);
 HACHI_API int32_t hachi_session_n_ctx(const hachi_session *s);
-/* Forget positions >= pos (pos <= current). Sliding layers keep 16 spare ring slots,
- * so a rewind of up to 16 tokens is always exact. */
+/* Forget positions >= pos (pos <= current). Sliding layers keep 16 spare ring slots, so a
+ * rewind to within 16 tokens of the furthest position evaluated is exact; one that would need
+ * keys the rings have overwritten since (further back, or after earlier rewinds) is refused
+ * (HACHI_ERR_INVALID_ARG, nothing changed). A rewind to 0 always works. */
 HACHI_API hachi_status hachi_session_rewind(hachi_session *s, int32_t pos);
 /* Prompt cache (a safetensors file: the token ids, every K/V row the session holds, the last
  * token's logits, an id of the model). save: the state after tokens[0..n), n = the session's

@@ -177,3 +177,29 @@ out:
     hachi_session_free(b);
     hachi_model_free(m);
 }
+
+/* Two rewinds with a short advance between them: the second one must not reach keys that the
+ * positions rewound by the first had overwritten in the rings (at 100 the 80-slot rings hold
+ * 20..99; back to 90, one token on, then back to 80 needs 17..79). Refused or exact. */
+TEST(rewind_twice_refused_or_exact) {
+    NEED_SHARED(path, "models/gemma4-micro.gguf");
+    hachi_model *m = NULL;
+    CHECKF(hachi_model_load(path, NULL, &m) == HACHI_OK, "%s", hachi_last_error());
+    hachi_session *a = m ? session(m) : NULL, *b = m ? session(m) : NULL;
+    int32_t t[120];
+    ids(t, 120, 3);
+    float want[V];
+    if (!a || !b) { CHECK(0); goto out; }
+    CHECK(hachi_session_eval(a, t, 100, NULL) == HACHI_OK);
+    CHECK(hachi_session_rewind(a, 90) == HACHI_OK && hachi_session_eval(a, t + 90, 1, NULL) == HACHI_OK);
+    CHECK(hachi_session_eval(b, t, 81, NULL) == HACHI_OK);
+    memcpy(want, hachi_session_logits(b), sizeof want);
+    if (hachi_session_rewind(a, 80) == HACHI_OK) {
+        CHECK(hachi_session_eval(a, t + 80, 1, NULL) == HACHI_OK);
+        CHECKF(same(hachi_session_logits(a), want, V), "the second rewind was allowed but is not exact");
+    }
+out:
+    hachi_session_free(a);
+    hachi_session_free(b);
+    hachi_model_free(m);
+}
