@@ -3,7 +3,7 @@
 #   make test       release tests + ASan/UBSan tests + aarch64 tests under qemu (when the
 #                   cross compiler and qemu-aarch64 are installed; .ci/run installs them)
 #   make CROSS=aarch64   cross-compile into build-aarch64/ with aarch64-linux-gnu-gcc
-#   make fuzz       libFuzzer target for the GGUF parser (clang)
+#   make fuzz       libFuzzer targets for the GGUF parser and hachi serve's request JSON (clang)
 #   make bench      headline benchmark (synthetic E2B-shaped Q4_0, depths 128/2048/8192)
 #   make lint       cppcheck + clang-tidy over src/, tools/, tests/; fails on any finding
 #                   (outside LINT_PENDING); make lint-report lists every finding, exit 0
@@ -99,6 +99,11 @@ fuzz:
 	@mkdir -p build-fuzz
 	clang -std=c11 -D_GNU_SOURCE -DHACHI_BUILD -Iinclude -Isrc -g -O1 -fsanitize=fuzzer,address,undefined \
 	    fuzz/fuzz_gguf.c src/gguf.c src/util.c src/quant.c -o build-fuzz/fuzz_gguf -lm
+	@if [ "$(SERVE_OK)" = 1 ]; then \
+	    echo "clang ... fuzz/fuzz_serve.c tools/serve_api.c -o build-fuzz/fuzz_serve -lcjson"; \
+	    clang -std=c11 -D_GNU_SOURCE -Iinclude -Itools -g -O1 -fsanitize=fuzzer,address,undefined \
+	        fuzz/fuzz_serve.c tools/serve_api.c -o build-fuzz/fuzz_serve -lcjson -lm; \
+	else echo "cJSON absent: build-fuzz/fuzz_serve not built"; fi
 
 bench: all
 	@sh bench/headline.sh
