@@ -192,7 +192,7 @@ static bool chat_prompt(const cJSON *msgs, const hachi_model *m, char **out, boo
         /* an assistant message: as the model wrote it (in the plain format a reply that starts
          * with a word followed "Assistant:" after a space, which the detokenizer strips from the
          * first piece) */
-        if (plain && text[i][0] && !strchr(" \n\t\r", text[i][0])) puts_(&out_b, " ");
+        if (plain && text[i] && text[i][0] && !strchr(" \n\t\r", text[i][0])) puts_(&out_b, " ");
         puts_(&out_b, text[i]);
         for (int k = i + 1; k < n && role[k] != 1; k++)
             if (role[k] == 2) { puts_(&out_b, "\n"); puts_(&out_b, text[k]); i = k; }
