@@ -3,7 +3,7 @@
 #   make test       release tests + ASan/UBSan tests + aarch64 tests under qemu (when the
 #                   cross compiler and qemu-aarch64 are installed; .ci/run installs them)
 #   make CROSS=aarch64   cross-compile into build-aarch64/ with aarch64-linux-gnu-gcc
-#   make fuzz       libFuzzer target for the GGUF parser (clang)
+#   make fuzz       libFuzzer targets for the GGUF parser and hachi serve's request JSON (clang)
 #   make bench      headline benchmark (synthetic E2B-shaped Q4_0, depths 128/2048/8192)
 #   make lint       cppcheck + clang-tidy over src/, tools/, tests/; fails on any finding;
 #                   make lint-report lists every finding, exit 0
@@ -38,6 +38,17 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TOOL_SRC := $(wildcard tools/*.c)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/*.c)
+
+# hachi serve links libmicrohttpd and cJSON; the library knows no HTTP or JSON. A target whose
+# compiler finds neither (the aarch64 cross build: Debian has no arm64 libmicrohttpd installed
+# here) builds the tool without the server (HACHI_NO_SERVE: `hachi serve` says so and exits 1).
+SERVE_OK := $(shell printf '\043include <microhttpd.h>\n\043include <cjson/cJSON.h>\nint main(void) { return MHD_is_feature_supported(MHD_FEATURE_IPv6) + (cJSON_Version() != 0); }\n' | \
+              $(CC) -x c - -o /dev/null -lmicrohttpd -lcjson >/dev/null 2>&1 && echo 1)
+ifeq ($(SERVE_OK),1)
+SERVE_LIBS := -lmicrohttpd -lcjson
+else
+SERVE_DEFS := -DHACHI_NO_SERVE
+endif
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
 .PHONY: all test test-fast fuzz bench clean lint lint-report
@@ -46,7 +57,7 @@ all: $(BUILD)/libhachi.a $(BUILD)/libhachi.so $(BUILD)/hachi $(BUILD)/test_hachi
 # The library exports only include/hachi.h's HACHI_API functions; tools/ sees only that header
 # (no -Isrc), tests also the internals.
 $(LIB_OBJ):  DIR_FLAGS = -Isrc -fvisibility=hidden -DHACHI_BUILD
-$(TOOL_OBJ): DIR_FLAGS = -Itools
+$(TOOL_OBJ): DIR_FLAGS = -Itools $(SERVE_DEFS)
 $(TEST_OBJ): DIR_FLAGS = -Isrc
 
 $(BUILD)/src/kernels/x86_avx2.o:   ISA_FLAGS = $(FLAGS_avx2)
@@ -66,7 +77,7 @@ $(BUILD)/libhachi.so: $(LIB_OBJ)
 	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/hachi: $(TOOL_OBJ) $(BUILD)/libhachi.a
-	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libhachi.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libhachi.a $(LDLIBS) $(SERVE_LIBS)
 
 $(BUILD)/test_hachi: $(TEST_OBJ) $(BUILD)/libhachi.a
 	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(BUILD)/libhachi.a $(LDLIBS)
@@ -88,6 +99,11 @@ fuzz:
 	@mkdir -p build-fuzz
 	clang -std=c11 -D_GNU_SOURCE -DHACHI_BUILD -Iinclude -Isrc -g -O1 -fsanitize=fuzzer,address,undefined \
 	    fuzz/fuzz_gguf.c src/gguf.c src/util.c src/quant.c -o build-fuzz/fuzz_gguf -lm
+	@if [ "$(SERVE_OK)" = 1 ]; then \
+	    echo "clang ... fuzz/fuzz_serve.c tools/serve_api.c -o build-fuzz/fuzz_serve -lcjson"; \
+	    clang -std=c11 -D_GNU_SOURCE -Iinclude -Itools -g -O1 -fsanitize=fuzzer,address,undefined \
+	        fuzz/fuzz_serve.c tools/serve_api.c -o build-fuzz/fuzz_serve -lcjson -lm; \
+	else echo "cJSON absent: build-fuzz/fuzz_serve not built"; fi
 
 bench: all
 	@sh bench/headline.sh

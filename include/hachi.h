@@ -171,8 +171,10 @@ HACHI_API hachi_status hachi_session_eval(hachi_session *s, const int32_t *token
 HACHI_API const float *hachi_session_logits(const hachi_session *s);   /* [n_vocab] of the last token */
 HACHI_API int32_t hachi_session_pos(const hachi_session *s);
 HACHI_API int32_t hachi_session_n_ctx(const hachi_session *s);
-/* Forget positions >= pos (pos <= current). Sliding layers keep 16 spare ring slots,
- * so a rewind of up to 16 tokens is always exact. */
+/* Forget positions >= pos (pos <= current). Sliding layers keep 16 spare ring slots, so a
+ * rewind to within 16 tokens of the furthest position evaluated is exact; one that would need
+ * keys the rings have overwritten since (further back, or after earlier rewinds) is refused
+ * (HACHI_ERR_INVALID_ARG, nothing changed). A rewind to 0 always works. */
 HACHI_API hachi_status hachi_session_rewind(hachi_session *s, int32_t pos);
 /* Prompt cache (a safetensors file: the token ids, every K/V row the session holds, the last
  * token's logits, an id of the model). save: the state after tokens[0..n), n = the session's
@@ -183,12 +185,32 @@ HACHI_API hachi_status hachi_session_rewind(hachi_session *s, int32_t pos);
  * or shares no prefix a sliding window can resume from (a prompt that extends the saved one
  * always can). A file that cannot be opened, is not a prompt cache, is of another version, or
  * is of this model with another KV type (f16, f32, int8: HACHI_ERR_UNSUPPORTED naming both)
- * is an error that leaves the session as it was; a file damaged past its header is an error
- * naming what is wrong, with the session left at position 0. Restored or not, the tokens
- * that follow get bitwise the logits of an uncached run. */
+ * is an error that leaves the session as it was; so is a damaged file: the file carries a
+ * CRC-32C of its header and of every tensor, all checked (and that the tensors fill the file
+ * exactly: nothing truncated or appended) before anything is loaded, and a mismatch is
+ * HACHI_ERR_FORMAT naming the part. Restored or not, the tokens that follow get bitwise the
+ * logits of an uncached run. */
 HACHI_API hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, int32_t n, const char *path);
 HACHI_API hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_t *tokens, int32_t n,
                                 int32_t *n_loaded);
+/* Ring checkpoints: a copy of the sliding-window rings at the session's position, so that the
+ * session can later go back there after it has gone on past it by more than a rewind can undo
+ * (16 tokens on sliding layers), as a server does when a new request shares a prefix with what
+ * a slot held (llama.cpp's context checkpoints). Full-attention caches keep every position, so
+ * they need no copy. create allocates the copy once (the rings' bytes: 2 x (window + 16) rows
+ * per sliding cache); save and restore allocate nothing. restore puts the session back at the
+ * checkpoint's position: the session must hold the same tokens below it as when it was saved
+ * (the caller keeps the token history; a session that went below it and evaluated other tokens
+ * must not be restored) and be at or past it. No logits are kept: evaluate at least one token
+ * next, whose logits are then bitwise those of a session that never left (tested). */
+typedef struct hachi_checkpoint hachi_checkpoint;
+HACHI_API hachi_status hachi_checkpoint_create(const hachi_session *s, hachi_checkpoint **out);
+HACHI_API void    hachi_checkpoint_free(hachi_checkpoint *c);
+HACHI_API int32_t hachi_checkpoint_pos(const hachi_checkpoint *c);   /* -1: empty (and NULL) */
+HACHI_API void    hachi_checkpoint_clear(hachi_checkpoint *c);         /* empty it */
+HACHI_API size_t  hachi_checkpoint_bytes(const hachi_checkpoint *c);
+HACHI_API hachi_status hachi_session_checkpoint_save(const hachi_session *s, hachi_checkpoint *c);
+HACHI_API hachi_status hachi_session_checkpoint_restore(hachi_session *s, const hachi_checkpoint *c);
 /* The name of the kernel table the session runs ("avx2", "neon", "ref", ...). */
 HACHI_API const char *hachi_session_kernels(const hachi_session *s);
 HACHI_API const hachi_model *hachi_session_model(const hachi_session *s);

@@ -248,6 +248,28 @@ char *hachi_kv_rows(const hachi_kv *kv, int which, int plane, int p, int end, in
     return (which ? kv->v : kv->k) + (size_t)slot * kv->row_bytes;
 }
 
+size_t hachi_kv_ring_bytes(const hachi_kv *kv) {
+    return kv->ring ? 2 * (size_t)kv->n_slots * (kv->row_bytes + (size_t)kv->n_scales * sizeof(float)) : 0;
+}
+
+void hachi_kv_ring_copy(const hachi_kv *kv, void *dst) {
+    if (!kv->ring) return;
+    const size_t rows = (size_t)kv->n_slots * kv->row_bytes, sc = (size_t)kv->n_slots * kv->n_scales * sizeof(float);
+    char *d = dst;
+    memcpy(d, kv->k, rows);
+    memcpy(d + rows, kv->v, rows);
+    if (sc) { memcpy(d + 2 * rows, kv->ks, sc); memcpy(d + 2 * rows + sc, kv->vs, sc); }
+}
+
+void hachi_kv_ring_restore(hachi_kv *kv, const void *src) {
+    if (!kv->ring) return;
+    const size_t rows = (size_t)kv->n_slots * kv->row_bytes, sc = (size_t)kv->n_slots * kv->n_scales * sizeof(float);
+    const char *s = src;
+    memcpy(kv->k, s, rows);
+    memcpy(kv->v, s + rows, rows);
+    if (sc) { memcpy(kv->ks, s + 2 * rows, sc); memcpy(kv->vs, s + 2 * rows + sc, sc); }
+}
+
 /* the fill's generator: the next K and V elements, roughly unit RMS */
 static void fill_next(uint64_t *x, float *a, float *b) {
     *x ^= *x << 13; *x ^= *x >> 7; *x ^= *x << 17;

@@ -109,6 +109,12 @@ bool hachi_kv_can_rewind(const hachi_kv *kv, int pos, int cur);
  * V (1), for saving and restoring: the rows stay consecutive for the returned count (a ring
  * wraps once), cols * elem bytes apart. */
 char *hachi_kv_rows(const hachi_kv *kv, int which, int plane, int p, int end, int *n);
+/* Checkpoints (hachi_session_checkpoint_*): a ring's slots as bytes (K, V, the int8 scales);
+ * 0 bytes for a linear cache, whose rows below a position stay as they were while the session
+ * goes on past it. copy writes hachi_kv_ring_bytes into dst, restore reads them back. */
+size_t hachi_kv_ring_bytes(const hachi_kv *kv);
+void hachi_kv_ring_copy(const hachi_kv *kv, void *dst);
+void hachi_kv_ring_restore(hachi_kv *kv, const void *src);
 /* Writes rows that look like real ones (roughly unit RMS, as after the K/V norm) for
  * positions [pos, pos + n) without computing them (bench --fill fast). */
 void hachi_kv_fill_fast(hachi_kv *kv, int pos, int n, uint64_t *rng);

@@ -9,7 +9,11 @@
  *   kv.L.k_scale/.v_scale  F32 [rows][n_head_kv]  their per-head scales (int8 only)
  * and __metadata__ strings: format, version, model (an id of the weights: FNV-1a
  * over the tensors' names, types, shapes and first/last bytes), n_tokens, kv
- * (f16|f32|int8) and kv.L.first. Full-attention caches keep every position (first
+ * (f16|f32|int8), kv.L.first, and the integrity checksums (CRC-32C, 8 hex digits):
+ * crc.NAME of each tensor's bytes and crc.header of the 8-byte length and the header with
+ * crc.header's own digits as zeros. A load checks them all, and that the tensors fill the
+ * data section exactly, before it touches the session: a damaged, truncated or extended
+ * file is refused with one line naming what is wrong. Full-attention caches keep every position (first
  * 0), sliding rings their last slots. The loader reads only this layout; any
  * other JSON, or sizes that disagree with the file or the session, is an error;
  * so is a file of another KV type (its rows would have to be converted, lossily).
@@ -23,15 +27,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/types.h>
+#include "crc32c.h"
 #include "session.h"
 #include "util.h"
 
 #define PC_FORMAT "hachi-prompt-cache"
-#define PC_VERSION "1"
+#define PC_VERSION "2"              /* 2: with the CRC-32C checksums */
 #define PC_MAX_TENSORS 258   /* tokens, logits, K and V (values and scales) of up to 64 caches */
 #define PC_MAX_HEADER (1u << 20)
+#define PC_CRC_HEADER "\"crc.header\":\""   /* then 8 hex digits */
 
 /* ---- saving --------------------------------------------------------------------------------- */
+
+/* CRC-32C of the rows of positions [first, n) of plane i of K (j 0) or V (1), as saved */
+static uint32_t rows_crc(const hachi_kv *kv, int j, int i, const hachi_kv_plane *pl, int n) {
+    uint32_t crc = 0;
+    for (int p = hachi_kv_first(kv, n), run; p < n; p += run) {
+        const char *rows = hachi_kv_rows(kv, j, i, p, n, &run);
+        crc = hachi_crc32c(crc, rows, (size_t)run * (size_t)pl->cols * pl->elem);
+    }
+    return crc;
+}
 
 hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, int32_t n, const char *path) {
     if (!s || !tokens || !path || n <= 0 || n != s->pos)
@@ -39,13 +55,24 @@ hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, i
     const hachi_model *m = s->m;
     const bool logits = s->logits_pos == n - 1;
     const char *kvt = hachi_kv_type_name(s->kv_type);
-    size_t cap = 4096 + (size_t)s->n_kv * 512, len = 0, off = 0;
+    size_t cap = 4096 + (size_t)s->n_kv * 1024, len = 0, off = 0;
     char *hdr = hachi_malloc(cap);
     if (!hdr) return HACHI_ERR_NOMEM;
 #define PUT(...) (len += (size_t)snprintf(hdr + len, cap - len, __VA_ARGS__))
     PUT("{\"__metadata__\":{\"format\":\"" PC_FORMAT "\",\"version\":\"" PC_VERSION "\",\"model\":\"%016llx\","
         "\"n_tokens\":\"%d\",\"kv\":\"%s\"", (unsigned long long)hachi_model_id(m), n, kvt);
     for (int c = 0; c < s->n_kv; c++) PUT(",\"kv.%d.first\":\"%d\"", s->kv[c].owner, hachi_kv_first(&s->kv[c], n));
+    PUT(",\"crc.tokens\":\"%08x\"", hachi_crc32c(0, tokens, (size_t)n * 4));
+    if (logits) PUT(",\"crc.logits\":\"%08x\"", hachi_crc32c(0, s->logits, (size_t)m->n_vocab * 4));
+    for (int c = 0; c < s->n_kv; c++) {
+        const hachi_kv *kv = &s->kv[c];
+        hachi_kv_plane pl[HACHI_KV_MAX_PLANES];
+        const int np = hachi_kv_planes(kv, pl);
+        for (int j = 0; j < 2; j++)
+            for (int i = 0; i < np; i++)
+                PUT(",\"crc.kv.%d.%c%s\":\"%08x\"", kv->owner, j ? 'v' : 'k', pl[i].suffix, rows_crc(kv, j, i, &pl[i], n));
+    }
+    PUT("," PC_CRC_HEADER "00000000\"");
     PUT("},\"tokens\":{\"dtype\":\"I32\",\"shape\":[%d],\"data_offsets\":[0,%zu]}", n, (size_t)n * 4);
     off = (size_t)n * 4;
     if (logits) {
@@ -69,6 +96,15 @@ hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, i
     PUT("}");
 #undef PUT
     while (len % 8) hdr[len++] = ' ';
+    if (len >= cap) { hachi_free(hdr); return hachi_fail(HACHI_ERR_INTERNAL, "save: the header outgrew its buffer"); }
+
+    uint64_t hl = len;
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++) le[i] = (unsigned char)(hl >> (8 * i));
+    char *digits = memmem(hdr, len, PC_CRC_HEADER, strlen(PC_CRC_HEADER));
+    char hex[9];
+    snprintf(hex, sizeof hex, "%08x", hachi_crc32c(hachi_crc32c(0, le, 8), hdr, len));
+    if (digits) memcpy(digits + strlen(PC_CRC_HEADER), hex, 8);
 
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
@@ -77,9 +113,6 @@ hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, i
     }
     FILE *f = fopen(tmp, "wb");
     if (!f) { hachi_free(hdr); return hachi_fail(HACHI_ERR_IO, "cannot write '%s'", tmp); }
-    uint64_t hl = len;
-    unsigned char le[8];
-    for (int i = 0; i < 8; i++) le[i] = (unsigned char)(hl >> (8 * i));
     bool ok = fwrite(le, 1, 8, f) == 8 && fwrite(hdr, 1, len, f) == len &&
               fwrite(tokens, 4, (size_t)n, f) == (size_t)n &&
               (!logits || fwrite(s->logits, 4, (size_t)m->n_vocab, f) == (size_t)m->n_vocab);
@@ -111,6 +144,10 @@ typedef struct {
     char format[32], version[32], model[32], kv[32];
     int64_t n_tokens;
     int first[64], first_owner[64], n_first;
+    char crc_name[PC_MAX_TENSORS][32];   /* crc.NAME: the tensor NAME's checksum */
+    uint32_t crc[PC_MAX_TENSORS];
+    int n_crc;
+    bool header_crc;                     /* crc.header present */
     pc_tensor t[PC_MAX_TENSORS];
     int n_t;
 } pc_header;
@@ -174,6 +211,14 @@ static bool parse_meta(js *j, pc_header *h) {
         else if (!strcmp(k, "model")) snprintf(h->model, sizeof h->model, "%s", v);
         else if (!strcmp(k, "kv")) snprintf(h->kv, sizeof h->kv, "%s", v);
         else if (!strcmp(k, "n_tokens")) { if (!parse_i64(v, &h->n_tokens, &end) || *end) return false; }
+        else if (!strcmp(k, "crc.header")) h->header_crc = true;   /* checked on the raw bytes */
+        else if (!strncmp(k, "crc.", 4) && h->n_crc < PC_MAX_TENSORS) {
+            char *e = NULL;
+            unsigned long x = strtoul(v, &e, 16);
+            if (strlen(v) != 8 || *e || x > 0xffffffffUL) return false;
+            snprintf(h->crc_name[h->n_crc], sizeof h->crc_name[0], "%s", k + 4);
+            h->crc[h->n_crc++] = (uint32_t)x;
+        }
         else if (!strncmp(k, "kv.", 3) && parse_i64(k + 3, &num, &end) && !strcmp(end, ".first") &&
                  num >= 0 && num < 4096 && h->n_first < 64) {
             if (!parse_i64(v, &first, &end) || *end || first < 0 || first > INT32_MAX) return false;
@@ -250,6 +295,60 @@ static bool read_at(FILE *f, uint64_t off, void *dst, size_t n) {
     return fseeko(f, (off_t)off, SEEK_SET) == 0 && fread(dst, 1, n, f) == n;
 }
 
+/* The checksum of the header: over the 8 length bytes and the header, crc.header's digits as
+ * zeros. false when the header has no crc.header. */
+static bool header_crc(const unsigned char le[8], const char *hdr, size_t hl, uint32_t *computed, uint32_t *stored) {
+    const char *at = memmem(hdr, hl, PC_CRC_HEADER, strlen(PC_CRC_HEADER));
+    const size_t d = at ? (size_t)(at - hdr) + strlen(PC_CRC_HEADER) : 0;
+    if (!at || d + 8 > hl) return false;
+    char digits[9];
+    memcpy(digits, hdr + d, 8);
+    digits[8] = 0;
+    char *e = NULL;
+    *stored = (uint32_t)strtoul(digits, &e, 16);
+    if (*e) *stored = ~hachi_crc32c(0, digits, 8);   /* not hex: cannot match what is computed below */
+    uint32_t c = hachi_crc32c(hachi_crc32c(0, le, 8), hdr, d);
+    c = hachi_crc32c(c, "00000000", 8);
+    *computed = hachi_crc32c(c, hdr + d + 8, hl - d - 8);
+    return true;
+}
+
+/* Every tensor's checksum, and the tensors filling the data section [base, base + data) exactly. */
+static hachi_status verify_tensors(FILE *f, const pc_header *h, uint64_t base, uint64_t data, const char *path) {
+    enum { CHUNK = 1 << 20 };
+    char *buf = hachi_malloc(CHUNK);
+    if (!buf) return HACHI_ERR_NOMEM;
+    hachi_status st = HACHI_OK;
+    uint64_t used = 0, end = 0;
+    for (int i = 0; i < h->n_t && !st; i++) {
+        const pc_tensor *t = &h->t[i];
+        int k = 0;
+        while (k < h->n_crc && strcmp(h->crc_name[k], t->name)) k++;
+        if (k == h->n_crc) { st = hachi_fail(HACHI_ERR_FORMAT, "prompt cache '%s' is damaged: no checksum for tensor %s", path, t->name); break; }
+        if (t->b < t->a || t->b > data) {
+            st = hachi_fail(HACHI_ERR_FORMAT, "prompt cache '%s' is damaged: tensor %s ends at byte %llu of a %llu-byte data section (truncated?)",
+                            path, t->name, (unsigned long long)t->b, (unsigned long long)data);
+            break;
+        }
+        uint32_t crc = 0;
+        for (uint64_t o = t->a; o < t->b && !st; o += CHUNK) {
+            const size_t n = (size_t)HACHI_MIN((uint64_t)CHUNK, t->b - o);
+            if (!read_at(f, base + o, buf, n)) st = hachi_fail(HACHI_ERR_IO, "cannot read '%s'", path);
+            else crc = hachi_crc32c(crc, buf, n);
+        }
+        if (!st && crc != h->crc[k])
+            st = hachi_fail(HACHI_ERR_FORMAT, "prompt cache '%s' is damaged: tensor %s has CRC-32C %08x, the file says %08x",
+                            path, t->name, crc, h->crc[k]);
+        used += t->b - t->a;
+        end = HACHI_MAX(end, t->b);
+    }
+    if (!st && (used != data || end != data))
+        st = hachi_fail(HACHI_ERR_FORMAT, "prompt cache '%s' is damaged: %llu bytes of data, the tensors cover %llu (bytes appended?)",
+                        path, (unsigned long long)data, (unsigned long long)used);
+    hachi_free(buf);
+    return st;
+}
+
 hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_t *tokens, int32_t n,
                                 int32_t *n_loaded) {
     if (!s || !path || !tokens || n <= 0 || !n_loaded) return hachi_fail(HACHI_ERR_INVALID_ARG, "load: bad arguments");
@@ -274,7 +373,14 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
         goto out;
     }
     if (!(hdr = hachi_malloc(hl))) { st = HACHI_ERR_NOMEM; goto out; }
-    if (!read_at(f, 8, hdr, hl) || !parse_header(hdr, hl, h) || strcmp(h->format, PC_FORMAT)) {
+    uint32_t crc_now = 0, crc_file = 0;
+    const bool read_ok = read_at(f, 8, hdr, hl);
+    if (read_ok && header_crc(le, hdr, hl, &crc_now, &crc_file) && crc_now != crc_file) {
+        st = hachi_fail(HACHI_ERR_FORMAT, "prompt cache '%s' is damaged: its header has CRC-32C %08x, the file says %08x",
+                        path, crc_now, crc_file);
+        goto out;
+    }
+    if (!read_ok || !parse_header(hdr, hl, h) || strcmp(h->format, PC_FORMAT)) {
         st = hachi_fail(HACHI_ERR_FORMAT, "'%s' is not a hachi prompt cache (safetensors header not understood)", path);
         goto out;
     }
@@ -282,6 +388,8 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
         st = hachi_fail(HACHI_ERR_UNSUPPORTED, "prompt cache '%s': version %s (this hachi reads %s)", path, h->version, PC_VERSION);
         goto out;
     }
+    if (!h->header_crc) { st = hachi_fail(HACHI_ERR_FORMAT, "prompt cache '%s' is damaged: no crc.header", path); goto out; }
+    if ((st = verify_tensors(f, h, 8 + hl, size - 8 - hl, path))) goto out;
     char id[24];
     snprintf(id, sizeof id, "%016llx", (unsigned long long)hachi_model_id(m));
     const bool same_model = !strcmp(h->model, id) && h->n_first == s->n_kv;

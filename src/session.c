@@ -299,7 +299,10 @@ hachi_status hachi_session_rewind(hachi_session *s, int32_t pos) {
             return hachi_fail(HACHI_ERR_INVALID_ARG,
                               "rewind by %d tokens: sliding-window rings keep only %d spare slots",
                               s->pos - pos, HACHI_SPEC_SLOTS);
-    for (int i = 0; i < s->n_kv; i++) hachi_kv_rewound(&s->kv[i], pos);
+    for (int i = 0; i < s->n_kv; i++) {   /* what the rings overwrote up to here stays gone (rewind to 0: all new) */
+        hachi_kv_restored_from(&s->kv[i], HACHI_MIN(pos, hachi_kv_first(&s->kv[i], s->pos)));
+        hachi_kv_rewound(&s->kv[i], pos);
+    }
     s->pos = pos;
     return HACHI_OK;
 }

@@ -19,6 +19,7 @@ int cmd_heads(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_convert_llama2c(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #define CLI_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define CLI_MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -152,5 +153,55 @@ bool pk_build_prompt(const char *cmd, const pk_source *src, int len, double dept
  * lg (n_vocab floats) receives the logits after the prompt. */
 hachi_status pk_answer_prompt(hachi_session *s, const hachi_model *m, const int32_t *ids, int n, const pk_prompt *pr,
                               float *lg, pk_answer *a);
+
+/* ---- hachi serve: the OpenAI request bodies and response texts (tools/serve_api.c, cJSON) ----
+ * The HTTP side, slots and generation are tools/cmd_serve.c. */
+#define SERVE_MAX_STOP 4            /* stop sequences a request may give (OpenAI's limit) */
+#define SERVE_MAX_STOP_LEN 256      /* bytes of one stop sequence */
+
+/* One completion request, as parsed and checked. */
+typedef struct serve_req {
+    bool chat;                      /* /v1/chat/completions (else /v1/completions) */
+    char *prompt;                   /* the text to tokenize: chat messages in the model's format (malloc'd) */
+    bool add_bos;                   /* completions: BOS before the prompt (a chat prompt carries its own) */
+    bool continues;                 /* chat: the last message is the assistant's, which the reply continues */
+    long max_tokens;                /* -1: until the context is full */
+    double temperature, top_p;      /* -1: the server's default */
+    long long seed;                 /* -1: none given */
+    char *stop[SERVE_MAX_STOP];     /* malloc'd, non-empty */
+    int n_stop;
+    bool stream, include_usage;
+    bool cache_prompt;              /* llama.cpp's field (default true): false prefills the whole prompt */
+} serve_req;
+
+/* Parses and checks a request body of len bytes (not NUL-terminated) for chat (else a
+ * completion) of model m. false: err (cap bytes) says what is wrong, naming the field. */
+bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, serve_req *rq, char *err, size_t cap);
+void serve_req_free(serve_req *rq);
+
+/* Appends s[0..n) to buf as the inside of a JSON string (quotes not added); returns the
+ * bytes written, or 0 when it does not fit cap (6 bytes per input byte always fit). */
+size_t serve_json_escape(char *buf, size_t cap, const char *s, size_t n);
+/* {"error":{"message":msg,"type":type,"code":code}} (malloc'd). */
+char *serve_error_json(const char *msg, const char *type, const char *code);
+
+/* What a finished request returns: the text, why it ended, the token counts. */
+typedef struct serve_result {
+    const char *id, *model;         /* "chatcmpl-.." / "cmpl-..", the model's name */
+    long long created;              /* unix seconds */
+    const char *text;
+    size_t len;
+    const char *finish;             /* "stop" or "length" */
+    int prompt_tokens, cached_tokens, completion_tokens;
+} serve_result;
+/* The chat.completion or text_completion object (malloc'd). */
+char *serve_result_json(const serve_req *rq, const serve_result *r);
+/* One SSE event "data: {...}\n\n" of a stream into buf (cap bytes): a delta of text[0..len)
+ * (first: the chat role comes with it), the last chunk (finish set), or the usage chunk
+ * (usage). Returns the bytes written, 0 when it does not fit. */
+size_t serve_chunk(char *buf, size_t cap, const serve_req *rq, const serve_result *r, const char *text, size_t len,
+                   bool first, const char *finish, bool usage);
+/* {"object":"list","data":[{"id":name,...}]} (malloc'd). */
+char *serve_models_json(const char *name, long long created);
 
 #endif

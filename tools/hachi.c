@@ -15,6 +15,7 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
     {"bench", cmd_bench, "decode/prefill speed against the memory roofline"},
     {"convert-llama2c", cmd_convert_llama2c, "llama2.c checkpoint + tokenizer -> GGUF"},
     {"synth", cmd_synth, "write a random-weight model (e.g. E2B-shaped) as GGUF"},
+    {"serve", cmd_serve, "an OpenAI-compatible HTTP server (chat, completions, streaming)"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,35 @@
+/* libFuzzer target for hachi serve's request JSON (tools/serve_api.c): any bytes as a chat and
+ * as a completion body; a body that parses is also written back as a response and as stream
+ * chunks. The chat format is a stand-in (the plain one) so that no model is needed: the JSON
+ * handling and the message walk are what is fuzzed. Build: make fuzz; run:
+ *   build-fuzz/fuzz_serve -max_total_time=60 /tmp/serve-corpus fuzz/serve-corpus */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+
+hachi_chat_format hachi_chat_detect(const hachi_model *m) { return HACHI_CHAT_PLAIN; }
+
+int32_t hachi_chat_turn(const hachi_model *m, const char *system, const char *user, bool first, char *buf, int32_t cap) {
+    int n = snprintf(buf, (size_t)cap, "%s%s%sUser: %s\nAssistant:", first ? "<s>" : "\n", system ? system : "",
+                     system ? "\n" : "", user);
+    return n < 0 ? 0 : n;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static char chunk[1 << 16];
+    for (int chat = 0; chat < 2; chat++) {
+        serve_req rq;
+        char err[512];
+        if (!serve_parse((const char *)data, size, chat, NULL, &rq, err, sizeof err)) continue;
+        serve_result r = {.id = "id", .model = "m", .created = 1, .text = rq.prompt, .len = strlen(rq.prompt),
+                          .finish = "stop", .prompt_tokens = 1};
+        free(serve_result_json(&rq, &r));
+        serve_chunk(chunk, sizeof chunk, &rq, &r, r.text, r.len, true, NULL, false);
+        serve_chunk(chunk, sizeof chunk, &rq, &r, "", 0, false, "length", false);
+        serve_chunk(chunk, sizeof chunk, &rq, &r, NULL, 0, false, NULL, true);
+        serve_req_free(&rq);
+    }
+    serve_json_escape(chunk, sizeof chunk, (const char *)data, size);
+    return 0;
+}

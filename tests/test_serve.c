@@ -1,0 +1,352 @@
+/* hachi serve end to end on gemma4-micro: the server started on a free port (--port 0, the
+ * port read from its first line), then curl for every error case, stop sequences across token
+ * boundaries, a full queue (503) and clients that go away; the openai npm client
+ * (tests/node/client.mjs) for chat, streaming, completions, models, concurrency and prompt
+ * reuse. Each server must stop on SIGTERM with exit status 0 and no sanitizer report (the
+ * ASan build runs these tests too). Skipped, with the reason, without curl, node's openai
+ * package, the model or a server in the binary (the aarch64 build has none). */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "test.h"
+
+#define KEY "test-key"
+
+typedef struct { pid_t pid; int port; char err[1024]; } server;
+
+static char *sh(int *rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *sh(int *rc, const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    char *out = NULL;
+    *rc = test_run(cmd, &out);
+    return out ? out : strdup("");
+}
+
+static void sleep_ms(int ms) { nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL); }
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* NULL when the tests can run, else why not */
+static const char *cannot_serve(const char **model) {
+    static char why[256];
+    int rc;
+    if (!(*model = test_shared_path("models/gemma4-micro.gguf"))) return "../shared/models/gemma4-micro.gguf absent";
+    char *o = sh(&rc, "command -v curl >/dev/null 2>&1 && echo yes");
+    bool curl = strstr(o, "yes") != NULL;
+    free(o);
+    if (!curl) return "curl absent";
+    o = sh(&rc, "%s serve --help 2>&1", test_hachi_bin());
+    snprintf(why, sizeof why, "%s", strstr(o, "built without the server") ? "hachi was built without the server" : "");
+    free(o);
+    return why[0] ? why : NULL;
+}
+
+static int body_status(char **body, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Starts `hachi serve -m model --port 0 -t 1 -n 64 --api-key KEY extra`; waits for its listening line. */
+static bool server_start(server *sv, const char *model, const char *extra) {
+    static int k;
+    memset(sv, 0, sizeof *sv);
+    snprintf(sv->err, sizeof sv->err, "%s/serve-%d.err", test_tmpdir(), k++);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "exec %s serve -m %s --port 0 -t 1 -n 64 --api-key " KEY " %s 2>%s", test_hachi_bin(), model,
+             extra, sv->err);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    if (pid < 0) return false;
+    sv->pid = pid;
+    const char *tag = "listening on http://127.0.0.1:";
+    for (int i = 0; i < 1200; i++) {   /* up to 60 s (the ASan build loads slower) */
+        char *e = test_read_file(sv->err, NULL);
+        const char *l = e ? strstr(e, tag) : NULL;
+        if (l) sv->port = (int)strtol(l + strlen(tag), NULL, 10);
+        free(e);
+        if (sv->port > 0) return true;
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) { sv->pid = 0; break; }
+        sleep_ms(50);
+    }
+    char *e = test_read_file(sv->err, NULL);
+    test_fail(__FILE__, __LINE__, "the server did not start: %s", e ? e : "");
+    free(e);
+    return false;
+}
+
+/* SIGTERM; the server must exit 0 within 30 s with no sanitizer report on stderr. */
+static void server_stop(server *sv) {
+    if (sv->pid <= 0) return;
+    kill(sv->pid, SIGTERM);
+    int st = -1;
+    bool done = false;
+    for (int i = 0; i < 600 && !done; i++) {
+        done = waitpid(sv->pid, &st, WNOHANG) == sv->pid;
+        if (!done) sleep_ms(50);
+    }
+    if (!done) { kill(sv->pid, SIGKILL); waitpid(sv->pid, &st, 0); }
+    char *e = test_read_file(sv->err, NULL);
+    CHECKF(done && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the server did not stop cleanly (status %d): %s", st, e ? e : "");
+    CHECKF(e && !strstr(e, "Sanitizer") && !strstr(e, "runtime error") && strstr(e, "stopping"), "server stderr: %s",
+           e ? e : "");
+    free(e);
+    sv->pid = 0;
+}
+
+/* curl with args; returns the HTTP status (0 on failure), the body in *body (malloc'd). */
+static int body_status(char **body, const char *fmt, ...) {
+    char args[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    char file[1024];
+    snprintf(file, sizeof file, "%s/curl.body", test_tmpdir());
+    int rc;
+    char *code = sh(&rc, "curl -s -o %s -w '%%{http_code}' %s", file, args);
+    int status = (int)strtol(code, NULL, 10);
+    free(code);
+    *body = test_read_file(file, NULL);
+    if (!*body) *body = strdup("");
+    remove(file);
+    return status;
+}
+
+/* An error response: the status and OpenAI's shape with words in its message. */
+static void check_error(const server *sv, int want, const char *words, const char *curl_args) {
+    char *b = NULL;
+    int st = body_status(&b, "%s", curl_args);
+    CHECKF(st == want && strstr(b, "{\"error\":{\"message\":\"") && strstr(b, "\"type\":") && strstr(b, "\"code\":") &&
+           strstr(b, words), "%s: status %d (want %d), body %s (want '%s')", curl_args, st, want, b, words);
+    free(b);
+}
+
+#define URL "http://127.0.0.1:%d"
+#define AUTH "-H 'Authorization: Bearer " KEY "' "
+
+/* the "text" values of a body (a response, or a stream's events) concatenated */
+static char *texts(const char *b) {
+    size_t n = 0;
+    char *out = calloc(1, strlen(b) + 1);
+    for (const char *p = b; out && (p = strstr(p, "\"text\":\"")); ) {
+        p += 8;
+        while (*p && *p != '"') {
+            if (*p == '\\' && p[1]) out[n++] = *p++;
+            out[n++] = *p++;
+        }
+    }
+    return out;
+}
+
+TEST(serve_http_errors_and_slots) {
+    const char *model, *why = cannot_serve(&model);
+    if (why) SKIP("%s", why);
+    server sv;
+    if (!server_start(&sv, model, "--parallel 3 --queue 2")) return;
+    const int p = sv.port;
+    char *b = NULL;
+    char chat[512], a[512], full[8192];   /* a: the completions endpoint */
+    snprintf(chat, sizeof chat, "-H 'Content-Type: application/json' " AUTH URL "/v1/chat/completions", p);
+    snprintf(a, sizeof a, "-H 'Content-Type: application/json' " AUTH URL "/v1/completions", p);
+
+    /* health needs no key; the model list does */
+    CHECKF(body_status(&b, URL "/health", p) == 200 && strstr(b, "\"status\":\"ok\"") && strstr(b, "\"slots_idle\":3"), "%s", b);
+    free(b);
+    CHECKF(body_status(&b, AUTH URL "/v1/models", p) == 200 && strstr(b, "\"id\":\"gemma4-micro.gguf\""), "%s", b);
+    free(b);
+    snprintf(full, sizeof full, URL "/v1/models", p);
+    check_error(&sv, 401, "API key", full);
+    snprintf(full, sizeof full, "-H 'Authorization: Bearer wrong' " URL "/v1/models", p);
+    check_error(&sv, 401, "API key", full);
+    snprintf(full, sizeof full, URL "/v1/chat/completions -d '{\"messages\":[]}'", p);
+    check_error(&sv, 401, "API key", full);
+
+    /* malformed JSON, wrong types, unsupported content, too many stops */
+    const struct { const char *body, *words; } bad[] = {
+        {"{\"messages\":[", "malformed JSON"},
+        {"[]", "must be a JSON object"},
+        {"{\"messages\":\"hi\"}", "'messages' must be an array"},
+        {"{}", "'messages' must be an array, got nothing"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":\"5\"}", "'max_tokens' must be a number"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2.5}", "'max_tokens' must be an integer"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"temperature\":7}", "'temperature' must be in"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":\"yes\"}", "'stream' must be a boolean"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream_options\":{\"include_usage\":1}}", "'include_usage' must be a boolean"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "more than 4"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":[1]}", "'stop[0]' must be a string"},
+        {"{\"messages\":[{\"role\":\"tool\",\"content\":\"hi\"}]}", "'messages[0].role' 'tool'"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "'messages[0].content[0].type' 'image_url'"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":5}]}]}", "'messages[0].content[0].text' must be a string"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":7}]}", "'messages[0].content' must be a string or an array"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":1e300}", "'max_tokens' must be in"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(full, sizeof full, "%s -d '%s'", chat, bad[i].body);
+        check_error(&sv, 400, bad[i].words, full);
+    }
+    snprintf(full, sizeof full, "%s -d '{\"prompt\":5}'", a);
+    check_error(&sv, 400, "'prompt' must be a string", full);
+    /* deep nesting, a prompt longer than the context (both lengths named), a body over the limit */
+    char deep[6001];
+    memset(deep, '[', 6000);
+    deep[6000] = 0;
+    snprintf(full, sizeof full, "%s -d %s", a, deep);
+    check_error(&sv, 400, "malformed JSON", full);
+    char lp[1024];
+    snprintf(lp, sizeof lp, "%s/long.json", test_tmpdir());
+    FILE *f = fopen(lp, "w");
+    if (f) {
+        fputs("{\"prompt\":\"", f);
+        for (int i = 0; i < 3000; i++) fputs("cat ", f);
+        fputs("\"}", f);
+        fclose(f);
+    }
+    snprintf(full, sizeof full, "%s --data-binary @%s", a, lp);
+    check_error(&sv, 400, "but the context holds 2048", full);
+    check_error(&sv, 400, "the prompt has 6002 tokens", full);
+    snprintf(lp, sizeof lp, "%s/big.json", test_tmpdir());
+    if ((f = fopen(lp, "w"))) {
+        for (int i = 0; i < 5 << 20; i += 64) fputs("                                                               \n", f);
+        fclose(f);
+    }
+    snprintf(full, sizeof full, "%s --data-binary @%s", a, lp);
+    check_error(&sv, 413, "over the limit", full);
+    snprintf(full, sizeof full, "%s -H 'Transfer-Encoding: chunked' --data-binary @%s", a, lp);
+    check_error(&sv, 413, "over the limit", full);
+    remove(lp);
+    /* unknown endpoint, wrong method */
+    snprintf(full, sizeof full, AUTH URL "/v1/engines", p);
+    check_error(&sv, 404, "no endpoint GET /v1/engines", full);
+    snprintf(full, sizeof full, AUTH URL "/v1/chat/completions", p);
+    check_error(&sv, 405, "takes POST, not GET", full);
+    snprintf(full, sizeof full, "-X DELETE " AUTH URL "/v1/models", p);
+    check_error(&sv, 405, "takes GET, not DELETE", full);
+
+    /* 60 mutated bodies (bytes replaced at random, some cut short): a 200 or a 400 each, never a crash */
+    const char *good[2] = {"{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":"
+                           "[{\"type\":\"text\",\"text\":\"Hi there\"}]}],\"max_tokens\":3,\"stop\":[\"x\"],\"seed\":4}",
+                           "{\"prompt\":\"The dog\",\"max_tokens\":3,\"temperature\":0.5,\"top_p\":0.9,\"stop\":\"zz\"}"};
+    char mp[1024];
+    snprintf(mp, sizeof mp, "%s/mutated.json", test_tmpdir());
+    uint32_t rng = 7;
+    for (int i = 0; i < 60; i++) {
+        const char *g = good[i % 2];
+        size_t n = strlen(g);
+        char m[512];
+        snprintf(m, sizeof m, "%s", g);
+        for (int k = 0; k <= i % 4; k++) {
+            rng = rng * 1103515245u + 12345u;
+            m[(rng >> 8) % n] = (char)(rng >> 24);
+        }
+        if (i % 7 == 6) n = (rng >> 4) % n;
+        if ((f = fopen(mp, "wb"))) { fwrite(m, 1, n, f); fclose(f); }
+        int status = body_status(&b, "%s --data-binary @%s", i % 2 ? a : chat, mp);
+        CHECKF(status == 200 || status == 400, "mutated body %d: status %d: %s", i, status, b);
+        free(b);
+    }
+    CHECKF(body_status(&b, URL "/health", p) == 200, "the server is gone after the mutated bodies");
+    free(b);
+
+    /* a stop sequence spanning tokens: the text up to it, plain and streamed */
+    const char *once = "{\"prompt\":\"Once upon a time\",\"max_tokens\":40,\"temperature\":0";
+    CHECK(body_status(&b, "%s -d '%s}'", a, once) == 200);
+    char *all = texts(b);
+    free(b);
+    const char *stop = "l named Li";
+    const char *at = all ? strstr(all, stop) : NULL;
+    CHECKF(at, "the greedy text has no '%s': %s", stop, all ? all : "");
+    for (int stream = 0; at && stream < 2; stream++) {
+        CHECK(body_status(&b, "%s -d '%s,\"stop\":[\"zzz\",\"%s\"],\"stream\":%s}'", a, once, stop, stream ? "true" : "false") == 200);
+        char *t = texts(b);
+        CHECKF(t && strlen(t) == (size_t)(at - all) && !strncmp(t, all, strlen(t)) &&
+               strstr(b, "\"finish_reason\":\"stop\"") && (!stream || strstr(b, "data: [DONE]")),
+               "stop (stream %d): '%s' of '%s': %s", stream, t ? t : "", all, b);
+        free(t);
+        free(b);
+    }
+    free(all);
+
+    /* all 3 slots busy and 2 requests queued: the next one gets 503 with Retry-After; the
+     * clients go away and the slots are free again at once */
+    char pids[1024];
+    snprintf(pids, sizeof pids, "%s/curl.pids", test_tmpdir());
+    int rc;
+    free(sh(&rc, "rm -f %s; for i in 1 2 3 4 5; do curl -s -N %s -d '{\"prompt\":\"= = Gameplay = =\",\"max_tokens\":2000,"
+                 "\"stream\":true,\"temperature\":0}' >/dev/null 2>&1 & echo $! >> %s; done", pids, a, pids));
+    bool full_now = false;
+    for (int i = 0; i < 400 && !full_now; i++) {
+        body_status(&b, URL "/health", p);
+        full_now = strstr(b, "\"slots_processing\":3,\"queued\":2") != NULL;
+        free(b);
+        if (!full_now) sleep_ms(10);
+    }
+    CHECKF(full_now, "the slots and the queue did not fill");
+    char hdr[1024];
+    snprintf(hdr, sizeof hdr, "%s/headers.txt", test_tmpdir());
+    snprintf(full, sizeof full, "-D %s %s -d '{\"prompt\":\"hi\",\"max_tokens\":2}'", hdr, a);
+    check_error(&sv, 503, "all 3 slots are busy", full);
+    char *h = test_read_file(hdr, NULL);
+    CHECKF(h && strstr(h, "Retry-After: 1"), "503 headers: %s", h ? h : "");
+    free(h);
+    free(sh(&rc, "kill $(cat %s) 2>/dev/null", pids));
+    double t0 = now_ms();
+    bool idle = false;
+    while (!idle && now_ms() - t0 < 5000) {
+        body_status(&b, URL "/health", p);
+        idle = strstr(b, "\"slots_idle\":3,\"slots_processing\":0,\"queued\":0") != NULL;
+        free(b);
+        if (!idle) sleep_ms(10);
+    }
+    CHECKF(idle, "the slots were not freed within 5 s of the clients going away");
+    /* a non-streaming client that gives up after 0.3 s: its generation is cut short too */
+    free(sh(&rc, "curl -s --max-time 0.3 %s -d '{\"prompt\":\"= = Gameplay = =\",\"max_tokens\":2000,\"temperature\":0}' >/dev/null 2>&1", a));
+    t0 = now_ms();
+    int cut = 0;
+    while (cut < 4 && now_ms() - t0 < 5000) {
+        char *e = test_read_file(sv.err, NULL);
+        cut = 0;
+        for (const char *c = e; c && (c = strstr(c, "cut short")); c++) cut++;
+        free(e);
+        if (cut < 4) sleep_ms(10);
+    }
+    CHECKF(cut == 4, "%d generations cut short (want the 3 streams and the plain request)", cut);
+    /* and the server still answers */
+    CHECKF(body_status(&b, "%s -d '{\"prompt\":\"The cat\",\"max_tokens\":3}'", a) == 200 &&
+           strstr(b, "\"completion_tokens\":3"), "%s", b);
+    free(b);
+    server_stop(&sv);
+}
+
+TEST(serve_openai_client) {
+    const char *model, *why = cannot_serve(&model);
+    if (why) SKIP("%s", why);
+    struct stat st;
+    int rc;
+    char *o = sh(&rc, "command -v node >/dev/null 2>&1 && echo yes");
+    bool node = strstr(o, "yes") != NULL;
+    free(o);
+    if (!node) SKIP("node absent");
+    if (stat("tests/node/node_modules/openai/package.json", &st) != 0)
+        SKIP("tests/node/node_modules/openai absent (npm ci --prefix tests/node)");
+    server sv;
+    if (!server_start(&sv, model, "--parallel 3")) return;
+    o = sh(&rc, "node tests/node/client.mjs http://127.0.0.1:%d/v1 " KEY " gemma4-micro.gguf 2>&1", sv.port);
+    CHECKF(rc == 0 && !strstr(o, "FAIL"), "client.mjs (exit %d):\n%s", rc, o);
+    free(o);
+    server_stop(&sv);
+}

@@ -1,0 +1,684 @@
+/* hachi serve: an OpenAI-compatible HTTP server on libmicrohttpd (one thread per connection).
+ * POST /v1/chat/completions and /v1/completions (streaming as server-sent events too),
+ * GET /v1/models, GET /health; errors in OpenAI's {"error":{...}} shape. The JSON is
+ * tools/serve_api.c's (cJSON); this file owns the HTTP side, the slots and generation.
+ *
+ * Slots: --parallel N sessions, each planned once at start-up (its own hachi_session,
+ * detokenizer and the tokens it holds). A request takes the free slot whose held tokens share
+ * the longest prefix with its prompt, rewinds the slot there (or, past the rings' rewind
+ * bound, restores the slot's newest ring checkpoint below it) and prefills only the rest; its
+ * sampler and decode loop (hachi_spec) are made per request. When every slot is busy a
+ * request waits in a queue of --queue places, past that it gets 503 with Retry-After. A
+ * client that goes away (its socket closed: checked before every decode step, and a failed
+ * write of a stream) ends its generation and frees the slot. */
+#ifdef HACHI_NO_SERVE
+#include "cli.h"
+int cmd_serve(int argc, char **argv) {
+    return cli_error("serve", "hachi was built without the server (libmicrohttpd/cJSON absent)");
+}
+#else
+#include <microhttpd.h>
+#include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include "cli.h"
+
+#define SERVE_MAX_BODY (4u << 20)    /* bytes of a request body (413 past it) */
+#define SERVE_STREAM_BUF (64u << 10) /* a stream's pending events: a step's chunk fits many times */
+#define SERVE_CHECKPOINTS 8          /* ring checkpoints a slot keeps */
+
+typedef struct slot {
+    int id;
+    hachi_session *s;
+    hachi_detok *dt;
+    int32_t *held;                  /* [n_ctx + HACHI_SPEC_STEP_MAX] the tokens of the session's positions
+                                       (then those sampled past them in the last request) */
+    int n_held;                     /* = hachi_session_pos(s) between requests */
+    hachi_checkpoint *cp[SERVE_CHECKPOINTS];   /* ring checkpoints at positions of held (pos -1: empty) */
+    uint64_t cp_saved[SERVE_CHECKPOINTS];       /* when each was saved */
+    uint64_t n_saves;
+    bool busy;
+    uint64_t used;                  /* when it was last taken (least recently used wins ties) */
+} slot;
+
+typedef struct server {
+    hachi_model *m;
+    char name[128];                 /* the model's id in responses: the file name, JSON-safe */
+    hachi_sampler_params smp;       /* the sampling flags; a request's fields override */
+    hachi_spec_params spp;
+    slot *slots;
+    int n_slots, queue_max, waiting;
+    long n_predict;                 /* -n: tokens a request without max_tokens may generate; 0: the context */
+    uint64_t clock;
+    pthread_mutex_t mu;             /* slots' busy flags, waiting, clock */
+    pthread_cond_t freed;
+    const char *api_key;
+    long long started;
+    atomic_int stop;                /* shutting down: generations end */
+    atomic_long served, seq, ids;
+} server;
+
+enum route { R_NONE, R_HEALTH, R_MODELS, R_CHAT, R_COMPLETIONS };
+
+/* One HTTP request; with a completion in progress, its generation state. Freed when both the
+ * connection (request completed) and, for a stream, the response have let go of it. */
+typedef struct request {
+    server *srv;
+    struct MHD_Connection *conn;
+    atomic_int refs;
+    enum route route;
+    char *body;
+    size_t len, cap;
+    bool too_big;
+    /* the completion */
+    serve_req rq;
+    bool parsed;
+    slot *sl;
+    hachi_sampler *smp;
+    hachi_spec *sp;
+    int32_t *prompt;
+    int n_prompt, n_cached, n_gen, max_gen;
+    char *text;                     /* [text_cap] generated text; [0, sent) released to the client */
+    size_t text_len, text_cap, sent;
+    const char *finish;             /* NULL while generating */
+    bool role_sent, stream_end;
+    char *out;                      /* [SERVE_STREAM_BUF] stream events not yet handed to MHD */
+    size_t out_len, out_off;
+    serve_result res;
+    char id[48];
+    double t0;
+} request;
+
+/* ---- slots ------------------------------------------------------------------------------------ */
+
+static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
+    int c = 0;
+    while (c < na && c < nb && a[c] == b[c]) c++;
+    return c;
+}
+
+/* Whether the client of fd has closed its end (a read would return 0 or fail). */
+static bool client_gone(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return true;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) return true;
+    char c;
+    return recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+typedef enum { TAKE_OK, TAKE_BUSY, TAKE_GONE } take_result;
+
+/* The checkpoint of sl at the highest position <= r, or -1. */
+static int best_checkpoint(const slot *sl, int r) {
+    int best = -1;
+    for (int i = 0; i < SERVE_CHECKPOINTS; i++) {
+        int p = hachi_checkpoint_pos(sl->cp[i]);
+        if (p >= 0 && p <= r && (best < 0 || p > hachi_checkpoint_pos(sl->cp[best]))) best = i;
+    }
+    return best;
+}
+
+/* The position the slot can resume a prompt from: its common prefix with what the slot holds
+ * (less the prompt's last token, evaluated for its logits) when a rewind reaches it (within
+ * the rings' 16 spare slots, or anywhere on a model without rings), else its newest
+ * checkpoint below that. */
+static int resumable(const slot *sl, const int32_t *prompt, int n) {
+    int r = CLI_MIN(common_prefix(sl->held, sl->n_held, prompt, n), n - 1);
+    if (sl->n_held - r <= 16 || hachi_checkpoint_bytes(sl->cp[0]) == 0) return r;
+    int k = best_checkpoint(sl, r);
+    return k < 0 ? 0 : hachi_checkpoint_pos(sl->cp[k]);
+}
+
+/* The free slot that can resume the longest prefix of the prompt (waiting in the queue when
+ * none is free); without reuse, the one that holds the least. */
+static take_result slot_take(server *srv, request *q) {
+    pthread_mutex_lock(&srv->mu);
+    slot *best = NULL;
+    for (;;) {
+        int best_c = INT_MIN;
+        for (int i = 0; i < srv->n_slots; i++) {
+            slot *sl = &srv->slots[i];
+            if (sl->busy) continue;
+            int c = q->rq.cache_prompt ? resumable(sl, q->prompt, q->n_prompt)
+                                       : -common_prefix(sl->held, sl->n_held, q->prompt, q->n_prompt);
+            if (!best || c > best_c || (c == best_c && sl->used < best->used)) { best = sl; best_c = c; }
+        }
+        if (best) break;
+        if (srv->waiting >= srv->queue_max) { pthread_mutex_unlock(&srv->mu); return TAKE_BUSY; }
+        srv->waiting++;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&srv->freed, &srv->mu, &ts);
+        srv->waiting--;
+        if (atomic_load(&srv->stop) || client_gone(q->conn)) { pthread_mutex_unlock(&srv->mu); return TAKE_GONE; }
+    }
+    best->busy = true;
+    best->used = ++srv->clock;
+    q->sl = best;
+    pthread_mutex_unlock(&srv->mu);
+    return TAKE_OK;
+}
+
+static void slot_give(server *srv, request *q) {
+    if (!q->sl) return;
+    pthread_mutex_lock(&srv->mu);
+    q->sl->busy = false;
+    q->sl = NULL;
+    pthread_cond_broadcast(&srv->freed);
+    pthread_mutex_unlock(&srv->mu);
+}
+
+/* ---- generation ---------------------------------------------------------------------------------- */
+
+/* Puts the slot's session at the longest prefix of the prompt it can resume from: a rewind, or
+ * the newest checkpoint at or below it; returns that position. Checkpoints past it are dropped
+ * (the tokens after it change). */
+static int slot_resume(slot *sl, const int32_t *prompt, int n, bool reuse) {
+    int r = reuse ? CLI_MIN(common_prefix(sl->held, sl->n_held, prompt, n), n - 1) : 0;
+    if (hachi_session_rewind(sl->s, r) != HACHI_OK) {
+        int k = best_checkpoint(sl, r);
+        if (k >= 0 && hachi_session_checkpoint_restore(sl->s, sl->cp[k]) == HACHI_OK) r = hachi_checkpoint_pos(sl->cp[k]);
+        else {
+            hachi_session_rewind(sl->s, 0);
+            r = 0;
+        }
+    }
+    for (int i = 0; i < SERVE_CHECKPOINTS; i++)
+        if (hachi_checkpoint_pos(sl->cp[i]) > r) hachi_checkpoint_clear(sl->cp[i]);
+    sl->n_held = r;
+    return r;
+}
+
+/* A checkpoint of the session at its position, in place of the oldest (or an empty) one. */
+static void slot_checkpoint(slot *sl) {
+    int pos = hachi_session_pos(sl->s), k = 0;
+    for (int i = 0; i < SERVE_CHECKPOINTS; i++) {
+        int p = hachi_checkpoint_pos(sl->cp[i]);
+        if (p == pos) return;
+        if (p < 0) { k = i; break; }
+        if (sl->cp_saved[i] < sl->cp_saved[k]) k = i;
+    }
+    if (hachi_session_checkpoint_save(sl->s, sl->cp[k]) == HACHI_OK) sl->cp_saved[k] = ++sl->n_saves;
+}
+
+/* Sampler and decode loop of the request, the slot resumed and the rest of the prompt
+ * prefilled (a checkpoint where the reuse began and one before the prompt's last token). */
+static hachi_status gen_begin(server *srv, request *q) {
+    slot *sl = q->sl;
+    const serve_req *rq = &q->rq;
+    hachi_sampler_params p = srv->smp;
+    if (rq->temperature >= 0) p.temp = (float)rq->temperature;
+    if (rq->top_p >= 0) p.top_p = (float)CLI_MAX(rq->top_p, 1e-6);
+    p.seed = rq->seed >= 0 ? (uint64_t)rq->seed : (uint64_t)time(NULL) * 1000003u + (uint64_t)atomic_fetch_add(&srv->seq, 1);
+    hachi_status st = hachi_sampler_create(&p, hachi_model_n_vocab(srv->m), &q->smp);
+    if (!st) st = hachi_spec_create(srv->m, sl->s, q->smp, &srv->spp, &q->sp);
+    if (st) return st;
+    const int n = q->n_prompt;
+    int r = slot_resume(sl, q->prompt, n, rq->cache_prompt);
+    q->n_cached = r;
+    memcpy(sl->held, q->prompt, sizeof(int32_t) * (size_t)n);
+    if (r > 0) slot_checkpoint(sl);
+    if (n - 1 > r && (st = hachi_session_eval(sl->s, q->prompt + r, n - 1 - r, NULL))) return st;
+    if (n - 1 > r) slot_checkpoint(sl);
+    if ((st = hachi_session_eval(sl->s, q->prompt + n - 1, 1, NULL))) return st;
+    sl->n_held = n;
+    if ((st = hachi_spec_feed(q->sp, q->prompt, n))) return st;
+    hachi_detok_reset(sl->dt, rq->chat && !rq->continues);   /* a reply's first piece loses its space */
+    return HACHI_OK;
+}
+
+/* The first stop sequence in text[from..), its start in *at. */
+static bool find_stop(const request *q, size_t from, size_t *at) {
+    bool hit = false;
+    for (int i = 0; i < q->rq.n_stop; i++) {
+        const char *s = q->rq.stop[i];
+        const char *f = memmem(q->text + from, q->text_len - from, s, strlen(s));
+        if (f && (!hit || (size_t)(f - q->text) < *at)) { *at = (size_t)(f - q->text); hit = true; }
+    }
+    return hit;
+}
+
+/* Bytes at the end of the text that may begin a stop sequence (held back). */
+static size_t stop_hold(const request *q) {
+    size_t hold = 0;
+    for (int i = 0; i < q->rq.n_stop; i++) {
+        const char *s = q->rq.stop[i];
+        size_t ls = strlen(s);
+        for (size_t k = CLI_MIN(ls - 1, q->text_len - q->sent); k > hold; k--)
+            if (!memcmp(q->text + q->text_len - k, s, k)) { hold = k; break; }
+    }
+    return hold;
+}
+
+static void text_add(request *q, const char *s, size_t n) {
+    n = CLI_MIN(n, q->text_cap - q->text_len);
+    memcpy(q->text + q->text_len, s, n);
+    q->text_len += n;
+}
+
+/* The end of the text: the detokenizer's rest, a last look for stop sequences. */
+static void gen_finish(request *q, const char *why) {
+    char buf[64];
+    size_t at, k = (size_t)hachi_detok_flush(q->sl->dt, buf, sizeof buf);
+    text_add(q, buf, k);
+    if (q->rq.n_stop && find_stop(q, q->sent, &at)) { q->text_len = at; why = "stop"; }
+    q->finish = why;
+}
+
+/* One decode step (up to HACHI_SPEC_STEP_MAX tokens); returns the bytes of text now released. */
+static size_t gen_step(server *srv, request *q) {
+    slot *sl = q->sl;
+    if (q->n_gen >= q->max_gen) { gen_finish(q, "length"); return q->text_len - q->sent; }
+    int32_t out[HACHI_SPEC_STEP_MAX], n_out = 0;
+    hachi_status st = hachi_spec_step(q->sp, q->max_gen - q->n_gen, out, &n_out);
+    if (st) { gen_finish(q, "length"); return q->text_len - q->sent; }   /* the context is full */
+    for (int i = 0; i < n_out; i++) {
+        if (hachi_model_is_eog(srv->m, out[i])) { gen_finish(q, "stop"); return q->text_len - q->sent; }
+        sl->held[q->n_prompt + q->n_gen++] = out[i];
+        char buf[64];
+        size_t from = q->text_len > SERVE_MAX_STOP_LEN ? q->text_len - SERVE_MAX_STOP_LEN : 0;
+        size_t k = (size_t)hachi_detok_push(sl->dt, out[i], buf, sizeof buf);
+        text_add(q, buf, k);
+        size_t at;
+        if (q->rq.n_stop && find_stop(q, CLI_MAX(from, q->sent), &at)) {
+            q->text_len = at;
+            q->finish = "stop";
+            return q->text_len - q->sent;
+        }
+    }
+    if (q->n_gen >= q->max_gen) { gen_finish(q, "length"); return q->text_len - q->sent; }
+    return q->text_len - stop_hold(q) - q->sent;
+}
+
+/* The slot keeps what its session holds; the request's sampler and loop go. */
+static void gen_end(server *srv, request *q) {
+    if (q->sl) q->sl->n_held = hachi_session_pos(q->sl->s);
+    hachi_spec_free(q->sp);
+    hachi_sampler_free(q->smp);
+    q->sp = NULL;
+    q->smp = NULL;
+    q->res.completion_tokens = q->n_gen;
+    q->res.prompt_tokens = q->n_prompt;
+    q->res.cached_tokens = q->n_cached;
+    q->res.text = q->text;
+    q->res.len = q->text_len;
+    q->res.finish = q->finish ? q->finish : "length";
+    fprintf(stderr, "hachi serve: %s slot %d: prompt %d tokens (%d reused), %d generated, %s, %.1f ms\n",
+            q->rq.chat ? "chat" : "completion", q->sl ? q->sl->id : -1, q->n_prompt, q->n_cached, q->n_gen,
+            q->finish ? q->finish : "cut short (client gone or server stopping)", cli_time_ms() - q->t0);
+    slot_give(srv, q);
+    atomic_fetch_add(&srv->served, 1);
+}
+
+/* ---- responses ----------------------------------------------------------------------------------- */
+
+static enum MHD_Result send_json(struct MHD_Connection *conn, unsigned status, char *json) {
+    if (!json) return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(json), json, MHD_RESPMEM_MUST_FREE);
+    if (!r) { free(json); return MHD_NO; }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    if (status == MHD_HTTP_SERVICE_UNAVAILABLE) MHD_add_response_header(r, "Retry-After", "1");
+    if (status == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(r, "Allow", "GET, POST");
+    enum MHD_Result ret = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, const char *code, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *type = status == 401 ? "authentication_error" : status >= 500 ? "server_error" : "invalid_request_error";
+    return send_json(conn, status, serve_error_json(msg, type, code));
+}
+
+static void request_unref(request *q) {
+    if (atomic_fetch_sub(&q->refs, 1) != 1) return;
+    if (q->sp || q->smp) gen_end(q->srv, q);   /* a stream cut short */
+    slot_give(q->srv, q);
+    serve_req_free(&q->rq);
+    free(q->body);
+    free(q->prompt);
+    free(q->text);
+    free(q->out);
+    free(q);
+}
+
+static void stream_add(request *q, size_t n) { q->out_len += n; }
+
+/* The next events of a stream into q->out: the role, text as it is released, the end. */
+static bool stream_produce(request *q) {
+    server *srv = q->srv;
+    char *o = q->out + q->out_len;
+    size_t cap = SERVE_STREAM_BUF - q->out_len;
+    if (!q->role_sent) {
+        q->role_sent = true;
+        if (q->rq.chat) stream_add(q, serve_chunk(o, cap, &q->rq, &q->res, "", 0, true, NULL, false));
+        return true;
+    }
+    while (!q->finish) {
+        if (atomic_load(&srv->stop) || client_gone(q->conn)) return false;
+        size_t n = gen_step(srv, q);
+        if (n && !q->finish) {
+            size_t w = serve_chunk(o, cap, &q->rq, &q->res, q->text + q->sent, n, false, NULL, false);
+            if (!w) return false;
+            q->sent += n;
+            stream_add(q, w);
+            return true;
+        }
+    }
+    size_t w = 0;
+    if (q->text_len > q->sent) {
+        w = serve_chunk(o, cap, &q->rq, &q->res, q->text + q->sent, q->text_len - q->sent, false, NULL, false);
+        if (!w) return false;
+        q->sent = q->text_len;
+    }
+    gen_end(srv, q);
+    size_t w2 = serve_chunk(o + w, cap - w, &q->rq, &q->res, "", 0, false, q->res.finish, false);
+    size_t w3 = q->rq.include_usage ? serve_chunk(o + w + w2, cap - w - w2, &q->rq, &q->res, NULL, 0, false, NULL, true) : 0;
+    int w4 = snprintf(o + w + w2 + w3, cap - w - w2 - w3, "data: [DONE]\n\n");
+    if (!w2 || (q->rq.include_usage && !w3) || w4 < 0) return false;
+    stream_add(q, w + w2 + w3 + (size_t)w4);
+    q->stream_end = true;
+    return true;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    request *q = cls;
+    if (q->out_off == q->out_len) {
+        q->out_off = q->out_len = 0;
+        while (q->out_len == 0) {
+            if (q->stream_end) return MHD_CONTENT_READER_END_OF_STREAM;
+            if (!stream_produce(q)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+    size_t n = CLI_MIN(max, q->out_len - q->out_off);
+    memcpy(buf, q->out + q->out_off, n);
+    q->out_off += n;
+    return (ssize_t)n;
+}
+
+static void stream_free(void *cls) { request_unref(cls); }
+
+/* ---- completions -------------------------------------------------------------------------------- */
+
+static enum MHD_Result completion(server *srv, request *q) {
+    char err[512];
+    struct MHD_Connection *conn = q->conn;
+    if (!serve_parse(q->body ? q->body : "", q->len, q->route == R_CHAT, srv->m, &q->rq, err, sizeof err))
+        return send_error(conn, 400, NULL, "%s", err);
+    q->parsed = true;
+    const serve_req *rq = &q->rq;
+    int32_t n = 0;
+    const size_t plen = strlen(rq->prompt);
+    hachi_tokenize(srv->m, rq->prompt, plen, rq->add_bos, true, NULL, 0, &n);
+    if (!(q->prompt = malloc(sizeof(int32_t) * (size_t)(n + 1)))) return send_error(conn, 500, NULL, "out of memory");
+    hachi_tokenize(srv->m, rq->prompt, plen, rq->add_bos, true, q->prompt, n + 1, &n);
+    q->n_prompt = n;
+    const int n_ctx = hachi_session_n_ctx(srv->slots[0].s);
+    if (n == 0) return send_error(conn, 400, NULL, "the prompt is empty (no tokens)");
+    if (n >= n_ctx)
+        return send_error(conn, 400, "context_length_exceeded",
+                          "the prompt has %d tokens, but the context holds %d (with room for at least one generated token)",
+                          n, n_ctx);
+    const long want = rq->max_tokens >= 0 ? rq->max_tokens : srv->n_predict > 0 ? srv->n_predict : n_ctx - n;
+    q->max_gen = (int)CLI_MIN(want, (long)(n_ctx - n));
+    q->text_cap = (size_t)q->max_gen * 64 + 256;
+    if (!(q->text = malloc(q->text_cap)) || (rq->stream && !(q->out = malloc(SERVE_STREAM_BUF))))
+        return send_error(conn, 500, NULL, "out of memory");
+    take_result tr = slot_take(srv, q);
+    if (tr == TAKE_BUSY)
+        return send_error(conn, 503, "server_busy", "all %d slots are busy and %d requests are queued: retry later",
+                          srv->n_slots, srv->queue_max);
+    if (tr == TAKE_GONE) return MHD_NO;
+    snprintf(q->id, sizeof q->id, "%s-%ld", rq->chat ? "chatcmpl" : "cmpl", atomic_fetch_add(&srv->ids, 1));
+    q->res = (serve_result){.id = q->id, .model = srv->name, .created = (long long)time(NULL)};
+    hachi_status st = gen_begin(srv, q);
+    if (st) {
+        gen_end(srv, q);
+        return send_error(conn, 500, NULL, "generation failed: %s", hachi_last_error());
+    }
+    if (rq->stream) {
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, q, stream_free);
+        if (!r) { gen_end(srv, q); return MHD_NO; }
+        atomic_fetch_add(&q->refs, 1);
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    while (!q->finish) {
+        if (atomic_load(&srv->stop) || client_gone(conn)) { gen_end(srv, q); return MHD_NO; }
+        gen_step(srv, q);
+    }
+    gen_end(srv, q);
+    return send_json(conn, MHD_HTTP_OK, serve_result_json(rq, &q->res));
+}
+
+/* ---- routing ------------------------------------------------------------------------------------ */
+
+static enum route route_of(const char *url) {
+    if (!strcmp(url, "/health")) return R_HEALTH;
+    if (!strcmp(url, "/v1/models")) return R_MODELS;
+    if (!strcmp(url, "/v1/chat/completions")) return R_CHAT;
+    if (!strcmp(url, "/v1/completions")) return R_COMPLETIONS;
+    return R_NONE;
+}
+
+static bool authorized(const server *srv, struct MHD_Connection *conn) {
+    if (!srv->api_key) return true;
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncmp(h, "Bearer ", 7)) return false;
+    h += 7;
+    size_t a = strlen(h), b = strlen(srv->api_key);
+    unsigned diff = a != b;   /* the key's bytes compared in constant time */
+    for (size_t i = 0; i < b; i++) diff |= (unsigned char)(i < a ? h[i] : 0) ^ (unsigned char)srv->api_key[i];
+    return diff == 0;
+}
+
+static enum MHD_Result health(server *srv, struct MHD_Connection *conn) {
+    int busy = 0;
+    pthread_mutex_lock(&srv->mu);
+    for (int i = 0; i < srv->n_slots; i++) busy += srv->slots[i].busy;
+    int waiting = srv->waiting;
+    pthread_mutex_unlock(&srv->mu);
+    char *s = malloc(160);
+    if (s) snprintf(s, 160, "{\"status\":\"ok\",\"slots_idle\":%d,\"slots_processing\":%d,\"queued\":%d}",
+                    srv->n_slots - busy, busy, waiting);
+    return send_json(conn, MHD_HTTP_OK, s);
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                              const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    server *srv = cls;
+    request *q = *con_cls;
+    if (!q) {   /* the headers: everything that needs no body is answered now */
+        if (!(q = calloc(1, sizeof *q))) return MHD_NO;
+        q->srv = srv;
+        q->conn = conn;
+        atomic_init(&q->refs, 1);
+        q->t0 = cli_time_ms();
+        *con_cls = q;
+        q->route = route_of(url);
+        const bool post = q->route == R_CHAT || q->route == R_COMPLETIONS;
+        if (q->route == R_NONE) return send_error(conn, 404, "not_found", "no endpoint %s %.200s", method, url);
+        if (strcmp(method, post ? "POST" : "GET"))
+            return send_error(conn, 405, "method_not_allowed", "%.200s takes %s, not %s", url, post ? "POST" : "GET", method);
+        if (q->route != R_HEALTH && !authorized(srv, conn))
+            return send_error(conn, 401, "invalid_api_key", "missing or wrong API key (Authorization: Bearer KEY)");
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > SERVE_MAX_BODY)
+            return send_error(conn, 413, "request_too_large", "the request body of %s bytes is over the limit of %u", cl,
+                              SERVE_MAX_BODY);
+        return MHD_YES;
+    }
+    if (*upload_size) {   /* a piece of the body */
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (q->too_big || q->len + n > SERVE_MAX_BODY) { q->too_big = true; return MHD_YES; }
+        if (q->len + n + 1 > q->cap) {
+            size_t cap = CLI_MAX(q->cap * 2, q->len + n + 1);
+            char *b = realloc(q->body, cap);
+            if (!b) return MHD_NO;
+            q->body = b;
+            q->cap = cap;
+        }
+        memcpy(q->body + q->len, upload, n);
+        q->len += n;
+        q->body[q->len] = 0;
+        return MHD_YES;
+    }
+    if (q->too_big)
+        return send_error(conn, 413, "request_too_large", "the request body is over the limit of %u bytes", SERVE_MAX_BODY);
+    if (q->route == R_HEALTH) return health(srv, conn);
+    if (q->route == R_MODELS) return send_json(conn, MHD_HTTP_OK, serve_models_json(srv->name, srv->started));
+    return completion(srv, q);
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    if (*con_cls) request_unref(*con_cls);
+    *con_cls = NULL;
+}
+
+/* ---- the command ---------------------------------------------------------------------------------- */
+
+static void usage(void) {
+    printf("usage: hachi serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c CTX] [--parallel N] [--queue N]\n"
+           "                   [--api-key KEY] [--draft N] [-n N] [-t THREADS per slot] [sampling flags]\n"
+           "an OpenAI-compatible HTTP server: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
+           "GET /health; --parallel N sessions (slots) of context CTX; requests wait in a queue of N places\n"
+           "(default 4 x slots) when all are busy, 503 past it; --port 0 picks a free port; Ctrl-C stops\n"
+           "-n N: the most tokens a request without max_tokens generates (default: until the context is full)\n"
+           "sampling flags set the defaults a request's temperature / top_p override\n");
+}
+
+static void slots_free(server *srv) {
+    for (int i = 0; srv->slots && i < srv->n_slots; i++) {
+        slot *sl = &srv->slots[i];
+        for (int k = 0; k < SERVE_CHECKPOINTS; k++) hachi_checkpoint_free(sl->cp[k]);
+        hachi_detok_free(sl->dt);
+        hachi_session_free(sl->s);
+        free(sl->held);
+    }
+    free(srv->slots);
+}
+
+int cmd_serve(int argc, char **argv) {
+    const char *cmd = "serve", *host = "127.0.0.1";
+    cli_opts o;
+    long port = 8080, parallel = 1, queue = -1, n_draft = 0;
+    server srv = {0};
+    cli_opts_init(&o);
+    for (int i = 1; i < argc; i++) {
+        int r = cli_opts_parse(cmd, &o, argc, argv, &i);
+        if (r < 0) return 1;
+        if (r > 0) continue;
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
+        if (!(v = cli_value(cmd, argc, argv, &i))) return 1;
+        if (!strcmp(a, "--host")) host = v;
+        else if (!strcmp(a, "--api-key")) srv.api_key = v;
+        else if (!strcmp(a, "--port")) { if (!cli_int(cmd, a, v, 0, 65535, &port)) return 1; }
+        else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) { if (!cli_int(cmd, a, v, 1, 64, &parallel)) return 1; }
+        else if (!strcmp(a, "--queue")) { if (!cli_int(cmd, a, v, 0, 4096, &queue)) return 1; }
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { if (!cli_int(cmd, a, v, 0, 1 << 20, &srv.n_predict)) return 1; }
+        else if (!strcmp(a, "--draft")) { if (!cli_int(cmd, a, v, 0, HACHI_DRAFT_MAX, &n_draft)) return 1; }
+        else return cli_error(cmd, "unknown option '%s' (hachi serve --help)", a);
+    }
+    if (srv.api_key && !*srv.api_key) return cli_error(cmd, "--api-key is empty");
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    char port_s[16];
+    snprintf(port_s, sizeof port_s, "%ld", port);
+    int gai = getaddrinfo(host, port_s, &hints, &ai);
+    if (gai) return cli_error(cmd, "--host '%s': %s", host, gai_strerror(gai));
+
+    int rc = 1;
+    struct MHD_Daemon *d = NULL;
+    srv.m = cli_load_model(cmd, &o, false);
+    pthread_mutex_init(&srv.mu, NULL);
+    pthread_cond_init(&srv.freed, NULL);
+    if (!srv.m) goto out;
+    const char *base = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
+    snprintf(srv.name, sizeof srv.name, "%s", base);
+    for (char *c = srv.name; *c; c++) if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) *c = '_';
+    srv.smp = o.smp;
+    srv.spp = hachi_spec_default_params();
+    srv.spp.drafter = n_draft ? HACHI_DRAFTER_LOOKUP : HACHI_DRAFTER_NONE;
+    srv.spp.n_draft = (int32_t)n_draft;
+    srv.queue_max = queue < 0 ? 4 * (int)parallel : (int)queue;
+    srv.started = (long long)time(NULL);
+    if (!o.sp.n_threads) o.sp.n_threads = CLI_MAX(1, hachi_physical_cores() / (int)parallel);
+    if (!(srv.slots = calloc((size_t)parallel, sizeof *srv.slots))) goto out;
+    srv.n_slots = (int)parallel;
+    for (int i = 0; i < srv.n_slots; i++) {
+        slot *sl = &srv.slots[i];
+        sl->id = i;
+        hachi_status st = hachi_session_create(srv.m, &o.sp, &sl->s);
+        if (st) { cli_lib_error(cmd, st, "cannot create the session of a slot"); goto out; }
+        if ((st = hachi_detok_create(srv.m, &sl->dt))) { cli_lib_error(cmd, st, "detokenizer"); goto out; }
+        for (int k = 0; k < SERVE_CHECKPOINTS; k++)
+            if ((st = hachi_checkpoint_create(sl->s, &sl->cp[k]))) { cli_lib_error(cmd, st, "checkpoint"); goto out; }
+        if (!(sl->held = malloc(sizeof(int32_t) * (size_t)(hachi_session_n_ctx(sl->s) + HACHI_SPEC_STEP_MAX)))) goto out;
+    }
+
+    /* the signals go to sigwait below, not to the server's threads */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    errno = 0;
+    d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handle, &srv,
+                         MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                         MHD_OPTION_NOTIFY_COMPLETED, completed, &srv,
+                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)(64 + 2 * srv.n_slots + srv.queue_max),
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                         MHD_OPTION_END);
+    if (!d) {
+        cli_error(cmd, "cannot listen on %s:%ld: %s", host, port, errno ? strerror(errno) : "the HTTP daemon did not start");
+        goto out;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    fprintf(stderr, "hachi serve: listening on http://%s%s%s:%u (model %s, %d slot%s of context %d, %d thread%s each, queue %d%s)\n",
+            ai->ai_family == AF_INET6 ? "[" : "", host, ai->ai_family == AF_INET6 ? "]" : "",
+            di ? di->port : (unsigned)port, srv.name, srv.n_slots, srv.n_slots > 1 ? "s" : "",
+            hachi_session_n_ctx(srv.slots[0].s), o.sp.n_threads, o.sp.n_threads > 1 ? "s" : "", srv.queue_max,
+            srv.api_key ? ", API key required" : "");
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    atomic_store(&srv.stop, 1);
+    fprintf(stderr, "hachi serve: %s: stopping (%ld requests served)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+            atomic_load(&srv.served));
+    rc = 0;
+out:
+    if (d) MHD_stop_daemon(d);
+    freeaddrinfo(ai);
+    slots_free(&srv);
+    pthread_cond_destroy(&srv.freed);
+    pthread_mutex_destroy(&srv.mu);
+    hachi_model_free(srv.m);
+    return rc;
+}
+#endif

@@ -1,0 +1,394 @@
+/* serve_api: the JSON of hachi serve's OpenAI-compatible endpoints, on cJSON: request bodies
+ * parsed and checked into a serve_req (chat messages turned into the model's chat format
+ * with hachi_chat_turn), and the response objects and stream chunks written back. Knows
+ * no HTTP and no slots (tools/cmd_serve.c). The stream chunks are written with snprintf
+ * into the request's buffer (no allocation per token); whole responses go through cJSON. */
+#ifndef HACHI_NO_SERVE
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+
+static bool fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool fail(char *err, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, cap, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+static const char *type_name(const cJSON *v) {
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsNull(v)) return "null";
+    if (cJSON_IsArray(v)) return "an array";
+    if (cJSON_IsObject(v)) return "an object";
+    return "invalid";
+}
+
+/* ---- a growing text (the chat prompt) -------------------------------------------------- */
+
+typedef struct { char *p; size_t len, cap; bool oom; } text_buf;
+
+static void put(text_buf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = (b->len + n + 1) * 2;
+        char *p = realloc(b->p, cap);
+        if (!p) { b->oom = true; return; }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+static void puts_(text_buf *b, const char *s) { if (s) put(b, s, strlen(s)); }
+
+/* ---- fields -------------------------------------------------------------------------------- */
+
+/* An optional number field in [lo, hi] (integral when integer); false with err on a bad one. */
+static bool num_field(const cJSON *o, const char *name, bool integer, double lo, double hi, double *out, bool *given,
+                      char *err, size_t cap) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    *given = false;
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsNumber(v)) return fail(err, cap, "'%s' must be a number, got %s", name, type_name(v));
+    double d = v->valuedouble;
+    if (integer && d != floor(d)) return fail(err, cap, "'%s' must be an integer, got %g", name, d);
+    if (!(d >= lo && d <= hi)) return fail(err, cap, "'%s' must be in [%g, %g], got %g", name, lo, hi, d);
+    *out = d;
+    *given = true;
+    return true;
+}
+
+static bool bool_field(const cJSON *o, const char *name, bool *out, char *err, size_t cap) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsBool(v)) return fail(err, cap, "'%s' must be a boolean, got %s", name, type_name(v));
+    *out = cJSON_IsTrue(v);
+    return true;
+}
+
+static bool add_stop(serve_req *rq, const char *s, char *err, size_t cap) {
+    size_t n = strlen(s);
+    if (n == 0) return true;   /* an empty stop sequence stops nothing */
+    if (rq->n_stop == SERVE_MAX_STOP) return fail(err, cap, "'stop' holds more than %d sequences", SERVE_MAX_STOP);
+    if (n > SERVE_MAX_STOP_LEN) return fail(err, cap, "'stop' sequence of %zu bytes: at most %d", n, SERVE_MAX_STOP_LEN);
+    if (!(rq->stop[rq->n_stop] = strdup(s))) return fail(err, cap, "out of memory");
+    rq->n_stop++;
+    return true;
+}
+
+static bool stop_field(const cJSON *o, serve_req *rq, char *err, size_t cap) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "stop");
+    if (!v || cJSON_IsNull(v)) return true;
+    if (cJSON_IsString(v)) return add_stop(rq, v->valuestring, err, cap);
+    if (!cJSON_IsArray(v)) return fail(err, cap, "'stop' must be a string or an array of strings, got %s", type_name(v));
+    int i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, v) {
+        if (!cJSON_IsString(e)) return fail(err, cap, "'stop[%d]' must be a string, got %s", i, type_name(e));
+        if (!add_stop(rq, e->valuestring, err, cap)) return false;
+        i++;
+    }
+    return true;
+}
+
+/* A message's content: a string, null (an empty turn) or an array of {"type":"text","text":..}
+ * parts, joined; into *out (malloc'd). */
+static bool content_text(const cJSON *msg, int i, char **out, char *err, size_t cap) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(msg, "content");
+    text_buf b = {0};
+    puts_(&b, "");
+    if (cJSON_IsString(c)) puts_(&b, c->valuestring);
+    else if (cJSON_IsArray(c)) {
+        int j = 0;
+        const cJSON *part;
+        cJSON_ArrayForEach(part, c) {
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "type");
+            const cJSON *x = cJSON_GetObjectItemCaseSensitive(part, "text");
+            if (!cJSON_IsObject(part) || !cJSON_IsString(t)) {
+                free(b.p);
+                return fail(err, cap, "'messages[%d].content[%d]' must be an object with a string 'type'", i, j);
+            }
+            if (strcmp(t->valuestring, "text")) {
+                fail(err, cap, "'messages[%d].content[%d].type' '%.40s' is not supported (only 'text')", i, j, t->valuestring);
+                free(b.p);
+                return false;
+            }
+            if (!cJSON_IsString(x)) {
+                free(b.p);
+                return fail(err, cap, "'messages[%d].content[%d].text' must be a string, got %s", i, j, type_name(x));
+            }
+            puts_(&b, x->valuestring);
+            j++;
+        }
+    } else if (c && !cJSON_IsNull(c)) {
+        free(b.p);
+        return fail(err, cap, "'messages[%d].content' must be a string or an array of content parts, got %s", i, type_name(c));
+    }
+    if (b.oom) { free(b.p); return fail(err, cap, "out of memory"); }
+    *out = b.p;
+    return true;
+}
+
+/* The conversation in the model's chat format: the system (and developer) messages joined
+ * into the system prompt, then per user message hachi_chat_turn and the assistant reply that
+ * followed it as the model wrote it (consecutive messages of one role joined by newlines).
+ * A last assistant message is the start of the reply, which the model continues. */
+static bool chat_prompt(const cJSON *msgs, const hachi_model *m, char **out, bool *continues, char *err, size_t cap) {
+    if (!cJSON_IsArray(msgs)) return fail(err, cap, "'messages' must be an array, got %s", msgs ? type_name(msgs) : "nothing");
+    const int n = cJSON_GetArraySize(msgs);
+    if (n == 0) return fail(err, cap, "'messages' is empty");
+    char **text = calloc((size_t)n, sizeof *text);
+    int *role = calloc((size_t)n, sizeof *role);   /* 0 system, 1 user, 2 assistant */
+    text_buf sys = {0}, out_b = {0}, user = {0};
+    bool ok = text && role;
+    if (!ok) fail(err, cap, "out of memory");
+    for (int i = 0; ok && i < n; i++) {
+        const cJSON *msg = cJSON_GetArrayItem(msgs, i), *r = cJSON_GetObjectItemCaseSensitive(msg, "role");
+        if (!cJSON_IsObject(msg)) { ok = fail(err, cap, "'messages[%d]' must be an object, got %s", i, type_name(msg)); break; }
+        if (!cJSON_IsString(r)) { ok = fail(err, cap, "'messages[%d].role' must be a string, got %s", i, r ? type_name(r) : "nothing"); break; }
+        const char *rs = r->valuestring;
+        if (!strcmp(rs, "system") || !strcmp(rs, "developer")) role[i] = 0;
+        else if (!strcmp(rs, "user")) role[i] = 1;
+        else if (!strcmp(rs, "assistant")) role[i] = 2;
+        else { ok = fail(err, cap, "'messages[%d].role' '%.40s' is not supported (system, developer, user, assistant)", i, rs); break; }
+        ok = content_text(msg, i, &text[i], err, cap);
+    }
+    for (int i = 0; ok && i < n; i++)
+        if (role[i] == 0) { if (sys.len) puts_(&sys, "\n\n"); puts_(&sys, text[i]); }
+    const bool plain = ok && hachi_chat_detect(m) == HACHI_CHAT_PLAIN;
+    bool first = true;
+    puts_(&out_b, "");
+    for (int i = 0; ok && i < n; i++) {
+        if (role[i] == 0) continue;
+        if (role[i] == 1) {   /* user turns up to the next assistant message */
+            if (user.len) puts_(&user, "\n");
+            puts_(&user, text[i]);
+            int k = i + 1;
+            while (k < n && role[k] == 0) k++;
+            if (k < n && role[k] == 1) continue;
+        }
+        if (role[i] == 1 || first) {   /* the turn (an assistant message first gets an empty user turn) */
+            const char *u = user.p ? user.p : "";
+            int32_t need = hachi_chat_turn(m, sys.p, u, first, NULL, 0) + 1;
+            char *t = malloc((size_t)need);
+            if (!t) { ok = fail(err, cap, "out of memory"); break; }
+            hachi_chat_turn(m, sys.p, u, first, t, need);
+            puts_(&out_b, t);
+            free(t);
+            first = false;
+            user.len = 0;
+            if (user.p) user.p[0] = 0;
+            if (role[i] == 1) continue;
+        }
+        /* an assistant message: as the model wrote it (in the plain format a reply that starts
+         * with a word followed "Assistant:" after a space, which the detokenizer strips from the
+         * first piece) */
+        if (plain && text[i] && text[i][0] && !strchr(" \n\t\r", text[i][0])) puts_(&out_b, " ");
+        puts_(&out_b, text[i]);
+        for (int k = i + 1; k < n && role[k] != 1; k++)
+            if (role[k] == 2) { puts_(&out_b, "\n"); puts_(&out_b, text[k]); i = k; }
+    }
+    if (ok && first) ok = fail(err, cap, "'messages' holds no user or assistant message");
+    for (int i = n - 1; ok && i >= 0; i--)
+        if (role[i]) { *continues = role[i] == 2; break; }
+    if (ok && (sys.oom || out_b.oom || user.oom)) ok = fail(err, cap, "out of memory");
+    for (int i = 0; text && i < n; i++) free(text[i]);
+    free(text);
+    free(role);
+    free(sys.p);
+    free(user.p);
+    if (ok) *out = out_b.p;
+    else free(out_b.p);
+    return ok;
+}
+
+bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, serve_req *rq, char *err, size_t cap) {
+    memset(rq, 0, sizeof *rq);
+    rq->chat = chat;
+    rq->max_tokens = -1;
+    rq->temperature = rq->top_p = -1;
+    rq->seed = -1;
+    rq->cache_prompt = true;
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    if (!o) {
+        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        return fail(err, cap, "malformed JSON in the request body (at byte %zu of %zu)", at, len);
+    }
+    bool ok = false, given;
+    double d;
+    if (!cJSON_IsObject(o)) { fail(err, cap, "the request body must be a JSON object, got %s", type_name(o)); goto out; }
+    if (chat) {
+        if (!chat_prompt(cJSON_GetObjectItemCaseSensitive(o, "messages"), m, &rq->prompt, &rq->continues, err, cap)) goto out;
+    } else {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt");
+        if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
+            p = cJSON_GetArrayItem(p, 0);   /* ["text"]: one prompt */
+        if (!cJSON_IsString(p)) { fail(err, cap, "'prompt' must be a string, got %s", p ? type_name(p) : "nothing"); goto out; }
+        if (!(rq->prompt = strdup(p->valuestring))) { fail(err, cap, "out of memory"); goto out; }
+        rq->add_bos = true;
+    }
+    const char *mt = chat && cJSON_GetObjectItemCaseSensitive(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    if (!num_field(o, mt, true, 0, 1 << 30, &d, &given, err, cap)) goto out;
+    if (given) rq->max_tokens = (long)d;
+    if (!num_field(o, "temperature", false, 0, 2, &d, &given, err, cap)) goto out;
+    if (given) rq->temperature = d;
+    if (!num_field(o, "top_p", false, 0, 1, &d, &given, err, cap)) goto out;
+    if (given) rq->top_p = d;
+    if (!num_field(o, "seed", true, -9.2e18, 9.2e18, &d, &given, err, cap)) goto out;
+    if (given) rq->seed = (long long)d & 0x7fffffffffffffffLL;
+    if (!stop_field(o, rq, err, cap) || !bool_field(o, "stream", &rq->stream, err, cap) ||
+        !bool_field(o, "cache_prompt", &rq->cache_prompt, err, cap))
+        goto out;
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(o, "stream_options");
+    if (so && !cJSON_IsNull(so)) {
+        if (!cJSON_IsObject(so)) { fail(err, cap, "'stream_options' must be an object, got %s", type_name(so)); goto out; }
+        if (!bool_field(so, "include_usage", &rq->include_usage, err, cap)) goto out;
+    }
+    ok = true;
+out:
+    cJSON_Delete(o);
+    if (!ok) serve_req_free(rq);
+    return ok;
+}
+
+void serve_req_free(serve_req *rq) {
+    free(rq->prompt);
+    rq->prompt = NULL;
+    for (int i = 0; i < rq->n_stop; i++) free(rq->stop[i]);
+    rq->n_stop = 0;
+}
+
+/* ---- responses -------------------------------------------------------------------------------- */
+
+size_t serve_json_escape(char *buf, size_t cap, const char *s, size_t n) {
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        const char *rep = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
+        size_t k = rep ? 2 : (c < 0x20 || c == 0x7f) ? 6 : 1;
+        if (o + k >= cap) return 0;
+        if (rep) { buf[o] = rep[0]; buf[o + 1] = rep[1]; }
+        else if (k == 6) snprintf(buf + o, cap - o, "\\u%04x", c);
+        else buf[o] = (char)c;
+        o += k;
+    }
+    buf[o] = 0;
+    return o;
+}
+
+char *serve_error_json(const char *msg, const char *type, const char *code) {
+    cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "type", type);
+    if (code) cJSON_AddStringToObject(e, "code", code);
+    else cJSON_AddNullToObject(e, "code");
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+static void add_usage(cJSON *o, const serve_result *r) {
+    cJSON *u = cJSON_AddObjectToObject(o, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", r->prompt_tokens);
+    cJSON_AddNumberToObject(u, "completion_tokens", r->completion_tokens);
+    cJSON_AddNumberToObject(u, "total_tokens", r->prompt_tokens + r->completion_tokens);
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", r->cached_tokens);
+}
+
+/* a JSON string of s[0..n) (cJSON wants it NUL-terminated) */
+static cJSON *string_n(const char *s, size_t n) {
+    char *z = malloc(n + 1);
+    if (!z) return NULL;
+    memcpy(z, s, n);
+    z[n] = 0;
+    cJSON *v = cJSON_CreateString(z);
+    free(z);
+    return v;
+}
+
+char *serve_result_json(const serve_req *rq, const serve_result *r) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", r->id);
+    cJSON_AddStringToObject(o, "object", rq->chat ? "chat.completion" : "text_completion");
+    cJSON_AddNumberToObject(o, "created", (double)r->created);
+    cJSON_AddStringToObject(o, "model", r->model);
+    cJSON *cs = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(cs, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (rq->chat) {
+        cJSON *msg = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        cJSON_AddItemToObject(msg, "content", string_n(r->text, r->len));
+    } else {
+        cJSON_AddItemToObject(c, "text", string_n(r->text, r->len));
+        cJSON_AddNullToObject(c, "logprobs");
+    }
+    cJSON_AddStringToObject(c, "finish_reason", r->finish);
+    add_usage(o, r);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+size_t serve_chunk(char *buf, size_t cap, const serve_req *rq, const serve_result *r, const char *text, size_t len,
+                   bool first, const char *finish, bool usage) {
+    size_t o = 0;
+    int k = snprintf(buf, cap, "data: {\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":\"%s\",\"choices\":[",
+                     r->id, rq->chat ? "chat.completion.chunk" : "text_completion", r->created, r->model);
+    if (k < 0 || (size_t)k >= cap) return 0;
+    o = (size_t)k;
+#define ADD(...) do { k = snprintf(buf + o, cap - o, __VA_ARGS__); if (k < 0 || (size_t)k >= cap - o) return 0; o += (size_t)k; } while (0)
+    if (usage) {
+        ADD("],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,"
+            "\"prompt_tokens_details\":{\"cached_tokens\":%d}}}\n\n", r->prompt_tokens, r->completion_tokens,
+            r->prompt_tokens + r->completion_tokens, r->cached_tokens);
+        return o;
+    }
+    if (rq->chat) {
+        ADD("{\"index\":0,\"delta\":{");
+        if (first) ADD("\"role\":\"assistant\"%s", finish && !len ? "" : ",");
+        if (len || !finish) {
+            ADD("\"content\":\"");
+            size_t e = serve_json_escape(buf + o, cap - o, text, len);
+            if (len && !e) return 0;
+            o += e;
+            ADD("\"");
+        }
+        ADD("}");
+    } else {
+        ADD("{\"index\":0,\"text\":\"");
+        size_t e = serve_json_escape(buf + o, cap - o, text, len);
+        if (len && !e) return 0;
+        o += e;
+        ADD("\",\"logprobs\":null");
+    }
+    if (finish) ADD(",\"finish_reason\":\"%s\"}]}\n\n", finish);
+    else ADD(",\"finish_reason\":null}]}\n\n");
+#undef ADD
+    return o;
+}
+
+char *serve_models_json(const char *name, long long created) {
+    cJSON *o = cJSON_CreateObject(), *d = cJSON_AddArrayToObject(o, "data"), *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON_AddItemToArray(d, e);
+    cJSON_AddStringToObject(e, "id", name);
+    cJSON_AddStringToObject(e, "object", "model");
+    cJSON_AddNumberToObject(e, "created", (double)created);
+    cJSON_AddStringToObject(e, "owned_by", "hachi");
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+#endif
