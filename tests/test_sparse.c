@@ -38,9 +38,10 @@ TEST(sparse_forwards_equal_decode) {
     int32_t *ids = micro_passkey_prompt(0, &n, &key);
     CHECK(ids != NULL);
     if (!ids) { hachi_model_free(m); return; }
-    n = 700;
+    const bool quick = getenv("HACHI_TEST_QUICK") != NULL;   /* instrumented, emulated: 2 threads, 300 tokens */
+    n = quick ? 300 : 700;
     const size_t nv = (size_t)hachi_model_n_vocab(m);
-    for (int th = 1; th <= 2; th++) {
+    for (int th = quick ? 2 : 1; th <= 2; th++) {
         float *one = micro_eval_all(m, HACHI_KV_F16, ids, n, 1, 2048, th, 64);
         const int steps[] = {16, 9, 2, 64};
         for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {

@@ -33,7 +33,7 @@ TEST(threads_pool_many_runs) {
         CHECK(hachi_pool_size(pool) == n);
         count_ctx c;
         memset(&c, 0, sizeof c);
-        const int runs = 20000;
+        const int runs = getenv("HACHI_TEST_QUICK") ? 2000 : 20000;   /* instrumented, emulated: fewer */
         long expect_pt = 0;
         for (int r = 0; r < runs; r++) {
             c.round = r;
@@ -173,7 +173,7 @@ TEST(threads_pool_latency) {
         count_ctx c;
         memset(&c, 0, sizeof c);
         for (int r = 0; r < 1000; r++) hachi_pool_run(pool, empty_task, &c);   /* warm */
-        const int runs = 20000;
+        const int runs = getenv("HACHI_TEST_QUICK") ? 2000 : 20000;   /* instrumented, emulated: fewer */
         double t0 = hachi_time_ms();
         for (int r = 0; r < runs; r++) hachi_pool_run(pool, empty_task, &c);
         double us = (hachi_time_ms() - t0) * 1000.0 / runs;
