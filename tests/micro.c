@@ -108,3 +108,20 @@ float *micro_eval_all_params(hachi_model *m, const hachi_session_params *p, cons
     hachi_session_free(s);
     return lg;
 }
+
+void micro_check_forwards(hachi_model *m, const hachi_session_params *p, const int32_t *ids, int n, const int *steps,
+                          int n_steps) {
+    const size_t nv = (size_t)hachi_model_n_vocab(m);
+    float *one = micro_eval_all_params(m, p, ids, n, 1);
+    for (int i = 0; one && i < n_steps; i++) {
+        float *k = micro_eval_all_params(m, p, ids, n, steps[i]);
+        size_t bad = 0;
+        for (size_t j = 0; k && j < nv * n && !bad; j++) if (one[j] != k[j]) bad = j + 1;
+        if (!k || bad)
+            test_fail(__FILE__, __LINE__, "kv %s, budget %d, threads %d%s, %d tokens per forward: logits differ first "
+                      "at position %zu", hachi_kv_type_name(p->kv_type), p->sparse_budget, p->n_threads,
+                      p->heads ? ", streaming heads" : "", steps[i], bad ? (bad - 1) / nv : 0);
+        free(k);
+    }
+    free(one);
+}

@@ -21,5 +21,10 @@ bool micro_passkey_answer(hachi_model *m, const hachi_session_params *p, int k, 
 float *micro_eval_all(hachi_model *m, hachi_kv_type type, const int32_t *ids, int n, int step, int ctx, int threads,
                       int budget);
 float *micro_eval_all_params(hachi_model *m, const hachi_session_params *p, const int32_t *ids, int n, int step);
+/* With each step of steps[0..n_steps), the logits of ids[0..n) on sessions of p equal bitwise
+ * those of one token per forward; a difference fails, naming the mode, the step and the first
+ * position that differs. */
+void micro_check_forwards(hachi_model *m, const hachi_session_params *p, const int32_t *ids, int n, const int *steps,
+                          int n_steps);
 
 #endif

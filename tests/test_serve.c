@@ -19,18 +19,6 @@
 
 typedef struct { pid_t pid; int port; char err[1024]; } server;
 
-static char *sh(int *rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static char *sh(int *rc, const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    char *out = NULL;
-    *rc = test_run(cmd, &out);
-    return out ? out : strdup("");
-}
-
 static void sleep_ms(int ms) { nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL); }
 
 static double now_ms(void) {
@@ -44,11 +32,11 @@ static const char *cannot_serve(const char **model) {
     static char why[256];
     int rc;
     if (!(*model = test_shared_path("models/gemma4-micro.gguf"))) return "../shared/models/gemma4-micro.gguf absent";
-    char *o = sh(&rc, "command -v curl >/dev/null 2>&1 && echo yes");
+    char *o = test_sh(&rc, "command -v curl >/dev/null 2>&1 && echo yes");
     bool curl = strstr(o, "yes") != NULL;
     free(o);
     if (!curl) return "curl absent";
-    o = sh(&rc, "%s serve --help 2>&1", test_hachi_bin());
+    o = test_sh(&rc, "%s serve --help 2>&1", test_hachi_bin());
     snprintf(why, sizeof why, "%s", strstr(o, "built without the server") ? "hachi was built without the server" : "");
     free(o);
     return why[0] ? why : NULL;
@@ -118,7 +106,7 @@ static int body_status(char **body, const char *fmt, ...) {
     char file[1024];
     snprintf(file, sizeof file, "%s/curl.body", test_tmpdir());
     int rc;
-    char *code = sh(&rc, "curl -s -o %s -w '%%{http_code}' %s", file, args);
+    char *code = test_sh(&rc, "curl -s -o %s -w '%%{http_code}' %s", file, args);
     int status = (int)strtol(code, NULL, 10);
     free(code);
     *body = test_read_file(file, NULL);
@@ -286,7 +274,7 @@ TEST(serve_http_errors_and_slots) {
     char pids[1024];
     snprintf(pids, sizeof pids, "%s/curl.pids", test_tmpdir());
     int rc;
-    free(sh(&rc, "rm -f %s; for i in 1 2 3 4 5; do curl -s -N %s -d '{\"prompt\":\"= = Gameplay = =\",\"max_tokens\":2000,"
+    free(test_sh(&rc, "rm -f %s; for i in 1 2 3 4 5; do curl -s -N %s -d '{\"prompt\":\"= = Gameplay = =\",\"max_tokens\":2000,"
                  "\"stream\":true,\"temperature\":0}' >/dev/null 2>&1 & echo $! >> %s; done", pids, a, pids));
     bool full_now = false;
     for (int i = 0; i < 400 && !full_now; i++) {
@@ -303,7 +291,7 @@ TEST(serve_http_errors_and_slots) {
     char *h = test_read_file(hdr, NULL);
     CHECKF(h && strstr(h, "Retry-After: 1"), "503 headers: %s", h ? h : "");
     free(h);
-    free(sh(&rc, "kill $(cat %s) 2>/dev/null", pids));
+    free(test_sh(&rc, "kill $(cat %s) 2>/dev/null", pids));
     double t0 = now_ms();
     bool idle = false;
     while (!idle && now_ms() - t0 < 5000) {
@@ -314,7 +302,7 @@ TEST(serve_http_errors_and_slots) {
     }
     CHECKF(idle, "the slots were not freed within 5 s of the clients going away");
     /* a non-streaming client that gives up after 0.3 s: its generation is cut short too */
-    free(sh(&rc, "curl -s --max-time 0.3 %s -d '{\"prompt\":\"= = Gameplay = =\",\"max_tokens\":2000,\"temperature\":0}' >/dev/null 2>&1", a));
+    free(test_sh(&rc, "curl -s --max-time 0.3 %s -d '{\"prompt\":\"= = Gameplay = =\",\"max_tokens\":2000,\"temperature\":0}' >/dev/null 2>&1", a));
     t0 = now_ms();
     int cut = 0;
     while (cut < 4 && now_ms() - t0 < 5000) {
@@ -337,7 +325,7 @@ TEST(serve_openai_client) {
     if (why) SKIP("%s", why);
     struct stat st;
     int rc;
-    char *o = sh(&rc, "command -v node >/dev/null 2>&1 && echo yes");
+    char *o = test_sh(&rc, "command -v node >/dev/null 2>&1 && echo yes");
     bool node = strstr(o, "yes") != NULL;
     free(o);
     if (!node) SKIP("node absent");
@@ -345,7 +333,7 @@ TEST(serve_openai_client) {
         SKIP("tests/node/node_modules/openai absent (npm ci --prefix tests/node)");
     server sv;
     if (!server_start(&sv, model, "--parallel 3")) return;
-    o = sh(&rc, "node tests/node/client.mjs http://127.0.0.1:%d/v1 " KEY " gemma4-micro.gguf 2>&1", sv.port);
+    o = test_sh(&rc, "node tests/node/client.mjs http://127.0.0.1:%d/v1 " KEY " gemma4-micro.gguf 2>&1", sv.port);
     CHECKF(rc == 0 && !strstr(o, "FAIL"), "client.mjs (exit %d):\n%s", rc, o);
     free(o);
     server_stop(&sv);
