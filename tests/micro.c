@@ -99,7 +99,7 @@ float *micro_eval_all_params(hachi_model *m, const hachi_session_params *p, cons
     hachi_session *s = session_of(m, p);
     if (!s) return NULL;
     const size_t nv = (size_t)hachi_model_n_vocab(m);
-    float *lg = malloc(sizeof(float) * nv * n);
+    float *lg = calloc(nv * (size_t)n, sizeof(float));   /* zeros where an eval fails (reported) */
     for (int i = 0; lg && i < n; i += step) {
         int c = n - i < step ? n - i : step;
         if (hachi_session_eval(s, ids + i, c, lg + i * nv) != HACHI_OK)
