@@ -309,6 +309,7 @@ static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, cons
                 const __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast32(a->qs + 4 * c)),
                                                    _mm256_maddubs_epi16(hi, bcast32(a->qs + 16 + 4 * c)));
                 p[r] = c ? _mm256_add_epi16(p[r], t) : t;
+                __asm__("" : "+x"(p[r]));   /* keep the sum in a register: gcc otherwise spills every product */
             }
         }
         UNROLL for (int r = 0; r < R; r++) {
@@ -483,6 +484,7 @@ static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, cons
                     const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + b;
                     const __m256i t = _mm256_maddubs_epi16(q, bcast32(a->qs + 32 * j + 4 * c));
                     p[r] = c ? _mm256_add_epi16(p[r], t) : t;
+                    __asm__("" : "+x"(p[r]));   /* keep the sum in a register: gcc otherwise spills every product */
                 }
             }
             UNROLL for (int r = 0; r < R; r++) {
