@@ -231,6 +231,8 @@ typedef struct hachi_profile {
     double chunk_ms[HACHI_MAX_CHUNKS];              /* each chunk's layers */
     double attn_ms[HACHI_MAX_CHUNKS];               /* of which attention */
     int32_t steps;                                  /* forwards that ran the head */
+    double matmul_ms[HACHI_MAX_CHUNKS];             /* of each chunk's layers: the matmuls */
+    int64_t tokens;                                 /* tokens through the layers (a prefill: many per step) */
 } hachi_profile;
 HACHI_API const hachi_profile *hachi_session_profile(const hachi_session *s);
 HACHI_API void hachi_session_profile_reset(hachi_session *s);

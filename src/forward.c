@@ -28,7 +28,9 @@ static void rope_head(float *x, const float *cs, int n_rot, int head_dim, bool n
 }
 
 static void matmul(hachi_session *s, const hachi_mat *W, const float *x, int64_t ldx, int n, float *y, int64_t ldy) {
+    const double t0 = s->profiling && s->prof_chunk >= 0 ? hachi_time_ms() : 0;
     hachi_matmul(s->pool, s->kern, W, x, ldx, n, y, ldy, s->mm_scratch);
+    if (t0 > 0) s->prof.matmul_ms[s->prof_chunk] += hachi_time_ms() - t0;
 }
 
 /* x[t] += rmsnorm(o[t]) * w for the n rows (w NULL: o added as it is) */
@@ -227,9 +229,12 @@ void hachi_forward(hachi_session *s, const int32_t *tokens, int n, float *out, b
     if (prof) { t1 = hachi_time_ms(); s->prof.ple_ms += t1 - t0; t0 = t1; }
 
     for (int l = 0; l < m->n_layer; l++) {
+        s->prof_chunk = s->lp[l].chunk;
         s->layer(s, l, n, p0);
         if (prof) { t1 = hachi_time_ms(); s->prof.chunk_ms[s->lp[l].chunk] += t1 - t0; t0 = t1; }
     }
+    s->prof_chunk = -1;
+    if (prof) s->prof.tokens += n;
     for (int c = 0; c < s->n_kv; c++) hachi_kv_commit(&s->kv[c], p0, n);
     s->pos = p0 + n;
     if (!head && !out) return;

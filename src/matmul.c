@@ -27,7 +27,9 @@
 #ifndef MATMUL_CHUNK_BYTES
 #define MATMUL_CHUNK_BYTES (32 * 1024)   /* weights per row chunk, n_tok <= 16 */
 #endif
+#ifndef MATMUL_L2_TILE_BYTES
 #define MATMUL_L2_TILE_BYTES (256 * 1024)
+#endif
 #define MATMUL_CONV_ELEMS 512            /* activations per conversion chunk */
 
 typedef struct matmul_ctx {

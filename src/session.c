@@ -124,6 +124,7 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     s->n_ctx = p.n_ctx;
     s->n_batch = HACHI_MIN(p.n_batch, p.n_ctx);
     s->profiling = p.profile;
+    s->prof_chunk = -1;
     s->progress = p.progress;
     s->progress_ctx = p.progress_ctx;
     s->kv_type = p.kv_type;
@@ -364,5 +365,7 @@ void hachi_session_profile_reset(hachi_session *s) {
     p->emb_ms = p->ple_ms = p->head_ms = 0;
     memset(p->chunk_ms, 0, sizeof p->chunk_ms);
     memset(p->attn_ms, 0, sizeof p->attn_ms);
+    memset(p->matmul_ms, 0, sizeof p->matmul_ms);
     p->steps = 0;
+    p->tokens = 0;
 }

@@ -37,6 +37,7 @@ struct hachi_session {
     hachi_pool *pool;
     int n_ctx, n_batch, pos;
     bool profiling;
+    int prof_chunk;                 /* profiling: the chunk whose layer runs, -1 outside the layers */
     hachi_progress_fn progress;     /* of evals longer than one chunk; NULL = none */
     void *progress_ctx;
     hachi_kv_type kv_type;

@@ -136,10 +136,47 @@ TEST(bench_kv_int8_bytes) {
     CHECKF(r > 0.5 && r < 0.54, "int8 / f16 KV bytes per token: %.0f / %.0f = %.3f", kvb[1], kvb[0], r);
 }
 
+/* --ttft: one real prefill per length from position 0; the profile's split (matmuls, attention,
+ * the rest of the layers, inputs, head) is each part of the eval, so it adds up to at most the
+ * eval's time per token, and to most of it. */
+TEST(bench_ttft_tiny) {
+    const char *bin = test_hachi_bin(), *dir = test_tmpdir();
+    char cmd[2048], json_path[600];
+    snprintf(json_path, sizeof json_path, "%s/bench-ttft.json", dir);
+    snprintf(cmd, sizeof cmd,
+             "HACHI_BENCH_CACHE='%s/bench-cache' %s bench --synth tiny --ttft 200,64 -t 1 --bw-mb 16 --json '%s' 2>&1",
+             dir, bin, json_path);
+    char *out = NULL;
+    int rc = test_run(cmd, &out);
+    CHECKF(rc == 0 && out && strstr(out, "time to first token") && !strstr(out, "tok/s median"),
+           "bench --ttft (rc %d):\n%s", rc, out ? out : "");
+    free(out);
+    size_t len = 0;
+    char *json = rc == 0 ? test_read_file(json_path, &len) : NULL;
+    CHECK(json);
+    if (!json) return;
+    CHECKF(count(json, "\"tokens\":") == 2, "want 2 ttft entries:\n%s", json);
+    CHECK(json_num_at(json, "tokens", 0) == 64 && json_num_at(json, "tokens", 1) == 200);
+    for (int i = 0; i < 2; i++) {
+        CHECK_POS(json, "tps", i);
+        CHECK_POS(json, "seconds", i);
+        CHECK_POS(json, "matmul", i);
+        CHECK_POS(json, "attention", i);
+        const double ms = 1000.0 / json_num_at(json, "tps", i);
+        const double sum = json_num_at(json, "matmul", i) + json_num_at(json, "attention", i) +
+                           json_num_at(json, "other_layers", i) + json_num_at(json, "inputs", i) +
+                           json_num_at(json, "head", i);
+        CHECKF(sum <= ms * 1.001 && sum >= 0.5 * ms, "ttft %d: split sums to %.4f ms of %.4f ms per token", i, sum, ms);
+        CHECKF(fabs(json_num_at(json, "seconds", i) * json_num_at(json, "tps", i) - json_num_at(json, "tokens", i)) < 0.01,
+               "ttft %d: seconds x tps != tokens", i);
+    }
+    free(json);
+}
+
 TEST(bench_bad_flags) {
     static const char *bad[] = {"--synth tiny --depth x", "--synth tiny -n 0", "--synth huge", "--depth 16",
                                 "--synth tiny --fill slow", "--synth tiny --bogus", "--synth tiny -m x.gguf",
-                                "--synth tiny --depth 140000"};
+                                "--synth tiny --depth 140000", "--synth tiny --ttft 0", "--synth tiny --ttft 64,x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char cmd[1024];
         snprintf(cmd, sizeof cmd, "%s bench %s 2>&1", test_hachi_bin(), bad[i]);

@@ -42,6 +42,7 @@ typedef struct bench_opts {
     const char *synth_shape, *type, *json;
     uint64_t seed;
     int depths[MAX_DEPTHS], n_depths;
+    int ttft[MAX_DEPTHS], n_ttft;   /* --ttft: prompt lengths to time a real prefill of, from position 0 */
     long n, reps, bw_mb, prefill_n;
     enum fill_mode fill;
     long auto_real_max;             /* --fill auto: real prefill up to this depth, fast beyond */
@@ -56,6 +57,12 @@ typedef struct depth_result {
     double tps_med, tps_min, tps_max;
     double weight_bytes, kv_bytes;  /* per token */
 } depth_result;
+
+typedef struct ttft_result {
+    int tokens;
+    double seconds, tps;
+    double matmul_ms, attn_ms, other_ms, input_ms, head_ms;   /* per token: the profile's split */
+} ttft_result;
 
 typedef struct bench_result {
     double bw_gbs, bw_end_gbs;      /* read bandwidth at the start (the roofline's), again at the end */
@@ -73,6 +80,8 @@ typedef struct bench_result {
     bool have_profile;
     int profile_depth;
     hachi_profile prof;
+    ttft_result ttft[MAX_DEPTHS];
+    int n_ttft;
 } bench_result;
 
 static void usage(FILE *f) {
@@ -80,6 +89,7 @@ static void usage(FILE *f) {
             "usage: hachi bench (-m MODEL | --synth e2b|tiny [--type T] [--seed S]) [--depth 128,2048,8192]\n"
             "                   [-n 32] [-r 3] [-t THREADS] [-c CTX] [--fill real|fast|auto] [--json FILE]\n"
             "                   [--no-verify] [--no-prefill] [--no-profile] [--prefill-n 512] [--bw-mb 1024]\n"
+            "                   [--ttft 2048,8192,32768]\n"
             "  --synth     generate a random-weight model of that shape once into $HACHI_BENCH_CACHE\n"
             "              (default bench/cache/) and reuse it; --type q4_0 (default), q4_k_m, q8_0, f16, ...\n"
             "  --depth     KV-cache depths to decode at (comma-separated)\n"
@@ -90,6 +100,9 @@ static void usage(FILE *f) {
             "  --no-prefill  no real prefill at all: skip the prefill rate, fill every depth fast\n"
             "  --no-verify   skip the cost of one forward of k = 1..16 tokens\n"
             "  --no-profile  skip the per-chunk profile run\n"
+            "  --ttft      time to first token instead of the decode table: a real prefill of that many\n"
+            "              tokens from position 0 for each length, its tok/s, seconds and where the time\n"
+            "              went (matmuls, attention, the rest of the layers, inputs, head)\n"
             "  --bw-mb     buffer of the bandwidth measurement in MiB (default 1024)\n"
             "  --json      also write the results as one JSON object to FILE\n"
             CLI_MODE_USAGE);
@@ -118,27 +131,31 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static bool parse_depths(bench_opts *b, const char *val) {
+/* "a,b,c" (flag's value) into v[] ascending without duplicates: one session goes deeper and deeper */
+static bool parse_lengths(const char *flag, const char *val, int max, int *v, int *n) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", val);
-    b->n_depths = 0;
+    *n = 0;
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         long d;
-        if (b->n_depths == MAX_DEPTHS) { cli_error(CMD, "--depth: at most %d depths", MAX_DEPTHS); return false; }
-        if (!cli_int(CMD, "--depth", tok, 1, HACHI_CTX_MAX, &d)) return false;
-        b->depths[b->n_depths++] = (int)d;
+        if (*n == MAX_DEPTHS) { cli_error(CMD, "%s: at most %d values", flag, MAX_DEPTHS); return false; }
+        if (!cli_int(CMD, flag, tok, 1, max, &d)) return false;
+        v[(*n)++] = (int)d;
     }
-    if (b->n_depths == 0) { cli_error(CMD, "--depth needs at least one depth, got '%s'", val); return false; }
-    /* ascending, no duplicates: one session fills deeper and deeper */
-    for (int i = 1; i < b->n_depths; i++)
-        for (int j = i; j > 0 && b->depths[j - 1] > b->depths[j]; j--) {
-            int t = b->depths[j]; b->depths[j] = b->depths[j - 1]; b->depths[j - 1] = t;
+    if (*n == 0) { cli_error(CMD, "%s needs at least one value, got '%s'", flag, val); return false; }
+    for (int i = 1; i < *n; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            int t = v[j]; v[j] = v[j - 1]; v[j - 1] = t;
         }
     int k = 0;
-    for (int i = 0; i < b->n_depths; i++)
-        if (k == 0 || b->depths[i] != b->depths[k - 1]) b->depths[k++] = b->depths[i];
-    b->n_depths = k;
+    for (int i = 0; i < *n; i++)
+        if (k == 0 || v[i] != v[k - 1]) v[k++] = v[i];
+    *n = k;
     return true;
+}
+
+static bool parse_depths(bench_opts *b, const char *val) {
+    return parse_lengths("--depth", val, HACHI_CTX_MAX, b->depths, &b->n_depths);
 }
 
 static void cpu_model(char *out, size_t cap) {
@@ -347,6 +364,46 @@ static bool verify_costs(hachi_session *s, int reps, uint64_t *rng, double *ms_o
     return ok;
 }
 
+/* Time to first token: for each length a real prefill from position 0 in a session created
+ * with profiling on, and the profile's split of its time per token. */
+static bool ttft_runs(hachi_session *s, const bench_opts *b, bench_result *r, uint64_t *rng) {
+    for (int i = 0; i < b->n_ttft; i++) {
+        ttft_result *t = &r->ttft[r->n_ttft];
+        char what[64];
+        t->tokens = b->ttft[i];
+        snprintf(what, sizeof what, "prefill of %d tokens", t->tokens);
+        fprintf(stderr, "hachi bench: time to first token: a real %s...\n", what);
+        if (hachi_session_rewind(s, 0)) return false;
+        hachi_session_profile_reset(s);
+        if ((t->tps = prefill(s, t->tokens, rng, what)) < 0) return false;
+        t->seconds = t->tokens / t->tps;
+        const hachi_profile *p = hachi_session_profile(s);
+        const double k = p->tokens > 0 ? 1.0 / (double)p->tokens : 0.0;
+        double layers = 0;
+        for (int c = 0; c < p->n_chunks; c++) {
+            layers += p->chunk_ms[c];
+            t->matmul_ms += p->matmul_ms[c] * k;
+            t->attn_ms += p->attn_ms[c] * k;
+        }
+        t->other_ms = layers * k - t->matmul_ms - t->attn_ms;
+        t->input_ms = (p->emb_ms + p->ple_ms) * k;
+        t->head_ms = p->head_ms * k;
+        r->n_ttft++;
+    }
+    printf("\ntime to first token: a real prefill from position 0 of pseudo-random tokens, evals of 128 tokens "
+           "(each runs the head on its last row), forwards of at most %d\n", b->o.sp.n_batch);
+    printf("  tokens   seconds      tok/s   ms/token:  matmuls      attention    other layers  inputs  head\n");
+    for (int i = 0; i < r->n_ttft; i++) {
+        const ttft_result *t = &r->ttft[i];
+        const double ms = 1000.0 / t->tps;
+        printf("  %6d  %8.1f  %9.2f   %9.2f  %6.2f (%2.0f%%)  %6.2f (%2.0f%%)  %6.2f (%2.0f%%)  %6.2f  %4.2f\n", t->tokens,
+               t->seconds, t->tps, ms, t->matmul_ms, 100 * t->matmul_ms / ms, t->attn_ms, 100 * t->attn_ms / ms,
+               t->other_ms, 100 * t->other_ms / ms, t->input_ms, t->head_ms);
+    }
+    fflush(stdout);
+    return true;
+}
+
 /* A short decode run in a separate session created with profiling on. */
 static bool profile_run(const hachi_model *m, const bench_opts *b, int n_ctx, int depth, hachi_profile *out) {
     hachi_session_params sp = b->o.sp;
@@ -436,7 +493,21 @@ static bool write_json(const char *path, const bench_result *r, const bench_opts
         json_num(f, r->verify_ms[i] / r->verify_ms[0]);
         fputc('}', f);
     }
-    fprintf(f, "],\n  \"rss_bytes\": %zu,\n  \"plan_bytes\": %zu,\n  \"profile\": ", r->rss_bytes, r->plan_bytes);
+    fprintf(f, "],\n  \"ttft\": [");
+    for (int i = 0; i < r->n_ttft; i++) {
+        const ttft_result *t = &r->ttft[i];
+        fprintf(f, "%s\n    {\"tokens\": %d, \"tps\": ", i ? "," : "", t->tokens);
+        json_num(f, t->tps);
+        fprintf(f, ", \"seconds\": "); json_num(f, t->seconds);
+        fprintf(f, ", \"ms_per_token\": {\"matmul\": "); json_num(f, t->matmul_ms);
+        fprintf(f, ", \"attention\": "); json_num(f, t->attn_ms);
+        fprintf(f, ", \"other_layers\": "); json_num(f, t->other_ms);
+        fprintf(f, ", \"inputs\": "); json_num(f, t->input_ms);
+        fprintf(f, ", \"head\": "); json_num(f, t->head_ms);
+        fputs("}}", f);
+    }
+    fprintf(f, "%s],\n  \"rss_bytes\": %zu,\n  \"plan_bytes\": %zu,\n  \"profile\": ", r->n_ttft ? "\n  " : "",
+            r->rss_bytes, r->plan_bytes);
     if (r->have_profile && r->prof.steps > 0) {
         const hachi_profile *p = &r->prof;
         double k = 1.0 / p->steps, total = p->emb_ms + p->ple_ms + p->head_ms;
@@ -507,6 +578,10 @@ static bool parse_args(bench_opts *b, int argc, char **argv, bool *help) {
         } else if (!strcmp(a, "--no-verify")) b->verify = false;
         else if (!strcmp(a, "--no-prefill")) b->prefill = false;
         else if (!strcmp(a, "--no-profile")) b->profile = false;
+        else if (!strcmp(a, "--ttft")) {
+            VAL();
+            if (!parse_lengths(a, val, HACHI_CTX_MAX - 1, b->ttft, &b->n_ttft)) return false;
+        }
         else {
             int r = cli_opts_parse(CMD, &b->o, argc, argv, &i);
             if (r < 0) return false;
@@ -526,17 +601,18 @@ int cmd_bench(int argc, char **argv) {
     if (!parse_args(&b, argc, argv, &help)) return 1;
     if (help) { usage(stdout); return 0; }
 
-    /* context: the deepest depth + warm-up + decode steps + verify slack */
+    /* context: the deepest depth + warm-up + decode steps + verify slack (--ttft: its longest prompt) */
     int max_depth = b.depths[b.n_depths - 1];
-    int need = max_depth + WARMUP_STEPS + (int)(b.n * b.reps) + 16;
+    int need = b.n_ttft ? b.ttft[b.n_ttft - 1] + 1 : max_depth + WARMUP_STEPS + (int)(b.n * b.reps) + 16;
     int n_ctx = cli_ctx_for(need);
     if (b.o.ctx_given) {
         n_ctx = b.o.sp.n_ctx;
+        if (n_ctx < need && b.n_ttft) return cli_error(CMD, "-c %d cannot hold a prompt of %d tokens", n_ctx, b.ttft[b.n_ttft - 1]);
         if (n_ctx < need) return cli_error(CMD, "-c %d cannot hold depth %d + %ld decode steps (needs %d)", n_ctx, max_depth, b.n * b.reps, need);
     }
     if (!n_ctx) return cli_error(CMD, "depth %d + %ld decode steps exceeds the largest context mode (%d)", max_depth, b.n * b.reps, HACHI_CTX_MAX);
     b.o.sp.n_ctx = n_ctx;
-    b.o.sp.profile = false;         /* the main session never profiles; profile_run does */
+    b.o.sp.profile = b.n_ttft > 0;  /* the decode table's session never profiles; profile_run does */
 
     static bench_result r;   /* large; r.model_path points into synth_path below only until return */
     memset(&r, 0, sizeof r);
@@ -585,6 +661,10 @@ int cmd_bench(int argc, char **argv) {
     fflush(stdout);
 
     uint64_t rng = 0x2545F4914F6CDD1Dull ^ b.seed;
+    if (b.n_ttft) {
+        if (!ttft_runs(s, &b, &r, &rng)) goto out;
+        goto done;
+    }
     /* prefill rate: a real prefill from position 0, then forgotten */
     if (b.prefill) {
         r.prefill_tokens = (int)CLI_MIN(b.prefill_n, (long)n_ctx);
@@ -666,6 +746,7 @@ int cmd_bench(int argc, char **argv) {
         if (!(r.have_profile = profile_run(m, &b, n_ctx, max_depth, &r.prof))) goto out;
     }
 
+done:;
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0) r.rss_bytes = (size_t)ru.ru_maxrss * 1024;
     printf("peak RSS %.1f MB (model file %.1f MB + session plan %.1f MB = %.1f MB)\n", r.rss_bytes / 1e6,
