@@ -257,6 +257,32 @@ TEST(cli_run_profile) {
     free(out); free(q);
 }
 
+/* --progress: a prefill longer than one batch reports its progress on stderr (here a log, so
+ * the last line only, as fast as it runs), ending "prefilled N tokens"; the text on stdout is
+ * the same with --no-progress, which prints none. */
+TEST(cli_run_progress) {
+    NEED_SHARED(model, "models/gemma4-micro.gguf");
+    const char *prompt = test_tmp("progress-prompt.txt");
+    FILE *f = fopen(prompt, "w");
+    if (!f) { CHECK(0); return; }
+    for (int i = 0; i < 60; i++) fputs("The quick brown fox jumps over the lazy dog. ", f);
+    fclose(f);
+    const char *err = test_tmp("progress.err");
+    int rc;
+    char *with = test_sh(&rc, "%s run -m %s -f %s -n 8 --temp 0 --progress 2>%s", test_hachi_bin(), model, prompt, err);
+    CHECKF(rc == 0, "exit %d", rc);
+    char *e = test_read_file(err, NULL);
+    int n = 0;
+    const char *l = e ? strstr(e, "hachi run: prefilled ") : NULL;
+    CHECKF(l && sscanf(l, "hachi run: prefilled %d tokens in", &n) == 1 && n > 64 && strstr(l, "tok/s"), "stderr: %s", e ? e : "");   // NOLINT(cert-err34-c): parses the CLI's own output; a bad parse fails the check
+    free(e);
+    char *without = test_sh(&rc, "%s run -m %s -f %s -n 8 --temp 0 --no-progress 2>%s", test_hachi_bin(), model, prompt, err);
+    e = test_read_file(err, NULL);
+    CHECKF(rc == 0 && e && !strstr(e, "prefill ") && !strstr(e, "prefilled"), "--no-progress: %s", e ? e : "");
+    CHECKF(with && without && !strcmp(with, without) && strlen(with) > 2000, "stdout differs:\n%s\n---\n%s", with, without);
+    free(e); free(with); free(without);
+}
+
 /* Every bad input: non-zero exit, one line on stderr naming the command and the problem. */
 TEST(cli_errors_are_one_line) {
     const char *micro = test_shared_path("models/gemma4-micro.gguf");

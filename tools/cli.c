@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int cli_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
@@ -93,6 +94,52 @@ void cli_opts_init(cli_opts *o) {
     memset(o, 0, sizeof *o);
     o->sp = hachi_session_default_params();
     o->smp = hachi_sampler_default_params();
+    o->progress = -1;
+}
+
+void cli_progress_attach(cli_opts *o, cli_progress *p, const char *label) {
+    memset(p, 0, sizeof *p);
+    p->label = label;
+    p->tty = isatty(2) != 0;
+    p->print = o->progress > 0 || (o->progress < 0 && p->tty);
+    if (!p->print) return;
+    o->sp.progress = cli_progress_cb;
+    o->sp.progress_ctx = p;
+}
+
+static void progress_line(cli_progress *p, double done, double total, double tps, double ms) {
+    const double left = tps > 0 ? (total - done) / tps : 0;
+    if (done >= total)
+        fprintf(stderr, "%s%s: prefilled %.0f tokens in %.1f s, %.1f tok/s\n", p->tty ? "\r" : "", p->label, total,
+                ms / 1000.0, tps);
+    else
+        fprintf(stderr, p->tty ? "\r%s: prefill %.0f/%.0f tokens, %.1f tok/s, %dm %02ds left  "
+                               : "%s: prefill %.0f/%.0f tokens, %.1f tok/s, %dm %02ds left\n",
+                p->label, done, total, tps, (int)left / 60, (int)left % 60);
+    p->shown = done < total;
+}
+
+bool cli_progress_cb(void *ctx, double done, double total) {
+    cli_progress *p = ctx;
+    if (p->stop && p->stop(p->stop_ctx)) return false;
+    if (!p->print) return true;
+    const double now = cli_time_ms();
+    if (done <= p->last_done || p->t_first == 0) {   /* a new eval: its first chunk is done */
+        p->t_first = p->t_print = now;
+        p->done_first = done;
+        p->shown = false;
+    }
+    p->last_done = done;
+    const double tps = now > p->t_first ? (done - p->done_first) / ((now - p->t_first) / 1000.0) : 0;
+    if (done >= total) {
+        if (p->shown || !p->tty) progress_line(p, done, total, tps, now - p->t_first);
+        p->last_done = 0;
+        p->t_first = 0;
+    } else if (now - p->t_print >= (p->tty ? 250 : 5000) && tps > 0) {
+        progress_line(p, done, total, tps, now - p->t_first);
+        p->t_print = now;
+    }
+    return true;
 }
 
 int cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i) {
@@ -126,6 +173,8 @@ int cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i) 
     }
     if (!strcmp(a, "--heads")) { VAL(); o->heads_path = v; return 1; }
     if (!strcmp(a, "--no-repack")) { o->no_repack = true; return 1; }
+    if (!strcmp(a, "--progress")) { o->progress = 1; return 1; }
+    if (!strcmp(a, "--no-progress")) { o->progress = 0; return 1; }
     if (!strcmp(a, "--temp")) { VAL(); if (!cli_float(cmd, a, v, 0, 100, &d)) return -1; o->smp.temp = (float)d; return 1; }
     if (!strcmp(a, "--top-k")) { VAL(); if (!cli_int(cmd, a, v, 0, 1 << 30, &n)) return -1; o->smp.top_k = (int32_t)n; return 1; }
     if (!strcmp(a, "--top-p")) { VAL(); if (!cli_float(cmd, a, v, 0, 1, &d)) return -1; o->smp.top_p = (float)d; return 1; }

@@ -47,7 +47,23 @@ typedef struct cli_opts {
     bool no_repack;                 /* --no-repack */
     const char *heads_path;         /* --heads FILE: loaded by cli_load_model into sp.heads */
     hachi_heads *heads;
+    int progress;                   /* --progress 1, --no-progress 0; -1: when stderr is a terminal */
 } cli_opts;
+
+/* Progress of long prefills on stderr (tokens done, rate, time left): hachi_session_params'
+ * callback. A terminal gets one line rewritten in place, a log (--progress) a line per 5 s and
+ * the last one. cli_progress_attach readies p (print: as o->progress says) and sets o->sp's
+ * callback to it when it prints; label names what runs ("hachi run", "hachi serve: slot 1").
+ * The callback stops an eval only when stop (if set) returns true. */
+typedef struct cli_progress {
+    const char *label;
+    bool tty, print, (*stop)(void *ctx);
+    void *stop_ctx;
+    double t_first, t_print, done_first, last_done;
+    bool shown;
+} cli_progress;
+void cli_progress_attach(cli_opts *o, cli_progress *p, const char *label);
+bool cli_progress_cb(void *ctx, double done, double total);
 
 void cli_opts_init(cli_opts *o);
 /* Consume argv[*i] (and its value) if it is a shared flag: 1 consumed, 0 not ours, -1 bad value. */

@@ -85,6 +85,8 @@ int cmd_run(int argc, char **argv) {
     if (st != HACHI_OK) { cli_lib_error(cmd, st, "cannot tokenize the prompt"); goto out; }
     if (n_tok == 0) { cli_error(cmd, "empty prompt and no BOS: nothing to start from"); goto out; }
     if (!o.ctx_given) o.sp.n_ctx = cli_ctx_for(n_tok + (int)n_predict) ? cli_ctx_for(n_tok + (int)n_predict) : 32768;
+    cli_progress pr;
+    cli_progress_attach(&o, &pr, "hachi run");
     if ((st = hachi_session_create(m, &o.sp, &s))) { cli_lib_error(cmd, st, "cannot create the session"); goto out; }
     if (n_tok > hachi_session_n_ctx(s)) {
         cli_error(cmd, "the prompt has %d tokens, more than the context of %d (-c)", n_tok, hachi_session_n_ctx(s));
@@ -95,9 +97,8 @@ int cmd_run(int argc, char **argv) {
     if (!cli_draft_setup(cmd, &dr, m, &spp)) goto out;
     if ((st = hachi_spec_create(m, s, smp, &spp, &sp))) { cli_lib_error(cmd, st, "generator"); goto out; }
 
-    /* echo the prompt, then prefill it (what the prompt cache does not restore) */
-    fwrite(prompt, 1, plen, stdout);
-    fflush(stdout);
+    /* prefill the prompt (what the prompt cache does not restore), then echo it: a long
+     * prefill's progress lines come before the text on a terminal */
     double t0 = cli_time_ms();
     int32_t n_cached = 0;
     if (cache_path && access(cache_path, F_OK) == 0) {   /* no file yet: nothing to restore */
@@ -117,6 +118,8 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "prompt cache: saved %d prompt tokens to %s\n", n_tok, cache_path);
     }
     if ((st = hachi_spec_feed(sp, toks, n_tok))) { cli_lib_error(cmd, st, "generator"); goto out; }
+    fwrite(prompt, 1, plen, stdout);
+    fflush(stdout);
 
     if ((st = hachi_detok_create(m, &dt))) { cli_lib_error(cmd, st, "detokenizer"); goto out; }
     hachi_detok_reset(dt, plen == 0);   /* strip the dummy-prefix space only at the very start */

@@ -49,6 +49,11 @@ typedef struct slot {
     uint64_t n_saves;
     bool busy;
     uint64_t used;                  /* when it was last taken (least recently used wins ties) */
+    struct MHD_Connection *conn;    /* of the request whose prompt it prefills (NULL: none) */
+    atomic_int *stop;               /* the server's */
+    cli_progress pr;                /* its session's progress callback: a long prefill's lines, and
+                                       it stops when the client goes or the server stops */
+    char label[32];
 } slot;
 
 typedef struct server {
@@ -215,6 +220,12 @@ static void slot_checkpoint(slot *sl) {
     if (hachi_session_checkpoint_save(sl->s, sl->cp[k]) == HACHI_OK) sl->cp_saved[k] = ++sl->n_saves;
 }
 
+/* A slot's prefill stops (after its chunk) once its client has gone or the server stops. */
+static bool slot_stop(void *ctx) {
+    const slot *sl = ctx;
+    return atomic_load(sl->stop) || (sl->conn && client_gone(sl->conn));
+}
+
 /* Sampler and decode loop of the request, the slot resumed and the rest of the prompt
  * prefilled (a checkpoint where the reuse began and one before the prompt's last token). */
 static hachi_status gen_begin(server *srv, request *q) {
@@ -232,7 +243,10 @@ static hachi_status gen_begin(server *srv, request *q) {
     q->n_cached = r;
     memcpy(sl->held, q->prompt, sizeof(int32_t) * (size_t)n);
     if (r > 0) slot_checkpoint(sl);
-    if (n - 1 > r && (st = hachi_session_eval(sl->s, q->prompt + r, n - 1 - r, NULL))) return st;
+    sl->conn = q->conn;
+    st = n - 1 > r ? hachi_session_eval(sl->s, q->prompt + r, n - 1 - r, NULL) : HACHI_OK;
+    sl->conn = NULL;
+    if (st) return st;   /* stopped (HACHI_ERR_ABORTED): gen_end keeps what it prefilled */
     if (n - 1 > r) slot_checkpoint(sl);
     if ((st = hachi_session_eval(sl->s, q->prompt + n - 1, 1, NULL))) return st;
     sl->n_held = n;
@@ -306,7 +320,8 @@ static size_t gen_step(server *srv, request *q) {
 
 /* The slot keeps what its session holds; the request's sampler and loop go. */
 static void gen_end(server *srv, request *q) {
-    if (q->sl) q->sl->n_held = hachi_session_pos(q->sl->s);
+    const int pos = q->sl ? hachi_session_pos(q->sl->s) : 0;
+    if (q->sl) q->sl->n_held = pos;
     hachi_spec_free(q->sp);
     hachi_sampler_free(q->smp);
     q->sp = NULL;
@@ -317,8 +332,9 @@ static void gen_end(server *srv, request *q) {
     q->res.text = q->text;
     q->res.len = q->text_len;
     q->res.finish = q->finish ? q->finish : "length";
-    fprintf(stderr, "hachi serve: %s slot %d: prompt %d tokens (%d reused), %d generated, %s, %.1f ms\n",
-            q->rq.chat ? "chat" : "completion", q->sl ? q->sl->id : -1, q->n_prompt, q->n_cached, q->n_gen,
+    fprintf(stderr, "hachi serve: %s slot %d: prompt %d tokens (%d reused, %d prefilled), %d generated, %s, %.1f ms\n",
+            q->rq.chat ? "chat" : "completion", q->sl ? q->sl->id : -1, q->n_prompt, q->n_cached,
+            CLI_MAX(0, CLI_MIN(pos, q->n_prompt) - q->n_cached), q->n_gen,
             q->finish ? q->finish : "cut short (client gone or server stopping)", cli_time_ms() - q->t0);
     slot_give(srv, q);
     atomic_fetch_add(&srv->served, 1);
@@ -452,6 +468,10 @@ static enum MHD_Result completion(server *srv, request *q) {
     snprintf(q->id, sizeof q->id, "%s-%ld", rq->chat ? "chatcmpl" : "cmpl", atomic_fetch_add(&srv->ids, 1));
     q->res = (serve_result){.id = q->id, .model = srv->name, .created = (long long)time(NULL)};
     hachi_status st = gen_begin(srv, q);
+    if (st == HACHI_ERR_ABORTED) {   /* the client went (or the server stops) during the prefill */
+        gen_end(srv, q);
+        return MHD_NO;
+    }
     if (st) {
         gen_end(srv, q);
         return send_error(conn, 500, NULL, "generation failed: %s", hachi_last_error());
@@ -632,6 +652,13 @@ int cmd_serve(int argc, char **argv) {
     for (int i = 0; i < srv.n_slots; i++) {
         slot *sl = &srv.slots[i];
         sl->id = i;
+        sl->stop = &srv.stop;
+        snprintf(sl->label, sizeof sl->label, "hachi serve: slot %d", i);
+        cli_progress_attach(&o, &sl->pr, sl->label);
+        sl->pr.stop = slot_stop;
+        sl->pr.stop_ctx = sl;
+        o.sp.progress = cli_progress_cb;
+        o.sp.progress_ctx = &sl->pr;
         hachi_status st = hachi_session_create(srv.m, &o.sp, &sl->s);
         if (st) { cli_lib_error(cmd, st, "cannot create the session of a slot"); goto out; }
         if ((st = hachi_detok_create(srv.m, &sl->dt))) { cli_lib_error(cmd, st, "detokenizer"); goto out; }
