@@ -33,18 +33,79 @@ static void matmul(hachi_session *s, const hachi_mat *W, const float *x, int64_t
     if (t0 > 0) s->prof.matmul_ms[s->prof_chunk] += hachi_time_ms() - t0;
 }
 
-/* x[t] += rmsnorm(o[t]) * w for the n rows (w NULL: o added as it is) */
-static void add_normed(float *x, float *o, const float *w, int n, int E, float eps) {
-    for (int t = 0; t < n; t++) {
-        float *xr = x + (size_t)t * E, *or = o + (size_t)t * E;
-        if (w) rmsnorm(or, or, w, E, eps);
-        for (int i = 0; i < E; i++) xr[i] += or[i];
+/* ---- the row-wise work between the matmuls, rows split over the pool ---------------------
+ * Each token row is computed exactly as a decode step computes it (one row alone), so a
+ * prefill's rows do not depend on how many threads share them. A forward of a few rows
+ * (decode, verify) runs them on the caller: a pool run costs more than the work. */
+
+typedef struct row_op {
+    void (*fn)(const struct row_op *op, int t);
+    const hachi_kernels *kern;
+    float *a, *b;               /* the rows' arrays (a: out or in place) */
+    const float *c, *w;         /* a second input; the norm's weights (NULL: none) */
+    const float *cs;            /* RoPE table rows of the forward (q, k) */
+    int len, heads, hd, stride; /* row length; heads of hd per row (q, k, v); c's row stride */
+    float eps;
+} row_op;
+
+#define ROWS_INLINE_MAX 4
+
+typedef struct row_job { const row_op *op; int n; } row_job;
+
+static void row_job_task(void *ctx, int ith, int nth) {
+    const row_job *j = ctx;
+    int64_t lo, hi;
+    hachi_split(j->n, 1, ith, nth, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++) j->op->fn(j->op, (int)t);
+}
+
+/* op.fn on rows 0..n-1, the pool's threads each taking a range */
+static void for_rows(hachi_session *s, const row_op op, int n) {
+    if (n <= ROWS_INLINE_MAX) {
+        for (int t = 0; t < n; t++) op.fn(&op, t);
+        return;
+    }
+    row_job j = {&op, n};
+    hachi_pool_run(s->pool, row_job_task, &j);
+}
+
+/* a[t] = rmsnorm(c[t]) * w */
+static void op_norm(const row_op *op, int t) {
+    rmsnorm(op->a + (size_t)t * op->len, op->c + (size_t)t * op->len, op->w, op->len, op->eps);
+}
+
+/* a[t] += rmsnorm(b[t]) * w (w NULL: b[t] added as it is) */
+static void op_add_normed(const row_op *op, int t) {
+    float *x = op->a + (size_t)t * op->len, *o = op->b + (size_t)t * op->len;
+    if (op->w) rmsnorm(o, o, op->w, op->len, op->eps);
+    for (int i = 0; i < op->len; i++) x[i] += o[i];
+}
+
+/* a[t] = gelu_tanh(a[t]) * c[t] (c's rows op->stride apart) */
+static void op_gelu_mul(const row_op *op, int t) {
+    op->kern->gelu_mul(op->len, op->a + (size_t)t * op->len, op->c + (size_t)t * op->stride);
+}
+
+/* each head of a[t]: rmsnorm * w, then RoPE (cs NULL: none); b (when set) as a's V: its heads
+ * rmsnorm without weights */
+static void op_heads(const row_op *op, int t) {
+    for (int h = 0; h < op->heads; h++) {
+        float *x = op->a + (size_t)t * op->len + (size_t)h * op->hd;
+        rmsnorm(x, x, op->w, op->hd, op->eps);
+        if (op->cs) rope_head(x, op->cs + (size_t)t * op->hd, op->hd, op->hd, true);
+        if (op->b) {
+            float *v = op->b + (size_t)t * op->len + (size_t)h * op->hd;
+            rmsnorm(v, v, NULL, op->hd, op->eps);
+        }
     }
 }
 
-/* out[t] = rmsnorm(x[t]) * w for the n rows */
-static void norm_rows(float *out, const float *x, const float *w, int n, int E, float eps) {
-    for (int t = 0; t < n; t++) rmsnorm(out + (size_t)t * E, x + (size_t)t * E, w, E, eps);
+static void norm_rows(hachi_session *s, float *out, const float *x, const float *w, int n, int E, float eps) {
+    for_rows(s, (row_op){.fn = op_norm, .a = out, .c = x, .w = w, .len = E, .eps = eps}, n);
+}
+
+static void add_normed(hachi_session *s, float *x, float *o, const float *w, int n, int E, float eps) {
+    for_rows(s, (row_op){.fn = op_add_normed, .a = x, .b = o, .w = w, .len = E, .eps = eps}, n);
 }
 
 /* cos/sin tables of this forward's positions for both attention kinds. */
@@ -107,53 +168,44 @@ static void gemma4_layer(hachi_session *s, int l, int n, int p0) {
     const float eps = m->rms_eps;
 
     /* h = rmsnorm(x) * attn_norm */
-    norm_rows(s->xn, s->x, L->attn_norm, n, E, eps);
+    norm_rows(s, s->xn, s->x, L->attn_norm, n, E, eps);
     /* q = rope(rmsnorm_per_head(Wq h) * attn_q_norm) */
     matmul(s, &L->wq, s->xn, E, n, s->q, qd);
-    for (int t = 0; t < n; t++)
-        for (int h = 0; h < H; h++) {
-            float *qh = s->q + (size_t)t * qd + h * hd;
-            rmsnorm(qh, qh, L->q_norm, hd, eps);
-            rope_head(qh, lp->rope_cs + (size_t)t * hd, hd, hd, true);
-        }
+    for_rows(s, (row_op){.fn = op_heads, .a = s->q, .w = L->q_norm, .cs = lp->rope_cs, .len = qd, .heads = H, .hd = hd,
+                         .eps = eps}, n);
     /* owner of a cache: k = rope(rmsnorm_per_head(Wk h) * attn_k_norm), v = rmsnorm_per_head(Wv h)
-     * (V = K before the norms without Wv), staged in the cache; shared layers read the owner's */
+     * (V = K before the norms without Wv), staged in the cache (in order: a page's key bounds);
+     * shared layers read the owner's */
     if (lp->owns_kv) {
         matmul(s, &L->wk, s->xn, E, n, s->k, kd);
         if (L->wv.data) matmul(s, &L->wv, s->xn, E, n, s->v, kd);
         else memcpy(s->v, s->k, (size_t)n * kd * sizeof(float));
-        for (int t = 0; t < n; t++) {
-            for (int h = 0; h < Hkv; h++) {
-                float *kh = s->k + (size_t)t * kd + h * hd, *vh = s->v + (size_t)t * kd + h * hd;
-                rmsnorm(kh, kh, L->k_norm, hd, eps);
-                rmsnorm(vh, vh, NULL, hd, eps);
-                rope_head(kh, lp->rope_cs + (size_t)t * hd, hd, hd, true);
-            }
-            hachi_kv_stage(lp->kv, s->kern, p0, t, s->k + (size_t)t * kd, s->v + (size_t)t * kd);
-        }
+        for_rows(s, (row_op){.fn = op_heads, .a = s->k, .b = s->v, .w = L->k_norm, .cs = lp->rope_cs, .len = kd,
+                             .heads = Hkv, .hd = hd, .eps = eps}, n);
+        for (int t = 0; t < n; t++) hachi_kv_stage(lp->kv, s->kern, p0, t, s->k + (size_t)t * kd, s->v + (size_t)t * kd);
     }
     /* a = softmax(q k^T * scale + causal/window mask) v */
     attend(s, lp, n, p0);
     /* x1 = rmsnorm(Wo a) * post_attention_norm + x */
     matmul(s, &L->wo, s->attn, qd, n, s->proj, E);
-    add_normed(s->x, s->proj, L->post_attn_norm, n, E, eps);
+    add_normed(s, s->x, s->proj, L->post_attn_norm, n, E, eps);
 
     /* f = rmsnorm(x1) * ffn_norm; f = Wdown(gelu_tanh(Wgate f) * (Wup f)) */
-    norm_rows(s->xn, s->x, L->ffn_norm, n, E, eps);
+    norm_rows(s, s->xn, s->x, L->ffn_norm, n, E, eps);
     matmul(s, &L->w_gate, s->xn, E, n, s->ffn_gate, ff);
     matmul(s, &L->w_up, s->xn, E, n, s->ffn_up, ff);
-    s->kern->gelu_mul((int64_t)n * ff, s->ffn_gate, s->ffn_up);
+    for_rows(s, (row_op){.fn = op_gelu_mul, .kern = s->kern, .a = s->ffn_gate, .c = s->ffn_up, .len = ff, .stride = ff}, n);
     matmul(s, &L->w_down, s->ffn_gate, ff, n, s->proj, E);
     /* x2 = rmsnorm(f) * post_ffw_norm + x1 */
-    add_normed(s->x, s->proj, L->post_ffw_norm, n, E, eps);
+    add_normed(s, s->x, s->proj, L->post_ffw_norm, n, E, eps);
 
     /* per-layer input: g = gelu_tanh(inp_gate x2) * inp_pl[l]; x3 = rmsnorm(proj g) * post_norm + x2 */
     if (P > 0) {
         matmul(s, &L->inp_gate, s->x, E, n, s->ple_gate, P);
-        for (int t = 0; t < n; t++)
-            s->kern->gelu_mul(P, s->ple_gate + (size_t)t * P, s->ple + (size_t)t * m->n_layer * P + (size_t)l * P);
+        for_rows(s, (row_op){.fn = op_gelu_mul, .kern = s->kern, .a = s->ple_gate, .c = s->ple + (size_t)l * P, .len = P,
+                             .stride = m->n_layer * P}, n);
         matmul(s, &L->proj, s->ple_gate, P, n, s->proj, E);
-        add_normed(s->x, s->proj, L->post_norm, n, E, eps);
+        add_normed(s, s->x, s->proj, L->post_norm, n, E, eps);
     }
     /* x = x3 * layer_output_scale */
     if (L->out_scale != 1.0f)
@@ -173,7 +225,7 @@ static void llama_layer(hachi_session *s, int l, int n, int p0) {
     const float eps = m->rms_eps;
 
     /* h = rmsnorm(x) * attn_norm; q, k, v = Wq h, Wk h, Wv h; rope on q and k */
-    norm_rows(s->xn, s->x, L->attn_norm, n, E, eps);
+    norm_rows(s, s->xn, s->x, L->attn_norm, n, E, eps);
     matmul(s, &L->wq, s->xn, E, n, s->q, qd);
     matmul(s, &L->wk, s->xn, E, n, s->k, kd);
     matmul(s, &L->wv, s->xn, E, n, s->v, kd);
@@ -186,14 +238,14 @@ static void llama_layer(hachi_session *s, int l, int n, int p0) {
     /* x += Wo softmax(q k^T * scale + causal mask) v */
     attend(s, lp, n, p0);
     matmul(s, &L->wo, s->attn, qd, n, s->proj, E);
-    add_normed(s->x, s->proj, NULL, n, E, eps);
+    add_normed(s, s->x, s->proj, NULL, n, E, eps);
     /* x += Wdown(silu(Wgate f) * (Wup f)), f = rmsnorm(x) * ffn_norm */
-    norm_rows(s->xn, s->x, L->ffn_norm, n, E, eps);
+    norm_rows(s, s->xn, s->x, L->ffn_norm, n, E, eps);
     matmul(s, &L->w_gate, s->xn, E, n, s->ffn_gate, ff);
     matmul(s, &L->w_up, s->xn, E, n, s->ffn_up, ff);
     for (int64_t i = 0; i < (int64_t)n * ff; i++) s->ffn_gate[i] = silu(s->ffn_gate[i]) * s->ffn_up[i];
     matmul(s, &L->w_down, s->ffn_gate, ff, n, s->proj, E);
-    add_normed(s->x, s->proj, NULL, n, E, eps);
+    add_normed(s, s->x, s->proj, NULL, n, E, eps);
 }
 
 hachi_layer_fn hachi_forward_layer_fn(const hachi_model *m) {
