@@ -5,6 +5,8 @@
 #   make CROSS=aarch64   cross-compile into build-aarch64/ with aarch64-linux-gnu-gcc
 #   make fuzz       libFuzzer targets for the GGUF parser and hachi serve's request JSON (clang)
 #   make bench      headline benchmark (synthetic E2B-shaped Q4_0, depths 128/2048/8192)
+#   make install    the tool, header, static and shared library and hachi.pc into
+#                   $(DESTDIR)$(PREFIX) (PREFIX=/usr/local, LIBDIR=lib); make uninstall
 #   make lint       cppcheck + clang-tidy over src/, tools/, tests/; fails on any finding;
 #                   make lint-report lists every finding, exit 0
 
@@ -51,7 +53,7 @@ SERVE_DEFS := -DHACHI_NO_SERVE
 endif
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test test-fast fuzz bench clean lint lint-report
+.PHONY: all test test-fast fuzz bench clean lint lint-report install uninstall
 all: $(BUILD)/libhachi.a $(BUILD)/libhachi.so $(BUILD)/hachi $(BUILD)/test_hachi
 
 # The library exports only include/hachi.h's HACHI_API functions; tools/ sees only that header
@@ -73,8 +75,11 @@ $(BUILD)/libhachi.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+VERSION := $(shell sed -n 's/^\#define HACHI_VERSION "\(.*\)"/\1/p' include/hachi.h)
+SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
+
 $(BUILD)/libhachi.so: $(LIB_OBJ)
-	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) -shared -Wl,-soname,libhachi.so.$(SOMAJOR) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/hachi: $(TOOL_OBJ) $(BUILD)/libhachi.a
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libhachi.a $(LDLIBS) $(SERVE_LIBS)
@@ -107,6 +112,27 @@ fuzz:
 
 bench: all
 	@sh bench/headline.sh
+
+# ---- install: what `pkg-config --cflags --libs hachi` (and --static) needs ----------------
+PREFIX ?= /usr/local
+LIBDIR ?= lib
+INSTALL_LIB := $(DESTDIR)$(PREFIX)/$(LIBDIR)
+
+install: $(BUILD)/libhachi.a $(BUILD)/libhachi.so $(BUILD)/hachi
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(INSTALL_LIB)/pkgconfig
+	install -m 755 $(BUILD)/hachi $(DESTDIR)$(PREFIX)/bin/hachi
+	install -m 644 include/hachi.h $(DESTDIR)$(PREFIX)/include/hachi.h
+	install -m 644 $(BUILD)/libhachi.a $(INSTALL_LIB)/libhachi.a
+	install -m 755 $(BUILD)/libhachi.so $(INSTALL_LIB)/libhachi.so.$(VERSION)
+	ln -sf libhachi.so.$(VERSION) $(INSTALL_LIB)/libhachi.so.$(SOMAJOR)
+	ln -sf libhachi.so.$(SOMAJOR) $(INSTALL_LIB)/libhachi.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(VERSION)|' hachi.pc.in \
+	    > $(INSTALL_LIB)/pkgconfig/hachi.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/hachi $(DESTDIR)$(PREFIX)/include/hachi.h $(INSTALL_LIB)/libhachi.a \
+	    $(INSTALL_LIB)/libhachi.so $(INSTALL_LIB)/libhachi.so.$(SOMAJOR) $(INSTALL_LIB)/libhachi.so.$(VERSION) \
+	    $(INSTALL_LIB)/pkgconfig/hachi.pc
 
 # ---- static analysis ---------------------------------------------------------------------
 # One result file per source (build-lint/<path>.txt, one finding a line: file:line:col: tool

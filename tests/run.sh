@@ -24,6 +24,7 @@ run() {  # label, command...
 run release env HACHI_BIN=build/hachi build/test_hachi
 run asan env HACHI_TEST_QUICK=1 HACHI_BIN=build-asan/hachi ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/test_hachi
 run house sh tests/house.sh build
+run install sh tests/install.sh build
 # Under qemu the tests that drive the CLI (its flags, files and output are the release and ASan
 # runs' to check; every CLI process under emulation pays a model load) are skipped, reported so,
 # and three whose subject is no ISA's (the pool under oversubscription, the sampled-draft

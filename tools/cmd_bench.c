@@ -580,7 +580,7 @@ static bool parse_args(bench_opts *b, int argc, char **argv, bool *help) {
         else if (!strcmp(a, "--no-profile")) b->profile = false;
         else if (!strcmp(a, "--ttft")) {
             VAL();
-            if (!parse_lengths(a, val, HACHI_CTX_MAX - 1, b->ttft, &b->n_ttft)) return false;
+            if (!parse_lengths(a, val, HACHI_CTX_MAX, b->ttft, &b->n_ttft)) return false;
         }
         else {
             int r = cli_opts_parse(CMD, &b->o, argc, argv, &i);
@@ -603,7 +603,7 @@ int cmd_bench(int argc, char **argv) {
 
     /* context: the deepest depth + warm-up + decode steps + verify slack (--ttft: its longest prompt) */
     int max_depth = b.depths[b.n_depths - 1];
-    int need = b.n_ttft ? b.ttft[b.n_ttft - 1] + 1 : max_depth + WARMUP_STEPS + (int)(b.n * b.reps) + 16;
+    int need = b.n_ttft ? b.ttft[b.n_ttft - 1] : max_depth + WARMUP_STEPS + (int)(b.n * b.reps) + 16;
     int n_ctx = cli_ctx_for(need);
     if (b.o.ctx_given) {
         n_ctx = b.o.sp.n_ctx;

@@ -19,13 +19,17 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: hachi <command> [options]   (hachi <command> --help)\n\ncommands:\n");
+    fprintf(f, "usage: hachi <command> [options]   (hachi <command> --help; hachi --version)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-16s %s\n", commands[i].name, commands[i].help);
 }
 
 int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 1; }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("hachi %s\n", hachi_version());
+        return 0;
+    }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
         return 0;
