@@ -194,6 +194,39 @@ TEST(serve_prefill_stops_when_client_goes) {
     server_stop(&sv);
 }
 
+/* -md: a server drafting with gemma4-micro's assistant gives the same greedy completion as
+ * one without, and its log shows drafts made and accepted. */
+TEST(serve_assistant_drafts_same_text) {
+    const char *model, *why = cannot_serve(&model);
+    if (why) SKIP("%s", why);
+    NEED_SHARED(assistant, "models/gemma4-micro-assistant.gguf");
+    char *text[2] = {NULL, NULL}, extra[1200];
+    snprintf(extra, sizeof extra, "-md %s", assistant);
+    const char *body = "{\"prompt\":\"= = Gameplay = =\\n\",\"max_tokens\":48,\"temperature\":0}";
+    for (int k = 0; k < 2; k++) {
+        server sv;
+        if (!server_start(&sv, model, k ? extra : "")) break;
+        char *b = NULL;
+        int st = body_status(&b, "-H 'Content-Type: application/json' " AUTH URL "/v1/completions -d '%s'", sv.port, body);
+        CHECKF(st == 200 && strstr(b, "\"completion_tokens\":48"), "%s: %d %s", k ? "-md" : "plain", st, b);
+        text[k] = texts(b);
+        free(b);
+        if (k) {
+            char *e = test_read_file(sv.err, NULL);
+            long long drafted = 0, accepted = 0;
+            const char *l = e ? strstr(e, "generated, ") : NULL;
+            CHECKF(l && sscanf(l, "generated, %lld drafted, %lld accepted", &drafted, &accepted) == 2 && drafted > 0 &&   // NOLINT(cert-err34-c): parses the server's own log; a bad parse fails the check
+                   accepted > 0 && accepted <= drafted, "log: %s", e ? e : "");
+            free(e);
+        }
+        server_stop(&sv);
+    }
+    CHECKF(text[0] && text[1] && strlen(text[0]) > 20 && !strcmp(text[0], text[1]), "plain '%s', -md '%s'",
+           text[0] ? text[0] : "", text[1] ? text[1] : "");
+    free(text[0]);
+    free(text[1]);
+}
+
 TEST(serve_http_errors_and_slots) {
     const char *model, *why = cannot_serve(&model);
     if (why) SKIP("%s", why);

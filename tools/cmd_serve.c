@@ -322,6 +322,10 @@ static size_t gen_step(server *srv, request *q) {
 static void gen_end(server *srv, request *q) {
     const int pos = q->sl ? hachi_session_pos(q->sl->s) : 0;
     if (q->sl) q->sl->n_held = pos;
+    const hachi_spec_stats *ss = q->sp ? hachi_spec_get_stats(q->sp) : NULL;
+    char drafts[64] = "";
+    if (ss && srv->spp.drafter != HACHI_DRAFTER_NONE)
+        snprintf(drafts, sizeof drafts, ", %lld drafted, %lld accepted", (long long)ss->drafted, (long long)ss->accepted);
     hachi_spec_free(q->sp);
     hachi_sampler_free(q->smp);
     q->sp = NULL;
@@ -332,9 +336,9 @@ static void gen_end(server *srv, request *q) {
     q->res.text = q->text;
     q->res.len = q->text_len;
     q->res.finish = q->finish ? q->finish : "length";
-    fprintf(stderr, "hachi serve: %s slot %d: prompt %d tokens (%d reused, %d prefilled), %d generated, %s, %.1f ms\n",
+    fprintf(stderr, "hachi serve: %s slot %d: prompt %d tokens (%d reused, %d prefilled), %d generated%s, %s, %.1f ms\n",
             q->rq.chat ? "chat" : "completion", q->sl ? q->sl->id : -1, q->n_prompt, q->n_cached,
-            CLI_MAX(0, CLI_MIN(pos, q->n_prompt) - q->n_cached), q->n_gen,
+            CLI_MAX(0, CLI_MIN(pos, q->n_prompt) - q->n_cached), q->n_gen, drafts,
             q->finish ? q->finish : "cut short (client gone or server stopping)", cli_time_ms() - q->t0);
     slot_give(srv, q);
     atomic_fetch_add(&srv->served, 1);
@@ -583,12 +587,13 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, en
 
 static void usage(void) {
     printf("usage: hachi serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c CTX] [--parallel N] [--queue N]\n"
-           "                   [--api-key KEY] [--draft N] [-n N] [-t THREADS per slot] [sampling flags]\n"
+           "                   [--api-key KEY] [--draft N] [-md FILE] [-n N] [-t THREADS per slot] [sampling flags]\n"
            "an OpenAI-compatible HTTP server: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
            "GET /health; --parallel N sessions (slots) of context CTX; requests wait in a queue of N places\n"
            "(default 4 x slots) when all are busy, 503 past it; --port 0 picks a free port; Ctrl-C stops\n"
            "-n N: the most tokens a request without max_tokens generates (default: until the context is full)\n"
-           "sampling flags set the defaults a request's temperature / top_p override\n");
+           "sampling flags set the defaults a request's temperature / top_p override\n"
+           CLI_DRAFT_USAGE);
 }
 
 static void slots_free(server *srv) {
@@ -605,11 +610,14 @@ static void slots_free(server *srv) {
 int cmd_serve(int argc, char **argv) {
     const char *cmd = "serve", *host = "127.0.0.1";
     cli_opts o;
-    long port = 8080, parallel = 1, queue = -1, n_draft = 0;
+    long port = 8080, parallel = 1, queue = -1;
     server srv = {0};
+    cli_draft dr;
     cli_opts_init(&o);
+    cli_draft_init(&dr);
     for (int i = 1; i < argc; i++) {
         int r = cli_opts_parse(cmd, &o, argc, argv, &i);
+        if (r == 0) r = cli_draft_parse(cmd, &dr, argc, argv, &i);
         if (r < 0) return 1;
         if (r > 0) continue;
         const char *a = argv[i], *v;
@@ -621,7 +629,6 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) { if (!cli_int(cmd, a, v, 1, 64, &parallel)) return 1; }
         else if (!strcmp(a, "--queue")) { if (!cli_int(cmd, a, v, 0, 4096, &queue)) return 1; }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { if (!cli_int(cmd, a, v, 0, 1 << 20, &srv.n_predict)) return 1; }
-        else if (!strcmp(a, "--draft")) { if (!cli_int(cmd, a, v, 0, HACHI_DRAFT_MAX, &n_draft)) return 1; }
         else return cli_error(cmd, "unknown option '%s' (hachi serve --help)", a);
     }
     if (srv.api_key && !*srv.api_key) return cli_error(cmd, "--api-key is empty");
@@ -641,9 +648,7 @@ int cmd_serve(int argc, char **argv) {
     snprintf(srv.name, sizeof srv.name, "%s", base);
     for (char *c = srv.name; *c; c++) if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) *c = '_';
     srv.smp = o.smp;
-    srv.spp = hachi_spec_default_params();
-    srv.spp.drafter = n_draft ? HACHI_DRAFTER_LOOKUP : HACHI_DRAFTER_NONE;
-    srv.spp.n_draft = (int32_t)n_draft;
+    if (!cli_draft_setup(cmd, &dr, srv.m, &srv.spp)) goto out;   /* each request's spec drafts on its own */
     srv.queue_max = queue < 0 ? 4 * (int)parallel : (int)queue;
     srv.started = (long long)time(NULL);
     if (!o.sp.n_threads) o.sp.n_threads = CLI_MAX(1, hachi_physical_cores() / (int)parallel);
@@ -706,6 +711,7 @@ out:
     pthread_cond_destroy(&srv.freed);
     pthread_mutex_destroy(&srv.mu);
     hachi_model_free(srv.m);
+    cli_draft_free(&dr);
     return rc;
 }
 #endif
