@@ -3,7 +3,8 @@
 #   make test       release tests + ASan/UBSan tests + aarch64 tests under qemu (when the
 #                   cross compiler and qemu-aarch64 are installed; .ci/run installs them)
 #   make CROSS=aarch64   cross-compile into build-aarch64/ with aarch64-linux-gnu-gcc
-#   make fuzz       libFuzzer targets for the GGUF parser and hachi serve's request JSON (clang)
+#   make fuzz       libFuzzer targets (clang): the GGUF parser, the tokenizer and detokenizer, the
+#                   prompt-cache loader, hachi serve's request JSON
 #   make bench      headline benchmark (synthetic E2B-shaped Q4_0, depths 128/2048/8192)
 #   make install    the tool, header, static and shared library and hachi.pc into
 #                   $(DESTDIR)$(PREFIX) (PREFIX=/usr/local, LIBDIR=lib); make uninstall
@@ -104,6 +105,12 @@ fuzz:
 	@mkdir -p build-fuzz
 	clang -std=c11 -D_GNU_SOURCE -DHACHI_BUILD -Iinclude -Isrc -g -O1 -fsanitize=fuzzer,address,undefined \
 	    fuzz/fuzz_gguf.c src/gguf.c src/util.c src/quant.c -o build-fuzz/fuzz_gguf -lm
+	@$(MAKE) --no-print-directory BUILD=build-fuzz/lib CC=clang OPT=-O1 \
+	    SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer" build-fuzz/lib/libhachi.a
+	for t in tokenizer prompt_cache; do \
+	    clang -std=c11 -D_GNU_SOURCE -Iinclude -g -O1 -fsanitize=fuzzer,address,undefined \
+	        fuzz/fuzz_$$t.c build-fuzz/lib/libhachi.a -o build-fuzz/fuzz_$$t -lm -pthread || exit 1; \
+	done
 	@if [ "$(SERVE_OK)" = 1 ]; then \
 	    echo "clang ... fuzz/fuzz_serve.c tools/serve_api.c -o build-fuzz/fuzz_serve -lcjson"; \
 	    clang -std=c11 -D_GNU_SOURCE -Iinclude -Itools -g -O1 -fsanitize=fuzzer,address,undefined \
