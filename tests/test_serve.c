@@ -182,7 +182,7 @@ TEST(serve_prefill_stops_when_client_goes) {
         if (!l) sleep_ms(20);
     }
     int n = 0, reused = -1, pre = -1;
-    const char *c = l ? strstr(e, "slot 0: prompt ") : NULL;
+    const char *c = l && e ? strstr(e, "slot 0: prompt ") : NULL;
     CHECKF(c && sscanf(c, "slot 0: prompt %d tokens (%d reused, %d prefilled)", &n, &reused, &pre) == 3, "log: %s", e ? e : "");   // NOLINT(cert-err34-c): parses the server's own log; a bad parse fails the check
     CHECKF(n > 7990 && reused == 0 && pre >= 0 && pre < n - 1000, "prompt %d, reused %d, prefilled %d: the prefill went on", n, reused, pre);
     free(e);
