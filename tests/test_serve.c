@@ -141,6 +141,16 @@ static char *texts(const char *b) {
     return out;
 }
 
+/* A completion request body at path: {fields"prompt":"cat cat ..."}, n cats (2 tokens each) */
+static void write_cats(const char *path, const char *fields, int n) {
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fprintf(f, "{%s\"prompt\":\"", fields);
+    for (int i = 0; i < n; i++) fputs("cat ", f);
+    fputs("\"}", f);
+    fclose(f);
+}
+
 /* "cut short" lines in the server's log */
 static int count_cut(const char *err) {
     char *e = test_read_file(err, NULL);
@@ -163,13 +173,7 @@ TEST(serve_prefill_stops_when_client_goes) {
     char lp[1024], a[512];
     snprintf(a, sizeof a, "-H 'Content-Type: application/json' " AUTH URL "/v1/completions", p);
     snprintf(lp, sizeof lp, "%s/long8k.json", test_tmpdir());
-    FILE *f = fopen(lp, "w");
-    if (f) {
-        fputs("{\"max_tokens\":1,\"prompt\":\"", f);
-        for (int i = 0; i < 3999; i++) fputs("cat ", f);
-        fputs("\"}", f);
-        fclose(f);
-    }
+    write_cats(lp, "\"max_tokens\":1,", 3999);
     int rc;
     free(test_sh(&rc, "curl -s --max-time 0.2 %s --data-binary @%s >/dev/null 2>&1", a, lp));
     double t0 = now_ms();
@@ -283,13 +287,8 @@ TEST(serve_http_errors_and_slots) {
     check_error(&sv, 400, "malformed JSON", full);
     char lp[1024];
     snprintf(lp, sizeof lp, "%s/long.json", test_tmpdir());
-    FILE *f = fopen(lp, "w");
-    if (f) {
-        fputs("{\"prompt\":\"", f);
-        for (int i = 0; i < 3000; i++) fputs("cat ", f);
-        fputs("\"}", f);
-        fclose(f);
-    }
+    write_cats(lp, "", 3000);
+    FILE *f;
     snprintf(full, sizeof full, "%s --data-binary @%s", a, lp);
     check_error(&sv, 400, "but the context holds 2048", full);
     check_error(&sv, 400, "the prompt has 6002 tokens", full);
