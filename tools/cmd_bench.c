@@ -33,6 +33,7 @@ static const char *CMD = "bench";
 #define MAX_DEPTHS 16
 #define N_VERIFY 5
 #define WARMUP_STEPS 2
+#define PREFILL_EVAL 512   /* tokens per eval of a real prefill: one output head each, < 0.2% extra on E2B */
 static const int verify_k[N_VERIFY] = {1, 2, 4, 8, 16};
 
 enum fill_mode { FILL_REAL, FILL_FAST, FILL_AUTO };
@@ -290,12 +291,11 @@ static bool synth_model(const bench_opts *b, char *path, size_t cap) {
  * lines for long fills; returns tok/s or -1 (error printed). */
 static double prefill(hachi_session *s, int n, uint64_t *rng, const char *what) {
     const hachi_model *m = hachi_session_model(s);
-    enum { CHUNK = 512 };   /* one output head per eval: < 0.2% extra on E2B */
-    int32_t toks[CHUNK];
+    int32_t toks[PREFILL_EVAL];
     double ms = 0, last_print = cli_time_ms();
     bool tty = isatty(2) != 0, printed = false;
     for (int done = 0; done < n;) {
-        int c = CLI_MIN(CHUNK, n - done);
+        int c = CLI_MIN(PREFILL_EVAL, n - done);
         fill_tokens(toks, c, hachi_model_n_vocab(m), rng);
         double t0 = cli_time_ms();
         hachi_status st = hachi_session_eval(s, toks, c, NULL);
@@ -303,7 +303,7 @@ static double prefill(hachi_session *s, int n, uint64_t *rng, const char *what) 
         if (st) { cli_lib_error(CMD, st, "prefill failed"); return -1; }
         ms += t1 - t0;
         done += c;
-        if (n > CHUNK && (t1 - last_print > 2000 || (printed && done == n))) {
+        if (n > PREFILL_EVAL && (t1 - last_print > 2000 || (printed && done == n))) {
             fprintf(stderr, tty ? "\rhachi bench: %s: %d/%d tokens (%.1f tok/s)" : "hachi bench: %s: %d/%d tokens (%.1f tok/s)\n",
                     what, done, n, done / (ms / 1000.0));
             last_print = t1;
@@ -390,8 +390,8 @@ static bool ttft_runs(hachi_session *s, const bench_opts *b, bench_result *r, ui
         t->head_ms = p->head_ms * k;
         r->n_ttft++;
     }
-    printf("\ntime to first token: a real prefill from position 0 of pseudo-random tokens, evals of 512 tokens "
-           "(each runs the head on its last row), forwards of at most %d\n", b->o.sp.n_batch);
+    printf("\ntime to first token: a real prefill from position 0 of pseudo-random tokens, evals of %d tokens "
+           "(each runs the head on its last row), forwards of at most %d\n", PREFILL_EVAL, b->o.sp.n_batch);
     printf("  tokens   seconds      tok/s   ms/token:  matmuls      attention    other layers  inputs  head\n");
     for (int i = 0; i < r->n_ttft; i++) {
         const ttft_result *t = &r->ttft[i];
