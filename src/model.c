@@ -372,7 +372,9 @@ static hachi_status repack(hachi_model *m, const hachi_model_params *params) {
                 list[n++] = mats[i];
     }
     if (hachi_mat_x8_bytes(m->kern, &m->pl_model_proj)) list[n++] = &m->pl_model_proj;
-    if (m->output.data != m->tok_embd.data && hachi_mat_x8_bytes(m->kern, &m->output)) list[n++] = &m->output;
+    /* the output head (tied or not): its rows are looked up too when tied, through
+     * hachi_mat_row, which reads the interleaved layout */
+    if (hachi_mat_x8_bytes(m->kern, &m->output)) list[n++] = &m->output;
     size_t total = 0;
     for (int i = 0; i < n; i++) total += (hachi_mat_x8_bytes(m->kern, list[i]) + 63) / 64 * 64;
     if (!total) goto out;
@@ -397,11 +399,13 @@ static hachi_status repack(hachi_model *m, const hachi_model_params *params) {
             goto out;
         }
     }
+    const bool tied = m->output.data == m->tok_embd.data;
     for (int i = 0; i < n; i++) {
         release_file_pages(list[i]->data, hachi_mat_x8_bytes(m->kern, list[i]));   /* the slices' edges */
         list[i]->data = dst[i];
         list[i]->x8 = true;
     }
+    if (tied) m->tok_embd = m->output;
     mprotect(p, total, PROT_READ);
     m->x8 = p;
     m->x8_bytes = total;

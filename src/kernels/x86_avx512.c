@@ -11,6 +11,7 @@
     defined(__AVX512DQ__) && defined(__AVX512VNNI__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #include "kernels/rows.h"
+#include <string.h>
 #include "util.h"
 
 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
@@ -154,6 +155,140 @@ static void attn_values_f16(int64_t hd, int nk, const uint16_t *v, int64_t vs, c
     hachi_attn_values_f16_avx2(axpy_f16_multi, hd, nk, v, vs, p, G, out);
 }
 
+/* ---------------- interleaved int4 rows (VNNI) ---------------- */
+
+/* Up to 8 activation rows per pass: the unpacked nibbles of a block (8 ymm) and 8
+ * accumulators fit in the 32 vector registers that AVX-512 gives even to 256-bit code. */
+#define VNNI_ROWS 8
+
+static ALWAYS_INLINE __m256i bcast32(const int8_t *p) {
+    int32_t x;
+    memcpy(&x, p, 4);
+    return _mm256_set1_epi32(x);
+}
+
+/* 8 interleaved q4_0 rows (block_q4_0x8) against R activation rows. A 32-byte load holds 4
+ * nibble bytes of each weight row; vpdpbusd multiplies them (unsigned) by a broadcast of 4
+ * activation bytes (signed) and adds the 4 products to that row's int32 lane, so a block's
+ * 8 row sums need 8 instructions per activation row and no int16 stage. Each row's sum
+ * starts at -8*sum(y) (the AVX2 activation extras, which this table shares): the exact
+ * integer sum(q*y) - 8*sum(y), then acc = fma(dw*da, v, acc) in block order, as ref does:
+ * results equal ref's bit for bit and never depend on R. */
+static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    const block_q4_0x8 *w = vw;
+    const int64_t nb = n / QK8_0;
+    const size_t ex_off = (size_t)nb * sizeof(block_q8_0);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[VNNI_ROWS];
+    UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        _mm_prefetch((const char *)(w + b) + 1024, _MM_HINT_T0);
+        _mm_prefetch((const char *)(w + b) + 1024 + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)(w + b) + 1024 + 128, _MM_HINT_T0);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
+        __m256i lo[4], hi[4];
+        UNROLL for (int c = 0; c < 4; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
+            lo[c] = _mm256_and_si256(v, m4);
+            hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        }
+        UNROLL for (int r = 0; r < R; r++) {
+            const char *ar = va + (size_t)r * stride;
+            const block_q8_0 *a = (const block_q8_0 *)ar + b;
+            const char *ex = ar + ex_off + (size_t)(b >> 2) * 32 + (size_t)(b & 3) * 4;
+            int32_t sy;
+            float da;
+            memcpy(&sy, ex, 4);
+            memcpy(&da, ex + 16, 4);
+            __m256i p0 = _mm256_set1_epi32(-sy), p1 = _mm256_setzero_si256();   /* two chains */
+            UNROLL for (int c = 0; c < 4; c++) {
+                p0 = _mm256_dpbusd_epi32(p0, lo[c], bcast32(a->qs + 4 * c));
+                p1 = _mm256_dpbusd_epi32(p1, hi[c], bcast32(a->qs + 16 + 4 * c));
+            }
+            const __m256i v = _mm256_add_epi32(p0, p1);
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(da)), _mm256_cvtepi32_ps(v), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
+}
+
+/* vec_dot_x8 from x8_rows: activation rows in groups of VNNI_ROWS, then the rest */
+#define X8_FROM(name, rows)                                                                  \
+    static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
+        const char *a = va;                                                                  \
+        int r = 0;                                                                           \
+        for (; r + VNNI_ROWS <= na; r += VNNI_ROWS) rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, VNNI_ROWS); \
+        switch (na - r) {                                                                    \
+        case 7: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 7); break;             \
+        case 6: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 6); break;             \
+        case 5: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 5); break;             \
+        case 4: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 4); break;             \
+        case 3: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 3); break;             \
+        case 2: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 2); break;             \
+        case 1: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1); break;             \
+        default: break;                                                                      \
+        }                                                                                    \
+    }
+X8_FROM(x8_q4_0, x8_rows_q4_0)
+
+/* ---------------- q6_K (512-bit) ---------------- */
+
+/* q6_K x q8_K per row, a half of 128 elements in two zmm: q01 = quarters 0 and 1 (the low
+ * nibbles of ql[0..63] with qh's bits 0-1 and 2-3 above them), q23 = quarters 2 and 3 (the
+ * high nibbles, qh's bits 4-5 and 6-7): unsigned 6-bit values, whose activations are the
+ * 64 contiguous bytes y[0..63] and y[64..127]. maddubs makes int16 pairs (|sum| <= 2 * 63 *
+ * 128 < 2^15); vpdpwssd multiplies them by the scale of their 16 elements and adds to int32.
+ * The -32 offset is 32 * sum_j sc[j] * bsums[j]; acc = fma(da*dw, float(sumi), acc). The
+ * quarters and the scale vectors are unpacked once per block for all R rows. */
+static ALWAYS_INLINE void rows_q6_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    const block_q6_K *w = vw;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    /* int16 lane i of the scale vector of quarters (0,1) / (2,3) of half h: sc16[8h + 4k + i/8] */
+#define Q6_SIDX(b) b, b, b, b, b, b, b, b, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, \
+                   b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3
+    static const int16_t idx[4][32] __attribute__((aligned(64))) = {{Q6_SIDX(0)}, {Q6_SIDX(4)}, {Q6_SIDX(8)}, {Q6_SIDX(12)}};
+#undef Q6_SIDX
+    const __m512i sidx[2][2] = {{_mm512_load_si512(idx[0]), _mm512_load_si512(idx[1])},
+                                {_mm512_load_si512(idx[2]), _mm512_load_si512(idx[3])}};
+    __m512 acc[ROWS_MAX];
+    UNROLL for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        PREFETCH(w + i);
+        PREFETCH((const char *)(w + i) + 64);
+        PREFETCH((const char *)(w + i) + 128);
+        PREFETCH((const char *)(w + i) + 192);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
+        const __m512i sc = _mm512_zextsi256_si512(sc16);
+        __m512i sumi[ROWS_MAX];
+        UNROLL for (int r = 0; r < R; r++) {
+            const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + i;
+            const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a->bsums));
+            sumi[r] = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5)));
+        }
+        UNROLL for (int h = 0; h < 2; h++) {
+            const __m512i L = _mm512_loadu_si512(w[i].ql + 64 * h);
+            const __m256i hq = _mm256_loadu_si256((const __m256i *)(w[i].qh + 32 * h));
+            const __m512i H = _mm512_inserti64x4(_mm512_castsi256_si512(hq), _mm256_srli_epi16(hq, 2), 1);
+            const __m512i q01 = _mm512_or_si512(_mm512_and_si512(L, m4), _mm512_and_si512(_mm512_slli_epi16(H, 4), m30));
+            const __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4), _mm512_and_si512(H, m30));
+            const __m512i s01 = _mm512_permutexvar_epi16(sidx[h][0], sc), s23 = _mm512_permutexvar_epi16(sidx[h][1], sc);
+            UNROLL for (int r = 0; r < R; r++) {
+                const int8_t *y = ((const block_q8_K *)(va + (size_t)r * stride) + i)->qs + 128 * h;
+                sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(q01, _mm512_loadu_si512(y)), s01);
+                sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(q23, _mm512_loadu_si512(y + 64)), s23);
+            }
+        }
+        const float dw = h2f(w[i].d);
+        UNROLL for (int r = 0; r < R; r++) {
+            const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + i;
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a->d * dw), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) s[r] = _mm512_reduce_add_ps(acc[r]);
+}
+void hachi_vec_dot_q6_K_q8_K_avx512(int64_t n, float *s, const void *w, const void *a) { rows_q6_K(n, s, w, a, 0, 1); }
+MULTI_FROM_ROWS(multi_q6_K, rows_q6_K)
+
 /* ---------------- the table ---------------- */
 
 static void set(hachi_kernels *t, uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
@@ -173,6 +308,8 @@ int hachi_kernels_fill_avx512(hachi_kernels *t) {
     t->axpy_f16_multi = axpy_f16_multi;
     t->attn_scores_f16 = attn_scores_f16;   /* the softmax stays AVX2's */
     t->attn_values_f16 = attn_values_f16;
+    set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx512, multi_q6_K);
+    t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;   /* with AVX2's activation extras */
     return 1;
 }
 
