@@ -297,7 +297,7 @@ static void check_fp16(const hachi_kernels *K) {
  * dots and fp16 kernels are its 512-bit ones, not AVX2's. */
 static void check_own_entries(const hachi_kernels *K) {
     const hachi_kernels *R = hachi_kernels_ref();
-    const int x86 = K->isa == HACHI_ISA_AVX2 || K->isa == HACHI_ISA_AVX512;
+    const int x86 = K->isa == HACHI_ISA_AVX2 || K->isa == HACHI_ISA_AVX512 || K->isa == HACHI_ISA_AVXVNNI;
     int int8 = x86;
 #if defined(__aarch64__)
     if (K->isa == HACHI_ISA_NEON) int8 = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
@@ -332,6 +332,10 @@ static void check_own_entries(const hachi_kernels *K) {
                    "avx512 %s: vec_dot is AVX2's", hachi_type_name(wide[t]));
         CHECKF(K->dot_f16_multi != A->dot_f16_multi && K->axpy_f16_multi != A->axpy_f16_multi &&
                K->attn_scores_f16 != A->attn_scores_f16, "avx512: fp16 kernels are AVX2's");
+        CHECKF(K->t[HACHI_TYPE_Q4_0].vec_dot_x8 != A->t[HACHI_TYPE_Q4_0].vec_dot_x8 &&
+               K->t[HACHI_TYPE_Q4_K].vec_dot_x8 != A->t[HACHI_TYPE_Q4_K].vec_dot_x8, "avx512: x8 kernels are AVX2's");
+        CHECKF(K->t[HACHI_TYPE_Q6_K].vec_dot != A->t[HACHI_TYPE_Q6_K].vec_dot &&
+               K->t[HACHI_TYPE_Q6_K].vec_dot_multi != A->t[HACHI_TYPE_Q6_K].vec_dot_multi, "avx512: q6_K is AVX2's");
     }
 }
 
@@ -396,6 +400,21 @@ TEST(kernels_avx512) {
 #endif
 }
 
+TEST(kernels_avxvnni) {
+#if defined(__x86_64__)
+    const hachi_kernels *K = hachi_kernels_get(HACHI_ISA_AVXVNNI), *A = hachi_kernels_get(HACHI_ISA_AVX2);
+    if (!K) SKIP("CPU lacks AVX-VNNI");
+    CHECK(K->isa == HACHI_ISA_AVXVNNI && A);
+    check_own_entries(K);
+    check_isa_all_types(K);
+    CHECKF(A && K->t[HACHI_TYPE_Q4_0].vec_dot_x8 != A->t[HACHI_TYPE_Q4_0].vec_dot_x8 &&
+               K->t[HACHI_TYPE_Q4_K].vec_dot_x8 != A->t[HACHI_TYPE_Q4_K].vec_dot_x8,
+           "avxvnni: x8 kernels are AVX2's");
+#else
+    SKIP("not an x86-64 build");
+#endif
+}
+
 TEST(kernels_neon) {
 #if defined(__aarch64__)
     const hachi_kernels *K = hachi_kernels_get(HACHI_ISA_NEON);
@@ -446,7 +465,7 @@ static int check_x8(uint32_t type, int64_t n, const char *w, int64_t rb, const c
     for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
         const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
         if (!K || !K->t[type].vec_dot_x8) continue;
-        x86 += isa == HACHI_ISA_AVX2 || isa == HACHI_ISA_AVX512;
+        x86 += isa == HACHI_ISA_AVX2 || isa == HACHI_ISA_AVX512 || isa == HACHI_ISA_AVXVNNI;
         const hachi_type_kernels *kt = &K->t[type];
         const size_t st = ab + (kt->act_extra ? kt->act_extra(n) : 0);
         for (int t = 0; t < 16; t++) {
@@ -639,4 +658,14 @@ TEST(kernels_dispatch) {
                "%s: activation quantizers", K->name);
     }
     CHECK(!strcmp(hachi_isa_name(HACHI_ISA_AVX512), "avx512"));
+    /* the automatic choice is the widest table the CPU runs */
+    const char *forced = getenv("HACHI_ISA");
+    if (!forced || !*forced) {
+        const hachi_kernels *want = hachi_kernels_get(HACHI_ISA_AVX512);
+        if (!want) want = hachi_kernels_get(HACHI_ISA_AVXVNNI);
+        if (!want) want = hachi_kernels_get(HACHI_ISA_AVX2);
+        if (!want) want = hachi_kernels_get(HACHI_ISA_NEON);
+        if (!want) want = hachi_kernels_ref();
+        CHECKF(best == want, "best table is %s, not %s", best->name, want->name);
+    }
 }

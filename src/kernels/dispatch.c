@@ -4,10 +4,10 @@
  * its ISA file's filler overrides the entries it accelerates. A table exists only when this
  * build compiled the ISA in (the filler returns 1) and the running CPU has the
  * instructions (fillers are never run otherwise: their files are built with -m flags);
- * $HACHI_ISA=ref|avx2|avx512|neon forces one when available.
- * AVX-512 is opt-in ($HACHI_ISA=avx512): its kernels have not yet run on a CPU that has
- * AVX-512 (the project's machines have none), so the automatic choice on such CPUs is the
- * tested AVX2 table. The kernel test still checks the AVX-512 table wherever it can run. */
+ * $HACHI_ISA=ref|avx2|avxvnni|avx512|neon forces one when available. The automatic choice is
+ * the widest table the CPU runs: AVX-512 (with VNNI) where the CPU has it (its kernels are
+ * tested against ref on such a CPU by the kernel test, the model tests then run on it), else
+ * AVX-VNNI (AVX2's table with the VEX vpdpbusd int4 kernels), AVX2, NEON or ref. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +22,7 @@
 #endif
 #endif
 
-static const char *const isa_names[HACHI_ISA_COUNT] = {"ref", "avx2", "avx512", "neon"};
+static const char *const isa_names[HACHI_ISA_COUNT] = {"ref", "avx2", "avx512", "neon", "avxvnni"};
 
 const char *hachi_isa_name(hachi_isa isa) {
     return (unsigned)isa < HACHI_ISA_COUNT ? isa_names[isa] : "unknown";
@@ -34,6 +34,11 @@ static int has_f16c(void) {
     unsigned a, b, c, d;
     return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
 }
+/* AVX-VNNI is CPUID.(7,1):EAX bit 4 (older compilers' __builtin_cpu_supports lack it) */
+static int has_avxvnni(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+}
 #endif
 
 static int cpu_has(hachi_isa isa) {
@@ -43,6 +48,7 @@ static int cpu_has(hachi_isa isa) {
     case HACHI_ISA_AVX2:
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
+    case HACHI_ISA_AVXVNNI: return cpu_has(HACHI_ISA_AVX2) && has_avxvnni();
     case HACHI_ISA_AVX512:
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -79,6 +85,7 @@ static void assemble(hachi_isa isa, hachi_isa base) {
     int ok = 0;
     switch (isa) {
     case HACHI_ISA_AVX2: ok = hachi_kernels_fill_avx2(t); break;
+    case HACHI_ISA_AVXVNNI: ok = hachi_kernels_fill_avxvnni(t); break;
     case HACHI_ISA_AVX512: ok = hachi_kernels_fill_avx512(t); break;
     case HACHI_ISA_NEON: ok = hachi_kernels_fill_neon(t, has_dotprod()); break;
     default: break;
@@ -93,6 +100,7 @@ static void build_tables(void) {
     r->name = isa_names[HACHI_ISA_REF];
     avail[HACHI_ISA_REF] = r;
     assemble(HACHI_ISA_AVX2, HACHI_ISA_REF);
+    assemble(HACHI_ISA_AVXVNNI, HACHI_ISA_AVX2);
     assemble(HACHI_ISA_AVX512, HACHI_ISA_AVX2);
     assemble(HACHI_ISA_NEON, HACHI_ISA_REF);
 }
@@ -115,7 +123,7 @@ static void pick_best(void) {
             if (!strcmp(want, isa_names[i]) && (best = hachi_kernels_get((hachi_isa)i))) return;
         /* an unknown or unavailable name falls through to the automatic choice */
     }
-    static const hachi_isa order[] = {HACHI_ISA_AVX2, HACHI_ISA_NEON, HACHI_ISA_REF};
+    static const hachi_isa order[] = {HACHI_ISA_AVX512, HACHI_ISA_AVXVNNI, HACHI_ISA_AVX2, HACHI_ISA_NEON, HACHI_ISA_REF};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
         if ((best = hachi_kernels_get(order[i]))) return;
 }

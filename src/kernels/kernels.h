@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include "quant.h"
 
-typedef enum hachi_isa { HACHI_ISA_REF = 0, HACHI_ISA_AVX2, HACHI_ISA_AVX512, HACHI_ISA_NEON, HACHI_ISA_COUNT } hachi_isa;
+typedef enum hachi_isa { HACHI_ISA_REF = 0, HACHI_ISA_AVX2, HACHI_ISA_AVX512, HACHI_ISA_NEON, HACHI_ISA_AVXVNNI, HACHI_ISA_COUNT } hachi_isa;
 
 /* x (n elements of the type) -> y (n floats) */
 typedef void (*hachi_to_float_fn)(const void *x, float *y, int64_t n);
@@ -56,7 +56,7 @@ typedef struct hachi_type_kernels {
 
 typedef struct hachi_kernels {
     hachi_isa isa;
-    const char *name;                 /* "ref", "avx2", "avx512", "neon" */
+    const char *name;                 /* "ref", "avx2", "avx512", "neon", "avxvnni" */
     hachi_type_kernels t[HACHI_TYPE_COUNT];
     /* fp16 KV cache and attention */
     void (*f32_to_f16)(const float *x, uint16_t *y, int64_t n);
@@ -90,16 +90,18 @@ typedef struct hachi_kernels {
 const hachi_kernels *hachi_kernels_get(hachi_isa isa);
 /* The scalar reference table, hachi_kernels_get(HACHI_ISA_REF) (always there). */
 const hachi_kernels *hachi_kernels_ref(void);
-/* The best table for this CPU ($HACHI_ISA=ref|avx2|avx512|neon forces one if available). */
+/* The best table for this CPU ($HACHI_ISA=ref|avx2|avxvnni|avx512|neon forces one if available). */
 const hachi_kernels *hachi_kernels_best(void);
 const char *hachi_isa_name(hachi_isa isa);
 
 /* Per-ISA fillers, called once by dispatch.c (the one place that assembles the tables) and
  * only for an ISA the CPU has. ref.c's sets every entry. The others get a copy of their base
  * table (AVX2 and NEON: ref's; AVX-512: AVX2's) with isa and name set, override the entries
- * they accelerate and return 1, or return 0 when the ISA is not compiled in. */
+ * they accelerate and return 1, or return 0 when the ISA is not compiled in. AVX-VNNI's base
+ * is AVX2's too. */
 void hachi_kernels_fill_ref(hachi_kernels *t);
 int hachi_kernels_fill_avx2(hachi_kernels *t);
+int hachi_kernels_fill_avxvnni(hachi_kernels *t);
 int hachi_kernels_fill_avx512(hachi_kernels *t);
 int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod);   /* dotprod: the CPU has sdot (ASIMDDP) */
 

@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #include "kernels/rows.h"
 #include "kernels/x86_avx2_exp.h"
+#include "kernels/x86_q4k_x8.h"
 #include <string.h>
 #include "util.h"
 
@@ -452,7 +453,7 @@ static void multi_q4_K(int64_t n, float *s, const void *vw, const void *va, size
  * exactly ref's order, so results equal ref's bit for bit and never depend on R. */
 static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
     const block_q4_Kx8 *w = vw;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
     /* from 8 bytes in each 128-bit half: int16 lanes 2r, 2r+1 = byte r (rows 0..3 in half 0, 4..7 in half 1) */
     const __m256i dup = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
                                          4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
@@ -460,14 +461,8 @@ static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, cons
     UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; b++) {
         const char *next = (const char *)(w + b + 1);
-        /* scales[k] = byte k of the 8 rows: s0 = bytes 0..3, s1 = 4..7, s2 = 8..11 (8 rows each) */
-        const __m256i s0 = _mm256_loadu_si256((const __m256i *)w[b].scales[0]);
-        const __m256i s1 = _mm256_loadu_si256((const __m256i *)w[b].scales[4]);
-        const __m256i s2 = _mm256_loadu_si256((const __m256i *)w[b].scales[8]);
         _Alignas(32) uint8_t sc[64];   /* sc[8j + r]: row r's 6-bit scale of sub-block j */
-        _mm256_store_si256((__m256i *)sc, _mm256_and_si256(s0, m6));
-        _mm256_store_si256((__m256i *)(sc + 32), _mm256_or_si256(_mm256_and_si256(s2, m4),
-                                                                  _mm256_and_si256(_mm256_srli_epi16(s0, 2), m30)));
+        q4k_x8_scales(w + b, sc);
         __m256i sumi[ROWS_MAX];
         UNROLL for (int j = 0; j < 8; j++) {
             _mm_prefetch(next + 128 * j, _MM_HINT_T0);
@@ -494,32 +489,15 @@ static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, cons
         }
         _mm_prefetch(next + 1024, _MM_HINT_T0);
         _mm_prefetch(next + 1088, _MM_HINT_T0);
-        /* the mins: mv[p] int16 lanes 2r, 2r+1 = row r's m[2p], m[2p+1] */
-        const __m256i mlo = _mm256_and_si256(s1, m6);   /* byte 8j + r: m[j], j < 4 */
-        const __m256i mhi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(s2, 4), m4),
-                                            _mm256_and_si256(_mm256_srli_epi16(s1, 2), m30));   /* j 4..7 */
         __m256i mv[4];
-        UNROLL for (int p = 0; p < 4; p++) {
-            const __m256i v = p < 2 ? mlo : mhi;
-            const __m128i h = p % 2 ? _mm256_extracti128_si256(v, 1) : _mm256_castsi256_si128(v);
-            mv[p] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(h, _mm_srli_si128(h, 8)));
-        }
+        q4k_x8_mins(w + b, mv);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
         const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].dmin));
         UNROLL for (int r = 0; r < R; r++) {
             const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + b;
-            const __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
-            /* int32 lane p (of each half) = the bsum pairs of sub-blocks 2p and 2p+1 */
-            const __m128i pr = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-            const __m256i p2 = _mm256_broadcastsi128_si256(pr);
-            const __m256i summ = _mm256_add_epi32(
-                _mm256_add_epi32(_mm256_madd_epi16(mv[0], _mm256_shuffle_epi32(p2, 0x00)),
-                                 _mm256_madd_epi16(mv[1], _mm256_shuffle_epi32(p2, 0x55))),
-                _mm256_add_epi32(_mm256_madd_epi16(mv[2], _mm256_shuffle_epi32(p2, 0xAA)),
-                                 _mm256_madd_epi16(mv[3], _mm256_shuffle_epi32(p2, 0xFF))));
             const __m256 da = _mm256_set1_ps(a->d);
             acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-            acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(dmw, da), _mm256_cvtepi32_ps(summ), acc[r]);
+            acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(dmw, da), _mm256_cvtepi32_ps(q4k_x8_summ(mv, a)), acc[r]);
         }
     }
     UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);

@@ -11,6 +11,7 @@
     defined(__AVX512DQ__) && defined(__AVX512VNNI__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #include "kernels/rows.h"
+#include "kernels/x86_q4k_x8.h"
 #include <string.h>
 #include "util.h"
 
@@ -160,76 +161,8 @@ static void attn_values_f16(int64_t hd, int nk, const uint16_t *v, int64_t vs, c
 /* Up to 8 activation rows per pass: the unpacked nibbles of a block (8 ymm) and 8
  * accumulators fit in the 32 vector registers that AVX-512 gives even to 256-bit code. */
 #define VNNI_ROWS 8
-
-static ALWAYS_INLINE __m256i bcast32(const int8_t *p) {
-    int32_t x;
-    memcpy(&x, p, 4);
-    return _mm256_set1_epi32(x);
-}
-
-/* 8 interleaved q4_0 rows (block_q4_0x8) against R activation rows. A 32-byte load holds 4
- * nibble bytes of each weight row; vpdpbusd multiplies them (unsigned) by a broadcast of 4
- * activation bytes (signed) and adds the 4 products to that row's int32 lane, so a block's
- * 8 row sums need 8 instructions per activation row and no int16 stage. Each row's sum
- * starts at -8*sum(y) (the AVX2 activation extras, which this table shares): the exact
- * integer sum(q*y) - 8*sum(y), then acc = fma(dw*da, v, acc) in block order, as ref does:
- * results equal ref's bit for bit and never depend on R. */
-static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
-    const block_q4_0x8 *w = vw;
-    const int64_t nb = n / QK8_0;
-    const size_t ex_off = (size_t)nb * sizeof(block_q8_0);
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc[VNNI_ROWS];
-    UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        _mm_prefetch((const char *)(w + b) + 1024, _MM_HINT_T0);
-        _mm_prefetch((const char *)(w + b) + 1024 + 64, _MM_HINT_T0);
-        _mm_prefetch((const char *)(w + b) + 1024 + 128, _MM_HINT_T0);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
-        __m256i lo[4], hi[4];
-        UNROLL for (int c = 0; c < 4; c++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
-            lo[c] = _mm256_and_si256(v, m4);
-            hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        }
-        UNROLL for (int r = 0; r < R; r++) {
-            const char *ar = va + (size_t)r * stride;
-            const block_q8_0 *a = (const block_q8_0 *)ar + b;
-            const char *ex = ar + ex_off + (size_t)(b >> 2) * 32 + (size_t)(b & 3) * 4;
-            int32_t sy;
-            float da;
-            memcpy(&sy, ex, 4);
-            memcpy(&da, ex + 16, 4);
-            __m256i p0 = _mm256_set1_epi32(-sy), p1 = _mm256_setzero_si256();   /* two chains */
-            UNROLL for (int c = 0; c < 4; c++) {
-                p0 = _mm256_dpbusd_epi32(p0, lo[c], bcast32(a->qs + 4 * c));
-                p1 = _mm256_dpbusd_epi32(p1, hi[c], bcast32(a->qs + 16 + 4 * c));
-            }
-            const __m256i v = _mm256_add_epi32(p0, p1);
-            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(da)), _mm256_cvtepi32_ps(v), acc[r]);
-        }
-    }
-    UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
-}
-
-/* vec_dot_x8 from x8_rows: activation rows in groups of VNNI_ROWS, then the rest */
-#define X8_FROM(name, rows)                                                                  \
-    static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
-        const char *a = va;                                                                  \
-        int r = 0;                                                                           \
-        for (; r + VNNI_ROWS <= na; r += VNNI_ROWS) rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, VNNI_ROWS); \
-        switch (na - r) {                                                                    \
-        case 7: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 7); break;             \
-        case 6: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 6); break;             \
-        case 5: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 5); break;             \
-        case 4: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 4); break;             \
-        case 3: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 3); break;             \
-        case 2: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 2); break;             \
-        case 1: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1); break;             \
-        default: break;                                                                      \
-        }                                                                                    \
-    }
-X8_FROM(x8_q4_0, x8_rows_q4_0)
+#define VNNI_DPBUSD _mm256_dpbusd_epi32
+#include "kernels/x86_vnni_x8.h"
 
 /* ---------------- q6_K (512-bit) ---------------- */
 
@@ -310,6 +243,7 @@ int hachi_kernels_fill_avx512(hachi_kernels *t) {
     t->attn_values_f16 = attn_values_f16;
     set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx512, multi_q6_K);
     t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;   /* with AVX2's activation extras */
+    t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;
     return 1;
 }
 

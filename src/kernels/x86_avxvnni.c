@@ -1,0 +1,25 @@
+/* kernels/x86_avxvnni: the table of x86 CPUs with AVX-VNNI (VEX-encoded vpdpbusd on 256-bit
+ * vectors) but no AVX-512: Intel Alder Lake and later client cores, AMD Zen 5 with AVX-512
+ * off. It overrides only the interleaved int4 kernels (x86_vnni_x8.h, 4 activation rows per
+ * pass: 16 vector registers); every other entry is the AVX2 table's, which dispatch.c
+ * copies first. Built with the AVX2/FMA/F16C/AVX-VNNI flags that dispatch.c checks. */
+#include "kernels/kernels.h"
+
+#if defined(__x86_64__) && defined(__AVXVNNI__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#include "kernels/rows.h"
+
+#define VNNI_ROWS 4
+#define VNNI_DPBUSD _mm256_dpbusd_avx_epi32
+#include "kernels/x86_vnni_x8.h"
+
+/* on a copy of AVX2's table */
+int hachi_kernels_fill_avxvnni(hachi_kernels *t) {
+    t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;   /* with AVX2's activation extras */
+    t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;
+    return 1;
+}
+
+#else
+int hachi_kernels_fill_avxvnni(hachi_kernels *t) { (void)t; return 0; }
+#endif

@@ -1,0 +1,50 @@
+/* kernels/x86_q4k_x8: the per-block parts of the interleaved q4_K kernels (block_q4_Kx8)
+ * that the AVX2 and AVX-512 files share: the 8 rows' 6-bit scales and mins decoded with a few
+ * vector ops (byte k of the 8 rows' scales is one 64-bit lane, so the 6-bit unpacking runs
+ * on 8 rows at once), and the mins' exact integer sum against an activation block's bsums.
+ * Included only by files built with AVX2 (or wider) flags. */
+#ifndef HACHI_KERNELS_X86_Q4K_X8_H
+#define HACHI_KERNELS_X86_Q4K_X8_H
+#include <immintrin.h>
+#include "kernels/rows.h"
+#include "quant.h"
+
+/* sc[8j + r] = row r's 6-bit scale of sub-block j (sc: 64 bytes, 32-byte aligned) */
+static ALWAYS_INLINE void q4k_x8_scales(const block_q4_Kx8 *w, uint8_t *sc) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
+    /* scales[k] = byte k of the 8 rows: s0 = bytes 0..3, s2 = 8..11 (8 rows each) */
+    const __m256i s0 = _mm256_loadu_si256((const __m256i *)w->scales[0]);
+    const __m256i s2 = _mm256_loadu_si256((const __m256i *)w->scales[8]);
+    _mm256_store_si256((__m256i *)sc, _mm256_and_si256(s0, m6));
+    _mm256_store_si256((__m256i *)(sc + 32), _mm256_or_si256(_mm256_and_si256(s2, m4),
+                                                              _mm256_and_si256(_mm256_srli_epi16(s0, 2), m30)));
+}
+
+/* the mins: mv[p] int16 lanes 2r, 2r+1 = row r's m[2p], m[2p+1] */
+static ALWAYS_INLINE void q4k_x8_mins(const block_q4_Kx8 *w, __m256i mv[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i s1 = _mm256_loadu_si256((const __m256i *)w->scales[4]);
+    const __m256i s2 = _mm256_loadu_si256((const __m256i *)w->scales[8]);
+    const __m256i mlo = _mm256_and_si256(s1, m6);   /* byte 8j + r: m[j], j < 4 */
+    const __m256i mhi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(s2, 4), m4),
+                                        _mm256_and_si256(_mm256_srli_epi16(s1, 2), m30));   /* j 4..7 */
+    for (int p = 0; p < 4; p++) {
+        const __m256i v = p < 2 ? mlo : mhi;
+        const __m128i h = p % 2 ? _mm256_extracti128_si256(v, 1) : _mm256_castsi256_si128(v);
+        mv[p] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(h, _mm_srli_si128(h, 8)));
+    }
+}
+
+/* int32 lane r: sum_j m_r[j] * (bsums[2j] + bsums[2j+1]) of activation block a */
+static ALWAYS_INLINE __m256i q4k_x8_summ(const __m256i mv[4], const block_q8_K *a) {
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
+    /* int32 lane p (of each half) = the bsum pairs of sub-blocks 2p and 2p+1 */
+    const __m128i pr = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    const __m256i p2 = _mm256_broadcastsi128_si256(pr);
+    return _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(mv[0], _mm256_shuffle_epi32(p2, 0x00)),
+                                             _mm256_madd_epi16(mv[1], _mm256_shuffle_epi32(p2, 0x55))),
+                            _mm256_add_epi32(_mm256_madd_epi16(mv[2], _mm256_shuffle_epi32(p2, 0xAA)),
+                                             _mm256_madd_epi16(mv[3], _mm256_shuffle_epi32(p2, 0xFF))));
+}
+
+#endif

@@ -1,0 +1,140 @@
+/* kernels/x86_vnni_x8: the VNNI kernels of the interleaved int4 rows (block_q4_0x8,
+ * block_q4_Kx8), written once for the two x86 tables that have vpdpbusd on 256-bit vectors:
+ * AVX-512 VNNI (x86_avx512.c, EVEX, VNNI_ROWS 8: 32 vector registers) and AVX-VNNI
+ * (x86_avxvnni.c, VEX, VNNI_ROWS 4: 16). The including file defines VNNI_ROWS and
+ * VNNI_DPBUSD (the intrinsic) and includes rows.h and x86_q4k_x8.h; it gets the static
+ * vec_dot_x8 entries x8_q4_0 (over AVX2's Q4_0 activation extras) and x8_q4_K. */
+#ifndef HACHI_KERNELS_X86_VNNI_X8_H
+#define HACHI_KERNELS_X86_VNNI_X8_H
+#include <immintrin.h>
+#include <string.h>
+#include "kernels/rows.h"
+#include "kernels/x86_q4k_x8.h"
+#include "quant.h"
+
+static ALWAYS_INLINE __m256i bcast32(const int8_t *p) {
+    int32_t x;
+    memcpy(&x, p, 4);
+    return _mm256_set1_epi32(x);
+}
+
+/* 8 interleaved q4_0 rows (block_q4_0x8) against R activation rows. A 32-byte load holds 4
+ * nibble bytes of each weight row; vpdpbusd multiplies them (unsigned) by a broadcast of 4
+ * activation bytes (signed) and adds the 4 products to that row's int32 lane, so a block's
+ * 8 row sums need 8 instructions per activation row and no int16 stage. Each row's sum
+ * starts at -8*sum(y) (the AVX2 activation extras, which this table shares): the exact
+ * integer sum(q*y) - 8*sum(y), then acc = fma(dw*da, v, acc) in block order, as ref does:
+ * results equal ref's bit for bit and never depend on R. */
+static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    const block_q4_0x8 *w = vw;
+    const int64_t nb = n / QK8_0;
+    const size_t ex_off = (size_t)nb * sizeof(block_q8_0);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[VNNI_ROWS];
+    UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        _mm_prefetch((const char *)(w + b) + 1024, _MM_HINT_T0);
+        _mm_prefetch((const char *)(w + b) + 1024 + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)(w + b) + 1024 + 128, _MM_HINT_T0);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
+        __m256i lo[4], hi[4];
+        UNROLL for (int c = 0; c < 4; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
+            lo[c] = _mm256_and_si256(v, m4);
+            hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        }
+        UNROLL for (int r = 0; r < R; r++) {
+            const char *ar = va + (size_t)r * stride;
+            const block_q8_0 *a = (const block_q8_0 *)ar + b;
+            const char *ex = ar + ex_off + (size_t)(b >> 2) * 32 + (size_t)(b & 3) * 4;
+            int32_t sy;
+            float da;
+            memcpy(&sy, ex, 4);
+            memcpy(&da, ex + 16, 4);
+            __m256i p0 = _mm256_set1_epi32(-sy), p1 = _mm256_setzero_si256();   /* two chains */
+            UNROLL for (int c = 0; c < 4; c++) {
+                p0 = VNNI_DPBUSD(p0, lo[c], bcast32(a->qs + 4 * c));
+                p1 = VNNI_DPBUSD(p1, hi[c], bcast32(a->qs + 16 + 4 * c));
+            }
+            const __m256i v = _mm256_add_epi32(p0, p1);
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(da)), _mm256_cvtepi32_ps(v), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
+}
+
+/* 8 interleaved q4_K rows (block_q4_Kx8) against R activation rows. Per sub-block j and
+ * row: 8 vpdpbusd (4 nibble bytes of each weight row against a broadcast of 4 activation
+ * bytes) make the int32 sum(q*qa) of each weight row, times its 6-bit scale (vpmulld), summed
+ * over the 8 sub-blocks; the mins as in the AVX2 kernel (x86_q4k_x8.h). Then
+ * acc = fma(dw*da, sumi, acc), acc = fma(-(dmw*da), summ, acc): exactly ref's order, so
+ * results equal ref's bit for bit and never depend on R. */
+static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    const block_q4_Kx8 *w = vw;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[VNNI_ROWS];
+    UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        const char *next = (const char *)(w + b + 1);
+        _Alignas(32) uint8_t sc[64];   /* sc[8j + r]: row r's 6-bit scale of sub-block j */
+        q4k_x8_scales(w + b, sc);
+        __m256i sumi[VNNI_ROWS];
+        UNROLL for (int j = 0; j < 8; j++) {
+            _mm_prefetch(next + 128 * j, _MM_HINT_T0);
+            _mm_prefetch(next + 128 * j + 64, _MM_HINT_T0);
+            const __m256i scv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8 * j)));
+            const uint8_t *qj = w[b].qs + 256 * (j / 2);
+            __m256i q[8];
+            UNROLL for (int c = 0; c < 8; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(qj + 32 * c));
+                q[c] = j % 2 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+            }
+            UNROLL for (int r = 0; r < R; r++) {
+                const int8_t *y = ((const block_q8_K *)(va + (size_t)r * stride) + b)->qs + 32 * j;
+                __m256i p0 = _mm256_setzero_si256(), p1 = _mm256_setzero_si256();   /* two chains */
+                UNROLL for (int c = 0; c < 8; c += 2) {
+                    p0 = VNNI_DPBUSD(p0, q[c], bcast32(y + 4 * c));
+                    p1 = VNNI_DPBUSD(p1, q[c + 1], bcast32(y + 4 * c + 4));
+                }
+                const __m256i t = _mm256_mullo_epi32(_mm256_add_epi32(p0, p1), scv);
+                sumi[r] = j ? _mm256_add_epi32(sumi[r], t) : t;
+            }
+        }
+        _mm_prefetch(next + 1024, _MM_HINT_T0);
+        _mm_prefetch(next + 1088, _MM_HINT_T0);
+        __m256i mv[4];
+        q4k_x8_mins(w + b, mv);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
+        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].dmin));
+        UNROLL for (int r = 0; r < R; r++) {
+            const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + b;
+            const __m256 da = _mm256_set1_ps(a->d);
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(dmw, da), _mm256_cvtepi32_ps(q4k_x8_summ(mv, a)), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
+}
+
+/* vec_dot_x8 from x8_rows: activation rows in groups of VNNI_ROWS, then one of 4 (when
+ * VNNI_ROWS is 8) and the 1..3 left */
+#define X8_FROM(name, rows)                                                                  \
+    static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
+        const char *a = va;                                                                  \
+        int r = 0;                                                                           \
+        for (; r + VNNI_ROWS <= na; r += VNNI_ROWS) rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, VNNI_ROWS); \
+        if (VNNI_ROWS > 4 && r + 4 <= na) {                                                  \
+            rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 4);                        \
+            r += 4;                                                                          \
+        }                                                                                    \
+        switch (na - r) {                                                                    \
+        case 3: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 3); break;             \
+        case 2: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 2); break;             \
+        case 1: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1); break;             \
+        default: break;                                                                      \
+        }                                                                                    \
+    }
+X8_FROM(x8_q4_0, x8_rows_q4_0)
+X8_FROM(x8_q4_K, x8_rows_q4_K)
+
+#endif
