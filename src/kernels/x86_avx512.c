@@ -177,8 +177,9 @@ static ALWAYS_INLINE void rows_q6_K(int64_t n, float *s, const void *vw, const c
     const block_q6_K *w = vw;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     /* int16 lane i of the scale vector of quarters (0,1) / (2,3) of half h: sc16[8h + 4k + i/8] */
-#define Q6_SIDX(b) b, b, b, b, b, b, b, b, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, \
-                   b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3
+#define Q6_SIDX(b) (b), (b), (b), (b), (b), (b), (b), (b), (b) + 1, (b) + 1, (b) + 1, (b) + 1, (b) + 1, (b) + 1, (b) + 1, \
+                   (b) + 1, (b) + 2, (b) + 2, (b) + 2, (b) + 2, (b) + 2, (b) + 2, (b) + 2, (b) + 2, (b) + 3, (b) + 3, \
+                   (b) + 3, (b) + 3, (b) + 3, (b) + 3, (b) + 3, (b) + 3
     static const int16_t idx[4][32] __attribute__((aligned(64))) = {{Q6_SIDX(0)}, {Q6_SIDX(4)}, {Q6_SIDX(8)}, {Q6_SIDX(12)}};
 #undef Q6_SIDX
     const __m512i sidx[2][2] = {{_mm512_load_si512(idx[0]), _mm512_load_si512(idx[1])},
