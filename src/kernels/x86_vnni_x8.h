@@ -2,7 +2,8 @@
  * block_q4_Kx8), written once for the two x86 tables that have vpdpbusd on 256-bit vectors:
  * AVX-512 VNNI (x86_avx512.c, EVEX, VNNI_ROWS 8: 32 vector registers) and AVX-VNNI
  * (x86_avxvnni.c, VEX, VNNI_ROWS 4: 16). The including file defines VNNI_ROWS and
- * VNNI_DPBUSD (the intrinsic) and includes rows.h and x86_q4k_x8.h; it gets the static
+ * VNNI_DPBUSD (the intrinsic), optionally VNNI_DPBUSD_B (the same with a broadcast memory
+ * operand), and includes rows.h and x86_q4k_x8.h; it gets the static
  * vec_dot_x8 entries x8_q4_0 (over AVX2's Q4_0 activation extras) and x8_q4_K. */
 #ifndef HACHI_KERNELS_X86_VNNI_X8_H
 #define HACHI_KERNELS_X86_VNNI_X8_H
@@ -12,18 +13,30 @@
 #include "kernels/x86_q4k_x8.h"
 #include "quant.h"
 
+/* weight prefetch distance: 4 KiB ahead streamed 1 token from DRAM at 20.3-21.9 GB/s on 2
+ * threads against 17.3-19.1 at 1 KiB (Sapphire Rapids class, bench/RESULTS.md) */
+#ifndef X8_PF_DIST
+#define X8_PF_DIST 4096
+#endif
+
 static ALWAYS_INLINE __m256i bcast32(const int8_t *p) {
     int32_t x;
     memcpy(&x, p, 4);
     return _mm256_set1_epi32(x);
 }
+/* acc += dot of w's unsigned bytes with the 4 signed bytes at p broadcast to every lane.
+ * EVEX has the broadcast as a memory operand ({1to8}): one fused instruction where the
+ * intrinsics compile to a separate broadcast load; VEX (AVX-VNNI) has no such operand. */
+#ifndef VNNI_DPBUSD_B
+#define VNNI_DPBUSD_B(acc, w, p) VNNI_DPBUSD((acc), (w), bcast32(p))
+#endif
 
 /* 8 interleaved q4_0 rows (block_q4_0x8) against R activation rows. A 32-byte load holds 4
  * nibble bytes of each weight row; vpdpbusd multiplies them (unsigned) by a broadcast of 4
  * activation bytes (signed) and adds the 4 products to that row's int32 lane, so a block's
- * 8 row sums need 8 instructions per activation row and no int16 stage. Each row's sum
- * starts at -8*sum(y) (the AVX2 activation extras, which this table shares): the exact
- * integer sum(q*y) - 8*sum(y), then acc = fma(dw*da, v, acc) in block order, as ref does:
+ * 8 row sums need 8 instructions per activation row and no int16 stage. 8*sum(y) (the
+ * AVX2 activation extras, which this table shares) is subtracted: the exact integer
+ * sum(q*y) - 8*sum(y), then acc = fma(dw*da, v, acc) in block order, as ref does:
  * results equal ref's bit for bit and never depend on R. */
 static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
     const block_q4_0x8 *w = vw;
@@ -33,9 +46,9 @@ static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, cons
     __m256 acc[VNNI_ROWS];
     UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        _mm_prefetch((const char *)(w + b) + 1024, _MM_HINT_T0);
-        _mm_prefetch((const char *)(w + b) + 1024 + 64, _MM_HINT_T0);
-        _mm_prefetch((const char *)(w + b) + 1024 + 128, _MM_HINT_T0);
+        _mm_prefetch((const char *)(w + b) + X8_PF_DIST, _MM_HINT_T0);
+        _mm_prefetch((const char *)(w + b) + X8_PF_DIST + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)(w + b) + X8_PF_DIST + 128, _MM_HINT_T0);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
         __m256i lo[4], hi[4];
         UNROLL for (int c = 0; c < 4; c++) {
@@ -47,16 +60,17 @@ static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, cons
             const char *ar = va + (size_t)r * stride;
             const block_q8_0 *a = (const block_q8_0 *)ar + b;
             const char *ex = ar + ex_off + (size_t)(b >> 2) * 32 + (size_t)(b & 3) * 4;
-            int32_t sy;
             float da;
-            memcpy(&sy, ex, 4);
             memcpy(&da, ex + 16, 4);
-            __m256i p0 = _mm256_set1_epi32(-sy), p1 = _mm256_setzero_si256();   /* two chains */
+            /* one dependency chain per row when several rows interleave, two for one or two */
+            __m256i p0 = _mm256_setzero_si256(), p1 = _mm256_setzero_si256();
             UNROLL for (int c = 0; c < 4; c++) {
-                p0 = VNNI_DPBUSD(p0, lo[c], bcast32(a->qs + 4 * c));
-                p1 = VNNI_DPBUSD(p1, hi[c], bcast32(a->qs + 16 + 4 * c));
+                p0 = VNNI_DPBUSD_B(p0, lo[c], a->qs + 4 * c);
+                if (R > 2) p0 = VNNI_DPBUSD_B(p0, hi[c], a->qs + 16 + 4 * c);
+                else p1 = VNNI_DPBUSD_B(p1, hi[c], a->qs + 16 + 4 * c);
             }
-            const __m256i v = _mm256_add_epi32(p0, p1);
+            if (R <= 2) p0 = _mm256_add_epi32(p0, p1);
+            const __m256i v = _mm256_sub_epi32(p0, bcast32((const int8_t *)ex));   /* - 8*sum(y) */
             acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(da)), _mm256_cvtepi32_ps(v), acc[r]);
         }
     }
@@ -93,8 +107,8 @@ static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, cons
                 const int8_t *y = ((const block_q8_K *)(va + (size_t)r * stride) + b)->qs + 32 * j;
                 __m256i p0 = _mm256_setzero_si256(), p1 = _mm256_setzero_si256();   /* two chains */
                 UNROLL for (int c = 0; c < 8; c += 2) {
-                    p0 = VNNI_DPBUSD(p0, q[c], bcast32(y + 4 * c));
-                    p1 = VNNI_DPBUSD(p1, q[c + 1], bcast32(y + 4 * c + 4));
+                    p0 = VNNI_DPBUSD_B(p0, q[c], y + 4 * c);
+                    p1 = VNNI_DPBUSD_B(p1, q[c + 1], y + 4 * c + 4);
                 }
                 const __m256i t = _mm256_mullo_epi32(_mm256_add_epi32(p0, p1), scv);
                 sumi[r] = j ? _mm256_add_epi32(sumi[r], t) : t;
