@@ -32,6 +32,7 @@ ifneq ($(findstring x86_64,$(MACHINE)),)
 FLAGS_avx2   := -mavx2 -mfma -mf16c
 FLAGS_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
 FLAGS_avxvnni := -mavxvnni -mavx2 -mfma -mf16c
+FLAGS_amx    := $(FLAGS_avx512) -mamx-tile -mamx-int8
 endif
 ifneq ($(findstring aarch64,$(MACHINE)),)
 FLAGS_neon   := -march=armv8.2-a+dotprod+fp16
@@ -67,6 +68,7 @@ $(TEST_OBJ): DIR_FLAGS = -Isrc
 $(BUILD)/src/kernels/x86_avx2.o:   ISA_FLAGS = $(FLAGS_avx2)
 $(BUILD)/src/kernels/x86_avx512.o: ISA_FLAGS = $(FLAGS_avx512)
 $(BUILD)/src/kernels/x86_avxvnni.o: ISA_FLAGS = $(FLAGS_avxvnni)
+$(BUILD)/src/kernels/x86_amx.o: ISA_FLAGS = $(FLAGS_amx)
 $(BUILD)/src/kernels/x86_avx2_attn.o: ISA_FLAGS = $(FLAGS_avx2)
 $(BUILD)/src/kernels/arm_neon.o:   ISA_FLAGS = $(FLAGS_neon)
 
@@ -173,6 +175,8 @@ $(LINT_DIR)/src/kernels/x86_avx512.txt: LINT_DEFS = $(X86_DEFS_avx512)
 $(LINT_DIR)/src/kernels/x86_avx512.txt: LINT_FLAGS = $(FLAGS_avx512)
 $(LINT_DIR)/src/kernels/x86_avxvnni.txt: LINT_DEFS = $(X86_DEFS_avx2) -D__AVXVNNI__
 $(LINT_DIR)/src/kernels/x86_avxvnni.txt: LINT_FLAGS = $(FLAGS_avxvnni)
+$(LINT_DIR)/src/kernels/x86_amx.txt: LINT_DEFS = $(X86_DEFS_avx512) -D__AMX_TILE__ -D__AMX_INT8__
+$(LINT_DIR)/src/kernels/x86_amx.txt: LINT_FLAGS = $(FLAGS_amx)
 $(LINT_DIR)/src/kernels/arm_neon.txt: LINT_DEFS = -D__aarch64__ -D__ARM_NEON -D__ARM_FEATURE_DOTPROD -D__ARM_FEATURE_FP16_VECTOR_ARITHMETIC
 $(LINT_DIR)/src/kernels/arm_neon.txt: LINT_FLAGS = $(if $(wildcard /usr/aarch64-linux-gnu/include/stdio.h),--target=aarch64-linux-gnu -march=armv8.2-a+dotprod+fp16)
 

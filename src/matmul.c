@@ -11,7 +11,9 @@
  *           so each weight block is loaded once for all tokens (a verify of 8
  *           drafted tokens reads the weights once, like one decode step).
  *           n_tok > 16: a chunk of rows that fits in L2 is swept by token
- *           tiles of 16, so weights come from DRAM once per chunk.
+ *           tiles of 16, so weights come from DRAM once per chunk; where the
+ *           ISA has a prefill GEMM for W's interleaved type (AMX), the chunk's
+ *           row groups go through it, token tile by token tile.
  * Chunks are claimed from atomic counters rather than split statically: on
  * a loaded machine a descheduled thread then delays a call by at most the
  * chunk it holds, not by its whole share (measured: statically split, two
@@ -47,6 +49,7 @@ typedef struct matmul_ctx {
     size_t act_stride;                   /* bytes between activation rows */
     int64_t conv_chunk_blocks, conv_chunks_per_row, conv_chunks;
     int64_t row_chunk, row_chunks;
+    bool gemm;                           /* prefill through the ISA's GEMM (kt->gemm_x8) */
     _Alignas(64) atomic_int_fast64_t conv_next;          /* chunk counters, off the read-mostly line */
     atomic_int_fast64_t conv_done, row_next;
 } matmul_ctx;
@@ -85,6 +88,7 @@ static void matmul_convert(matmul_ctx *c) {
     }
 }
 
+
 /* Outputs of rows [r0, r1) for tokens [t0, t0 + nt). */
 static void matmul_rows(const matmul_ctx *c, int64_t r0, int64_t r1, int t0, int nt) {
     const hachi_mat *W = c->W;
@@ -119,6 +123,13 @@ static void matmul_task(void *arg, int ith, int nth) {
         int64_t i = atomic_fetch_add_explicit(&c->row_next, 1, memory_order_relaxed);
         if (i >= c->row_chunks) break;
         int64_t r0 = i * c->row_chunk, r1 = HACHI_MIN(r0 + c->row_chunk, c->W->rows);
+        if (c->gemm) {   /* prefill GEMM: the chunk's groups for each token tile */
+            const char *w = (const char *)c->W->data + r0 * c->W->row_bytes;
+            for (int t0 = 0; t0 < c->n_tok; t0 += MATMUL_MULTI_MAX)
+                c->kt->gemm_x8(c->W->cols, c->y + t0 * c->ldy + r0, c->ldy, w, (int)((r1 - r0) / 8),
+                               c->act + (size_t)t0 * c->act_stride, c->act_stride, HACHI_MIN(MATMUL_MULTI_MAX, c->n_tok - t0));
+            continue;
+        }
         if (c->n_tok <= MATMUL_MULTI_MAX) {
             matmul_rows(c, r0, r1, 0, c->n_tok);
             continue;
@@ -131,11 +142,11 @@ static void matmul_task(void *arg, int ith, int nth) {
 
 /* Rows per chunk: ~MATMUL_CHUNK_BYTES of weights (prefill: one L2 tile), at
  * least 4 chunks per thread when the matrix allows, a multiple of 4 rows. */
-static int64_t matmul_row_chunk(const hachi_mat *W, int n_tok, int nth) {
+static int64_t matmul_row_chunk(const hachi_mat *W, int n_tok, int nth, bool gemm) {
     uint64_t rb = W->row_bytes ? W->row_bytes : 1;
     int64_t chunk = (int64_t)((n_tok <= MATMUL_MULTI_MAX ? MATMUL_CHUNK_BYTES : MATMUL_L2_TILE_BYTES) / rb);
     int64_t balance = (W->rows + 4 * nth - 1) / (4 * nth);
-    const int64_t align = W->x8 ? 8 : MATMUL_ROW_ALIGN;
+    const int64_t align = gemm ? 16 : W->x8 ? 8 : MATMUL_ROW_ALIGN;   /* the GEMM takes groups in pairs */
     if (chunk > balance) chunk = balance;
     chunk = (chunk + align - 1) / align * align;
     return chunk > 0 ? chunk : align;
@@ -160,8 +171,9 @@ void hachi_matmul(hachi_pool *pool, const hachi_kernels *k, const hachi_mat *W,
         if (kt->act_prep) c.conv_chunk_blocks = (c.conv_chunk_blocks + 3) / 4 * 4;   /* act_prep: b0 % 4 == 0 */
         c.conv_chunks_per_row = (nb + c.conv_chunk_blocks - 1) / c.conv_chunk_blocks;
         c.conv_chunks = c.conv_chunks_per_row * n_tok;
+        c.gemm = W->x8 && kt->gemm_x8 && n_tok > MATMUL_MULTI_MAX;
     }
-    c.row_chunk = matmul_row_chunk(W, n_tok, hachi_pool_size(pool));
+    c.row_chunk = matmul_row_chunk(W, n_tok, hachi_pool_size(pool), c.gemm);
     c.row_chunks = (W->rows + c.row_chunk - 1) / c.row_chunk;
     atomic_init(&c.conv_next, 0);
     atomic_init(&c.conv_done, 0);

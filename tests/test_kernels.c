@@ -487,8 +487,51 @@ static int check_x8(uint32_t type, int64_t n, const char *w, int64_t rb, const c
     return x86;
 }
 
+/* The prefill GEMM (gemm_x8, where a table has one for the type) on 3 groups of 8 rows (w8,
+ * interleaved, gb bytes a group) and 16 activation rows a (ab bytes apart, no extras): for
+ * n_groups 1..3 and nt 1..16, every output bitwise ref's vec_dot_x8 and nothing written past
+ * the nt tokens and 8*n_groups rows. Returns how many tables ran it. */
+static int check_gemm(uint32_t type, int64_t n, const char *w8, size_t gb, const char *a, size_t ab) {
+    const hachi_kernels *R = hachi_kernels_ref();
+    const uint32_t vdt = R->t[type].vec_dot_type;
+    enum { LDY = 40 };
+    float want[3][128], y[16 * LDY];
+    for (int g = 0; g < 3; g++) R->t[type].vec_dot_x8(n, want[g], w8 + g * gb, a, ab, 16);
+    int ran = 0;
+    for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
+        const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
+        if (!K || !K->t[type].gemm_x8) continue;
+        const hachi_type_kernels *kt = &K->t[type];
+        ran++;
+        const size_t st = ab + (kt->act_extra ? kt->act_extra(n) : 0);
+        char *ax = malloc(st * 16);
+        for (int t = 0; t < 16; t++) {
+            memcpy(ax + t * st, a + t * ab, ab);
+            if (kt->act_prep) kt->act_prep(n, ax + t * st, 0, n / hachi_type_info(vdt)->blck_size);
+        }
+        int bad = 0, at = -1;
+        for (int nt = 1; nt <= 16; nt++) {
+            for (int ng = 1; ng <= 3; ng++) {
+                for (int i = 0; i < 16 * LDY; i++) y[i] = NAN;
+                kt->gemm_x8(n, y, LDY, w8, ng, ax, st, nt);
+                for (int t = 0; t < 16; t++)
+                    for (int r = 0; r < LDY; r++) {
+                        const float *g = &y[t * LDY + r];
+                        const int in = t < nt && r < 8 * ng;
+                        const int ok = in ? !memcmp(g, &want[r / 8][8 * t + r % 8], sizeof(float)) : isnan(*g);   // NOLINT(bugprone-suspicious-memory-comparison): bitwise equality is what is tested
+                        if (!ok) { bad++; if (at < 0) at = 10000 * nt + 100 * ng + r; }
+                    }
+            }
+        }
+        CHECKF(bad == 0, "%s %s gemm_x8 n=%lld: %d outputs not bitwise ref's or written out of range (first nt*10000+ng*100+row %d)",
+               K->name, hachi_type_name(type), (long long)n, bad, at);
+        free(ax);
+    }
+    return ran;
+}
+
 /* Interleaved q4_0 rows (block_q4_0x8), check_x8 on variants 0 random, 1, 2 the int16
- * extremes (all nibbles 15 against all +127 / -127). */
+ * extremes (all nibbles 15 against all +127 / -127); check_gemm on 3 groups of random rows. */
 TEST(kernels_q4_0_x8) {
     const hachi_kernels *R = hachi_kernels_ref();
     static const int64_t sizes[] = {32, 96, 1536 + 32};
@@ -509,6 +552,18 @@ TEST(kernels_q4_0_x8) {
                 R->t[HACHI_TYPE_Q8_0].from_float(x, a + t * ab, n);
             }
             check_x8(HACHI_TYPE_Q4_0, n, w, rb, a, ab, extreme);
+            if (extreme == 0) {   /* 3 groups: these 8 rows, then 16 more */
+                char *w24 = malloc((size_t)rb * 24), *w8 = malloc((size_t)rb * 24);
+                memcpy(w24, w, (size_t)rb * 8);
+                for (int j = 8; j < 24; j++) {
+                    fill(x, n, 0);
+                    R->t[HACHI_TYPE_Q4_0].from_float(x, w24 + j * rb, n);
+                }
+                for (int g = 0; g < 3; g++) hachi_repack_q4_0_x8(w24 + g * 8 * rb, (uint64_t)rb, w8 + g * 8 * rb, n);
+                const int ran = check_gemm(HACHI_TYPE_Q4_0, n, w8, (size_t)rb * 8, a, ab);
+                if (si == 0) printf("    q4_0 gemm_x8: %d table(s) have it\n", ran);
+                free(w24); free(w8);
+            }
             free(w); free(a); free(x);
         }
 }

@@ -14,6 +14,8 @@
 #include "kernels/kernels.h"
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 #if defined(__aarch64__)
 #include <sys/auxv.h>
@@ -33,6 +35,18 @@ const char *hachi_isa_name(hachi_isa isa) {
 static int has_f16c(void) {
     unsigned a, b, c, d;
     return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+/* AMX-TILE and AMX-INT8 are CPUID.(7,0):EDX bits 24 and 25; a process must also ask Linux for
+ * the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA 18) before its first
+ * tile instruction, which a kernel without AMX support refuses. */
+static int has_amx(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || (d & (3u << 24)) != (3u << 24)) return 0;
+#if defined(__linux__) && defined(__x86_64__)
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18) == 0;
+#else
+    return 0;
+#endif
 }
 /* AVX-VNNI is CPUID.(7,1):EAX bit 4 (older compilers' __builtin_cpu_supports lack it) */
 static int has_avxvnni(void) {
@@ -86,7 +100,12 @@ static void assemble(hachi_isa isa, hachi_isa base) {
     switch (isa) {
     case HACHI_ISA_AVX2: ok = hachi_kernels_fill_avx2(t); break;
     case HACHI_ISA_AVXVNNI: ok = hachi_kernels_fill_avxvnni(t); break;
-    case HACHI_ISA_AVX512: ok = hachi_kernels_fill_avx512(t); break;
+    case HACHI_ISA_AVX512:
+        ok = hachi_kernels_fill_avx512(t);
+#if defined(__x86_64__)
+        if (ok && has_amx()) hachi_kernels_fill_amx(t);
+#endif
+        break;
     case HACHI_ISA_NEON: ok = hachi_kernels_fill_neon(t, has_dotprod()); break;
     default: break;
     }

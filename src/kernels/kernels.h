@@ -52,6 +52,12 @@ typedef struct hachi_type_kernels {
     hachi_act_extra_fn act_extra;     /* NULL: no activation extras (then act_prep is NULL) */
     hachi_act_prep_fn act_prep;
     hachi_vec_dot_x8_fn vec_dot_x8;   /* NULL: rows are not interleaved for this type */
+    /* Prefill GEMM over interleaved rows (NULL where this ISA has none): y[t*ldy + r] for the
+     * 8*n_groups rows of w8 (n_groups consecutive groups of 8) and the nt <= 16 activation rows
+     * at a (vec_dot_type rows with this ISA's extras, a_stride apart), each bit for bit
+     * vec_dot_x8's. */
+    void (*gemm_x8)(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
+                    int nt);
 } hachi_type_kernels;
 
 typedef struct hachi_kernels {
@@ -103,6 +109,7 @@ void hachi_kernels_fill_ref(hachi_kernels *t);
 int hachi_kernels_fill_avx2(hachi_kernels *t);
 int hachi_kernels_fill_avxvnni(hachi_kernels *t);
 int hachi_kernels_fill_avx512(hachi_kernels *t);
+int hachi_kernels_fill_amx(hachi_kernels *t);   /* AVX-512 table's AMX GEMM, where the CPU has AMX */
 int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod);   /* dotprod: the CPU has sdot (ASIMDDP) */
 
 /* Kernels the ISA files share. ref.c's scalar softmax (also the AVX2 one's fallback);

@@ -1,0 +1,158 @@
+/* kernels/x86_amx: the prefill GEMM of interleaved Q4_0 rows on Intel AMX (TMUL, int8), for
+ * up to 16 tokens and 16 weight rows (two block_q4_0x8 groups) at a time. Per weight block of
+ * 32 elements, one TDPBSSD multiplies the tokens' int8 activations (A: 16 rows of 32 bytes,
+ * loaded straight from the q8_0 rows) by the weights' signed q - 8 (B: 8 rows of 16 x 4 bytes,
+ * which the interleaved layout nearly is: one nibble mask and a lane shuffle per 64 bytes) into
+ * 16 x 16 exact int32 sums sum(y*(q-8)), row t = token t; then, as ref does, acc = fma(dw*da,
+ * v, acc) in block order with a token's 16 weight rows in one zmm: every result equals ref's
+ * vec_dot_x8 bit for bit. The tiles are double-buffered so that the tile unit works on block b
+ * while the vector units scale block b-1. A lone group (rows % 16 == 8) goes to the VNNI x8
+ * kernel. Built with the AVX-512 and AMX flags; dispatch.c adds this entry to the AVX-512 table
+ * only where the CPU has AMX-TILE/INT8 and Linux grants the tile data permission. */
+#include "kernels/kernels.h"
+
+#if defined(__x86_64__) && defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__) && \
+    defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__) && defined(__F16C__)
+#include <immintrin.h>
+#include <string.h>
+#include "kernels/rows.h"
+
+#define VNNI_ROWS 8
+#define VNNI_DPBUSD _mm256_dpbusd_epi32
+#include "kernels/x86_vnni_x8.h"
+
+#define AMX_ROWS 16   /* weight rows (two groups) and tokens per tile */
+/* The tile intrinsics are asm statements that tell the compiler neither that they read memory
+ * (the config, the B tile written just before) nor that they write it (the stored C tile): a
+ * compiler barrier on each side, with the buffers' addresses escaping into it, keeps the
+ * stores before and the loads after. */
+#define AMX_BARRIER(p) __asm__ __volatile__("" : : "r"(p) : "memory")
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_tilecfg;
+
+/* C (tmm0, tmm1): nt tokens x 16 int32; A (tmm2, tmm3): nt tokens x 32 bytes; B (tmm4, tmm5):
+ * 8 rows x 64 bytes. Two of each: block b uses the set b % 2. */
+static void amx_config(int nt) {
+    amx_tilecfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int i = 0; i < 2; i++) {
+        cfg.rows[i] = (uint8_t)nt; cfg.colsb[i] = AMX_ROWS * 4;
+        cfg.rows[2 + i] = (uint8_t)nt; cfg.colsb[2 + i] = QK8_0;
+        cfg.rows[4 + i] = QK8_0 / 4; cfg.colsb[4 + i] = AMX_ROWS * 4;
+    }
+    AMX_BARRIER(&cfg);
+    _tile_loadconfig(&cfg);
+}
+
+/* The B tile of block b of groups g0, g1: row r holds elements 4r..4r+3 of each of the 16
+ * weight rows (rows 0-7 from g0, 8-15 from g1), as q - 8. A group's 32-byte slice c holds
+ * elements 4c..4c+3 of its 8 rows in its low nibbles and 16+4c.. in its high ones, so B row r
+ * is [g0 slice r | g1 slice r] low nibbles for r < 4 and high nibbles of slice r-4 after. */
+static ALWAYS_INLINE void unpack_b(const block_q4_0x8 *g0, const block_q4_0x8 *g1, int8_t *bt) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+    UNROLL for (int h = 0; h < 2; h++) {   /* slices 2h, 2h+1 */
+        const __m512i a = _mm512_loadu_si512(g0->qs + 64 * h), b = _mm512_loadu_si512(g1->qs + 64 * h);
+        /* [g0 slice 2h | g1 slice 2h], [g0 slice 2h+1 | g1 slice 2h+1] */
+        const __m512i s0 = _mm512_shuffle_i64x2(a, b, 0x44), s1 = _mm512_shuffle_i64x2(a, b, 0xEE);
+        int8_t *o = bt + 64 * 2 * h;
+        _mm512_storeu_si512(o, _mm512_sub_epi8(_mm512_and_si512(s0, m4), eight));
+        _mm512_storeu_si512(o + 64, _mm512_sub_epi8(_mm512_and_si512(s1, m4), eight));
+        _mm512_storeu_si512(o + 256, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(s0, 4), m4), eight));
+        _mm512_storeu_si512(o + 256 + 64, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(s1, 4), m4), eight));
+    }
+}
+
+/* the tile ops of one block into tile set (C, A, B) (the intrinsics want literal tile numbers) */
+#define AMX_BLOCK(tc, ta, tb, arow, bt, c)                                                         \
+    do {                                                                                           \
+        AMX_BARRIER(bt);                                                                           \
+        _tile_loadd(ta, (arow), (long)a_stride);                                                   \
+        _tile_loadd(tb, (bt), AMX_ROWS * 4);                                                       \
+        _tile_zero(tc);                                                                            \
+        _tile_dpbssd(tc, ta, tb);                                                                  \
+        _tile_stored(tc, (c), AMX_ROWS * 4);                                                       \
+        AMX_BARRIER(c);                                                                            \
+    } while (0)
+
+/* acc[t] = fma(dw * da_t, float(c[t]), acc[t]) for the NT tokens of block b (NT a constant
+ * where it is 16, so the accumulators stay in registers) */
+static ALWAYS_INLINE void scale_block(__m512 *acc, const int32_t (*c)[AMX_ROWS], __m512 dw, const char *a, size_t a_stride,
+                                      size_t ex, const int NT) {
+    UNROLL for (int t = 0; t < NT; t++) {
+        float da;
+        memcpy(&da, a + (size_t)t * a_stride + ex, 4);
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(da)), _mm512_cvtepi32_ps(_mm512_load_si512(c[t])), acc[t]);
+    }
+}
+
+/* y[t*ldy + 8*gi + j] for the n_groups groups of w8 (each n/32 blocks) and tokens t < nt; a:
+ * the nt q8_0 activation rows with AVX2's extras (per 4 blocks 4 int32, then 4 float d) */
+static ALWAYS_INLINE void gemm_q4_0_nt(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
+                                        size_t a_stride, const int nt) {
+    const int64_t nb = n / QK8_0;
+    const size_t ex_off = (size_t)nb * sizeof(block_q8_0);
+    const block_q4_0x8 *w = w8;
+    const char *ac = a;
+    int gi = 0;
+    if (n_groups >= 2) amx_config(nt);
+    for (; gi + 2 <= n_groups; gi += 2) {
+        const block_q4_0x8 *g0 = w + (size_t)gi * nb, *g1 = g0 + nb;
+        _Alignas(64) int8_t bt[2][QK8_0 / 4][AMX_ROWS * 4];
+        _Alignas(64) int32_t c[2][AMX_ROWS][AMX_ROWS];
+        __m512 acc[AMX_ROWS], dw[2];
+        for (int t = 0; t < AMX_ROWS; t++) acc[t] = _mm512_setzero_ps();
+        unpack_b(g0, g1, bt[0][0]);
+        for (int64_t b = 0; b <= nb; b++) {
+            const int k = (int)(b & 1);
+            if (b < nb) {   /* block b on the tile unit (its B tile unpacked the iteration before) */
+                const block_q8_0 *arow = (const block_q8_0 *)ac + b;
+                if (k) AMX_BLOCK(1, 3, 5, arow->qs, bt[1][0], c[1][0]);
+                else AMX_BLOCK(0, 2, 4, arow->qs, bt[0][0], c[0][0]);
+                dw[k] = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)g0[b].d)),
+                                                                 _mm_loadu_si128((const __m128i *)g1[b].d), 1));
+            }
+            if (b + 1 < nb) {   /* the next block's B tile */
+                _mm_prefetch((const char *)(g0 + b) + 4096, _MM_HINT_T0);
+                _mm_prefetch((const char *)(g0 + b) + 4096 + 64, _MM_HINT_T0);
+                _mm_prefetch((const char *)(g0 + b) + 4096 + 128, _MM_HINT_T0);
+                _mm_prefetch((const char *)(g1 + b) + 4096, _MM_HINT_T0);
+                _mm_prefetch((const char *)(g1 + b) + 4096 + 64, _MM_HINT_T0);
+                _mm_prefetch((const char *)(g1 + b) + 4096 + 128, _MM_HINT_T0);
+                unpack_b(g0 + b + 1, g1 + b + 1, bt[k ^ 1][0]);
+            }
+            if (b > 0) {    /* block b-1 on the vector units */
+                const int64_t p = b - 1;
+                scale_block(acc, (const int32_t(*)[AMX_ROWS])c[p & 1], dw[p & 1], ac, a_stride,
+                            ex_off + (size_t)(p >> 2) * 32 + (size_t)(p & 3) * 4 + 16, nt);
+            }
+        }
+        for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + (size_t)t * ldy + 8 * gi, acc[t]);
+    }
+    if (gi < n_groups) {   /* a lone group: the VNNI kernel */
+        float s[8 * AMX_ROWS];
+        x8_q4_0(n, s, w + (size_t)gi * nb, a, a_stride, nt);
+        for (int t = 0; t < nt; t++) memcpy(y + (size_t)t * ldy + 8 * gi, s + 8 * t, 8 * sizeof(float));
+    }
+}
+
+static void gemm_q4_0(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
+                      int nt) {
+    if (nt == AMX_ROWS) gemm_q4_0_nt(n, y, ldy, w8, n_groups, a, a_stride, AMX_ROWS);
+    else gemm_q4_0_nt(n, y, ldy, w8, n_groups, a, a_stride, nt);
+}
+
+/* on the AVX-512 table, after its filler: Q4_0's prefill GEMM (its x8 kernel stays VNNI's) */
+int hachi_kernels_fill_amx(hachi_kernels *t) {
+    (void)x8_q4_K;
+    t->t[HACHI_TYPE_Q4_0].gemm_x8 = gemm_q4_0;
+    return 1;
+}
+
+#else
+int hachi_kernels_fill_amx(hachi_kernels *t) { (void)t; return 0; }
+#endif
