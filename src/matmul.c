@@ -12,9 +12,10 @@
  *           drafted tokens reads the weights once, like one decode step).
  *           n_tok > 16: a chunk of rows that fits in L2 is swept by token
  *           tiles of 16, so weights come from DRAM once per chunk.
- *           Where the ISA has a GEMM for W's interleaved type (AMX), forwards of
- *           MATMUL_GEMM_MIN tokens or more send each chunk's row groups through
- *           it instead, token tile by token tile (bitwise the same sums).
+ *           Where the ISA has a GEMM for W's interleaved type (AVX-512 VNNI's
+ *           16 rows per zmm, AMX's tiles), forwards of the table's gemm_min
+ *           tokens or more send each chunk's row groups through it instead,
+ *           token tile by token tile (bitwise the same sums).
  * Chunks are claimed from atomic counters rather than split statically: on
  * a loaded machine a descheduled thread then delays a call by at most the
  * chunk it holds, not by its whole share (measured: statically split, two
@@ -26,13 +27,6 @@
 #include <string.h>
 
 #define MATMUL_MULTI_MAX 16              /* vec_dot_multi takes at most 16 rows */
-/* forwards of this many tokens or more go through a prefill GEMM where the ISA has one: AMX's
- * costs about the same per 16-row block for 1 to 16 tokens, and passes the VNNI x8 kernel at
- * about 12 (bench_matmul, Sapphire Rapids class: 16 tokens 3.1-3.7 against 4.0-4.6 ns per
- * row-block, 8 tokens 2.8-3.3 against 1.9-2.3) */
-#ifndef MATMUL_GEMM_MIN
-#define MATMUL_GEMM_MIN 12
-#endif
 #define MATMUL_ROW_ALIGN 4               /* row chunks come in multiples of 4 */
 #ifndef MATMUL_CHUNK_BYTES
 #define MATMUL_CHUNK_BYTES (32 * 1024)   /* weights per row chunk, n_tok <= 16 */
@@ -179,7 +173,7 @@ void hachi_matmul(hachi_pool *pool, const hachi_kernels *k, const hachi_mat *W,
         if (kt->act_prep) c.conv_chunk_blocks = (c.conv_chunk_blocks + 3) / 4 * 4;   /* act_prep: b0 % 4 == 0 */
         c.conv_chunks_per_row = (nb + c.conv_chunk_blocks - 1) / c.conv_chunk_blocks;
         c.conv_chunks = c.conv_chunks_per_row * n_tok;
-        c.gemm = W->x8 && kt->gemm_x8 && n_tok >= MATMUL_GEMM_MIN;
+        c.gemm = W->x8 && kt->gemm_x8 && n_tok >= kt->gemm_min;
     }
     c.row_chunk = matmul_row_chunk(W, n_tok, hachi_pool_size(pool), c.gemm);
     c.row_chunks = (W->rows + c.row_chunk - 1) / c.row_chunk;

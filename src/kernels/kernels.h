@@ -58,6 +58,7 @@ typedef struct hachi_type_kernels {
      * vec_dot_x8's. */
     void (*gemm_x8)(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
                     int nt);
+    int gemm_min;                     /* forwards of this many tokens or more use gemm_x8 (measured per ISA) */
 } hachi_type_kernels;
 
 typedef struct hachi_kernels {

@@ -140,16 +140,30 @@ static ALWAYS_INLINE void gemm_q4_0_nt(int64_t n, float *y, int64_t ldy, const v
     }
 }
 
+/* the table's GEMM before this one (AVX-512 VNNI's), for the forwards too short for the tiles */
+static void (*vnni_gemm)(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
+                         int nt);
+
+/* AMX costs about the same per 16-row block for 1 to 16 tokens and passes the VNNI kernels
+ * near 12 (bench_matmul, Sapphire Rapids class: 16 tokens 3.1-3.7 against 4.0-4.6 ns per
+ * row-block, 8 tokens 2.8-3.3 against 1.9-2.3) */
+#define AMX_MIN_TOKENS 12
+
 static void gemm_q4_0(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
                       int nt) {
-    if (nt == AMX_ROWS) gemm_q4_0_nt(n, y, ldy, w8, n_groups, a, a_stride, AMX_ROWS);
+    if (nt < AMX_MIN_TOKENS && vnni_gemm) vnni_gemm(n, y, ldy, w8, n_groups, a, a_stride, nt);
+    else if (nt == AMX_ROWS) gemm_q4_0_nt(n, y, ldy, w8, n_groups, a, a_stride, AMX_ROWS);
     else gemm_q4_0_nt(n, y, ldy, w8, n_groups, a, a_stride, nt);
 }
 
-/* on the AVX-512 table, after its filler: Q4_0's prefill GEMM (its x8 kernel stays VNNI's) */
+/* on the AVX-512 table, after its filler: Q4_0's prefill GEMM (its x8 kernel stays VNNI's; forwards
+ * of fewer than AMX_MIN_TOKENS tokens stay on the table's VNNI GEMM) */
 int hachi_kernels_fill_amx(hachi_kernels *t) {
     (void)x8_q4_K;
-    t->t[HACHI_TYPE_Q4_0].gemm_x8 = gemm_q4_0;
+    hachi_type_kernels *q = &t->t[HACHI_TYPE_Q4_0];
+    vnni_gemm = q->gemm_x8;
+    if (!vnni_gemm) q->gemm_min = AMX_MIN_TOKENS;
+    q->gemm_x8 = gemm_q4_0;
     return 1;
 }
 
