@@ -1,12 +1,13 @@
 /* attn: decode/verify/prefill attention of one layer over its KV cache (kv.h). One
  * K/V head serves a group of G query heads: each K and V row is read once per step
  * and used for all G heads. Keys before p0 are the cache's held rows, keys of this
- * forward its pending rows. Each token of a forward is attended alone, as its own
- * decode step would be: with enough keys, its key range split over the threads and
- * the softmax partials merged (flash-decoding), else whole on one thread; up to 16
- * tokens per dispatch. So a token's logits do not depend on how the sequence was cut
- * into forwards (prefill chunks, verified drafts, a restored prompt cache): they are
- * bitwise those of decoding it. Streaming heads see their own keys (a sink and a recent
+ * forward its pending rows. Each token of a forward is attended as its own decode step
+ * would be: with enough keys, its key range split over the threads and the softmax
+ * partials merged (flash-decoding), else whole on one thread; the keys in tiles of
+ * positions with an online softmax (flash attention), up to 16 tokens per dispatch
+ * sharing each tile while it is in cache. So a token's logits do not depend on how the
+ * sequence was cut into forwards (prefill chunks, verified drafts, a restored prompt
+ * cache): they are bitwise those of decoding it. Streaming heads see their own keys (a sink and a recent
  * window): the query heads of a KV head form at most two sets, each with its key runs.
  * Everything comes from hachi_attn_args (attn.h). */
 #include <float.h>
@@ -22,8 +23,16 @@ typedef struct attn_job {
     int t0, n;      /* tokens t0..t0+n-1 of the forward (n <= HACHI_ATTN_GROUP) */
 } attn_job;
 
-/* a token's scores [G][keys], then its accumulators [G][hd], then (a set of heads) its gathered queries */
-size_t hachi_attn_scores_stride(int n_head, int n_ctx, int hd_max) { return (size_t)n_head * (n_ctx + 2 * hd_max); }
+/* Keys per tile of attn_task: 128 K and 128 V rows of 512 fp16 dims are 256 KiB, which stay
+ * in L2 while every token of a group reads them */
+#define ATTN_TILE_KEYS 128
+
+/* Per thread: a tile's scores [ATTN_TILE_KEYS][G], then for each token of a group its gathered
+ * queries [G][hd] (head sets that are not all G heads) and its running state [G][hd + 2] (a head
+ * set's value sums [Gs][hd], maxima [Gs], sums [Gs], set after set). */
+size_t hachi_attn_scores_stride(int n_head, int hd_max) {
+    return (size_t)n_head * (ATTN_TILE_KEYS + HACHI_ATTN_GROUP * (2 * (size_t)hd_max + 2));
+}
 
 size_t hachi_attn_partial_floats(int n_threads, int n_head, int hd_max) {
     return (size_t)HACHI_ATTN_GROUP * n_threads * n_head * (hd_max + 2);
@@ -143,33 +152,6 @@ static void select_pages(const float *sc, int P, int n_top, int *sel) {
 
 /* ---- attention over a token's runs -------------------------------------------------------- */
 
-/* Scores, softmax numerators and the weighted V sum of keys [a, b) of a key list (runs r)
- * for the G queries q [G][hd] of KV head g. acc [G][hd] receives sum_j exp(s_j - mx_h) v_j;
- * mx, sum [G]. */
-static void attend_range(const attn_job *jb, float *sc, const float *q, int G, int g, const int *r, int nr, int a,
-                         int b, float *acc, float *mx, float *sum) {
-    const hachi_attn_args *A = jb->a;
-    const hachi_kv *kv = A->kv;
-    const int hd = A->head_dim;
-
-    for (int pass = 0; pass < 2; pass++) {   /* 0: scores, then the softmax; 1: values */
-        if (pass) {
-            jb->kern->attn_softmax(sc, b - a, G, A->scale, mx, sum);
-            memset(acc, 0, (size_t)G * hd * sizeof(float));
-        }
-        for (int i = 0, f = 0; i < nr && f < b; f += r[2 * i + 1] - r[2 * i], i++) {
-            const int lo = r[2 * i] + HACHI_MAX(0, a - f), hi = HACHI_MIN(r[2 * i + 1], r[2 * i] + (b - f));
-            for (int j = lo; j < hi;) {
-                hachi_kv_run run = hachi_kv_segment(kv, j, hi, A->p0);
-                float *sj = sc + (size_t)(f + (j - r[2 * i]) - a) * G;
-                if (pass) hachi_kv_values(kv, jb->kern, &run, g, hd, sj, G, acc);
-                else hachi_kv_scores(kv, jb->kern, &run, g, hd, q, G, sj);
-                j += run.n;
-            }
-        }
-    }
-}
-
 /* A token's keys are split over the threads when there are enough of them (decode too). */
 static bool split_keys(int k, int nth) { return nth > 1 && k >= 64 * nth; }
 
@@ -230,59 +212,153 @@ static const int *token_runs(const hachi_attn_args *a, int i, int pos, int *dens
     return dense;
 }
 
-/* Tokens t0..t0+n-1, per KV head and head set: a short set whole on one thread (tokens round
- * robin), a long one with its keys split over all of them, the partials of slot i (token
- * t0+i) left for the caller. A set that is not all G heads has its queries gathered first. */
+/* A head set of one token, on this thread: its keys [a, b) of the set's k (the runs r), a
+ * cursor into r (run ci starts at key cf), its queries and its running state. */
+typedef struct tile_set {
+    int i;                  /* slot: token t0 + i */
+    const head_set *h;
+    int Gs, a, b, ci, cf;
+    bool split;
+    const float *q;         /* [Gs][hd] */
+    float *acc;             /* [Gs][hd] value sums, then [Gs] maxima, [Gs] sums */
+} tile_set;
+
+/* Position of key index j (< the set's k) of runs r */
+static int key_pos(const int *r, int nr, int j) {
+    for (int i = 0; i < nr; i++) {
+        const int n = r[2 * i + 1] - r[2 * i];
+        if (j < n) return r[2 * i] + j;
+        j -= n;
+    }
+    return r[2 * nr - 1];
+}
+
+/* Calls the scores (pass 0) or values (1) of the set's keys in positions [p, p + T): the
+ * segments where its runs (within its keys [a, b)) meet the tile, in order; their scores at
+ * sc. Returns the keys. The cursor moves past runs that end before p. */
+static int tile_keys(const attn_job *jb, tile_set *ts, int g, int p, int T, float *sc, int pass) {
+    const hachi_attn_args *A = jb->a;
+    const int *r = ts->h->r, nr = ts->h->nr, hd = A->head_dim;
+    while (ts->ci < nr && (r[2 * ts->ci + 1] <= p || ts->cf + r[2 * ts->ci + 1] - r[2 * ts->ci] <= ts->a)) {
+        ts->cf += r[2 * ts->ci + 1] - r[2 * ts->ci];
+        ts->ci++;
+    }
+    int m = 0;
+    for (int i = ts->ci, f = ts->cf; i < nr && f < ts->b && r[2 * i] < p + T; f += r[2 * i + 1] - r[2 * i], i++) {
+        const int lo = HACHI_MAX(p, r[2 * i] + HACHI_MAX(0, ts->a - f));
+        const int hi = HACHI_MIN(p + T, HACHI_MIN(r[2 * i + 1], r[2 * i] + (ts->b - f)));
+        for (int j = lo; j < hi;) {
+            hachi_kv_run run = hachi_kv_segment(A->kv, j, hi, A->p0);
+            float *sj = sc + (size_t)m * ts->Gs;
+            if (pass) hachi_kv_values(A->kv, jb->kern, &run, g, hd, sj, ts->Gs, ts->acc);
+            else hachi_kv_scores(A->kv, jb->kern, &run, g, hd, ts->q, ts->Gs, sj);
+            j += run.n;
+            m += run.n;
+        }
+    }
+    return m;
+}
+
+/* Tokens t0..t0+n-1 of the forward, flash-attention style. Per KV head, each token's query
+ * heads form one or two head sets (streaming heads see other keys); a set's keys are split
+ * over the threads when there are enough of them (the partials of slot i left for the
+ * caller), else the set runs whole on thread i % nth. A thread sweeps the positions it reads in
+ * tiles aligned to ATTN_TILE_KEYS, and per tile and set: the scores of the set's keys in the
+ * tile, their softmax against the tile's max, the merge into the set's running max, sum and
+ * value sums (the sums so far rescaled when the max grows, the tile's weights when it does
+ * not), then the value sums. Tile by tile every token of the group reads the tile while it is in
+ * cache, so a forward of k tokens reads each K/V row from memory once, not k times. A token's
+ * arithmetic depends only on its position, its keys and the thread count, never on the other
+ * tokens of the forward: bit for bit the same in a decode step, a verify forward or a prefill
+ * chunk. */
 static void attn_task(void *ctx, int ith, int nth) {
     const attn_job *jb = ctx;
     const hachi_attn_args *A = jb->a;
-    const int hd = A->head_dim, Hkv = A->n_head_kv, G = A->n_head / Hkv, qd = A->n_head * hd;
-    float *sc = A->scores + (size_t)ith * A->scores_stride, *qg = sc + A->scores_stride - (size_t)G * hd;
-    float mx[64], sum[64];
+    const int hd = A->head_dim, Hkv = A->n_head_kv, G = A->n_head / Hkv, qd = A->n_head * hd, T = ATTN_TILE_KEYS;
+    float *sc = A->scores + (size_t)ith * A->scores_stride, *row0 = sc + (size_t)G * T;
+    int dense[HACHI_ATTN_GROUP][2], sr[HACHI_ATTN_GROUP][4];
+    head_set hs[HACHI_ATTN_GROUP][2];
+    tile_set ts[2 * HACHI_ATTN_GROUP];
 
     if (A->sparse_pages) select_group(jb, ith, nth);
-    for (int i = 0; i < jb->n; i++) {
-        const int t = jb->t0 + i, pos = A->p0 + t;
-        int dense[2], sr[4], ntok;
-        const int *tok = token_runs(A, i, pos, dense, &ntok);
-        for (int g = 0; g < Hkv; g++) {
-            head_set hs[2];
-            const int ns = head_sets(A, g, pos, tok, ntok, sr, hs);
+    for (int g = 0; g < Hkv; g++) {
+        int nts = 0, first = INT32_MAX, end = 0;   /* the sets on this thread, the positions they read */
+        for (int i = 0; i < jb->n; i++) {
+            const int t = jb->t0 + i, pos = A->p0 + t;
+            int ntok;
+            const int *tok = token_runs(A, i, pos, dense[i], &ntok);
+            const int ns = head_sets(A, g, pos, tok, ntok, sr[i], hs[i]);
+            float *qg = row0 + (size_t)i * G * (2 * hd + 2), *st = qg + (size_t)G * hd;
             const float *q = A->q + (size_t)t * qd + (size_t)g * G * hd;
-            float *out = A->out + (size_t)t * qd + (size_t)g * G * hd;
             for (int s = 0; s < ns; s++) {
-                const head_set *h = &hs[s];
-                const int Gs = __builtin_popcountll(h->heads), k = h->k;
-                const bool whole = Gs == G;
-                if (!split_keys(k, nth) && i % nth != ith) continue;
-                if (!whole)
+                const head_set *h = &hs[i][s];
+                const int Gs = __builtin_popcountll(h->heads);
+                tile_set *x = &ts[nts];
+                *x = (tile_set){.i = i, .h = h, .Gs = Gs, .split = split_keys(h->k, nth), .acc = st};
+                st += (size_t)Gs * (hd + 2);
+                if (x->split) {
+                    int64_t a, b;
+                    hachi_split(h->k, 1, ith, nth, &a, &b);
+                    x->a = (int)a;
+                    x->b = (int)b;
+                } else if (i % nth == ith) x->b = h->k;
+                if (x->a >= x->b) continue;
+                if (Gs == G) x->q = q;
+                else {   /* gather the set's queries */
                     for (int j = 0, c = 0; j < G; j++)
                         if (h->heads >> j & 1) memcpy(qg + (size_t)c++ * hd, q + (size_t)j * hd, hd * sizeof(float));
-                const float *qs = whole ? q : qg;
-                if (!split_keys(k, nth)) {
-                    float *acc = whole ? out : sc + (size_t)Gs * k;
-                    attend_range(jb, sc, qs, Gs, g, h->r, h->nr, 0, k, acc, mx, sum);
-                    for (int j = 0, c = 0; j < G; j++) {
-                        if (!(h->heads >> j & 1)) continue;
-                        const float inv = 1.0f / sum[c], *src = acc + (size_t)c++ * hd;
-                        for (int d = 0; d < hd; d++) out[j * hd + d] = src[d] * inv;
+                    x->q = qg;
+                    qg += (size_t)Gs * hd;
+                }
+                memset(x->acc, 0, (size_t)Gs * (hd + 2) * sizeof(float));
+                for (int c = 0; c < Gs; c++) x->acc[(size_t)Gs * hd + c] = -INFINITY;
+                first = HACHI_MIN(first, key_pos(h->r, h->nr, x->a));
+                end = HACHI_MAX(end, key_pos(h->r, h->nr, x->b - 1) + 1);
+                nts++;
+            }
+        }
+        for (int p = first / T * T; p < end; p += T)
+            for (int e = 0; e < nts; e++) {
+                tile_set *x = &ts[e];
+                const int m = tile_keys(jb, x, g, p, T, sc, 0), Gs = x->Gs;
+                if (!m) continue;
+                float *mx = x->acc + (size_t)Gs * hd, *sum = mx + Gs, mt[64], lt[64];
+                jb->kern->attn_softmax(sc, m, Gs, A->scale, mt, lt);
+                for (int c = 0; c < Gs; c++) {   /* the new max M: the sums so far and the tile's weights to it */
+                    const float M = HACHI_MAX(mx[c], mt[c]);
+                    if (mx[c] < M) {
+                        const float f = expf(mx[c] - M);
+                        for (int d = 0; d < hd; d++) x->acc[(size_t)c * hd + d] *= f;
+                        sum[c] *= f;
                     }
+                    if (mt[c] < M) {
+                        const float f = expf(mt[c] - M);
+                        for (int j = 0; j < m; j++) sc[(size_t)j * Gs + c] *= f;
+                        lt[c] *= f;
+                    }
+                    mx[c] = M;
+                    sum[c] += lt[c];
+                }
+                tile_keys(jb, x, g, p, T, sc, 1);
+            }
+        for (int e = 0; e < nts; e++) {   /* whole sets to the output, split ones to their partials */
+            const tile_set *x = &ts[e];
+            const int t = jb->t0 + x->i, Gs = x->Gs;
+            const float *mx = x->acc + (size_t)Gs * hd, *sum = mx + Gs;
+            float *out = A->out + (size_t)t * qd + (size_t)g * G * hd;
+            float *part = A->partial + ((size_t)x->i * nth + ith) * A->n_head * (hd + 2) + (size_t)g * G * (hd + 2);
+            for (int j = 0, c = -1; j < G; j++) {
+                if (!(x->h->heads >> j & 1)) continue;
+                const float *src = x->acc + (size_t)++c * hd;
+                if (!x->split) {
+                    const float inv = 1.0f / sum[c];
+                    for (int d = 0; d < hd; d++) out[j * hd + d] = src[d] * inv;
                     continue;
                 }
-                int64_t a, b;
-                hachi_split(k, 1, ith, nth, &a, &b);
-                /* acc rows interleaved with their max and sum: [H][hd + 2]; the raw [Gs][hd]
-                 * sums go right after this range's scores */
-                float *part = A->partial + ((size_t)i * nth + ith) * A->n_head * (hd + 2) + (size_t)g * G * (hd + 2);
-                float *buf = sc + (size_t)Gs * (b - a);
-                attend_range(jb, sc, qs, Gs, g, h->r, h->nr, (int)a, (int)b, buf, mx, sum);
-                for (int j = 0, c = 0; j < G; j++) {
-                    if (!(h->heads >> j & 1)) continue;
-                    float *acc = part + (size_t)j * (hd + 2);
-                    memcpy(acc, buf + (size_t)c * hd, hd * sizeof(float));
-                    acc[hd] = mx[c];
-                    acc[hd + 1] = sum[c++];
-                }
+                float *pa = part + (size_t)j * (hd + 2);
+                memcpy(pa, src, hd * sizeof(float));
+                pa[hd] = mx[c];
+                pa[hd + 1] = sum[c];
             }
         }
     }

@@ -30,7 +30,7 @@ TEST(sparse_budget_covering_all_is_dense) {
 }
 
 /* Forwards of 16, 9 and 2 tokens (verification) and prefill chunks of 64 give bitwise the
- * logits of decoding one token at a time, with 1 and 2 threads. */
+ * logits of decoding one token at a time, with 1 and 2 threads, dense and page-sparse. */
 TEST(sparse_forwards_equal_decode) {
     hachi_model *m = micro_load();
     if (!m) SKIP("../shared/models/gemma4-micro.gguf absent");
@@ -41,10 +41,11 @@ TEST(sparse_forwards_equal_decode) {
     const bool quick = getenv("HACHI_TEST_QUICK") != NULL;   /* instrumented, emulated: 2 threads, 300 tokens */
     n = quick ? 300 : 700;
     static const int steps[] = {16, 9, 2, 64};
-    for (int th = quick ? 2 : 1; th <= 2; th++) {
-        const hachi_session_params p = micro_params(HACHI_KV_F16, 2048, th, 64);
-        micro_check_forwards(m, &p, ids, n, steps, 4);
-    }
+    for (int budget = 0; budget <= 64; budget += 64)   /* 0: dense, attn.c's tiled path */
+        for (int th = quick ? 2 : 1; th <= 2; th++) {
+            const hachi_session_params p = micro_params(HACHI_KV_F16, 2048, th, budget);
+            micro_check_forwards(m, &p, ids, n, steps, 4);
+        }
     free(ids);
     hachi_model_free(m);
 }

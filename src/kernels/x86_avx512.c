@@ -148,12 +148,93 @@ static void axpy_f16_multi(int64_t n, const float *a, const uint16_t *v, float *
     }
 }
 
-/* AVX2's attention tiles (x86_avx2_attn.c) over this file's per-row kernels */
-static void attn_scores_f16(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, int G, float *s) {
-    hachi_attn_scores_f16_avx2(dot_f16_multi, hd, nk, k, ks, q, G, s);
+/* Attention tiles of 8 query heads per K/V head (Gemma 4's), 512-bit; other shapes go to AVX2's
+ * tiles (x86_avx2_attn.c) over this file's per-row kernels. */
+
+/* [sum(a0), .., sum(a7)] of 8 zmm: the halves added, then a transposing tree of hadds */
+static inline __m256 hsum8x16(const __m512 *a) {
+    __m256 h[8];
+    UNROLL for (int i = 0; i < 8; i++)
+        h[i] = _mm256_add_ps(_mm512_castps512_ps256(a[i]), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[i]), 1)));
+    const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(h[0], h[1]), _mm256_hadd_ps(h[2], h[3]));
+    const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(h[4], h[5]), _mm256_hadd_ps(h[6], h[7]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
+
+/* Scores of two keys at a time against the 8 heads: 16 accumulators, each query load used
+ * twice (8 query loads per 16 FMAs: one query load per FMA made it load-bound); a key's
+ * sums never depend on its partner, so a lone last key gets the same result. K rows 4 keys
+ * ahead are prefetched line by line. */
+static void scores_g8(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, float *s) {
+    for (int j = 0; j < nk; j += 2) {
+        const bool two = j + 1 < nk;
+        const uint16_t *k0 = k + (size_t)j * ks, *k1 = two ? k0 + ks : k0;
+        const uint16_t *ahead = j + 4 + 1 < nk ? k0 + 4 * ks : NULL;
+        __m512 a[8], b[8];
+        UNROLL for (int h = 0; h < 8; h++) a[h] = b[h] = _mm512_setzero_ps();
+        for (int64_t d = 0; d < hd; d += 16) {
+            if (ahead && d % 32 == 0) {
+                _mm_prefetch((const char *)(ahead + d), _MM_HINT_T0);
+                _mm_prefetch((const char *)(ahead + ks + d), _MM_HINT_T0);
+            }
+            const __m512 x0 = load16_f16(k0 + d), x1 = load16_f16(k1 + d);
+            UNROLL for (int h = 0; h < 8; h++) {
+                const __m512 qh = _mm512_loadu_ps(q + (size_t)h * hd + d);
+                a[h] = _mm512_fmadd_ps(x0, qh, a[h]);
+                b[h] = _mm512_fmadd_ps(x1, qh, b[h]);
+            }
+        }
+        _mm256_storeu_ps(s + (size_t)j * 8, hsum8x16(a));
+        if (two) _mm256_storeu_ps(s + (size_t)(j + 1) * 8, hsum8x16(b));
+    }
+}
+
+static void attn_scores_f16(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, int G, float *s) {
+    if (G == 8 && hd % 16 == 0) scores_g8(hd, nk, k, ks, q, s);
+    else hachi_attn_scores_f16_avx2(dot_f16_multi, hd, nk, k, ks, q, G, s);
+}
+
+/* out[h] += p[j*8 + h] * v_j for the 8 heads, 32 dims at a time (16 accumulators, loaded from
+ * and stored to out around each tile of keys, so the sums grow key after key in memory
+ * whatever the tiles), the weights broadcast from memory; keys in tiles of 8, the next tile
+ * prefetched a few lines per 32 dims. */
+#define VTILE16 8
+static void values_g8(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, float *out) {
+    const int64_t row_lines = (hd + 31) / 32;
+    for (int j0 = 0; j0 < nk; j0 += VTILE16) {
+        const int n = HACHI_MIN(VTILE16, nk - j0), nn = HACHI_MIN(VTILE16, nk - j0 - n);
+        const uint16_t *tile = v + (size_t)j0 * vs, *next = tile + (size_t)n * vs;
+        const float *pt = p + (size_t)j0 * 8;
+        const int64_t lines = nn * row_lines, per_step = (lines + hd / 32 - 1) / (hd / 32);
+        int64_t line = 0;
+        for (int64_t d = 0; d < hd; d += 32) {
+            for (int64_t e = line + per_step; line < e && line < lines; line++)
+                _mm_prefetch((const char *)(next + (size_t)(line / row_lines) * vs + (line % row_lines) * 32), _MM_HINT_T0);
+            __m512 a[8], b[8];
+            UNROLL for (int h = 0; h < 8; h++) {
+                a[h] = _mm512_loadu_ps(out + (size_t)h * hd + d);
+                b[h] = _mm512_loadu_ps(out + (size_t)h * hd + d + 16);
+            }
+            for (int j = 0; j < n; j++) {
+                const uint16_t *vr = tile + (size_t)j * vs + d;
+                const __m512 x = load16_f16(vr), y = load16_f16(vr + 16);
+                UNROLL for (int h = 0; h < 8; h++) {
+                    const __m512 w = _mm512_set1_ps(pt[(size_t)j * 8 + h]);
+                    a[h] = _mm512_fmadd_ps(w, x, a[h]);
+                    b[h] = _mm512_fmadd_ps(w, y, b[h]);
+                }
+            }
+            UNROLL for (int h = 0; h < 8; h++) {
+                _mm512_storeu_ps(out + (size_t)h * hd + d, a[h]);
+                _mm512_storeu_ps(out + (size_t)h * hd + d + 16, b[h]);
+            }
+        }
+    }
+}
+
 static void attn_values_f16(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, float *out) {
-    hachi_attn_values_f16_avx2(axpy_f16_multi, hd, nk, v, vs, p, G, out);
+    if (G == 8 && hd % 32 == 0) values_g8(hd, nk, v, vs, p, out);
+    else hachi_attn_values_f16_avx2(axpy_f16_multi, hd, nk, v, vs, p, G, out);
 }
 
 /* ---------------- interleaved int4 rows (VNNI) ---------------- */
