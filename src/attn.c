@@ -29,9 +29,11 @@ typedef struct attn_job {
 
 /* Per thread: a tile's scores [ATTN_TILE_KEYS][G], then for each token of a group its gathered
  * queries [G][hd] (head sets that are not all G heads) and its running state [G][hd + 2] (a head
- * set's value sums [Gs][hd], maxima [Gs], sums [Gs], set after set). */
-size_t hachi_attn_scores_stride(int n_head, int hd_max) {
-    return (size_t)n_head * (ATTN_TILE_KEYS + HACHI_ATTN_GROUP * (2 * (size_t)hd_max + 2));
+ * set's value sums [Gs][hd], maxima [Gs], sums [Gs], set after set); before that, page
+ * selection's two query sums [hd] and its page scores [n_ctx / HACHI_PAGE]. */
+size_t hachi_attn_scores_stride(int n_head, int n_ctx, int hd_max) {
+    const size_t tiles = (size_t)n_head * (ATTN_TILE_KEYS + HACHI_ATTN_GROUP * (2 * (size_t)hd_max + 2));
+    return HACHI_MAX(tiles, 2 * (size_t)hd_max + (size_t)n_ctx / HACHI_PAGE);
 }
 
 size_t hachi_attn_partial_floats(int n_threads, int n_head, int hd_max) {

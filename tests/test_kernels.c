@@ -570,7 +570,8 @@ TEST(kernels_q4_0_x8) {
 
 /* Interleaved q4_K rows (block_q4_Kx8), check_x8 on variants 0 quantized random floats; 1, 2
  * the int16 extremes (all nibbles 15, every scale and min 63, all activations +127 / -127);
- * 3 random bytes (every scale/min bit pattern, nibbles 0..15, activations -127..127). */
+ * 3 random bytes (every scale/min bit pattern, nibbles 0..15, activations -127..127);
+ * check_gemm on 3 groups of variants 0 and 3. */
 static void q8_K_bsums(block_q8_K *y, int64_t nb) {
     for (int64_t b = 0; b < nb; b++)
         for (int k = 0; k < QK_K / 16; k++) {
@@ -622,6 +623,17 @@ TEST(kernels_q4_K_x8) {
                 q8_K_bsums(yb, nb);
             }
             x86_x8 += check_x8(HACHI_TYPE_Q4_K, n, w, rb, a, ab, mode);
+            if (mode == 0 || mode == 3) {   /* the GEMM on 3 groups: these 8 rows, reversed, rotated by 3 */
+                char *w24 = malloc((size_t)rb * 24), *w8 = malloc((size_t)rb * 24);
+                for (int j = 0; j < 24; j++) {
+                    const int src = j < 8 ? j : j < 16 ? 15 - j : (j + 3) % 8;
+                    memcpy(w24 + (size_t)j * rb, w + (size_t)src * rb, (size_t)rb);
+                }
+                for (int g = 0; g < 3; g++) hachi_repack_q4_K_x8(w24 + g * 8 * rb, (uint64_t)rb, w8 + g * 8 * rb, n);
+                const int ran = check_gemm(HACHI_TYPE_Q4_K, n, w8, (size_t)rb * 8, a, ab);
+                if (si == 0 && mode == 0) printf("    q4_K gemm_x8: %d table(s) have it\n", ran);
+                free(w24); free(w8);
+            }
             free(w); free(a); free(x);
         }
     /* the AVX2 table (and AVX-512's, its copy) must have the kernel where this CPU runs it */

@@ -331,9 +331,92 @@ static void gemm_q4_0(int64_t n, float *y, int64_t ldy, const void *w8, int n_gr
 }
 #undef GEMM2_CASE
 
+/* The same for interleaved q4_K rows: per sub-block j of 32 elements, the 16 rows' nibbles in 8
+ * zmm, 8 vpdpbusd per token (two chains), times the rows' 6-bit scales (vpmulld); the mins from
+ * each group's int16 path (x86_q4k_x8.h), one group per ymm half. Each lane is exactly
+ * x8_rows_q4_K's computation, bit for bit ref's. Up to 8 tokens per pass (their sums and
+ * accumulators, and the 8 unpacked zmm, fill the registers). */
+static ALWAYS_INLINE void gemm2_q4_K(int64_t n, float *y, int64_t ldy, const block_q4_Kx8 *g0, const block_q4_Kx8 *g1,
+                                     const char *a, size_t a_stride, const int NT) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[8];
+    UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        _Alignas(32) uint8_t sc0[64], sc1[64];   /* sc[8j + r]: row r's scale of sub-block j */
+        q4k_x8_scales(g0 + b, sc0);
+        q4k_x8_scales(g1 + b, sc1);
+        __m512i sumi[8];
+        UNROLL for (int j = 0; j < 8; j++) {
+            UNROLL for (int l = 0; l < 2; l++) {   /* the next block, 144 bytes per sub-block */
+                _mm_prefetch((const char *)(g0 + b + 1) + 144 * j + 64 * l, _MM_HINT_T0);
+                _mm_prefetch((const char *)(g1 + b + 1) + 144 * j + 64 * l, _MM_HINT_T0);
+            }
+            const __m512i scv = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(sc0 + 8 * j)),
+                                                                        _mm_loadl_epi64((const __m128i *)(sc1 + 8 * j))));
+            const uint8_t *q0 = g0[b].qs + 256 * (j / 2), *q1 = g1[b].qs + 256 * (j / 2);
+            __m512i q[8];
+            UNROLL for (int c = 0; c < 8; c++) {
+                const __m512i v = load_pair(q0 + 32 * c, q1 + 32 * c);
+                q[c] = j % 2 ? _mm512_and_si512(_mm512_srli_epi16(v, 4), m4) : _mm512_and_si512(v, m4);
+            }
+            UNROLL for (int t = 0; t < NT; t++) {
+                const int8_t *ya = ((const block_q8_K *)(a + (size_t)t * a_stride) + b)->qs + 32 * j;
+                __m512i p0 = _mm512_setzero_si512(), p1 = _mm512_setzero_si512();
+                UNROLL for (int c = 0; c < 8; c += 2) {
+                    p0 = dpbusd_bcast16(p0, q[c], ya + 4 * c);
+                    p1 = dpbusd_bcast16(p1, q[c + 1], ya + 4 * c + 4);
+                }
+                const __m512i v = _mm512_mullo_epi32(_mm512_add_epi32(p0, p1), scv);
+                sumi[t] = j ? _mm512_add_epi32(sumi[t], v) : v;
+            }
+        }
+        __m256i mv0[4], mv1[4];
+        q4k_x8_mins(g0 + b, mv0);
+        q4k_x8_mins(g1 + b, mv1);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)g0[b].d)),
+                                                                  _mm_loadu_si128((const __m128i *)g1[b].d), 1));
+        const __m512 dmw = _mm512_cvtph_ps(_mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)g0[b].dmin)), _mm_loadu_si128((const __m128i *)g1[b].dmin), 1));
+        UNROLL for (int t = 0; t < NT; t++) {
+            const block_q8_K *ab = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
+            const __m512 da = _mm512_set1_ps(ab->d);
+            const __m512i summ = _mm512_inserti64x4(_mm512_castsi256_si512(q4k_x8_summ(mv0, ab)), q4k_x8_summ(mv1, ab), 1);
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(sumi[t]), acc[t]);
+            acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmw, da), _mm512_cvtepi32_ps(summ), acc[t]);
+        }
+    }
+    UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
+}
+
+#define GEMM2K_CASE(k) case k: gemm2_q4_K(n, yg, ldy, g0, g0 + nb, at, a_stride, k); break;
+static void gemm_q4_K(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
+                      int nt) {
+    const int64_t nb = n / QK_K;
+    const block_q4_Kx8 *w = w8;
+    int gi = 0;
+    for (; gi + 2 <= n_groups; gi += 2) {
+        const block_q4_Kx8 *g0 = w + (size_t)gi * nb;
+        for (int t0 = 0; t0 < nt; t0 += 8) {   /* the second pass's weights come from L1/L2 */
+            float *yg = y + (size_t)t0 * ldy + 8 * gi;
+            const char *at = (const char *)a + (size_t)t0 * a_stride;
+            switch (HACHI_MIN(8, nt - t0)) {
+                GEMM2K_CASE(1) GEMM2K_CASE(2) GEMM2K_CASE(3) GEMM2K_CASE(4) GEMM2K_CASE(5) GEMM2K_CASE(6) GEMM2K_CASE(7)
+                default: gemm2_q4_K(n, yg, ldy, g0, g0 + nb, at, a_stride, 8); break;
+            }
+        }
+    }
+    if (gi < n_groups) {   /* a lone group: the 256-bit kernel */
+        float s[8 * 16];
+        x8_q4_K(n, s, w + (size_t)gi * nb, a, a_stride, nt);
+        for (int t = 0; t < nt; t++) memcpy(y + (size_t)t * ldy + 8 * gi, s + 8 * t, 8 * sizeof(float));
+    }
+}
+#undef GEMM2K_CASE
+
 /* ---------------- q6_K (512-bit) ---------------- */
 
 #define Q6_PF_DIST 1024   /* 2 and 4 KiB measured no better for the Q6_K head */
+#define Q6_ROWS 8         /* activation rows per pass of the multi kernel */
 
 /* q6_K x q8_K per row, a half of 128 elements in two zmm: q01 = quarters 0 and 1 (the low
  * nibbles of ql[0..63] with qh's bits 0-1 and 2-3 above them), q23 = quarters 2 and 3 (the
@@ -353,7 +436,7 @@ static ALWAYS_INLINE void rows_q6_K(int64_t n, float *s, const void *vw, const c
 #undef Q6_SIDX
     const __m512i sidx[2][2] = {{_mm512_load_si512(idx[0]), _mm512_load_si512(idx[1])},
                                 {_mm512_load_si512(idx[2]), _mm512_load_si512(idx[3])}};
-    __m512 acc[ROWS_MAX];
+    __m512 acc[Q6_ROWS];
     UNROLL for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const char *pf = (const char *)(w + i) + Q6_PF_DIST;
@@ -363,7 +446,7 @@ static ALWAYS_INLINE void rows_q6_K(int64_t n, float *s, const void *vw, const c
         _mm_prefetch(pf + 192, _MM_HINT_T0);
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
         const __m512i sc = _mm512_zextsi256_si512(sc16);
-        __m512i sumi[ROWS_MAX];
+        __m512i sumi[Q6_ROWS];
         UNROLL for (int r = 0; r < R; r++) {
             const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + i;
             const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a->bsums));
@@ -391,7 +474,23 @@ static ALWAYS_INLINE void rows_q6_K(int64_t n, float *s, const void *vw, const c
     UNROLL for (int r = 0; r < R; r++) s[r] = _mm512_reduce_add_ps(acc[r]);
 }
 void hachi_vec_dot_q6_K_q8_K_avx512(int64_t n, float *s, const void *w, const void *a) { rows_q6_K(n, s, w, a, 0, 1); }
-MULTI_FROM_ROWS(multi_q6_K, rows_q6_K)
+/* multi: activation rows 8 at a time (each weight block unpacked once per 8 tokens, not 4: the
+ * 16 accumulators and the unpacked quarters fit the 32 registers), then 4, then the 1..3 left */
+static void multi_q6_K(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) {
+    const char *a = va;
+    int r = 0;
+    for (; r + Q6_ROWS <= na; r += Q6_ROWS) rows_q6_K(n, s + r, w, a + (size_t)r * stride, stride, Q6_ROWS);
+    if (r + 4 <= na) {
+        rows_q6_K(n, s + r, w, a + (size_t)r * stride, stride, 4);
+        r += 4;
+    }
+    switch (na - r) {
+    case 3: rows_q6_K(n, s + r, w, a + (size_t)r * stride, stride, 3); break;
+    case 2: rows_q6_K(n, s + r, w, a + (size_t)r * stride, stride, 2); break;
+    case 1: rows_q6_K(n, s + r, w, a + (size_t)r * stride, stride, 1); break;
+    default: break;
+    }
+}
 
 /* ---------------- the table ---------------- */
 
@@ -420,6 +519,8 @@ int hachi_kernels_fill_avx512(hachi_kernels *t) {
      * measurable (decode 15.2-17.4 against 17.1-17.6 tok/s), so decode stays on x8_q4_0 */
     t->t[HACHI_TYPE_Q4_0].gemm_x8 = gemm_q4_0;
     t->t[HACHI_TYPE_Q4_0].gemm_min = 2;
+    t->t[HACHI_TYPE_Q4_K].gemm_x8 = gemm_q4_K;
+    t->t[HACHI_TYPE_Q4_K].gemm_min = 2;
     return 1;
 }
 
