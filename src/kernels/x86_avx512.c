@@ -308,28 +308,6 @@ static ALWAYS_INLINE void gemm2_q4_0(int64_t n, float *y, int64_t ldy, const blo
     UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
 
-#define GEMM2_CASE(k) case k: gemm2_q4_0(n, yg, ldy, g0, g0 + nb, a, a_stride, k); break;
-static void gemm_q4_0(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
-                      int nt) {
-    const int64_t nb = n / QK8_0;
-    const block_q4_0x8 *w = w8;
-    int gi = 0;
-    for (; gi + 2 <= n_groups; gi += 2) {
-        const block_q4_0x8 *g0 = w + (size_t)gi * nb;
-        float *yg = y + 8 * gi;
-        switch (nt) {
-            GEMM2_CASE(1) GEMM2_CASE(2) GEMM2_CASE(3) GEMM2_CASE(4) GEMM2_CASE(5) GEMM2_CASE(6) GEMM2_CASE(7) GEMM2_CASE(8)
-            GEMM2_CASE(9) GEMM2_CASE(10) GEMM2_CASE(11) GEMM2_CASE(12) GEMM2_CASE(13) GEMM2_CASE(14) GEMM2_CASE(15)
-            default: gemm2_q4_0(n, yg, ldy, g0, g0 + nb, a, a_stride, 16); break;
-        }
-    }
-    if (gi < n_groups) {   /* a lone group: the 256-bit kernel */
-        float s[8 * 16];
-        x8_q4_0(n, s, w + (size_t)gi * nb, a, a_stride, nt);
-        for (int t = 0; t < nt; t++) memcpy(y + (size_t)t * ldy + 8 * gi, s + 8 * t, 8 * sizeof(float));
-    }
-}
-#undef GEMM2_CASE
 
 /* The same for interleaved q4_K rows: per sub-block j of 32 elements, the 16 rows' nibbles in 8
  * zmm, 8 vpdpbusd per token (two chains), times the rows' 6-bit scales (vpmulld); the mins from
@@ -388,30 +366,39 @@ static ALWAYS_INLINE void gemm2_q4_K(int64_t n, float *y, int64_t ldy, const blo
     UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
 
-#define GEMM2K_CASE(k) case k: gemm2_q4_K(n, yg, ldy, g0, g0 + nb, at, a_stride, k); break;
-static void gemm_q4_K(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
-                      int nt) {
-    const int64_t nb = n / QK_K;
-    const block_q4_Kx8 *w = w8;
-    int gi = 0;
-    for (; gi + 2 <= n_groups; gi += 2) {
-        const block_q4_Kx8 *g0 = w + (size_t)gi * nb;
-        for (int t0 = 0; t0 < nt; t0 += 8) {   /* the second pass's weights come from L1/L2 */
-            float *yg = y + (size_t)t0 * ldy + 8 * gi;
-            const char *at = (const char *)a + (size_t)t0 * a_stride;
-            switch (HACHI_MIN(8, nt - t0)) {
-                GEMM2K_CASE(1) GEMM2K_CASE(2) GEMM2K_CASE(3) GEMM2K_CASE(4) GEMM2K_CASE(5) GEMM2K_CASE(6) GEMM2K_CASE(7)
-                default: gemm2_q4_K(n, yg, ldy, g0, g0 + nb, at, a_stride, 8); break;
-            }
-        }
+/* gemm_x8 from a two-group kernel gemm2 of up to tok tokens per pass (a constant in each case):
+ * pairs of groups, the tokens in passes of tok (a later pass reads the weights from L1/L2), a
+ * lone group to the 256-bit x8 kernel */
+#define GEMM_CASE(f, k) case k: f(n, yg, ldy, g0, g0 + nb, at, a_stride, k); break;
+#define GEMM_CASES7(f) GEMM_CASE(f, 1) GEMM_CASE(f, 2) GEMM_CASE(f, 3) GEMM_CASE(f, 4) GEMM_CASE(f, 5) GEMM_CASE(f, 6) \
+    GEMM_CASE(f, 7)
+#define GEMM_CASES15(f) GEMM_CASES7(f) GEMM_CASE(f, 8) GEMM_CASE(f, 9) GEMM_CASE(f, 10) GEMM_CASE(f, 11) \
+    GEMM_CASE(f, 12) GEMM_CASE(f, 13) GEMM_CASE(f, 14) GEMM_CASE(f, 15)
+#define GEMM_FROM_PAIRS(name, gemm2, blk, qk, x8, tok, cases)                                          \
+    static void name(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,    \
+                     size_t a_stride, int nt) {                                                        \
+        const int64_t nb = n / (qk);                                                                   \
+        const blk *w = w8;                                                                             \
+        int gi = 0;                                                                                    \
+        for (; gi + 2 <= n_groups; gi += 2) {                                                          \
+            const blk *g0 = w + (size_t)gi * nb;                                                       \
+            for (int t0 = 0; t0 < nt; t0 += (tok)) {                                                   \
+                float *yg = y + (size_t)t0 * ldy + 8 * gi;                                             \
+                const char *at = (const char *)a + (size_t)t0 * a_stride;                              \
+                switch (HACHI_MIN((tok), nt - t0)) {                                                   \
+                    cases(gemm2)                                                                       \
+                    default: gemm2(n, yg, ldy, g0, g0 + nb, at, a_stride, (tok)); break;               \
+                }                                                                                      \
+            }                                                                                          \
+        }                                                                                              \
+        if (gi < n_groups) {                                                                           \
+            float s[8 * 16];                                                                           \
+            x8(n, s, w + (size_t)gi * nb, a, a_stride, nt);                                            \
+            for (int t = 0; t < nt; t++) memcpy(y + (size_t)t * ldy + 8 * gi, s + 8 * t, 8 * sizeof(float)); \
+        }                                                                                              \
     }
-    if (gi < n_groups) {   /* a lone group: the 256-bit kernel */
-        float s[8 * 16];
-        x8_q4_K(n, s, w + (size_t)gi * nb, a, a_stride, nt);
-        for (int t = 0; t < nt; t++) memcpy(y + (size_t)t * ldy + 8 * gi, s + 8 * t, 8 * sizeof(float));
-    }
-}
-#undef GEMM2K_CASE
+GEMM_FROM_PAIRS(gemm_q4_0, gemm2_q4_0, block_q4_0x8, QK8_0, x8_q4_0, 16, GEMM_CASES15)
+GEMM_FROM_PAIRS(gemm_q4_K, gemm2_q4_K, block_q4_Kx8, QK_K, x8_q4_K, 8, GEMM_CASES7)
 
 /* ---------------- q6_K (512-bit) ---------------- */
 
