@@ -7,9 +7,9 @@
  * positions with an online softmax (flash attention), up to 16 tokens per dispatch
  * sharing each tile while it is in cache. So a token's logits do not depend on how the
  * sequence was cut into forwards (prefill chunks, verified drafts, a restored prompt
- * cache): they are bitwise those of decoding it. Streaming heads see their own keys (a sink and a recent
- * window): the query heads of a KV head form at most two sets, each with its key runs.
- * Everything comes from hachi_attn_args (attn.h). */
+ * cache): they are bitwise those of decoding it. Streaming heads see their own keys (a
+ * sink and a recent window): the query heads of a KV head form at most two sets, each
+ * with its key runs. Everything comes from hachi_attn_args (attn.h). */
 #include <float.h>
 #include <math.h>
 #include <string.h>

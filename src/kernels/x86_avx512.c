@@ -154,8 +154,10 @@ static void axpy_f16_multi(int64_t n, const float *a, const uint16_t *v, float *
 /* [sum(a0), .., sum(a7)] of 8 zmm: the halves added, then a transposing tree of hadds */
 static inline __m256 hsum8x16(const __m512 *a) {
     __m256 h[8];
-    UNROLL for (int i = 0; i < 8; i++)
-        h[i] = _mm256_add_ps(_mm512_castps512_ps256(a[i]), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[i]), 1)));
+    UNROLL for (int i = 0; i < 8; i++) {
+        const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[i]), 1));
+        h[i] = _mm256_add_ps(_mm512_castps512_ps256(a[i]), hi);
+    }
     const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(h[0], h[1]), _mm256_hadd_ps(h[2], h[3]));
     const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(h[4], h[5]), _mm256_hadd_ps(h[6], h[7]));
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
@@ -267,6 +269,12 @@ static ALWAYS_INLINE __m512i load_pair(const uint8_t *p0, const uint8_t *p1) {
                               _mm256_loadu_si256((const __m256i *)p1), 1);
 }
 
+/* the 8 fp16 scales at h0, then the 8 at h1, as 16 floats */
+static ALWAYS_INLINE __m512 load_ph_pair(const hachi_half *h0, const hachi_half *h1) {
+    const __m128i a = _mm_loadu_si128((const __m128i *)h0), b = _mm_loadu_si128((const __m128i *)h1);
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1));
+}
+
 /* y[t*ldy + j] for the 16 rows of groups g0 (j < 8) and g1 (j >= 8) and tokens t < NT */
 static ALWAYS_INLINE void gemm2_q4_0(int64_t n, float *y, int64_t ldy, const block_q4_0x8 *g0, const block_q4_0x8 *g1,
                                      const char *a, size_t a_stride, const int NT) {
@@ -280,8 +288,7 @@ static ALWAYS_INLINE void gemm2_q4_0(int64_t n, float *y, int64_t ldy, const blo
             _mm_prefetch((const char *)(g0 + b) + X8_PF_DIST + 64 * l, _MM_HINT_T0);
             _mm_prefetch((const char *)(g1 + b) + X8_PF_DIST + 64 * l, _MM_HINT_T0);
         }
-        const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)g0[b].d)),
-                                                                  _mm_loadu_si128((const __m128i *)g1[b].d), 1));
+        const __m512 dw = load_ph_pair(g0[b].d, g1[b].d);
         __m512i lo[4], hi[4];
         UNROLL for (int c = 0; c < 4; c++) {
             const __m512i v = load_pair(g0[b].qs + 32 * c, g1[b].qs + 32 * c);
@@ -329,8 +336,9 @@ static ALWAYS_INLINE void gemm2_q4_K(int64_t n, float *y, int64_t ldy, const blo
                 _mm_prefetch((const char *)(g0 + b + 1) + 144 * j + 64 * l, _MM_HINT_T0);
                 _mm_prefetch((const char *)(g1 + b + 1) + 144 * j + 64 * l, _MM_HINT_T0);
             }
-            const __m512i scv = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(sc0 + 8 * j)),
-                                                                        _mm_loadl_epi64((const __m128i *)(sc1 + 8 * j))));
+            const __m128i s8 = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(sc0 + 8 * j)),
+                                                  _mm_loadl_epi64((const __m128i *)(sc1 + 8 * j)));
+            const __m512i scv = _mm512_cvtepu8_epi32(s8);   /* the 16 rows' scales of sub-block j */
             const uint8_t *q0 = g0[b].qs + 256 * (j / 2), *q1 = g1[b].qs + 256 * (j / 2);
             __m512i q[8];
             UNROLL for (int c = 0; c < 8; c++) {
@@ -351,14 +359,13 @@ static ALWAYS_INLINE void gemm2_q4_K(int64_t n, float *y, int64_t ldy, const blo
         __m256i mv0[4], mv1[4];
         q4k_x8_mins(g0 + b, mv0);
         q4k_x8_mins(g1 + b, mv1);
-        const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)g0[b].d)),
-                                                                  _mm_loadu_si128((const __m128i *)g1[b].d), 1));
-        const __m512 dmw = _mm512_cvtph_ps(_mm256_inserti128_si256(
-            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)g0[b].dmin)), _mm_loadu_si128((const __m128i *)g1[b].dmin), 1));
+        const __m512 dw = load_ph_pair(g0[b].d, g1[b].d);
+        const __m512 dmw = load_ph_pair(g0[b].dmin, g1[b].dmin);
         UNROLL for (int t = 0; t < NT; t++) {
             const block_q8_K *ab = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
             const __m512 da = _mm512_set1_ps(ab->d);
-            const __m512i summ = _mm512_inserti64x4(_mm512_castsi256_si512(q4k_x8_summ(mv0, ab)), q4k_x8_summ(mv1, ab), 1);
+            const __m512i summ = _mm512_inserti64x4(_mm512_castsi256_si512(q4k_x8_summ(mv0, ab)),
+                                                    q4k_x8_summ(mv1, ab), 1);
             acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(sumi[t]), acc[t]);
             acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmw, da), _mm512_cvtepi32_ps(summ), acc[t]);
         }
