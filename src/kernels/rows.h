@@ -20,13 +20,17 @@
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
 
-/* multi (step 1) or x8 (step 8: 8 outputs per activation row) from ROWS: groups of ROWS_MAX
- * activation rows, then the 1..3 left */
-#define ROWS_FROM(name, rows, step)                                                          \
+/* multi (step 1) or x8 (step 8: 8 outputs per activation row) from ROWS: groups of N
+ * activation rows (N a constant, 4 or more), then one of 4 when N is more, then the 1..3 left */
+#define ROWS_FROM_N(name, rows, step, N)                                                     \
     static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
         const char *a = va;                                                                  \
         int r = 0;                                                                           \
-        for (; r + ROWS_MAX <= na; r += ROWS_MAX) rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, ROWS_MAX); \
+        for (; r + (N) <= na; r += (N)) rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, (N)); \
+        if ((N) > 4 && r + 4 <= na) {                                                        \
+            rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 4);                   \
+            r += 4;                                                                          \
+        }                                                                                    \
         switch (na - r) {                                                                    \
         case 3: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 3); break;        \
         case 2: rows(n, s + (step) * r, w, a + (size_t)r * stride, stride, 2); break;        \
@@ -34,6 +38,7 @@
         default: break;                                                                      \
         }                                                                                    \
     }
+#define ROWS_FROM(name, rows, step) ROWS_FROM_N(name, rows, step, ROWS_MAX)
 #define MULTI_FROM_ROWS(name, rows) ROWS_FROM(name, rows, 1)
 
 /* multi for the types without a block-shared path: loop the single dot */

@@ -82,10 +82,10 @@ static ALWAYS_INLINE void unpack_b(const block_q4_0x8 *g0, const block_q4_0x8 *g
 /* acc[t] = fma(dw * da_t, float(c[t]), acc[t]) for the NT tokens of block b (NT a constant
  * where it is 16, so the accumulators stay in registers) */
 static ALWAYS_INLINE void scale_block(__m512 *acc, const int32_t (*c)[AMX_ROWS], __m512 dw, const char *a, size_t a_stride,
-                                      size_t ex, const int NT) {
+                                      int64_t nb, int64_t b, const int NT) {
     UNROLL for (int t = 0; t < NT; t++) {
         float da;
-        memcpy(&da, a + (size_t)t * a_stride + ex, 4);
+        memcpy(&da, q4_0_extras(a + (size_t)t * a_stride, nb, b) + 16, 4);
         acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(da)), _mm512_cvtepi32_ps(_mm512_load_si512(c[t])), acc[t]);
     }
 }
@@ -95,7 +95,6 @@ static ALWAYS_INLINE void scale_block(__m512 *acc, const int32_t (*c)[AMX_ROWS],
 static ALWAYS_INLINE void gemm_q4_0_nt(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
                                         size_t a_stride, const int nt) {
     const int64_t nb = n / QK8_0;
-    const size_t ex_off = (size_t)nb * sizeof(block_q8_0);
     const block_q4_0x8 *w = w8;
     const char *ac = a;
     int gi = 0;
@@ -127,8 +126,7 @@ static ALWAYS_INLINE void gemm_q4_0_nt(int64_t n, float *y, int64_t ldy, const v
             }
             if (b > 0) {    /* block b-1 on the vector units */
                 const int64_t p = b - 1;
-                scale_block(acc, (const int32_t(*)[AMX_ROWS])c[p & 1], dw[p & 1], ac, a_stride,
-                            ex_off + (size_t)(p >> 2) * 32 + (size_t)(p & 3) * 4 + 16, nt);
+                scale_block(acc, (const int32_t(*)[AMX_ROWS])c[p & 1], dw[p & 1], ac, a_stride, nb, p, nt);
             }
         }
         for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + (size_t)t * ldy + 8 * gi, acc[t]);

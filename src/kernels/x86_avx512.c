@@ -279,7 +279,6 @@ static ALWAYS_INLINE __m512 load_ph_pair(const hachi_half *h0, const hachi_half 
 static ALWAYS_INLINE void gemm2_q4_0(int64_t n, float *y, int64_t ldy, const block_q4_0x8 *g0, const block_q4_0x8 *g1,
                                      const char *a, size_t a_stride, const int NT) {
     const int64_t nb = n / QK8_0;
-    const size_t ex_off = (size_t)nb * sizeof(block_q8_0);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 acc[16];
     UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
@@ -298,7 +297,7 @@ static ALWAYS_INLINE void gemm2_q4_0(int64_t n, float *y, int64_t ldy, const blo
         UNROLL for (int t = 0; t < NT; t++) {
             const char *ar = a + (size_t)t * a_stride;
             const block_q8_0 *ab = (const block_q8_0 *)ar + b;
-            const char *ex = ar + ex_off + (size_t)(b >> 2) * 32 + (size_t)(b & 3) * 4;
+            const char *ex = q4_0_extras(ar, nb, b);
             float da;
             int32_t sy8;
             memcpy(&da, ex + 16, 4);
@@ -469,22 +468,8 @@ static ALWAYS_INLINE void rows_q6_K(int64_t n, float *s, const void *vw, const c
 }
 void hachi_vec_dot_q6_K_q8_K_avx512(int64_t n, float *s, const void *w, const void *a) { rows_q6_K(n, s, w, a, 0, 1); }
 /* multi: activation rows 8 at a time (each weight block unpacked once per 8 tokens, not 4: the
- * 16 accumulators and the unpacked quarters fit the 32 registers), then 4, then the 1..3 left */
-static void multi_q6_K(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) {
-    const char *a = va;
-    int r = 0;
-    for (; r + Q6_ROWS <= na; r += Q6_ROWS) rows_q6_K(n, s + r, w, a + (size_t)r * stride, stride, Q6_ROWS);
-    if (r + 4 <= na) {
-        rows_q6_K(n, s + r, w, a + (size_t)r * stride, stride, 4);
-        r += 4;
-    }
-    switch (na - r) {
-    case 3: rows_q6_K(n, s + r, w, a + (size_t)r * stride, stride, 3); break;
-    case 2: rows_q6_K(n, s + r, w, a + (size_t)r * stride, stride, 2); break;
-    case 1: rows_q6_K(n, s + r, w, a + (size_t)r * stride, stride, 1); break;
-    default: break;
-    }
-}
+ * 16 accumulators and the unpacked quarters fit the 32 registers) */
+ROWS_FROM_N(multi_q6_K, rows_q6_K, 1, Q6_ROWS)
 
 /* ---------------- the table ---------------- */
 

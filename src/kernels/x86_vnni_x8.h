@@ -19,6 +19,12 @@
 #define X8_PF_DIST 4096
 #endif
 
+/* Block b's activation extras in a q8_0 row of nb blocks (AVX2's act_prep_q4_0, whose tables
+ * these kernels share: per 4 blocks 4 int32 8*sum(y), then 4 float d): 8*sum(y) at [0], d at [16] */
+static ALWAYS_INLINE const char *q4_0_extras(const char *row, int64_t nb, int64_t b) {
+    return row + (size_t)nb * sizeof(block_q8_0) + (size_t)(b >> 2) * 32 + (size_t)(b & 3) * 4;
+}
+
 static ALWAYS_INLINE __m256i bcast32(const int8_t *p) {
     int32_t x;
     memcpy(&x, p, 4);
@@ -41,7 +47,6 @@ static ALWAYS_INLINE __m256i bcast32(const int8_t *p) {
 static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
     const block_q4_0x8 *w = vw;
     const int64_t nb = n / QK8_0;
-    const size_t ex_off = (size_t)nb * sizeof(block_q8_0);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[VNNI_ROWS];
     UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
@@ -59,7 +64,7 @@ static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, cons
         UNROLL for (int r = 0; r < R; r++) {
             const char *ar = va + (size_t)r * stride;
             const block_q8_0 *a = (const block_q8_0 *)ar + b;
-            const char *ex = ar + ex_off + (size_t)(b >> 2) * 32 + (size_t)(b & 3) * 4;
+            const char *ex = q4_0_extras(ar, nb, b);
             float da;
             memcpy(&da, ex + 16, 4);
             /* one dependency chain per row when several rows interleave, two for one or two */
@@ -130,25 +135,8 @@ static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, cons
     UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
 }
 
-/* vec_dot_x8 from x8_rows: activation rows in groups of VNNI_ROWS, then one of 4 (when
- * VNNI_ROWS is 8) and the 1..3 left */
-#define X8_FROM(name, rows)                                                                  \
-    static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
-        const char *a = va;                                                                  \
-        int r = 0;                                                                           \
-        for (; r + VNNI_ROWS <= na; r += VNNI_ROWS) rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, VNNI_ROWS); \
-        if (VNNI_ROWS > 4 && r + 4 <= na) {                                                  \
-            rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 4);                        \
-            r += 4;                                                                          \
-        }                                                                                    \
-        switch (na - r) {                                                                    \
-        case 3: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 3); break;             \
-        case 2: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 2); break;             \
-        case 1: rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1); break;             \
-        default: break;                                                                      \
-        }                                                                                    \
-    }
-X8_FROM(x8_q4_0, x8_rows_q4_0)
-X8_FROM(x8_q4_K, x8_rows_q4_K)
+/* vec_dot_x8 from x8_rows: activation rows in groups of VNNI_ROWS, then of 4, then 1..3 */
+ROWS_FROM_N(x8_q4_0, x8_rows_q4_0, 8, VNNI_ROWS)
+ROWS_FROM_N(x8_q4_K, x8_rows_q4_K, 8, VNNI_ROWS)
 
 #endif
