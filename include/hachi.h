@@ -287,6 +287,8 @@ typedef enum hachi_drafter {
     HACHI_DRAFTER_NONE = 0,     /* plain decoding: one forward per token */
     HACHI_DRAFTER_LOOKUP = 1,   /* prompt lookup over the session's tokens (hachi_draft_lookup) */
     HACHI_DRAFTER_ASSISTANT = 2,    /* a Gemma 4 assistant (hachi_spec_params.assistant) */
+    HACHI_DRAFTER_AUTO = 3,     /* per forward: prompt lookup where it finds a match, the assistant
+                                   (when one is given) where that promises more; always adaptive */
 } hachi_drafter;               /* to come: self-speculation */
 
 typedef struct hachi_spec_params {
@@ -304,6 +306,17 @@ typedef struct hachi_spec_params {
      * distribution, but not its tokens for a given seed. false (the default): greedy drafts (the
      * drafter's argmax), kept while the samples equal them: plain decoding's tokens exactly. */
     bool sample_drafts;
+    /* Draft length chosen per forward (n_draft is then the most): the k that maximises the
+     * expected tokens per forward, (1 - a^(k+1)) / (1 - a) for a drafter whose drafts are kept
+     * with running probability a (each drafter its own, from its recent forwards), over the
+     * forward's cost: the time of a forward of k + 1 rows (measured while decoding, or
+     * forward_cost) plus k draft steps (the assistant's, measured). k = 0 (no draft) where
+     * drafting does not pay; then one forward in 16..256 (doubling while they fail) still
+     * drafts one token to follow a drafter that gets better. The tokens do not change. */
+    bool adaptive;
+    /* adaptive: NULL (measure), or [n_draft + 1] fixed costs of forwards of 1..n_draft + 1 rows
+     * in any unit (e.g. ms), borrowed for the spec's life; draft steps then cost nothing. */
+    const float *forward_cost;
 } hachi_spec_params;
 
 typedef struct hachi_spec_stats {
@@ -314,6 +327,7 @@ typedef struct hachi_spec_stats {
                                    1 + accepted / draft_forwards tokens per such forward) */
     int64_t accepted_at[HACHI_DRAFT_MAX];   /* forwards that kept draft i (0: the first) */
     double draft_ms;            /* time spent drafting */
+    int64_t lookup_forwards;    /* AUTO: draft forwards whose drafts came from prompt lookup */
 } hachi_spec_stats;
 
 /* Whether assistant (a gemma4-assistant model) can draft for target: architectures, the width

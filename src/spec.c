@@ -13,6 +13,11 @@
  * probability min(1, p(x)/q(x)); the first rejected row samples from normalize(max(p - q, 0))
  * instead: the standard speculative-sampling rule, which gives plain decoding's distribution.
  *
+ * Adaptive (and AUTO): the drafter and the draft length of each forward are chosen from each
+ * drafter's running acceptance and the measured cost of forwards by row count (a forward of
+ * k + 1 rows is near one step where decode is bandwidth-bound, near k + 1 steps where the
+ * weights sit in cache), so speculation is used where it pays and left where it does not.
+ *
  * Only the public session API is used (eval, rewind, pos, n_ctx, logits), and mtp.h's drafter.
  * Every buffer is allocated in hachi_spec_create; a step allocates nothing. Hot path: one step
  * per forward; the lookup (a backward scan of the text) is small next to the forward. */
@@ -20,6 +25,12 @@
 #include "mtp.h"
 #include "sampler.h"
 #include "util.h"
+
+enum { SRC_LOOKUP, SRC_ASSISTANT, N_SRC };   /* where a forward's drafts came from */
+#define COST_PRIOR_SLOPE 0.1   /* a forward's cost per extra row, in one-row forwards, until measured */
+#define ACCEPT_DECAY 0.9       /* weight of a drafter's older forwards in its running acceptance */
+#define PROBE_MIN 16           /* forwards without drafts between two one-token probes: at first, */
+#define PROBE_MAX 256          /* and at most (the gap doubles with each probe rejected) */
 
 struct hachi_spec {
     const hachi_model *model;
@@ -38,6 +49,12 @@ struct hachi_spec {
     const float *lg;        /* [n_vocab] the logits the next sample without a pending token comes from */
     int32_t pending;        /* the last token returned, at position hachi_session_pos, not evaluated; -1: none */
     hachi_spec_stats stats;
+    /* adaptive */
+    double fwd_ms[HACHI_DRAFT_MAX + 2];   /* [rows] running time of a forward of that many rows; 0: not yet */
+    double tok_ms[N_SRC];                 /* running time of one draft step (prompt lookup: 0) */
+    double kept[N_SRC], lost[N_SRC];      /* decayed counts: drafts kept, forwards that rejected one */
+    int32_t idle, probe_gap;              /* forwards since the last draft that could have had one; the gap */
+    bool probing;                         /* this forward's one draft is a probe */
 };
 
 /* ---- drafters ------------------------------------------------------------------------ */
@@ -80,13 +97,21 @@ hachi_status hachi_spec_create(const hachi_model *model, hachi_session *s, hachi
     if (hachi_session_model(s) != model) return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: the session belongs to another model");
     const hachi_drafter_ops *drafter = NULL;
     switch (p.drafter) {
-    case HACHI_DRAFTER_NONE: p.n_draft = 0; break;
+    case HACHI_DRAFTER_NONE: p.n_draft = 0; p.adaptive = false; break;
     case HACHI_DRAFTER_ASSISTANT: {
         if (!p.assistant) return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: the assistant drafter needs an assistant model");
         hachi_status st = hachi_assistant_check(model, p.assistant);
         if (st) return st;
         break;
     }
+    case HACHI_DRAFTER_AUTO:
+        p.adaptive = true;
+        if (p.assistant) {
+            hachi_status st = hachi_assistant_check(model, p.assistant);
+            if (st) return st;
+        }
+        /* prompt lookup first, as LOOKUP: */
+        /* fall through */
     case HACHI_DRAFTER_LOOKUP:
         if (p.ngram_min < 1 || p.ngram_max < p.ngram_min)
             return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: lookup n-grams %d..%d (need 1 <= min <= max)",
@@ -98,6 +123,12 @@ hachi_status hachi_spec_create(const hachi_model *model, hachi_session *s, hachi
     const bool drafts = drafter || p.drafter == HACHI_DRAFTER_ASSISTANT;
     if (drafts && (p.n_draft < 1 || p.n_draft > HACHI_DRAFT_MAX))
         return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: n_draft %d not in 1..%d", (int)p.n_draft, HACHI_DRAFT_MAX);
+    if (p.adaptive && p.forward_cost)
+        for (int32_t i = 0; i <= p.n_draft; i++)
+            if (!(p.forward_cost[i] > 0))
+                return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: forward_cost[%d] = %g (costs must be > 0)", (int)i,
+                                  (double)p.forward_cost[i]);
+    if (p.drafter != HACHI_DRAFTER_ASSISTANT && p.drafter != HACHI_DRAFTER_AUTO) p.assistant = NULL;
 
     hachi_spec *sp = hachi_calloc(1, sizeof *sp);
     if (!sp) return HACHI_ERR_NOMEM;
@@ -112,7 +143,9 @@ hachi_status hachi_spec_create(const hachi_model *model, hachi_session *s, hachi
     sp->text = hachi_malloc(n_text * sizeof *sp->text);
     if (drafts) sp->rows = hachi_malloc((size_t)(p.n_draft + 1) * sp->n_vocab * sizeof *sp->rows);
     if (!sp->text || (drafts && !sp->rows)) { hachi_spec_free(sp); return HACHI_ERR_NOMEM; }
-    if (p.drafter == HACHI_DRAFTER_ASSISTANT) {
+    for (int i = 0; i < N_SRC; i++) sp->kept[i] = sp->lost[i] = 1.0;   /* a prior of one each: 1/2 */
+    sp->probe_gap = PROBE_MIN;
+    if (p.assistant) {
         hachi_status st = hachi_mtp_create(p.assistant, s, &sp->mtp);
         if (st) { hachi_spec_free(sp); return st; }
         sp->sampled = p.sample_drafts && !hachi_sampler_greedy(smp);
@@ -214,6 +247,93 @@ static int32_t judge(hachi_spec *sp, const float *lg, int32_t r, int32_t x, bool
     return t >= 0 ? t : hachi_sampler_sample(sp->smp, lg);   /* p = q up to rounding */
 }
 
+/* ---- adaptive draft length ------------------------------------------------------------ */
+
+/* The cost of a forward of rows rows: fixed, measured, or estimated from the nearest measured
+ * row counts (interpolated between them; past them along the slope of the two nearest, or the
+ * prior slope). Only ratios matter, so with nothing measured one row costs 1. */
+static double forward_cost(const hachi_spec *sp, int32_t rows) {
+    if (sp->p.forward_cost) return sp->p.forward_cost[rows - 1];
+    const double *t = sp->fwd_ms;
+    const int32_t top = HACHI_DRAFT_MAX + 1;
+    if (t[rows] > 0) return t[rows];
+    int32_t lo = rows - 1, hi = rows + 1;
+    while (lo >= 1 && !(t[lo] > 0)) lo--;
+    while (hi <= top && !(t[hi] > 0)) hi++;
+    if (lo >= 1 && hi <= top) return t[lo] + (t[hi] - t[lo]) * (rows - lo) / (hi - lo);
+    if (lo < 1 && hi > top) return 1.0 + COST_PRIOR_SLOPE * (rows - 1);
+    const int32_t a = lo >= 1 ? lo : hi, dir = lo >= 1 ? -1 : 1;   /* the nearest, and where to look past it */
+    int32_t b = a + dir;
+    while (b >= 1 && b <= top && !(t[b] > 0)) b += dir;
+    double slope = COST_PRIOR_SLOPE * t[a] / (1.0 + COST_PRIOR_SLOPE * (a - 1));
+    if (b >= 1 && b <= top) slope = HACHI_MAX((t[a] - t[b]) / (a - b), 0.0);
+    return HACHI_MAX(t[a] + slope * (rows - a), 0.5 * t[a]);
+}
+
+/* The draft length of up to cap tokens from drafter src with the most expected tokens per unit
+ * of cost; the rate it promises in *rate. */
+static int32_t best_length(const hachi_spec *sp, int src, int32_t cap, double *rate) {
+    const double a = sp->kept[src] / (sp->kept[src] + sp->lost[src]);
+    const double step = sp->p.forward_cost ? 0.0 : sp->tok_ms[src];
+    double tokens = 1.0, ak = 1.0;
+    int32_t best = 0;
+    *rate = 1.0 / forward_cost(sp, 1);
+    for (int32_t k = 1; k <= cap; k++) {
+        ak *= a;
+        tokens += ak;   /* (1 - a^(k+1)) / (1 - a): the draft's first i kept with probability a^i */
+        const double r = tokens / (forward_cost(sp, k + 1) + k * step);
+        if (r > *rate) { *rate = r; best = k; }
+    }
+    return best;
+}
+
+/* The drafts of the next forward (after the pending token, at most max) into draft and their
+ * source in *src: prompt lookup, then the assistant; adaptive: the drafter and length that
+ * promise the most, or a one-token probe once in a while when none pays. */
+static int32_t assistant_propose(hachi_spec *sp, int32_t tok, int32_t max, int32_t *draft);
+
+static int32_t propose(hachi_spec *sp, int32_t base, int32_t max, int32_t *draft, int *src) {
+    const int32_t n_look = sp->drafter ? sp->drafter->propose(&sp->p, sp->text, base + 1, max, draft) : 0;
+    *src = SRC_LOOKUP;
+    sp->probing = false;
+    if (!sp->p.adaptive) {
+        if (n_look || !sp->mtp) return n_look;
+        *src = SRC_ASSISTANT;
+        return assistant_propose(sp, sp->pending, max, draft);
+    }
+    double r_look = 0, r_mtp = 0;
+    int32_t k = n_look ? best_length(sp, SRC_LOOKUP, n_look, &r_look) : 0;
+    const int32_t k_mtp = sp->mtp ? best_length(sp, SRC_ASSISTANT, max, &r_mtp) : 0;
+    if (k_mtp && (!k || r_mtp > r_look)) { k = k_mtp; *src = SRC_ASSISTANT; }
+    if (!k) {
+        if (!n_look && !sp->mtp) return 0;   /* nothing to draft with: no probe due */
+        if (++sp->idle < sp->probe_gap) return 0;
+        sp->idle = 0;
+        sp->probing = true;
+        k = 1;
+        const bool look = n_look && (!sp->mtp || sp->kept[SRC_LOOKUP] * sp->lost[SRC_ASSISTANT] >=
+                                                     sp->kept[SRC_ASSISTANT] * sp->lost[SRC_LOOKUP]);
+        *src = look ? SRC_LOOKUP : SRC_ASSISTANT;
+    }
+    return *src == SRC_ASSISTANT ? assistant_propose(sp, sp->pending, k, draft) : k;
+}
+
+/* After a forward of k drafts from src of which r were kept, in ms (measured rows k + 1). */
+static void learn(hachi_spec *sp, int src, int32_t k, int32_t r, double fwd_ms, double draft_ms) {
+    if (!sp->p.adaptive) return;
+    double *t = &sp->fwd_ms[k + 1];
+    *t = *t > 0 ? 0.75 * *t + 0.25 * fwd_ms : fwd_ms;
+    if (!k) return;
+    sp->kept[src] = ACCEPT_DECAY * sp->kept[src] + r;
+    sp->lost[src] = ACCEPT_DECAY * sp->lost[src] + (r < k);
+    if (src == SRC_ASSISTANT) {
+        const double per = draft_ms / k;
+        sp->tok_ms[src] = sp->tok_ms[src] > 0 ? 0.75 * sp->tok_ms[src] + 0.25 * per : per;
+    }
+    if (sp->probing) sp->probe_gap = r ? PROBE_MIN : HACHI_MIN(2 * sp->probe_gap, PROBE_MAX);
+    else sp->idle = 0;
+}
+
 hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, int32_t *n_out) {
     *n_out = 0;
     hachi_session *s = sp->s;
@@ -230,23 +350,28 @@ hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, i
 
     /* draft: the pending token, k drafts and the sample after them fit max_tokens and the context */
     int32_t batch[HACHI_DRAFT_MAX + 1], k = 0;
+    int src = SRC_LOOKUP;
+    double draft_ms = 0;
     const int32_t room = HACHI_MIN(n_ctx - base - 1, max_tokens - 1);
     batch[0] = sp->pending;
     if (room > 0 && (sp->drafter || sp->mtp)) {
         const double t0 = hachi_time_ms();
-        const int32_t max = HACHI_MIN(sp->p.n_draft, room);
-        k = sp->mtp ? assistant_propose(sp, sp->pending, max, batch + 1)
-                    : sp->drafter->propose(&sp->p, sp->text, base + 1, max, batch + 1);
-        sp->stats.draft_ms += hachi_time_ms() - t0;
+        k = propose(sp, base, HACHI_MIN(sp->p.n_draft, room), batch + 1, &src);
+        draft_ms = hachi_time_ms() - t0;
+        sp->stats.draft_ms += draft_ms;
     }
+    const bool sampled = sp->sampled && src == SRC_ASSISTANT;   /* drafts drawn from q */
 
     /* evaluate: positions base..base+k in one forward (a plain decode step when k = 0) */
+    const double t0 = hachi_time_ms();
     hachi_status st = hachi_session_eval(s, batch, k + 1, k ? sp->rows : NULL);
     if (st) return st;
+    const double fwd_ms = hachi_time_ms() - t0;
     sp->pending = -1;
     sp->stats.forwards++;
     sp->stats.drafted += k;
     sp->stats.draft_forwards += k > 0;
+    sp->stats.lookup_forwards += k > 0 && src == SRC_LOOKUP;
 
     /* accept: row r gives the token at base + r + 1; a deterministic draft is kept while the
      * sample equals it, a sampled one by rejection sampling */
@@ -255,7 +380,7 @@ hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, i
         const float *lg = k ? sp->rows + (size_t)r * sp->n_vocab : hachi_session_logits(s);
         bool keep;
         int32_t tok;
-        if (sp->sampled && r < k) {
+        if (sampled && r < k) {
             tok = record(sp, judge(sp, lg, r, batch[r + 1], &keep), base + r + 1);
         } else {
             tok = sample(sp, lg, base + r + 1);
@@ -268,6 +393,7 @@ hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, i
         sp->pending = tok;
         break;
     }
+    learn(sp, src, k, HACHI_MIN(r, k), fwd_ms, draft_ms);
     /* rewind: the drafted positions not kept */
     return r < k ? hachi_session_rewind(s, base + r + 1) : HACHI_OK;
 }

@@ -266,6 +266,61 @@ TEST(mtp_micro_same_tokens) {
     hachi_model_free(m);
 }
 
+/* AUTO (prompt lookup where it matches, else the trained assistant; adaptive lengths) gives plain
+ * decoding's tokens on passkey prompt 0 and the held-out story (64 greedy tokens each), with the
+ * forward costs measured, and with free verification (flat costs), where both drafters draft:
+ * lookup the passkey's digits, the assistant the rest. */
+TEST(mtp_auto_same_tokens) {
+    NEED_SHARED(apath, "models/gemma4-micro-assistant.gguf");
+    hachi_model *m = micro_load();
+    if (!m) SKIP("gemma4-micro absent");
+    hachi_model *a = load(apath);
+    int32_t *prompt[2] = {NULL, NULL}, np[2] = {0, 0}, key;
+    prompt[0] = micro_passkey_prompt(0, &np[0], &key);
+    prompt[1] = heldout_prompt(m, "stories", &np[1]);
+    static const float flat[4] = {1, 1, 1, 1};
+    for (int w = 0; a && w < 2; w++) {
+        if (!prompt[w]) { CHECKF(0, "prompt %d absent", w); continue; }
+        int32_t ref[64] = {0}, got[64] = {0};
+        int n_ref = 0;
+        for (int pass = 0; pass < 3; pass++) {   /* plain, AUTO measured, AUTO flat */
+            hachi_session *s = micro_session(m, HACHI_KV_F16, 2048, 1, 0);
+            hachi_sampler *smp = sampler_of(0.0f, 11);
+            hachi_spec_params p = hachi_spec_default_params();
+            p.drafter = pass ? HACHI_DRAFTER_AUTO : HACHI_DRAFTER_NONE;
+            p.assistant = a;
+            p.n_draft = 3;
+            p.forward_cost = pass == 2 ? flat : NULL;
+            hachi_spec *sp = NULL;
+            CHECKF(s && smp && hachi_spec_create(m, s, smp, &p, &sp) == HACHI_OK, "spec: %s", hachi_last_error());
+            if (sp) {
+                CHECK(hachi_session_eval(s, prompt[w], np[w], NULL) == HACHI_OK &&
+                      hachi_spec_feed(sp, prompt[w], np[w]) == HACHI_OK);
+                const int n = decode(sp, m, 64, pass ? got : ref);
+                if (!pass) n_ref = n;
+                int i = 0;
+                while (pass && i < n && i < n_ref && got[i] == ref[i]) i++;
+                CHECKF(!pass || (n == n_ref && i == n), "workload %d pass %d: %d tokens vs %d plain, first difference at %d",
+                       w, pass, n, n_ref, i);
+                const hachi_spec_stats *ss = hachi_spec_get_stats(sp);
+                if (pass == 2)
+                    CHECKF(ss->draft_forwards > ss->lookup_forwards && (w == 1 || ss->lookup_forwards > 0) &&
+                           ss->accepted > 0,
+                           "workload %d, flat costs: %lld draft forwards, %lld from lookup, %lld accepted", w,
+                           (long long)ss->draft_forwards, (long long)ss->lookup_forwards, (long long)ss->accepted);
+            }
+            hachi_spec_free(sp);
+            hachi_sampler_free(smp);
+            hachi_session_free(s);
+        }
+        CHECK(n_ref == 64);
+    }
+    free(prompt[0]);
+    free(prompt[1]);
+    hachi_model_free(a);
+    hachi_model_free(m);
+}
+
 /* Q(a, x), the regularized upper incomplete gamma function (Numerical Recipes' series and
  * continued fraction): the chi-square p-value of statistic 2x with 2a degrees of freedom. */
 static double gamma_q(double a, double x) {
@@ -560,6 +615,22 @@ TEST(mtp_cli_run) {
     err = test_sh(&rc, "%s run -m %s --draft-sample %s 2>&1 >/dev/null", bin, mpath, p);
     CHECKF(rc == 1 && strstr(err, "-md"), "%s", err);
     free(err);
+    /* --spec: auto (lookup and -md, adaptive) and lookup give plain decoding's text; misuse is one line */
+    const char *kinds[] = {"--spec auto -md", "--spec auto --draft 8", "--spec lookup", "--spec model -md"};
+    for (int k = 0; k < 4; k++) {
+        const bool with_md = strstr(kinds[k], "-md") != NULL;
+        char *out = test_sh(&rc, "%s run -m %s %s %s %s 2>/dev/null", bin, mpath, kinds[k], with_md ? apath : "", p);
+        CHECKF(rc == 0 && plain && !strcmp(out, plain), "%s changed the text:\n%s\n---\n%s", kinds[k], out, plain);
+        free(out);
+    }
+    const char *bad[] = {"--spec self", "--spec model", "--spec lookup --draft 0", "--spec none --draft 4",
+                         "--draft 16", "--spec"};
+    for (int k = 0; k < 6; k++) {
+        err = test_sh(&rc, "%s run -m %s %s %s 2>&1 >/dev/null", bin, mpath, p, bad[k]);
+        CHECKF(rc == 1 && !strncmp(err, "hachi run: ", 11) && strchr(err, '\n') && !strchr(err, '\n')[1],
+               "'%s': rc %d, %s", bad[k], rc, err);
+        free(err);
+    }
     free(plain);
     free(md);
 }

@@ -398,6 +398,70 @@ TEST(spec_gemma4_micro_passkey) {
     hachi_model_free(m);
 }
 
+/* Adaptive draft length (hachi_spec_params.adaptive) with fixed forward costs, where what it
+ * chooses is known: verification for free (every forward of up to 5 rows costs the same): the
+ * longest draft every time, so the same forwards as fixed 4-token drafts; a forward of k rows
+ * costing k steps (a model whose weights sit in cache): drafting never pays, so only one-token
+ * probes, at most one per 16 forwards; measured costs: the tokens
+ * still plain decoding's. Greedy and sampled, 200 tokens each. */
+TEST(spec_adaptive) {
+    hachi_model *m = stories(false, NULL);
+    if (!m) SKIP("stories260K absent");
+    enum { N = 200 };
+    int32_t prompt[16], n_prompt = 0, ref[N], got[N];
+    hachi_tokenize(m, "Once upon a time", 16, true, true, prompt, 16, &n_prompt);
+    static const float flat[5] = {1, 1, 1, 1, 1}, rows[5] = {1, 2, 3, 4, 5};
+    const float *costs[4] = {NULL, flat, rows, NULL};   /* 0: fixed length 4, the reference of 1 */
+    for (int sampled = 0; sampled < 2; sampled++) {
+        hachi_session *s = session(m);
+        hachi_sampler *smp = sampler(sampled);
+        if (!s || !smp) break;
+        CHECK(hachi_session_eval(s, prompt, n_prompt, NULL) == HACHI_OK);
+        for (int i = 0; i < n_prompt; i++) hachi_sampler_accept(smp, prompt[i]);
+        const int n_ref = plain(m, s, smp, N, false, ref);
+        hachi_sampler_free(smp);
+        hachi_session_free(s);
+        hachi_spec_stats fixed = {0};
+        for (int c = 0; c < 4; c++) {
+            const char *names[4] = {"fixed 4", "adaptive, flat costs", "adaptive, costs = rows", "adaptive, measured"};
+            char what[80];
+            snprintf(what, sizeof what, "%s, %s", sampled ? "sampled" : "greedy", names[c]);
+            s = session(m);
+            smp = sampler(sampled);
+            hachi_spec_params p = hachi_spec_default_params();
+            p.n_draft = 4;
+            p.adaptive = c > 0;
+            p.forward_cost = costs[c];
+            hachi_spec *sp = NULL;
+            CHECKF(s && smp && hachi_spec_create(m, s, smp, &p, &sp) == HACHI_OK, "%s: %s", what, hachi_last_error());
+            if (!sp) { hachi_sampler_free(smp); hachi_session_free(s); break; }
+            CHECK(hachi_session_eval(s, prompt, n_prompt, NULL) == HACHI_OK && hachi_spec_feed(sp, prompt, n_prompt) == HACHI_OK);
+            hachi_status st;
+            const uint64_t allocs = hachi_alloc_count();
+            const int n = spec_decode(sp, m, N, 0, got, &st);
+            CHECKF(hachi_alloc_count() == allocs, "%s: allocations while decoding", what);
+            CHECKF(st == HACHI_OK, "%s: %s", what, hachi_last_error());
+            same(got, n, ref, n_ref, what);
+            const hachi_spec_stats *ss = hachi_spec_get_stats(sp);
+            if (c == 0) fixed = *ss;
+            if (c == 1)
+                CHECKF(ss->forwards == fixed.forwards && ss->drafted == fixed.drafted && ss->accepted == fixed.accepted,
+                       "%s: %lld forwards, %lld drafted, %lld accepted; fixed: %lld, %lld, %lld", what,
+                       (long long)ss->forwards, (long long)ss->drafted, (long long)ss->accepted,
+                       (long long)fixed.forwards, (long long)fixed.drafted, (long long)fixed.accepted);
+            if (c == 2)
+                CHECKF(ss->drafted == ss->draft_forwards && ss->draft_forwards >= 1 &&
+                       ss->draft_forwards <= ss->forwards / 16 + 1,
+                       "%s: %lld drafted in %lld of %lld forwards", what, (long long)ss->drafted,
+                       (long long)ss->draft_forwards, (long long)ss->forwards);
+            hachi_spec_free(sp);
+            hachi_sampler_free(smp);
+            hachi_session_free(s);
+        }
+    }
+    hachi_model_free(m);
+}
+
 /* Parameters and misuse: bad kinds, lengths and n-grams refused with a message and nothing
  * made; a step before anything was evaluated or for no tokens, a feed of more tokens than
  * the session holds; NULL-safe free and stats. */
@@ -420,6 +484,13 @@ TEST(spec_bad_params) {
                "params %zu accepted", i);
         sp = (hachi_spec *)1;
     }
+    static const float costs[3] = {1, 0, 2};   /* adaptive with a cost that is not > 0 */
+    p = hachi_spec_default_params();
+    p.n_draft = 2;
+    p.adaptive = true;
+    p.forward_cost = costs;
+    CHECK(hachi_spec_create(m, s, smp, &p, &sp) == HACHI_ERR_INVALID_ARG && !sp && strstr(hachi_last_error(), "forward_cost[1]"));
+    sp = (hachi_spec *)1;
     CHECK(hachi_spec_create(m, NULL, smp, NULL, &sp) == HACHI_ERR_INVALID_ARG && !sp);
     p = (hachi_spec_params){.drafter = HACHI_DRAFTER_NONE};   /* n-grams and length unused */
     CHECK(hachi_spec_create(m, s, smp, &p, &sp) == HACHI_OK && sp);

@@ -75,11 +75,13 @@ void cli_free_model(cli_opts *o, hachi_model *m);
 /* Smallest context mode holding n tokens (0 if none). */
 int cli_ctx_for(int n_tokens);
 
-/* The drafter flags of run and chat (tools/draft.c): --draft N (drafted tokens per forward),
- * -md FILE (a gemma4-assistant drafter; --draft defaults to 3 with it, else prompt lookup),
+/* The drafter flags of run, chat and serve (tools/draft.c): --draft N (drafted tokens per
+ * forward), -md FILE (a gemma4-assistant drafter; --draft defaults to 3 with it, else prompt
+ * lookup), --spec KIND (none, lookup, model or auto: lookup and -md, lengths adaptive),
  * --draft-sample (the assistant's drafts sampled and judged by rejection sampling). */
 typedef struct cli_draft {
     long n_draft;                   /* --draft N; -1: not given */
+    const char *spec;               /* --spec KIND; NULL: from --draft and -md */
     const char *md_path;            /* -md FILE */
     bool sample;                    /* --draft-sample */
     hachi_model *assistant;         /* -md, loaded by cli_draft_setup */
@@ -97,6 +99,9 @@ void cli_draft_free(cli_draft *d);
     "              (the tokens after the latest earlier occurrence of the last 4, 3 or 2 tokens), or the\n" \
     "              -md drafter; the same output as without\n"                                             \
     "  -md FILE    draft with a Gemma 4 assistant (GGUF gemma4-assistant made for -m; --draft default 3)\n" \
+    "  --spec KIND none, lookup, model (-md) or auto: prompt lookup where it matches, else -md if given,\n" \
+    "              each forward's draft length (up to --draft, default 4) chosen from the measured\n"      \
+    "              forward costs and the running acceptance, none where drafting does not pay\n"        \
     "  --draft-sample   -md at temperature > 0: sample the drafts, keep each with probability min(1, p/q)\n" \
     "              (the output has the distribution of plain decoding, not its tokens for a seed)\n"
 

@@ -29,7 +29,7 @@ int cmd_chat(int argc, char **argv) {
             const char *v = cli_value(cmd, argc, argv, &i);
             if (!v || !cli_int(cmd, a, v, 1, 1 << 20, &n_max)) return 1;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: hachi chat -m MODEL [--system TEXT] [-n MAX_REPLY_TOKENS] [-c CTX] [--draft N] [-md FILE]\n"
+            printf("usage: hachi chat -m MODEL [--system TEXT] [-n MAX_REPLY_TOKENS] [-c CTX] [--draft N] [-md FILE] [--spec KIND]\n"
                    "                  [--draft-sample] [sampling flags]\n"
                    "one user message per line on stdin; an empty line or end of input ends the chat\n"
                    CLI_DRAFT_USAGE CLI_MODE_USAGE);

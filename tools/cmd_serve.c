@@ -587,7 +587,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, en
 
 static void usage(void) {
     printf("usage: hachi serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c CTX] [--parallel N] [--queue N]\n"
-           "                   [--api-key KEY] [--draft N] [-md FILE] [-n N] [-t THREADS per slot] [sampling flags]\n"
+           "                   [--api-key KEY] [--draft N] [-md FILE] [--spec KIND] [-n N] [-t THREADS per slot] [sampling flags]\n"
            "an OpenAI-compatible HTTP server: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
            "GET /health; --parallel N sessions (slots) of context CTX; requests wait in a queue of N places\n"
            "(default 4 x slots) when all are busy, 503 past it; --port 0 picks a free port; Ctrl-C stops\n"

@@ -1,4 +1,4 @@
-/* draft: the drafter flags of hachi run and hachi chat (--draft N, -md FILE, --draft-sample),
+/* draft: the drafter flags of hachi run, chat and serve (--draft N, -md FILE, --spec KIND, --draft-sample),
  * the hachi_spec params they make and the stats line they print (cli.h). */
 #include <stdio.h>
 #include <string.h>
@@ -14,13 +14,40 @@ int cli_draft_parse(const char *cmd, cli_draft *d, int argc, char **argv, int *i
     }
     if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) return (d->md_path = cli_value(cmd, argc, argv, i)) ? 1 : -1;
     if (!strcmp(a, "--draft-sample")) { d->sample = true; return 1; }
+    if (!strcmp(a, "--spec")) {
+        const char *v = cli_value(cmd, argc, argv, i);
+        if (!v) return -1;
+        if (strcmp(v, "none") && strcmp(v, "lookup") && strcmp(v, "model") && strcmp(v, "auto")) {
+            cli_error(cmd, "--spec expects none, lookup, model or auto, got '%s'", v);
+            return -1;
+        }
+        d->spec = v;
+        return 1;
+    }
     return 0;
 }
 
 bool cli_draft_setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_spec_params *spp) {
     *spp = hachi_spec_default_params();
     if (d->sample && !d->md_path) { cli_error(cmd, "--draft-sample needs a drafter model (-md FILE)"); return false; }
-    if (!d->md_path) {
+    const char *kind = d->spec ? d->spec : "";
+    if (!strcmp(kind, "none")) {
+        if (d->n_draft > 0 || d->md_path) { cli_error(cmd, "--spec none takes no --draft or -md"); return false; }
+        d->n_draft = 0;
+        spp->drafter = HACHI_DRAFTER_NONE;
+        spp->n_draft = 0;
+        return true;
+    }
+    if (!strcmp(kind, "model") && !d->md_path) { cli_error(cmd, "--spec model needs a drafter model (-md FILE)"); return false; }
+    if (!strcmp(kind, "lookup") && d->md_path) { cli_error(cmd, "--spec lookup takes no -md (use --spec auto for both)"); return false; }
+    if ((*kind) && d->n_draft == 0) { cli_error(cmd, "--draft 0 with --spec %s: it needs 1..%d drafts", kind, HACHI_DRAFT_MAX); return false; }
+    if (!strcmp(kind, "lookup") && d->n_draft < 0) d->n_draft = spp->n_draft;
+    if (!strcmp(kind, "auto")) {
+        if (d->n_draft < 0) d->n_draft = spp->n_draft;
+        spp->drafter = HACHI_DRAFTER_AUTO;
+        spp->n_draft = (int32_t)d->n_draft;
+        if (!d->md_path) return true;
+    } else if (!d->md_path) {
         spp->drafter = d->n_draft > 0 ? HACHI_DRAFTER_LOOKUP : HACHI_DRAFTER_NONE;
         spp->n_draft = d->n_draft > 0 ? (int32_t)d->n_draft : 0;
         return true;
@@ -29,8 +56,9 @@ bool cli_draft_setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_
     hachi_status st = hachi_model_load(d->md_path, NULL, &d->assistant);
     if (st == HACHI_OK) st = hachi_assistant_check(m, d->assistant);
     if (st) { cli_lib_error(cmd, st, "cannot use the drafter (-md)"); return false; }
-    spp->drafter = HACHI_DRAFTER_ASSISTANT;
     spp->assistant = d->assistant;
+    if (spp->drafter == HACHI_DRAFTER_AUTO) return true;
+    spp->drafter = HACHI_DRAFTER_ASSISTANT;
     spp->n_draft = d->n_draft > 0 ? (int32_t)d->n_draft : 3;
     spp->sample_drafts = d->sample;
     return true;
@@ -39,6 +67,9 @@ bool cli_draft_setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_
 void cli_draft_print(void *file, const cli_draft *d, const hachi_spec_stats *ss, int n_gen) {
     FILE *f = file;
     if (d->n_draft <= 0 && !d->md_path) return;
+    if (ss->lookup_forwards && d->md_path)
+        fprintf(f, "draft: %lld of %lld forwards with drafts drafted by prompt lookup, the rest by -md\n",
+                (long long)ss->lookup_forwards, (long long)ss->draft_forwards);
     fprintf(f, "draft: %lld drafted, %lld accepted (%.0f%%), %lld forwards for %d tokens\n", (long long)ss->drafted,
             (long long)ss->accepted, ss->drafted ? 100.0 * ss->accepted / ss->drafted : 0.0, (long long)ss->forwards,
             n_gen);
