@@ -82,6 +82,9 @@ int cli_ctx_for(int n_tokens);
 typedef struct cli_draft {
     long n_draft;                   /* --draft N; -1: not given */
     const char *spec;               /* --spec KIND; NULL: from --draft and -md */
+    const char *trace_path;         /* --spec-trace FILE (run): each forward's drafted and kept counts */
+    void *trace;                    /* FILE* open on trace_path */
+    const char *cmd;                /* the command, for the trace's errors */
     const char *md_path;            /* -md FILE */
     bool sample;                    /* --draft-sample */
     hachi_model *assistant;         /* -md, loaded by cli_draft_setup */
@@ -91,6 +94,9 @@ void cli_draft_init(cli_draft *d);
 int  cli_draft_parse(const char *cmd, cli_draft *d, int argc, char **argv, int *i);
 /* Load -md (checked against the target m) and fill spp; false with the error printed. */
 bool cli_draft_setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_spec_params *spp);
+/* --spec-trace: after a step, the line "k r" (k drafted, r of them kept) when it ran a forward;
+ * before: the stats before the step. A write error is printed once and the trace dropped. */
+void cli_draft_trace(const char *cmd, cli_draft *d, const hachi_spec_stats *before, const hachi_spec_stats *after);
 /* "draft: ..." lines of the stats (nothing without a drafter). */
 void cli_draft_print(void *file /* FILE* */, const cli_draft *d, const hachi_spec_stats *ss, int n_gen);
 void cli_draft_free(cli_draft *d);
@@ -99,6 +105,7 @@ void cli_draft_free(cli_draft *d);
     "              (the tokens after the latest earlier occurrence of the last 4, 3 or 2 tokens), or the\n" \
     "              -md drafter; the same output as without\n"                                             \
     "  -md FILE    draft with a Gemma 4 assistant (GGUF gemma4-assistant made for -m; --draft default 3)\n" \
+    "  --spec-trace FILE  write each forward's drafted and kept token counts (hachi bench --spec-replay)\n" \
     "  --spec KIND none, lookup, model (-md) or auto: prompt lookup where it matches, else -md if given,\n" \
     "              each forward's draft length (up to --draft, default 4) chosen from the measured\n"      \
     "              forward costs and the running acceptance, none where drafting does not pay\n"        \

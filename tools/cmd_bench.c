@@ -22,6 +22,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "bench_replay.h"
 #include "hachi.h"
 #include "cli.h"
 #include "hachi.h"
@@ -48,6 +49,7 @@ typedef struct bench_opts {
     enum fill_mode fill;
     long auto_real_max;             /* --fill auto: real prefill up to this depth, fast beyond */
     bool verify, prefill, profile;
+    const char *replay;             /* --spec-replay: trace files, comma-separated */
 } bench_opts;
 
 typedef struct depth_result {
@@ -90,7 +92,7 @@ static void usage(FILE *f) {
             "usage: hachi bench (-m MODEL | --synth e2b|tiny [--type T] [--seed S]) [--depth 128,2048,8192]\n"
             "                   [-n 32] [-r 3] [-t THREADS] [-c CTX] [--fill real|fast|auto] [--json FILE]\n"
             "                   [--no-verify] [--no-prefill] [--no-profile] [--prefill-n 512] [--bw-mb 1024]\n"
-            "                   [--ttft 2048,8192,32768]\n"
+            "                   [--ttft 2048,8192,32768] [--spec-replay TRACE[,TRACE...]]\n"
             "  --synth     generate a random-weight model of that shape once into $HACHI_BENCH_CACHE\n"
             "              (default bench/cache/) and reuse it; --type q4_0 (default), q4_k_m, q8_0, f16, ...\n"
             "  --depth     KV-cache depths to decode at (comma-separated)\n"
@@ -104,6 +106,9 @@ static void usage(FILE *f) {
             "  --ttft      time to first token instead of the decode table: a real prefill of that many\n"
             "              tokens from position 0 for each length, its tok/s, seconds and where the time\n"
             "              went (matmuls, attention, the rest of the layers, inputs, head)\n"
+            "  --spec-replay  instead of the decode table, at each depth: the forwards of each trace\n"
+            "              (hachi run --spec-trace: drafted and kept tokens per forward) on this model,\n"
+            "              alternated with plain decoding of as many tokens: tok/s of both and the ratio\n"
             "  --bw-mb     buffer of the bandwidth measurement in MiB (default 1024)\n"
             "  --json      also write the results as one JSON object to FILE\n"
             CLI_MODE_USAGE);
@@ -578,7 +583,10 @@ static bool parse_args(bench_opts *b, int argc, char **argv, bool *help) {
         } else if (!strcmp(a, "--no-verify")) b->verify = false;
         else if (!strcmp(a, "--no-prefill")) b->prefill = false;
         else if (!strcmp(a, "--no-profile")) b->profile = false;
-        else if (!strcmp(a, "--ttft")) {
+        else if (!strcmp(a, "--spec-replay")) {
+            VAL();
+            b->replay = val;
+        } else if (!strcmp(a, "--ttft")) {
             VAL();
             if (!parse_lengths(a, val, HACHI_CTX_MAX, b->ttft, &b->n_ttft)) return false;
         }
@@ -595,15 +603,42 @@ static bool parse_args(bench_opts *b, int argc, char **argv, bool *help) {
     return true;
 }
 
+#define MAX_TRACES 8
+static int bench(bench_opts *bp, const replay_trace *traces, int n_traces);
+
 int cmd_bench(int argc, char **argv) {
     bench_opts b;
     bool help = false;
     if (!parse_args(&b, argc, argv, &help)) return 1;
     if (help) { usage(stdout); return 0; }
 
-    /* context: the deepest depth + warm-up + decode steps + verify slack (--ttft: its longest prompt) */
+    /* --spec-replay: the traces, read before anything is loaded */
+    replay_trace traces[MAX_TRACES];
+    int n_traces = 0, rc = 1;
+    char names[4096];
+    if (b.replay && b.n_ttft) return cli_error(CMD, "give either --ttft or --spec-replay, not both");
+    if (b.replay && snprintf(names, sizeof names, "%s", b.replay) >= (int)sizeof names)
+        return cli_error(CMD, "--spec-replay: the list of traces is too long");
+    for (char *p = b.replay ? names : NULL, *save = NULL, *tok; (tok = strtok_r(p, ",", &save)); p = NULL) {
+        if (n_traces == MAX_TRACES) { cli_error(CMD, "--spec-replay: at most %d traces", MAX_TRACES); goto free_traces; }
+        if (!replay_load(CMD, tok, &traces[n_traces])) goto free_traces;
+        n_traces++;
+    }
+    if (b.replay && !n_traces) { cli_error(CMD, "--spec-replay: no trace given"); goto free_traces; }
+    rc = bench(&b, traces, n_traces);
+free_traces:
+    for (int i = 0; i < n_traces; i++) replay_free(&traces[i]);
+    return rc;
+}
+
+static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
+    bench_opts b = *bp;
+    /* context: the deepest depth + warm-up + decode steps + verify slack (--ttft: its longest
+     * prompt; --spec-replay: the positions the traces take) */
     int max_depth = b.depths[b.n_depths - 1];
     int need = b.n_ttft ? b.ttft[b.n_ttft - 1] : max_depth + WARMUP_STEPS + (int)(b.n * b.reps) + 16;
+    if (n_traces) need = max_depth + 16;
+    for (int t = 0; t < n_traces; t++) need += replay_positions(&traces[t]);
     int n_ctx = cli_ctx_for(need);
     if (b.o.ctx_given) {
         n_ctx = b.o.sp.n_ctx;
@@ -666,7 +701,7 @@ int cmd_bench(int argc, char **argv) {
         goto done;
     }
     /* prefill rate: a real prefill from position 0, then forgotten */
-    if (b.prefill) {
+    if (b.prefill && !n_traces) {
         r.prefill_tokens = (int)CLI_MIN(b.prefill_n, (long)n_ctx);
         fprintf(stderr, "hachi bench: timing a prefill of %d tokens...\n", r.prefill_tokens);
         r.prefill_tps = prefill(s, r.prefill_tokens, &rng, "prefill");
@@ -691,6 +726,14 @@ int cmd_bench(int argc, char **argv) {
             d->fill_tokens = fill;
             if ((d->fill_tps = prefill(s, fill, &rng, what)) < 0) { free(tps); goto out; }
         }
+        for (int t = 0; t < n_traces; t++) {
+            replay_result rr;
+            fprintf(stderr, "hachi bench: replaying %s at depth %d...\n", traces[t].path, d->depth);
+            if (!replay_run(CMD, s, &traces[t], b.seed + (uint64_t)t, &rr)) { free(tps); goto out; }
+            replay_print(&traces[t], d->depth, &rr);
+            fflush(stdout);
+        }
+        if (n_traces) continue;
         fprintf(stderr, "hachi bench: decoding at depth %d (%ld x %ld steps)...\n", d->depth, b.reps, b.n);
         if (!decode_reps(s, (int)b.n, (int)b.reps, &rng, tps)) { free(tps); goto out; }
         d->tps_min = d->tps_max = tps[0];   // NOLINT(clang-analyzer-core.uninitialized.Assign): decode_reps wrote tps[0..reps), reps >= 1
@@ -709,6 +752,7 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     free(tps);
+    if (n_traces) goto done;
 
     /* the table */
     printf("\n  depth  fill   tok/s median    min    max   ms/token   MB/token  (KV MB)   GB/s  roofline\n");

@@ -92,8 +92,10 @@ int cmd_chat(int argc, char **argv) {
         bool ended = false;
         while (gen < n_max && !ended) {
             int32_t out[HACHI_SPEC_STEP_MAX], n_out = 0;
+            const hachi_spec_stats before = *ss;
             if ((st = hachi_spec_step(sp, (int32_t)(n_max - gen), out, &n_out)) == HACHI_ERR_CONTEXT_FULL) break;
             if (st) { cli_lib_error(cmd, st, "decode failed"); goto out; }
+            cli_draft_trace(cmd, &dr, &before, ss);
             for (int32_t i = 0; i < n_out && !ended; i++) {
                 gen++;
                 if ((ended = hachi_model_is_eog(m, out[i]))) break;

@@ -134,8 +134,10 @@ int cmd_run(int argc, char **argv) {
     while (n_gen < n_predict && !ended) {   /* the last token is returned, never evaluated */
         int32_t out[HACHI_SPEC_STEP_MAX], n_out;
         const int64_t forwards = ss->forwards;
+        const hachi_spec_stats before = *ss;
         if ((st = hachi_spec_step(sp, (int32_t)(n_predict - n_gen), out, &n_out)) == HACHI_ERR_CONTEXT_FULL) { full = true; break; }
         if (st) { cli_lib_error(cmd, st, "decode failed"); goto out; }
+        cli_draft_trace(cmd, &dr, &before, ss);
         if (o.sp.profile && ss->forwards > forwards) {
             if (ss->forwards == warmup) hachi_session_profile_reset(s);
             else if (ss->forwards > warmup && (ss->forwards - warmup) % 16 == 0) {

@@ -1,5 +1,6 @@
 /* draft: the drafter flags of hachi run, chat and serve (--draft N, -md FILE, --spec KIND, --draft-sample),
  * the hachi_spec params they make and the stats line they print (cli.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include "cli.h"
@@ -14,6 +15,7 @@ int cli_draft_parse(const char *cmd, cli_draft *d, int argc, char **argv, int *i
     }
     if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) return (d->md_path = cli_value(cmd, argc, argv, i)) ? 1 : -1;
     if (!strcmp(a, "--draft-sample")) { d->sample = true; return 1; }
+    if (!strcmp(a, "--spec-trace") && strcmp(cmd, "serve")) return (d->trace_path = cli_value(cmd, argc, argv, i)) ? 1 : -1;
     if (!strcmp(a, "--spec")) {
         const char *v = cli_value(cmd, argc, argv, i);
         if (!v) return -1;
@@ -27,7 +29,36 @@ int cli_draft_parse(const char *cmd, cli_draft *d, int argc, char **argv, int *i
     return 0;
 }
 
+static bool open_trace(const char *cmd, cli_draft *d, const hachi_spec_params *spp) {
+    if (!d->trace_path) return true;
+    FILE *f = fopen(d->trace_path, "w");
+    if (!f) { cli_error(cmd, "cannot write the trace '%s': %s", d->trace_path, strerror(errno)); return false; }
+    static const char *kinds[] = {"none", "lookup", "model", "auto"};
+    fprintf(f, "# hachi spec trace: per forward, tokens drafted and kept (drafter %s, n_draft %d)\n",
+            kinds[spp->drafter], (int)spp->n_draft);
+    d->trace = f;
+    d->cmd = cmd;
+    return true;
+}
+
+void cli_draft_trace(const char *cmd, cli_draft *d, const hachi_spec_stats *before, const hachi_spec_stats *after) {
+    FILE *f = d->trace;
+    if (!f || after->forwards == before->forwards) return;
+    if (fprintf(f, "%lld %lld\n", (long long)(after->drafted - before->drafted),
+                (long long)(after->accepted - before->accepted)) < 0) {
+        cli_error(cmd, "cannot write the trace '%s': %s (trace stopped)", d->trace_path, strerror(errno));
+        fclose(f);
+        d->trace = NULL;
+    }
+}
+
+static bool setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_spec_params *spp);
+
 bool cli_draft_setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_spec_params *spp) {
+    return setup(cmd, d, m, spp) && open_trace(cmd, d, spp);
+}
+
+static bool setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_spec_params *spp) {
     *spp = hachi_spec_default_params();
     if (d->sample && !d->md_path) { cli_error(cmd, "--draft-sample needs a drafter model (-md FILE)"); return false; }
     const char *kind = d->spec ? d->spec : "";
@@ -86,4 +117,6 @@ void cli_draft_print(void *file, const cli_draft *d, const hachi_spec_stats *ss,
 void cli_draft_free(cli_draft *d) {
     hachi_model_free(d->assistant);
     d->assistant = NULL;
+    if (d->trace && fclose(d->trace)) cli_error(d->cmd, "cannot write the trace '%s': %s", d->trace_path, strerror(errno));
+    d->trace = NULL;
 }
