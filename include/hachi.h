@@ -312,7 +312,8 @@ typedef struct hachi_spec_params {
      * forward's cost: the time of a forward of k + 1 rows (measured while decoding, or
      * forward_cost) plus k draft steps (the assistant's, measured). k = 0 (no draft) where
      * drafting does not pay; then one forward in 16..256 (doubling while they fail) still
-     * drafts one token to follow a drafter that gets better. The tokens do not change. */
+     * drafts one token (the drafters in turn) to follow one that gets better. The tokens do not
+     * change. */
     bool adaptive;
     /* adaptive: NULL (measure), or [n_draft + 1] fixed costs of forwards of 1..n_draft + 1 rows
      * in any unit (e.g. ms), borrowed for the spec's life; draft steps then cost nothing. */

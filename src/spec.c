@@ -20,7 +20,7 @@
  *
  * Only the public session API is used (eval, rewind, pos, n_ctx, logits), and mtp.h's drafter.
  * Every buffer is allocated in hachi_spec_create; a step allocates nothing. Hot path: one step
- * per forward; the lookup (a backward scan of the text) is small next to the forward. */
+ * per forward; the lookup (an n-gram index, lookup.h) is a few hash probes. */
 #include "spec.h"
 #include "mtp.h"
 #include "sampler.h"
@@ -37,7 +37,7 @@ struct hachi_spec {
     hachi_session *s;
     hachi_sampler *smp;
     hachi_spec_params p;
-    const hachi_drafter_ops *drafter;   /* a stateless drafter (LOOKUP); NULL: none or the assistant */
+    hachi_lookup *lookup;               /* LOOKUP, AUTO: the n-gram index over text; else NULL */
     hachi_mtp *mtp;                     /* ASSISTANT: the drafter over the session; else NULL */
     bool sampled;                       /* ASSISTANT drafts drawn from q and judged by rejection sampling */
     size_t n_vocab;
@@ -55,6 +55,7 @@ struct hachi_spec {
     double kept[N_SRC], lost[N_SRC];      /* decayed counts: drafts kept, forwards that rejected one */
     int32_t idle, probe_gap;              /* forwards since the last draft that could have had one; the gap */
     bool probing;                         /* this forward's one draft is a probe */
+    int probe_src;                        /* the drafter probed last */
 };
 
 /* ---- drafters ------------------------------------------------------------------------ */
@@ -75,13 +76,6 @@ int32_t hachi_draft_lookup(const int32_t *hist, int32_t n_hist, int32_t ngram_mi
     return 0;
 }
 
-static int32_t lookup_propose(const hachi_spec_params *p, const int32_t *text, int32_t n, int32_t max,
-                              int32_t *draft) {
-    return hachi_draft_lookup(text, n, p->ngram_min, p->ngram_max, max, draft);
-}
-
-const hachi_drafter_ops hachi_drafter_lookup_ops = {lookup_propose};
-
 /* ---- the loop ------------------------------------------------------------------------ */
 
 hachi_spec_params hachi_spec_default_params(void) {
@@ -95,7 +89,7 @@ hachi_status hachi_spec_create(const hachi_model *model, hachi_session *s, hachi
     hachi_spec_params p = params ? *params : hachi_spec_default_params();
     if (!model || !s || !smp) return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: needs a model, a session and a sampler");
     if (hachi_session_model(s) != model) return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: the session belongs to another model");
-    const hachi_drafter_ops *drafter = NULL;
+    bool lookup = false;
     switch (p.drafter) {
     case HACHI_DRAFTER_NONE: p.n_draft = 0; p.adaptive = false; break;
     case HACHI_DRAFTER_ASSISTANT: {
@@ -113,14 +107,14 @@ hachi_status hachi_spec_create(const hachi_model *model, hachi_session *s, hachi
         /* prompt lookup first, as LOOKUP: */
         /* fall through */
     case HACHI_DRAFTER_LOOKUP:
-        if (p.ngram_min < 1 || p.ngram_max < p.ngram_min)
-            return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: lookup n-grams %d..%d (need 1 <= min <= max)",
-                              (int)p.ngram_min, (int)p.ngram_max);
-        drafter = &hachi_drafter_lookup_ops;
+        if (p.ngram_min < 1 || p.ngram_max < p.ngram_min || p.ngram_max > HACHI_LOOKUP_NGRAM_MAX)
+            return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: lookup n-grams %d..%d (need 1 <= min <= max <= %d)",
+                              (int)p.ngram_min, (int)p.ngram_max, HACHI_LOOKUP_NGRAM_MAX);
+        lookup = true;
         break;
     default: return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: unknown drafter kind %d", (int)p.drafter);
     }
-    const bool drafts = drafter || p.drafter == HACHI_DRAFTER_ASSISTANT;
+    const bool drafts = lookup || p.drafter == HACHI_DRAFTER_ASSISTANT;
     if (drafts && (p.n_draft < 1 || p.n_draft > HACHI_DRAFT_MAX))
         return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: n_draft %d not in 1..%d", (int)p.n_draft, HACHI_DRAFT_MAX);
     if (p.adaptive && p.forward_cost)
@@ -136,13 +130,16 @@ hachi_status hachi_spec_create(const hachi_model *model, hachi_session *s, hachi
     sp->s = s;
     sp->smp = smp;
     sp->p = p;
-    sp->drafter = drafter;
     sp->n_vocab = (size_t)hachi_model_n_vocab(model);
     sp->pending = -1;
     const size_t n_text = (size_t)hachi_session_n_ctx(s) + 1;
     sp->text = hachi_malloc(n_text * sizeof *sp->text);
     if (drafts) sp->rows = hachi_malloc((size_t)(p.n_draft + 1) * sp->n_vocab * sizeof *sp->rows);
     if (!sp->text || (drafts && !sp->rows)) { hachi_spec_free(sp); return HACHI_ERR_NOMEM; }
+    if (lookup) {
+        hachi_status st = hachi_lookup_create((int32_t)n_text, p.ngram_min, p.ngram_max, &sp->lookup);
+        if (st) { hachi_spec_free(sp); return st; }
+    }
     for (int i = 0; i < N_SRC; i++) sp->kept[i] = sp->lost[i] = 1.0;   /* a prior of one each: 1/2 */
     sp->probe_gap = PROBE_MIN;
     if (p.assistant) {
@@ -164,6 +161,7 @@ hachi_status hachi_spec_create(const hachi_model *model, hachi_session *s, hachi
 void hachi_spec_free(hachi_spec *sp) {
     if (!sp) return;
     hachi_free(sp->text);
+    hachi_lookup_free(sp->lookup);
     hachi_free(sp->rows);
     hachi_free(sp->q);
     hachi_free(sp->pd);
@@ -187,6 +185,7 @@ hachi_status hachi_spec_feed(hachi_spec *sp, const int32_t *tokens, int32_t n) {
         hachi_sampler_accept(sp->smp, tokens[i]);
         sp->text[pos - n + i] = tokens[i];
     }
+    if (sp->lookup) hachi_lookup_truncate(sp->lookup, pos - n);   /* from there on the text may differ */
     sp->lg = hachi_session_logits(sp->s);
     return HACHI_OK;
 }
@@ -197,6 +196,7 @@ static int32_t record(hachi_spec *sp, int32_t tok, int32_t pos) {
     if (!hachi_model_is_eog(sp->model, tok)) {
         hachi_sampler_accept(sp->smp, tok);
         sp->text[pos] = tok;
+        if (sp->lookup) hachi_lookup_truncate(sp->lookup, pos);   /* nothing unless pos was seen (a rewind) */
     }
     return tok;
 }
@@ -293,7 +293,7 @@ static int32_t best_length(const hachi_spec *sp, int src, int32_t cap, double *r
 static int32_t assistant_propose(hachi_spec *sp, int32_t tok, int32_t max, int32_t *draft);
 
 static int32_t propose(hachi_spec *sp, int32_t base, int32_t max, int32_t *draft, int *src) {
-    const int32_t n_look = sp->drafter ? sp->drafter->propose(&sp->p, sp->text, base + 1, max, draft) : 0;
+    const int32_t n_look = sp->lookup ? hachi_lookup_draft(sp->lookup, sp->text, base + 1, max, draft) : 0;
     *src = SRC_LOOKUP;
     sp->probing = false;
     if (!sp->p.adaptive) {
@@ -311,9 +311,8 @@ static int32_t propose(hachi_spec *sp, int32_t base, int32_t max, int32_t *draft
         sp->idle = 0;
         sp->probing = true;
         k = 1;
-        const bool look = n_look && (!sp->mtp || sp->kept[SRC_LOOKUP] * sp->lost[SRC_ASSISTANT] >=
-                                                     sp->kept[SRC_ASSISTANT] * sp->lost[SRC_LOOKUP]);
-        *src = look ? SRC_LOOKUP : SRC_ASSISTANT;
+        sp->probe_src = !sp->mtp ? SRC_LOOKUP : !n_look ? SRC_ASSISTANT : 1 - sp->probe_src;   /* in turn */
+        *src = sp->probe_src;
     }
     return *src == SRC_ASSISTANT ? assistant_propose(sp, sp->pending, k, draft) : k;
 }
@@ -354,7 +353,7 @@ hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, i
     double draft_ms = 0;
     const int32_t room = HACHI_MIN(n_ctx - base - 1, max_tokens - 1);
     batch[0] = sp->pending;
-    if (room > 0 && (sp->drafter || sp->mtp)) {
+    if (room > 0 && (sp->lookup || sp->mtp)) {
         const double t0 = hachi_time_ms();
         k = propose(sp, base, HACHI_MIN(sp->p.n_draft, room), batch + 1, &src);
         draft_ms = hachi_time_ms() - t0;

@@ -173,10 +173,71 @@ TEST(bench_ttft_tiny) {
     free(json);
 }
 
+/* --spec-replay: a hand-written trace's forwards and tokens counted back (4 forwards, 7 drafted,
+ * 5 kept: 9 tokens), with the forward costs of 1..16 rows; a trace that hachi run --spec-trace
+ * writes (gemma4-micro, prompt lookup) accounts for every generated token and replays; bad
+ * traces are one line naming the file and line. */
+TEST(bench_spec_replay_tiny) {
+    const char *bin = test_hachi_bin(), *dir = test_tmpdir();
+    char trace[600], bad[600];
+    snprintf(trace, sizeof trace, "%s/hand.trace", dir);
+    snprintf(bad, sizeof bad, "%s/bad.trace", dir);
+    FILE *f = fopen(trace, "w"), *g = fopen(bad, "w");
+    if (!f || !g) { CHECK(0); if (f) fclose(f); if (g) fclose(g); return; }
+    fputs("# drafted kept\n2 1\n0 0\n4 4\n1 0\n", f);
+    fputs("2 1\n3 5\n", g);
+    fclose(f);
+    fclose(g);
+    int rc;
+    char *out = test_sh(&rc, "HACHI_BENCH_CACHE='%s/bench-cache' %s bench --synth tiny --depth 16,40 --fill fast -t 1 "
+                        "--bw-mb 16 -r 1 --spec-replay '%s' 2>&1", dir, bin, trace);
+    char want[800];
+    snprintf(want, sizeof want, "replay %s at depth 40: 4 forwards for 9 tokens (7 drafted, 5 kept: acceptance 0.714, "
+             "mean accepted length 2.67)", trace);
+    CHECKF(rc == 0 && strstr(out, want) && strstr(out, "forward costs at depth 16") && strstr(out, "as --spec-costs: 1.000,") &&
+           count(out, "speculative ") == 2 && !strstr(out, "tok/s median"), "bench --spec-replay (rc %d):\n%s", rc, out);
+    free(out);
+    out = test_sh(&rc, "%s bench --synth tiny --spec-replay '%s' 2>&1", bin, bad);
+    CHECKF(rc == 1 && !strncmp(out, "hachi bench: ", 13) && strstr(out, "line 2") && count(out, "\n") == 1, "%s", out);
+    free(out);
+    out = test_sh(&rc, "%s bench --synth tiny --spec-replay '%s/none.trace' 2>&1", bin, dir);
+    CHECKF(rc == 1 && strstr(out, "none.trace") && count(out, "\n") == 1, "%s", out);
+    free(out);
+
+    const char *mpath = test_shared_path("models/gemma4-micro.gguf");
+    if (!mpath) SKIP("../shared/models/gemma4-micro.gguf absent (the hand-written trace passed)");
+    snprintf(trace, sizeof trace, "%s/run.trace", dir);
+    out = test_sh(&rc, "%s run -m %s -p 'Once upon a time, there was a little girl. Once upon a time, there' -n 40 "
+                  "--temp 0 -t 1 --draft 4 --spec-trace '%s' 2>&1 >/dev/null", bin, mpath, trace);
+    int n_gen = -1, k, r, forwards = 0, tokens = 0, bad_lines = 0;
+    const char *p = strstr(out, "generated tokens: ");
+    if (p) n_gen = (int)strtol(p + 18, NULL, 10);
+    free(out);
+    char line[128];
+    f = fopen(trace, "r");
+    while (f && fgets(line, sizeof line, f))
+        if (line[0] != '#') {
+            char *e1, *e2;
+            k = (int)strtol(line, &e1, 10);
+            r = (int)strtol(e1, &e2, 10);
+            if (e1 != line && e2 != e1 && r >= 0 && r <= k && k <= 4) { forwards++; tokens += r + 1; }
+            else bad_lines++;
+        }
+    if (f) fclose(f);
+    CHECKF(rc == 0 && n_gen == 40 && tokens == n_gen - 1 && !bad_lines, "run --spec-trace: rc %d, %d generated, "
+           "%d forwards for %d tokens in the trace, %d bad lines", rc, n_gen, forwards, tokens, bad_lines);
+    out = test_sh(&rc, "HACHI_BENCH_CACHE='%s/bench-cache' %s bench --synth tiny --depth 16 --fill fast -t 1 --bw-mb 16 "
+                  "--no-verify --spec-replay '%s' 2>&1", dir, bin, trace);
+    snprintf(want, sizeof want, "%d forwards for %d tokens", forwards, tokens);
+    CHECKF(rc == 0 && strstr(out, want), "want '%s':\n%s", want, out);
+    free(out);
+}
+
 TEST(bench_bad_flags) {
     static const char *bad[] = {"--synth tiny --depth x", "--synth tiny -n 0", "--synth huge", "--depth 16",
                                 "--synth tiny --fill slow", "--synth tiny --bogus", "--synth tiny -m x.gguf",
-                                "--synth tiny --depth 140000", "--synth tiny --ttft 0", "--synth tiny --ttft 64,x"};
+                                "--synth tiny --depth 140000", "--synth tiny --ttft 0", "--synth tiny --ttft 64,x",
+                                "--synth tiny --spec-replay", "--synth tiny --spec-replay ,", "--synth tiny --ttft 64 --spec-replay x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char cmd[1024];
         snprintf(cmd, sizeof cmd, "%s bench %s 2>&1", test_hachi_bin(), bad[i]);

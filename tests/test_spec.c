@@ -7,6 +7,7 @@
 #include "hachi.h"
 #include "hachi.h"
 #include "util.h"
+#include "lookup.h"
 
 /* Prompt lookup, by hand: the longest n-gram (4..2 here) of the tail that occurred
  * before, its latest occurrence, what followed it (bounded by max_draft, by the end of
@@ -26,6 +27,46 @@ TEST(draft_lookup) {
     CHECK(hachi_draft_lookup(z, 40, 2, 4, 100, d) == HACHI_DRAFT_MAX && d[0] == 0 && d[14] == 14);
     CHECK(hachi_draft_lookup(a, 8, 2, 4, 0, d) == 0 && hachi_draft_lookup(a, 1, 2, 4, 4, d) == 0);
     CHECK(hachi_draft_lookup(NULL, 8, 2, 4, 4, d) == 0 && hachi_draft_lookup(a, 8, 0, 4, 4, d) == 0);
+}
+
+/* The n-gram index (lookup.h) answers as the scan above: texts of 2..6 symbols (matches
+ * everywhere), n-grams 1..1 up to 3..8, drafts of 1..15, asked after every appended token, with
+ * rewrites of earlier positions (truncate, then a different continuation) in between. */
+TEST(lookup_index_equals_scan) {
+    enum { CAP = 1500 };
+    static int32_t text[CAP];
+    uint64_t x = 88172645463325252ull;
+    int cases = 0;
+    for (int round = 0; round < 24; round++) {
+        const int32_t n_min = 1 + round % 3, n_max = n_min + (round / 3) % 6, vocab = 2 + round % 5;
+        hachi_lookup *ix = NULL;
+        CHECK(hachi_lookup_create(CAP, n_min, n_max, &ix) == HACHI_OK);
+        if (!ix) return;
+        int32_t len = 0;
+        while (len < CAP) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            if (len > 64 && x % 97 == 0) {   /* a rewrite: the text from up to 64 positions back on */
+                len -= 1 + (int32_t)(x / 97 % 64);
+                hachi_lookup_truncate(ix, len);
+            }
+            text[len++] = (int32_t)(x >> 20) % vocab;
+            const int32_t max = 1 + (int32_t)(x >> 40) % HACHI_DRAFT_MAX;
+            int32_t a[HACHI_DRAFT_MAX], b[HACHI_DRAFT_MAX];
+            const int32_t na = hachi_draft_lookup(text, len, n_min, n_max, max, a);
+            const int32_t nb = hachi_lookup_draft(ix, text, len, max, b);
+            cases++;
+            if (na != nb || memcmp(a, b, (size_t)na * sizeof *a)) {
+                CHECKF(0, "round %d (n-grams %d..%d, %d symbols), length %d, max %d: scan %d tokens, index %d", round,
+                       n_min, n_max, vocab, len, max, na, nb);
+                break;
+            }
+        }
+        hachi_lookup_free(ix);
+    }
+    CHECK(cases > 24 * CAP / 2);
+    hachi_lookup *ix = (hachi_lookup *)1;
+    CHECK(hachi_lookup_create(10, 3, 2, &ix) == HACHI_ERR_INVALID_ARG && !ix);
+    CHECK(hachi_lookup_create(10, 1, HACHI_LOOKUP_NGRAM_MAX + 1, &ix) == HACHI_ERR_INVALID_ARG && !ix);
 }
 
 /* ---- the loop on real models -------------------------------------------------------- */

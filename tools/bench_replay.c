@@ -25,8 +25,10 @@ bool replay_load(const char *cmd, const char *path, replay_trace *t) {
     while (ok && fgets(line, sizeof line, f)) {
         no++;
         if (line[0] == '#' || line[0] == '\n') continue;
-        int k, r, end = 0;
-        if (sscanf(line, "%d %d %n", &k, &r, &end) != 2 || line[end] || k < 0 || k > HACHI_DRAFT_MAX || r < 0 || r > k) {
+        char *e1, *e2;
+        const long k = strtol(line, &e1, 10), r = strtol(e1, &e2, 10);
+        while (*e2 == ' ' || *e2 == '\t' || *e2 == '\r' || *e2 == '\n') e2++;
+        if (e1 == line || e2 == e1 || *e2 || k < 0 || k > HACHI_DRAFT_MAX || r < 0 || r > k) {
             ok = cli_error(cmd, "'%s' line %d: expected 'drafted kept' with 0 <= kept <= drafted <= %d", path, no,
                            HACHI_DRAFT_MAX) == 0;
             break;
@@ -135,6 +137,40 @@ bool replay_run(const char *cmd, hachi_session *s, const replay_trace *t, uint64
         out->median_ratio = n_seg % 2 ? ratio[n_seg / 2] : 0.5 * (ratio[n_seg / 2 - 1] + ratio[n_seg / 2]);
     }
     free(ratio);
+    free(rows);
+    return ok;
+}
+
+bool replay_costs(const char *cmd, hachi_session *s, uint64_t seed, int reps) {
+    const size_t nv = (size_t)hachi_model_n_vocab(hachi_session_model(s));
+    float *rows = malloc(sizeof *rows * nv * (HACHI_DRAFT_MAX + 1));
+    double *t = malloc(sizeof *t * (size_t)reps), ms[HACHI_DRAFT_MAX + 1];
+    uint64_t rng = seed | 1;
+    int32_t toks[HACHI_DRAFT_MAX + 1];
+    bool ok = rows && t;
+    if (!ok) cli_error(cmd, "out of memory");
+    const int32_t depth = hachi_session_pos(s);
+    for (int n = 1; ok && n <= HACHI_DRAFT_MAX + 1; n++) {
+        for (int r = -1; ok && r < reps; r++) {   /* r = -1: warm-up */
+            for (int j = 0; j < n; j++) toks[j] = next_token(&rng, (int32_t)nv);
+            const double t0 = cli_time_ms();
+            hachi_status st = hachi_session_eval(s, toks, n, n > 1 ? rows : NULL);
+            if (r >= 0) t[r] = cli_time_ms() - t0;
+            if (!st) st = hachi_session_rewind(s, depth);
+            if (st) ok = cli_lib_error(cmd, st, "forward failed") == 0;
+        }
+        if (!ok) break;
+        qsort(t, (size_t)reps, sizeof *t, cmp_double);
+        ms[n - 1] = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+    }
+    if (ok) {
+        printf("forward costs at depth %d (median of %d, ms for 1..%d rows):", depth, reps, HACHI_DRAFT_MAX + 1);
+        for (int n = 0; n <= HACHI_DRAFT_MAX; n++) printf(" %.1f", ms[n]);
+        printf("\n  as --spec-costs: ");
+        for (int n = 0; n <= HACHI_DRAFT_MAX; n++) printf("%s%.3f", n ? "," : "", ms[n] / ms[0]);
+        printf("\n");
+    }
+    free(t);
     free(rows);
     return ok;
 }

@@ -25,6 +25,9 @@ int replay_positions(const replay_trace *t);
 /* Replay t from the session's position (replay_positions further on at most); false with
  * the error printed. */
 bool replay_run(const char *cmd, hachi_session *s, const replay_trace *t, uint64_t seed, replay_result *out);
+/* The median time of forwards of 1..16 rows at the session's position (left there), printed in
+ * ms and as ratios for --spec-costs; false with the error printed. */
+bool replay_costs(const char *cmd, hachi_session *s, uint64_t seed, int reps);
 void replay_print(const replay_trace *t, int depth, const replay_result *r);
 
 #endif

@@ -85,6 +85,8 @@ typedef struct cli_draft {
     const char *trace_path;         /* --spec-trace FILE (run): each forward's drafted and kept counts */
     void *trace;                    /* FILE* open on trace_path */
     const char *cmd;                /* the command, for the trace's errors */
+    float costs[HACHI_DRAFT_MAX + 1];   /* --spec-costs: forwards of 1, 2, ... rows (auto) */
+    int n_costs;
     const char *md_path;            /* -md FILE */
     bool sample;                    /* --draft-sample */
     hachi_model *assistant;         /* -md, loaded by cli_draft_setup */
@@ -105,6 +107,9 @@ void cli_draft_free(cli_draft *d);
     "              (the tokens after the latest earlier occurrence of the last 4, 3 or 2 tokens), or the\n" \
     "              -md drafter; the same output as without\n"                                             \
     "  -md FILE    draft with a Gemma 4 assistant (GGUF gemma4-assistant made for -m; --draft default 3)\n" \
+    "  --spec-costs C1,C2,..  with --spec auto: the cost of a forward of 1, 2, ... rows (at least\n" \
+    "              --draft + 1 values, any unit; hachi bench --spec-replay prints a model's) instead of\n" \
+    "              measuring them while decoding\n"                                                      \
     "  --spec-trace FILE  write each forward's drafted and kept token counts (hachi bench --spec-replay)\n" \
     "  --spec KIND none, lookup, model (-md) or auto: prompt lookup where it matches, else -md if given,\n" \
     "              each forward's draft length (up to --draft, default 4) chosen from the measured\n"      \

@@ -619,7 +619,7 @@ int cmd_bench(int argc, char **argv) {
     if (b.replay && b.n_ttft) return cli_error(CMD, "give either --ttft or --spec-replay, not both");
     if (b.replay && snprintf(names, sizeof names, "%s", b.replay) >= (int)sizeof names)
         return cli_error(CMD, "--spec-replay: the list of traces is too long");
-    for (char *p = b.replay ? names : NULL, *save = NULL, *tok; (tok = strtok_r(p, ",", &save)); p = NULL) {
+    for (char *p = names, *save = NULL, *tok; b.replay && (tok = strtok_r(p, ",", &save)); p = NULL) {
         if (n_traces == MAX_TRACES) { cli_error(CMD, "--spec-replay: at most %d traces", MAX_TRACES); goto free_traces; }
         if (!replay_load(CMD, tok, &traces[n_traces])) goto free_traces;
         n_traces++;
@@ -726,6 +726,7 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
             d->fill_tokens = fill;
             if ((d->fill_tps = prefill(s, fill, &rng, what)) < 0) { free(tps); goto out; }
         }
+        if (n_traces && b.verify && !replay_costs(CMD, s, b.seed, (int)CLI_MAX(b.reps, 5))) { free(tps); goto out; }
         for (int t = 0; t < n_traces; t++) {
             replay_result rr;
             fprintf(stderr, "hachi bench: replaying %s at depth %d...\n", traces[t].path, d->depth);

@@ -2,6 +2,7 @@
  * the hachi_spec params they make and the stats line they print (cli.h). */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "cli.h"
 
@@ -15,6 +16,23 @@ int cli_draft_parse(const char *cmd, cli_draft *d, int argc, char **argv, int *i
     }
     if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) return (d->md_path = cli_value(cmd, argc, argv, i)) ? 1 : -1;
     if (!strcmp(a, "--draft-sample")) { d->sample = true; return 1; }
+    if (!strcmp(a, "--spec-costs")) {
+        const char *v = cli_value(cmd, argc, argv, i);
+        if (!v) return -1;
+        d->n_costs = 0;
+        for (const char *p = v;;) {
+            char *end;
+            const double c = strtod(p, &end);
+            if (end == p || !(c > 0 && c < 1e9) || d->n_costs == HACHI_DRAFT_MAX + 1 || (*end && *end != ',')) {
+                cli_error(cmd, "--spec-costs expects 1..%d positive numbers separated by commas, got '%s'",
+                          HACHI_DRAFT_MAX + 1, v);
+                return -1;
+            }
+            d->costs[d->n_costs++] = (float)c;
+            if (!*end) return 1;
+            p = end + 1;
+        }
+    }
     if (!strcmp(a, "--spec-trace") && strcmp(cmd, "serve")) return (d->trace_path = cli_value(cmd, argc, argv, i)) ? 1 : -1;
     if (!strcmp(a, "--spec")) {
         const char *v = cli_value(cmd, argc, argv, i);
@@ -73,10 +91,16 @@ static bool setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_spe
     if (!strcmp(kind, "lookup") && d->md_path) { cli_error(cmd, "--spec lookup takes no -md (use --spec auto for both)"); return false; }
     if ((*kind) && d->n_draft == 0) { cli_error(cmd, "--draft 0 with --spec %s: it needs 1..%d drafts", kind, HACHI_DRAFT_MAX); return false; }
     if (!strcmp(kind, "lookup") && d->n_draft < 0) d->n_draft = spp->n_draft;
+    if (d->n_costs && strcmp(kind, "auto")) { cli_error(cmd, "--spec-costs needs --spec auto"); return false; }
     if (!strcmp(kind, "auto")) {
         if (d->n_draft < 0) d->n_draft = spp->n_draft;
         spp->drafter = HACHI_DRAFTER_AUTO;
         spp->n_draft = (int32_t)d->n_draft;
+        if (d->n_costs && d->n_costs < d->n_draft + 1) {
+            cli_error(cmd, "--spec-costs gives %d costs; --draft %ld needs %ld", d->n_costs, d->n_draft, d->n_draft + 1);
+            return false;
+        }
+        spp->forward_cost = d->n_costs ? d->costs : NULL;
         if (!d->md_path) return true;
     } else if (!d->md_path) {
         spp->drafter = d->n_draft > 0 ? HACHI_DRAFTER_LOOKUP : HACHI_DRAFTER_NONE;
