@@ -31,6 +31,8 @@ enum { SRC_LOOKUP, SRC_ASSISTANT, N_SRC };   /* where a forward's drafts came fr
 #define ACCEPT_DECAY 0.9       /* weight of a drafter's older forwards in its running acceptance */
 #define PROBE_MIN 16           /* forwards without drafts between two one-token probes: at first, */
 #define PROBE_MAX 256          /* and at most (the gap doubles with each probe rejected) */
+#define PLAIN_EVERY 64         /* the most forwards between two of one row (the unit the others are
+                                  weighed against), when the costs are measured */
 
 struct hachi_spec {
     const hachi_model *model;
@@ -54,6 +56,7 @@ struct hachi_spec {
     double tok_ms[N_SRC];                 /* running time of one draft step (prompt lookup: 0) */
     double kept[N_SRC], lost[N_SRC];      /* decayed counts: drafts kept, forwards that rejected one */
     int32_t idle, probe_gap;              /* forwards since the last draft that could have had one; the gap */
+    int32_t since_plain;                  /* forwards since the last of one row */
     bool probing;                         /* this forward's one draft is a probe */
     int probe_src;                        /* the drafter probed last */
 };
@@ -301,6 +304,8 @@ static int32_t propose(hachi_spec *sp, int32_t base, int32_t max, int32_t *draft
         *src = SRC_ASSISTANT;
         return assistant_propose(sp, sp->pending, max, draft);
     }
+    if (!sp->p.forward_cost && (!(sp->fwd_ms[1] > 0) || sp->since_plain >= PLAIN_EVERY))
+        return 0;   /* measure a plain step first, and again now and then: every estimate leans on it */
     double r_look = 0, r_mtp = 0;
     int32_t k = n_look ? best_length(sp, SRC_LOOKUP, n_look, &r_look) : 0;
     const int32_t k_mtp = sp->mtp ? best_length(sp, SRC_ASSISTANT, max, &r_mtp) : 0;
@@ -320,6 +325,7 @@ static int32_t propose(hachi_spec *sp, int32_t base, int32_t max, int32_t *draft
 /* After a forward of k drafts from src of which r were kept, in ms (measured rows k + 1). */
 static void learn(hachi_spec *sp, int src, int32_t k, int32_t r, double fwd_ms, double draft_ms) {
     if (!sp->p.adaptive) return;
+    sp->since_plain = k ? sp->since_plain + 1 : 0;
     double *t = &sp->fwd_ms[k + 1];
     *t = *t > 0 ? 0.75 * *t + 0.25 * fwd_ms : fwd_ms;
     if (!k) return;
