@@ -143,7 +143,10 @@ hachi_status hachi_spec_create(const hachi_model *model, hachi_session *s, hachi
         hachi_status st = hachi_lookup_create((int32_t)n_text, p.ngram_min, p.ngram_max, &sp->lookup);
         if (st) { hachi_spec_free(sp); return st; }
     }
-    for (int i = 0; i < N_SRC; i++) sp->kept[i] = sp->lost[i] = 1.0;   /* a prior of one each: 1/2 */
+    for (int i = 0; i < N_SRC; i++) {   /* a prior of 1/3: where one extra row costs much, wait for evidence */
+        sp->kept[i] = 1.0;
+        sp->lost[i] = 2.0;
+    }
     sp->probe_gap = PROBE_MIN;
     if (p.assistant) {
         hachi_status st = hachi_mtp_create(p.assistant, s, &sp->mtp);
