@@ -204,18 +204,19 @@ TEST(serve_assistant_drafts_same_text) {
     const char *model, *why = cannot_serve(&model);
     if (why) SKIP("%s", why);
     NEED_SHARED(assistant, "models/gemma4-micro-assistant.gguf");
-    char *text[2] = {NULL, NULL}, extra[1200];
-    snprintf(extra, sizeof extra, "-md %s", assistant);
+    char *text[3] = {NULL, NULL, NULL}, extra[2][1200];
+    snprintf(extra[0], sizeof extra[0], "-md %s", assistant);
+    snprintf(extra[1], sizeof extra[1], "--spec auto -md %s", assistant);   /* adaptive: drafts or not, the same text */
     const char *body = "{\"prompt\":\"= = Gameplay = =\\n\",\"max_tokens\":48,\"temperature\":0}";
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         server sv;
-        if (!server_start(&sv, model, k ? extra : "")) break;
+        if (!server_start(&sv, model, k ? extra[k - 1] : "")) break;
         char *b = NULL;
         int st = body_status(&b, "-H 'Content-Type: application/json' " AUTH URL "/v1/completions -d '%s'", sv.port, body);
         CHECKF(st == 200 && strstr(b, "\"completion_tokens\":48"), "%s: %d %s", k ? "-md" : "plain", st, b);
         text[k] = texts(b);
         free(b);
-        if (k) {
+        if (k == 1) {
             char *e = test_read_file(sv.err, NULL);
             long long drafted = 0, accepted = 0;
             const char *l = e ? strstr(e, "generated, ") : NULL;
@@ -225,10 +226,10 @@ TEST(serve_assistant_drafts_same_text) {
         }
         server_stop(&sv);
     }
-    CHECKF(text[0] && text[1] && strlen(text[0]) > 20 && !strcmp(text[0], text[1]), "plain '%s', -md '%s'",
-           text[0] ? text[0] : "", text[1] ? text[1] : "");
-    free(text[0]);
-    free(text[1]);
+    CHECKF(text[0] && text[1] && text[2] && strlen(text[0]) > 20 && !strcmp(text[0], text[1]) && !strcmp(text[0], text[2]),
+           "plain '%s', -md '%s', --spec auto -md '%s'", text[0] ? text[0] : "", text[1] ? text[1] : "",
+           text[2] ? text[2] : "");
+    for (int k = 0; k < 3; k++) free(text[k]);
 }
 
 TEST(serve_http_errors_and_slots) {

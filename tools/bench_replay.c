@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "bench_replay.h"
+#include "cli.h"
 
 #define SEGMENT 16   /* forwards per alternation */
 

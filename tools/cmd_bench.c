@@ -22,8 +22,6 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "bench_replay.h"
-#include "hachi.h"
 #include "cli.h"
 #include "hachi.h"
 
