@@ -215,6 +215,28 @@ void hachi_mat_to_x8(hachi_mat *W, void *dst) {
     W->x8 = true;
 }
 
+void hachi_matmul_gather(const hachi_kernels *k, const hachi_mat *W, const float *x, const int32_t *rows, int n,
+                         float *y, void *scratch) {
+    const hachi_type_kernels *kt = &k->t[W->type];
+    const int64_t cols = W->cols;
+    const void *a = x;
+    if (kt->vec_dot_type != HACHI_TYPE_F32) {   /* as matmul_convert, in one piece */
+        k->t[kt->vec_dot_type].from_float(x, scratch, cols);
+        if (kt->act_prep) kt->act_prep(cols, scratch, 0, cols / hachi_type_info(kt->vec_dot_type)->blck_size);
+        a = scratch;
+    }
+    const size_t stride = hachi_matmul_act_stride(k, W->type, cols);
+    for (int i = 0; i < n; i++) {
+        if (W->x8) {   /* the row's group through the interleaved kernel, as matmul_rows */
+            float s[8];
+            kt->vec_dot_x8(cols, s, (const char *)W->data + (size_t)(rows[i] / 8) * 8 * W->row_bytes, a, stride, 1);
+            y[i] = s[rows[i] % 8];
+        } else {
+            kt->vec_dot(cols, &y[i], (const char *)W->data + (size_t)rows[i] * W->row_bytes, a);
+        }
+    }
+}
+
 void hachi_mat_row(const hachi_kernels *k, const hachi_mat *W, int64_t r, float *out) {
     if (W->x8) {   /* one block of row r at a time */
         const x8_layout *x = x8_layout_of(W->type);

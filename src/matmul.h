@@ -30,6 +30,11 @@ uint64_t hachi_mat_x8_bytes(const hachi_kernels *k, const hachi_mat *W);
  * _groups: only the groups of 8 rows [g0, g1), W unchanged (for splitting the work). */
 void hachi_mat_to_x8(hachi_mat *W, void *dst);
 void hachi_mat_to_x8_groups(const hachi_mat *W, void *dst, int64_t g0, int64_t g1);
+/* y[i] = W[rows[i]] . x for i < n: one activation row x[cols], converted once into scratch
+ * (hachi_matmul_scratch_bytes(k, W->type, W->cols, 1) bytes), then the rows picked; each
+ * y[i] is bit for bit hachi_matmul's output row rows[i] for that x. In the calling thread. */
+void hachi_matmul_gather(const hachi_kernels *k, const hachi_mat *W, const float *x, const int32_t *rows, int n,
+                         float *y, void *scratch);
 /* Dequantize row r of W into out[cols]. */
 void hachi_mat_row(const hachi_kernels *k, const hachi_mat *W, int64_t r, float *out);
 

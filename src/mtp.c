@@ -35,7 +35,8 @@ struct hachi_mtp {
     float *logits;                  /* [n_vocab] */
     float *cscore;                  /* [n_centroids] centroid scores; NULL without a centroid head */
     int *top;                       /* [centroid_top_k] the kept clusters */
-    float *row;                     /* [n_embd] one head row (centroid head) */
+    int32_t *kept;                  /* [centroid_top_k * cluster size] the kept clusters' tokens */
+    float *kept_logits;             /* [centroid_top_k * cluster size] their logits */
     char *mm_scratch;               /* matmul activation conversions */
 };
 
@@ -122,14 +123,17 @@ hachi_status hachi_mtp_create(const hachi_model *a, hachi_session *s, hachi_mtp 
         }
     }
     float **bufs[] = {&d->cs, &d->in, &d->h, &d->x, &d->xn, &d->proj, &d->q, &d->attn, &d->gate, &d->up,
-                      &d->scores, &d->logits, &d->row};
+                      &d->scores, &d->logits};
     const size_t counts[] = {(size_t)hd_max, 2 * (size_t)Et, (size_t)Et, (size_t)E, (size_t)E, (size_t)E,
                              (size_t)H * hd_max, (size_t)H * hd_max, (size_t)ff_max, (size_t)ff_max,
-                             (size_t)hachi_session_n_ctx(s) * G, (size_t)a->n_vocab, (size_t)E};
+                             (size_t)hachi_session_n_ctx(s) * G, (size_t)a->n_vocab};
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
         if (!(*bufs[i] = hachi_aligned_alloc(counts[i] * sizeof(float)))) goto nomem;
+    const size_t n_kept = a->centroids.data ? (size_t)a->centroid_top_k * (size_t)(a->n_vocab / a->n_centroids) : 0;
     if (a->centroids.data && (!(d->cscore = hachi_aligned_alloc((size_t)a->n_centroids * sizeof(float))) ||
-                              !(d->top = hachi_malloc((size_t)a->centroid_top_k * sizeof(int)))))
+                              !(d->top = hachi_malloc((size_t)a->centroid_top_k * sizeof(int))) ||
+                              !(d->kept = hachi_malloc(n_kept * sizeof(int32_t))) ||
+                              !(d->kept_logits = hachi_malloc(n_kept * sizeof(float)))))
         goto nomem;
     if (!(d->mm_scratch = hachi_aligned_alloc(HACHI_MAX(scr, 64)))) goto nomem;
     *out = d;
@@ -142,7 +146,8 @@ nomem:
 void hachi_mtp_free(hachi_mtp *d) {
     if (!d) return;
     void *bufs[] = {d->inv_freq[0], d->inv_freq[1], d->cs, d->in, d->h, d->x, d->xn, d->proj, d->q, d->attn,
-                    d->gate, d->up, d->scores, d->logits, d->cscore, d->top, d->row, d->mm_scratch};
+                    d->gate, d->up, d->scores, d->logits, d->cscore, d->top, d->kept, d->kept_logits,
+                    d->mm_scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) hachi_free(bufs[i]);
     hachi_free(d);
 }
@@ -256,10 +261,11 @@ static void layer(hachi_mtp *d, int l) {
 }
 
 /* Centroid head: score the clusters, keep the top_k best (ties to the lower index), and give
- * logits to their tokens only (ordering lists each cluster's n_vocab / n_centroids tokens). */
+ * logits to their tokens only (ordering lists each cluster's n_vocab / n_centroids tokens),
+ * each bit for bit the dense head's (the same kernel on the same converted activations). */
 static void centroid_head(hachi_mtp *d) {
     const hachi_model *a = d->a;
-    const int k = a->centroid_top_k, per = a->n_vocab / a->n_centroids, E = a->n_embd;
+    const int k = a->centroid_top_k, per = a->n_vocab / a->n_centroids;
     int n = 0;
     matmul(d, &a->centroids, d->xn, d->cscore);
     for (int c = 0; c < a->n_centroids; c++) {   /* top stays sorted, best first */
@@ -269,15 +275,11 @@ static void centroid_head(hachi_mtp *d) {
         while (i > 0 && v > d->cscore[d->top[i - 1]]) { d->top[i] = d->top[i - 1]; i--; }
         d->top[i] = c;
     }
-    for (int i = 0; i < a->n_vocab; i++) d->logits[i] = -INFINITY;
     for (int i = 0; i < n; i++)
-        for (int j = 0; j < per; j++) {
-            const int32_t tok = a->ordering[(size_t)d->top[i] * per + j];
-            hachi_mat_row(a->kern, &a->output, tok, d->row);
-            float acc = 0.0f;
-            for (int e = 0; e < E; e++) acc += d->row[e] * d->xn[e];
-            d->logits[tok] = acc;
-        }
+        memcpy(d->kept + (size_t)i * per, a->ordering + (size_t)d->top[i] * per, per * sizeof(int32_t));
+    hachi_matmul_gather(a->kern, &a->output, d->xn, d->kept, n * per, d->kept_logits, d->mm_scratch);
+    for (int i = 0; i < a->n_vocab; i++) d->logits[i] = -INFINITY;
+    for (int i = 0; i < n * per; i++) d->logits[d->kept[i]] = d->kept_logits[i];
 }
 
 bool hachi_mtp_begin(hachi_mtp *d) {

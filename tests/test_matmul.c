@@ -3,7 +3,8 @@
  * the 16-row multi kernel and the prefill tiling), hachi_matmul with pools of
  * 1, 2 and 3 threads against a naive loop of the reference vec_dot over the
  * same quantized activations; n_tok outputs against n_tok 1-token calls;
- * output padding untouched; no allocation; hachi_mat_row against to_float;
+ * output padding untouched; no allocation; hachi_matmul_gather equal to hachi_matmul's rows;
+ * hachi_mat_row against to_float;
  * the same with rows interleaved by 8 (Q4_0, Q4_K where the ISA has the x8 kernel). */
 #include "test.h"
 #include "matmul.h"
@@ -122,6 +123,21 @@ static void mm_run_case(const hachi_kernels *k, const hachi_kernels *ref, hachi_
                    hachi_pool_size(pools[pi]), bad1);
             CHECKF(pad == 0, "%s %s: %d writes past rows in y", k->name, hachi_type_name(mc->type), pad);
         }
+    }
+    /* hachi_matmul_gather of rows in a shuffled order (some twice) gives the 1-token call's
+     * outputs bit for bit (y1 still holds them for token 0) */
+    {
+        const int n = (int)HACHI_MIN(rows, 64);
+        int32_t idx[64];
+        float g[64];
+        for (int i = 0; i < n; i++) idx[i] = (int32_t)((i * 37 + 11) % rows);
+        const uint64_t a0 = hachi_alloc_count();
+        hachi_matmul_gather(k, &W, x, idx, n, g, scratch);
+        CHECK(hachi_alloc_count() == a0);
+        int bad = 0;
+        for (int i = 0; i < n; i++) bad += memcmp(&g[i], &y1[idx[i]], sizeof g[i]) != 0;
+        CHECKF(bad == 0, "%s %s%s: %d of %d gathered rows differ from hachi_matmul's", k->name,
+               hachi_type_name(mc->type), mc->x8 ? " x8" : "", bad, n);
     }
     /* hachi_mat_row is to_float of the row */
     {
