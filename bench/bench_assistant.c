@@ -194,8 +194,8 @@ int main(int argc, char **argv) {
     if (!st) st = hachi_session_eval(s, &tok, 1, NULL);   /* a hidden row to start from */
     for (int c = 0; c < 2 && !st; c++) st = hachi_mtp_create(a[c], s, &d[c]);
     if (st) { fprintf(stderr, "bench_assistant: %s\n", hachi_last_error()); return 1; }
-    printf("target %s, assistant W %lld, FFN %lld, 2 layers, Q8_0; draft steps at depth %d, %d threads (the steps "
-           "run in the calling thread)\n", argv[1], (long long)W, (long long)F, depth, threads);
+    printf("target %s, assistant W %lld, FFN %lld, 2 layers, Q8_0; draft steps at depth %d, %d threads\n", argv[1],
+           (long long)W, (long long)F, depth, threads);
     for (int c = 0; c < 2; c++) {
         double t[DRAFTS];
         for (int r = -2; r < DRAFTS; r++) {   /* two warm-up drafts */
