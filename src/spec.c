@@ -296,8 +296,6 @@ static int32_t best_length(const hachi_spec *sp, int src, int32_t cap, double *r
 /* The drafts of the next forward (after the pending token, at most max) into draft and their
  * source in *src: prompt lookup, then the assistant; adaptive: the drafter and length that
  * promise the most, or a one-token probe once in a while when none pays. */
-static int32_t assistant_propose(hachi_spec *sp, int32_t tok, int32_t max, int32_t *draft);
-
 static int32_t propose(hachi_spec *sp, int32_t base, int32_t max, int32_t *draft, int *src) {
     const int32_t n_look = sp->lookup ? hachi_lookup_draft(sp->lookup, sp->text, base + 1, max, draft) : 0;
     *src = SRC_LOOKUP;
