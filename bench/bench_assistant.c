@@ -68,26 +68,8 @@ static hachi_status vec(hachi_gguf_writer *w, const char *name, int64_t n) {
 /* Copy the target's tokenizer keys (so that every token's text matches) */
 static hachi_status copy_tokenizer(const hachi_gguf *g, hachi_gguf_writer *w) {
     hachi_status st = HACHI_OK;
-    for (int64_t k = 0; !st && k < hachi_gguf_n_kv(g); k++) {
-        const char *key = hachi_gguf_key_at(g, k);
-        const hachi_gguf_value *v = hachi_gguf_value_at(g, k);
-        if (strncmp(key, "tokenizer.", 10)) continue;
-        if (v->type == HACHI_GGUF_UINT32) st = hachi_gguf_set_u32(w, key, (uint32_t)v->u64);
-        else if (v->type == HACHI_GGUF_BOOL) st = hachi_gguf_set_bool(w, key, v->b);
-        else if (v->type == HACHI_GGUF_STRING) {
-            char *s = strndup(v->str.ptr, (size_t)v->str.len);
-            st = s ? hachi_gguf_set_str(w, key, s) : HACHI_ERR_NOMEM;
-            free(s);
-        } else if (v->type == HACHI_GGUF_ARRAY && v->arr.type == HACHI_GGUF_STRING) {
-            char **strs = calloc(v->arr.n, sizeof *strs);
-            st = strs ? HACHI_OK : HACHI_ERR_NOMEM;
-            for (uint64_t i = 0; !st && i < v->arr.n; i++)
-                if (!(strs[i] = strndup(v->arr.strs[i].ptr, (size_t)v->arr.strs[i].len))) st = HACHI_ERR_NOMEM;
-            if (!st) st = hachi_gguf_set_arr_str(w, key, (const char *const *)strs, v->arr.n);
-            for (uint64_t i = 0; strs && i < v->arr.n; i++) free(strs[i]);
-            free(strs);
-        } else if (v->type == HACHI_GGUF_ARRAY) st = hachi_gguf_set_arr(w, key, v->arr.type, v->arr.data, v->arr.n);
-    }
+    for (int64_t k = 0; !st && k < hachi_gguf_n_kv(g); k++)
+        if (!strncmp(hachi_gguf_key_at(g, k), "tokenizer.", 10)) st = hachi_gguf_copy_kv(w, g, k);
     return st;
 }
 

@@ -673,12 +673,14 @@ hachi_status hachi_gguf_set_f32(hachi_gguf_writer *w, const char *key, float v) 
 hachi_status hachi_gguf_set_bool(hachi_gguf_writer *w, const char *key, bool v) {
     return set_scalar(w, key, HACHI_GGUF_BOOL, v ? 1 : 0);
 }
-hachi_status hachi_gguf_set_str(hachi_gguf_writer *w, const char *key, const char *v) {
-    size_t n = strlen(v);
+static hachi_status set_str_n(hachi_gguf_writer *w, const char *key, const char *v, size_t n) {
     uint8_t *p = hachi_malloc(8 + n);
     if (!p) return HACHI_ERR_NOMEM;
     memcpy(put_le(p, n, 8), v, n);   // NOLINT(bugprone-not-null-terminated-result): GGUF strings are length-prefixed, no NUL
     return put_kv(w, key, HACHI_GGUF_STRING, p, 8 + n);
+}
+hachi_status hachi_gguf_set_str(hachi_gguf_writer *w, const char *key, const char *v) {
+    return set_str_n(w, key, v, strlen(v));
 }
 hachi_status hachi_gguf_set_arr(hachi_gguf_writer *w, const char *key, uint32_t elem_type,
                                 const void *data, uint64_t n) {
@@ -693,20 +695,52 @@ hachi_status hachi_gguf_set_arr(hachi_gguf_writer *w, const char *key, uint32_t 
     if (sz) memcpy(q, data, (size_t)sz);
     return put_kv(w, key, HACHI_GGUF_ARRAY, p, 12 + sz);
 }
-hachi_status hachi_gguf_set_arr_str(hachi_gguf_writer *w, const char *key, const char *const *strs,
-                                    uint64_t n) {
+/* An array of n strings (not NUL-terminated). */
+static hachi_status set_strs(hachi_gguf_writer *w, const char *key, const hachi_gguf_str *strs, uint64_t n) {
     uint64_t sz = 12;
-    for (uint64_t i = 0; i < n; i++) sz += 8 + strlen(strs[i]);
+    for (uint64_t i = 0; i < n; i++) sz += 8 + strs[i].len;
     uint8_t *p = hachi_malloc((size_t)sz);
     if (!p) return HACHI_ERR_NOMEM;
     uint8_t *q = put_le(put_le(p, HACHI_GGUF_STRING, 4), n, 8);
     for (uint64_t i = 0; i < n; i++) {
-        size_t len = strlen(strs[i]);
-        q = put_le(q, len, 8);
-        memcpy(q, strs[i], len);
-        q += len;
+        q = put_le(q, strs[i].len, 8);
+        memcpy(q, strs[i].ptr, (size_t)strs[i].len);
+        q += strs[i].len;
     }
     return put_kv(w, key, HACHI_GGUF_ARRAY, p, sz);
+}
+hachi_status hachi_gguf_set_arr_str(hachi_gguf_writer *w, const char *key, const char *const *strs,
+                                    uint64_t n) {
+    if (n > SIZE_MAX / sizeof(hachi_gguf_str)) return hachi_fail(HACHI_ERR_INVALID_ARG, "gguf: array too large");
+    hachi_gguf_str *s = hachi_malloc((size_t)n * sizeof *s + 1);
+    if (!s) return HACHI_ERR_NOMEM;
+    for (uint64_t i = 0; i < n; i++) s[i] = (hachi_gguf_str){strs[i], strlen(strs[i])};
+    const hachi_status st = set_strs(w, key, s, n);
+    hachi_free(s);
+    return st;
+}
+hachi_status hachi_gguf_copy_kv(hachi_gguf_writer *w, const hachi_gguf *g, int64_t k) {
+    const char *key = hachi_gguf_key_at(g, k);
+    const hachi_gguf_value *v = hachi_gguf_value_at(g, k);
+    if (!key || !v) return hachi_fail(HACHI_ERR_INVALID_ARG, "gguf: no key %" PRId64 " to copy", k);
+    switch (v->type) {
+    case HACHI_GGUF_STRING: return set_str_n(w, key, v->str.ptr, (size_t)v->str.len);
+    case HACHI_GGUF_ARRAY:
+        if (v->arr.type == HACHI_GGUF_STRING) return set_strs(w, key, v->arr.strs, v->arr.n);
+        if (v->arr.type == HACHI_GGUF_ARRAY)
+            return hachi_fail(HACHI_ERR_UNSUPPORTED, "gguf: key '%s': arrays of arrays are not copied", key);
+        return hachi_gguf_set_arr(w, key, v->arr.type, v->arr.data, v->arr.n);
+    case HACHI_GGUF_FLOAT32: return hachi_gguf_set_f32(w, key, (float)v->f64);
+    case HACHI_GGUF_FLOAT64: {
+        uint64_t b;
+        memcpy(&b, &v->f64, 8);
+        return set_scalar(w, key, HACHI_GGUF_FLOAT64, b);
+    }
+    case HACHI_GGUF_BOOL: return hachi_gguf_set_bool(w, key, v->b);
+    case HACHI_GGUF_INT8: case HACHI_GGUF_INT16: case HACHI_GGUF_INT32: case HACHI_GGUF_INT64:
+        return set_scalar(w, key, v->type, (uint64_t)v->i64);   /* the low bytes: two's complement */
+    default: return set_scalar(w, key, v->type, v->u64);
+    }
 }
 hachi_status hachi_gguf_set_raw(hachi_gguf_writer *w, const char *key, uint32_t type,
                                 const void *payload, uint64_t nbytes) {

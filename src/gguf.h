@@ -97,6 +97,9 @@ hachi_status hachi_gguf_set_arr(hachi_gguf_writer *w, const char *key, uint32_t 
                                 const void *data, uint64_t n);
 hachi_status hachi_gguf_set_arr_str(hachi_gguf_writer *w, const char *key,
                                     const char *const *strs, uint64_t n);
+/* Key k of g (hachi_gguf_key_at) set in w with its value as g stores it: any type but arrays
+ * of arrays (HACHI_ERR_UNSUPPORTED, naming the key). */
+hachi_status hachi_gguf_copy_kv(hachi_gguf_writer *w, const hachi_gguf *g, int64_t k);
 /* Raw bytes for a key (for tests that craft odd values): type + encoded payload. */
 hachi_status hachi_gguf_set_raw(hachi_gguf_writer *w, const char *key, uint32_t type,
                                 const void *payload, uint64_t nbytes);

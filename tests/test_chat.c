@@ -50,37 +50,23 @@ static bool copy_as_gemma4(const hachi_gguf *g, hachi_gguf_writer *w) {
     for (int64_t k = 0; k < hachi_gguf_n_kv(g); k++) {
         const char *key = hachi_gguf_key_at(g, k);
         const hachi_gguf_value *v = hachi_gguf_value_at(g, k);
-        hachi_status st = HACHI_ERR_UNSUPPORTED;
+        hachi_status st;
         bool tokens = !strcmp(key, "tokenizer.ggml.tokens"), types = !strcmp(key, "tokenizer.ggml.token_type");
         if ((tokens || types) && v->arr.n <= TURN_CLOSE) { CHECKF(0, "%s: too short", key); return false; }
-        switch (v->type) {
-        case HACHI_GGUF_UINT32: st = hachi_gguf_set_u32(w, key, (uint32_t)v->u64); break;
-        case HACHI_GGUF_INT32: st = hachi_gguf_set_i32(w, key, (int32_t)v->i64); break;
-        case HACHI_GGUF_FLOAT32: st = hachi_gguf_set_f32(w, key, (float)v->f64); break;
-        case HACHI_GGUF_BOOL: st = hachi_gguf_set_bool(w, key, v->b); break;
-        case HACHI_GGUF_STRING: {
-            char *s = strndup(v->str.ptr, (size_t)v->str.len);
-            st = s ? hachi_gguf_set_str(w, key, s) : HACHI_ERR_NOMEM;
-            free(s);
-            break;
-        }
-        case HACHI_GGUF_ARRAY:
-            if (v->arr.type == HACHI_GGUF_STRING) {
-                size_t len = 0;
-                uint8_t *p = str_array_payload(v, ids, pieces, tokens ? 2 : 0, &len);
-                st = p ? hachi_gguf_set_raw(w, key, HACHI_GGUF_ARRAY, p, len) : HACHI_ERR_NOMEM;
-                free(p);
-            } else if (types && v->arr.type == HACHI_GGUF_INT32) {
-                int32_t *t = malloc(sizeof *t * v->arr.n);
-                if (!t) return false;
-                memcpy(t, v->arr.data, sizeof *t * v->arr.n);
-                t[TURN_OPEN] = t[TURN_CLOSE] = 3;   /* control, as in a real Gemma 4 file */
-                st = hachi_gguf_set_arr(w, key, HACHI_GGUF_INT32, t, v->arr.n);
-                free(t);
-            } else if (v->arr.type != HACHI_GGUF_ARRAY) {
-                st = hachi_gguf_set_arr(w, key, v->arr.type, v->arr.data, v->arr.n);
-            }
-            break;
+        if (tokens && v->type == HACHI_GGUF_ARRAY && v->arr.type == HACHI_GGUF_STRING) {
+            size_t len = 0;
+            uint8_t *p = str_array_payload(v, ids, pieces, 2, &len);
+            st = p ? hachi_gguf_set_raw(w, key, HACHI_GGUF_ARRAY, p, len) : HACHI_ERR_NOMEM;
+            free(p);
+        } else if (types && v->type == HACHI_GGUF_ARRAY && v->arr.type == HACHI_GGUF_INT32) {
+            int32_t *t = malloc(sizeof *t * v->arr.n);
+            if (!t) return false;
+            memcpy(t, v->arr.data, sizeof *t * v->arr.n);
+            t[TURN_OPEN] = t[TURN_CLOSE] = 3;   /* control, as in a real Gemma 4 file */
+            st = hachi_gguf_set_arr(w, key, HACHI_GGUF_INT32, t, v->arr.n);
+            free(t);
+        } else {
+            st = hachi_gguf_copy_kv(w, g, k);
         }
         CHECKF(st == HACHI_OK, "copy %s (type %u): %s", key, v->type, hachi_last_error());
         if (st) return false;

@@ -191,6 +191,66 @@ TEST(gguf_roundtrip_all_types) {
     hachi_free(buf);
 }
 
+/* hachi_gguf_copy_kv: every key of the all-types file copied into a new writer reads back with
+ * the same type and value (scalars widened equal, strings and arrays byte for byte); the arrays
+ * of arrays are refused with their key named. */
+static bool same_value(const hachi_gguf_value *a, const hachi_gguf_value *b) {
+    if (a->type != b->type) return false;
+    if (a->type == HACHI_GGUF_STRING) return a->str.len == b->str.len && !memcmp(a->str.ptr, b->str.ptr, a->str.len);
+    if (a->type == HACHI_GGUF_BOOL) return a->b == b->b;
+    if (a->type == HACHI_GGUF_FLOAT32 || a->type == HACHI_GGUF_FLOAT64) {   /* bit for bit */
+        uint64_t x, y;
+        memcpy(&x, &a->f64, 8);
+        memcpy(&y, &b->f64, 8);
+        return x == y;
+    }
+    if (a->type != HACHI_GGUF_ARRAY) return a->u64 == b->u64;   /* integers, widened (i64 the same bits) */
+    if (a->arr.type != b->arr.type || a->arr.n != b->arr.n) return false;
+    for (uint64_t i = 0; a->arr.type == HACHI_GGUF_STRING && i < a->arr.n; i++)
+        if (a->arr.strs[i].len != b->arr.strs[i].len || memcmp(a->arr.strs[i].ptr, b->arr.strs[i].ptr, a->arr.strs[i].len))
+            return false;
+    if (a->arr.type == HACHI_GGUF_STRING || !a->arr.n) return true;
+    const size_t size[HACHI_GGUF_VTYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    return !memcmp(a->arr.data, b->arr.data, a->arr.n * size[a->arr.type]);
+}
+
+TEST(gguf_copy_kv) {
+    size_t len, len2 = 0;
+    uint8_t *buf = base_buffer(&len);
+    void *buf2 = NULL;
+    hachi_gguf *g = NULL, *g2 = NULL;
+    hachi_gguf_writer *w = hachi_gguf_writer_new();
+    if (!buf || !w || hachi_gguf_parse(buf, len, &g) != HACHI_OK) { CHECK(0); goto out; }
+    int copied = 0;
+    for (int64_t k = 0; k < hachi_gguf_n_kv(g); k++) {
+        const char *key = hachi_gguf_key_at(g, k);
+        const hachi_status st = hachi_gguf_copy_kv(w, g, k);
+        if (!strncmp(key, "k.nested", 8))
+            CHECKF(st == HACHI_ERR_UNSUPPORTED && strstr(hachi_last_error(), key), "%s: %d %s", key, st, hachi_last_error());
+        else {
+            CHECKF(st == HACHI_OK, "%s: %s", key, hachi_last_error());
+            copied++;
+        }
+    }
+    CHECK(hachi_gguf_copy_kv(w, g, hachi_gguf_n_kv(g)) == HACHI_ERR_INVALID_ARG);
+    if (hachi_gguf_writer_to_buffer(w, &buf2, &len2) != HACHI_OK || hachi_gguf_parse(buf2, len2, &g2) != HACHI_OK) {
+        CHECK(0);
+        goto out;
+    }
+    CHECK(hachi_gguf_n_kv(g2) == copied && copied == hachi_gguf_n_kv(g) - 2);
+    for (int64_t k = 0; k < hachi_gguf_n_kv(g2); k++) {
+        const char *key = hachi_gguf_key_at(g2, k);
+        const hachi_gguf_value *a = hachi_gguf_get(g, key);
+        CHECKF(a && same_value(a, hachi_gguf_value_at(g2, k)), "%s differs after the copy", key);
+    }
+out:
+    hachi_gguf_free(g);
+    hachi_gguf_free(g2);
+    hachi_gguf_writer_free(w);
+    hachi_free(buf);
+    hachi_free(buf2);
+}
+
 /* Many tensors of many types under several alignments. */
 TEST(gguf_roundtrip_alignments) {
     static const uint32_t types[] = {HACHI_TYPE_F32, HACHI_TYPE_F16, HACHI_TYPE_Q4_0, HACHI_TYPE_Q8_0,

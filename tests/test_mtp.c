@@ -444,36 +444,8 @@ TEST(mtp_micro_sampled_distribution) {
 /* Every key of g into w (the value types an assistant file has); false on one it cannot copy. */
 static bool copy_keys(const hachi_gguf *g, hachi_gguf_writer *w) {
     for (int64_t k = 0; k < hachi_gguf_n_kv(g); k++) {
-        const char *key = hachi_gguf_key_at(g, k);
-        const hachi_gguf_value *v = hachi_gguf_value_at(g, k);
-        hachi_status st = HACHI_ERR_UNSUPPORTED;
-        switch (v->type) {
-        case HACHI_GGUF_UINT32: st = hachi_gguf_set_u32(w, key, (uint32_t)v->u64); break;
-        case HACHI_GGUF_INT32: st = hachi_gguf_set_i32(w, key, (int32_t)v->i64); break;
-        case HACHI_GGUF_FLOAT32: st = hachi_gguf_set_f32(w, key, (float)v->f64); break;
-        case HACHI_GGUF_BOOL: st = hachi_gguf_set_bool(w, key, v->b); break;
-        case HACHI_GGUF_STRING: {
-            char *s = strndup(v->str.ptr, (size_t)v->str.len);
-            st = s ? hachi_gguf_set_str(w, key, s) : HACHI_ERR_NOMEM;
-            free(s);
-            break;
-        }
-        case HACHI_GGUF_ARRAY:
-            if (v->arr.type == HACHI_GGUF_STRING) {
-                char **strs = calloc(v->arr.n, sizeof *strs);
-                st = strs ? HACHI_OK : HACHI_ERR_NOMEM;
-                for (uint64_t i = 0; !st && i < v->arr.n; i++)
-                    if (!(strs[i] = strndup(v->arr.strs[i].ptr, (size_t)v->arr.strs[i].len))) st = HACHI_ERR_NOMEM;
-                if (!st) st = hachi_gguf_set_arr_str(w, key, (const char *const *)strs, v->arr.n);
-                for (uint64_t i = 0; strs && i < v->arr.n; i++) free(strs[i]);
-                free(strs);
-            } else if (v->arr.type != HACHI_GGUF_ARRAY) {
-                st = hachi_gguf_set_arr(w, key, v->arr.type, v->arr.data, v->arr.n);
-            }
-            break;
-        default: break;
-        }
-        CHECKF(st == HACHI_OK, "copy %s (type %u): %s", key, v->type, hachi_last_error());
+        const hachi_status st = hachi_gguf_copy_kv(w, g, k);
+        CHECKF(st == HACHI_OK, "copy %s: %s", hachi_gguf_key_at(g, k), hachi_last_error());
         if (st) return false;
     }
     return true;
