@@ -129,13 +129,17 @@ static hachi_sampler *sampler(bool sampled) {
     return smp;
 }
 
+static hachi_spec *spec_with(const hachi_model *m, hachi_session *s, hachi_sampler *smp, const hachi_spec_params *p) {
+    hachi_spec *sp = NULL;
+    CHECKF(hachi_spec_create(m, s, smp, p, &sp) == HACHI_OK, "spec: %s", hachi_last_error());
+    return sp;
+}
+
 static hachi_spec *spec(const hachi_model *m, hachi_session *s, hachi_sampler *smp, int n_draft) {
     hachi_spec_params p = hachi_spec_default_params();
     p.drafter = n_draft ? HACHI_DRAFTER_LOOKUP : HACHI_DRAFTER_NONE;
     p.n_draft = n_draft;
-    hachi_spec *sp = NULL;
-    CHECKF(hachi_spec_create(m, s, smp, &p, &sp) == HACHI_OK, "spec: %s", hachi_last_error());
-    return sp;
+    return spec_with(m, s, smp, &p);
 }
 
 /* Plain decoding, what hachi_spec must reproduce: sample, record (unless end of generation),
@@ -179,6 +183,35 @@ static bool same(const int32_t *a, int na, const int32_t *b, int nb, const char 
     return na == nb && i == na;
 }
 
+/* stories260K after "Once upon a time" (its ids into prompt, *n_prompt of them): n tokens of
+ * plain decoding, greedy or sampled, into ref; their count. */
+static int plain_reference(const hachi_model *m, bool sampled, int n, int32_t *prompt, int *n_prompt, int32_t *ref) {
+    hachi_tokenize(m, "Once upon a time", 16, true, true, prompt, 16, n_prompt);
+    hachi_session *s = session(m);
+    hachi_sampler *smp = sampler(sampled);
+    int got = 0;
+    if (s && smp) {
+        CHECK(hachi_session_eval(s, prompt, *n_prompt, NULL) == HACHI_OK);
+        for (int i = 0; i < *n_prompt; i++) hachi_sampler_accept(smp, prompt[i]);
+        got = plain(m, s, smp, n, false, ref);
+    }
+    hachi_sampler_free(smp);
+    hachi_session_free(s);
+    return got;
+}
+
+/* n tokens from sp (the prompt fed), which must be ref's; the steps allocate nothing. */
+static void decode_checked(hachi_spec *sp, const hachi_model *m, int n, const int32_t *ref, int n_ref, const char *what) {
+    int32_t got[256];
+    hachi_status st;
+    const uint64_t allocs = hachi_alloc_count();
+    const int g = spec_decode(sp, m, HACHI_MIN(n, 256), 0, got, &st);
+    CHECKF(hachi_alloc_count() == allocs, "%s: %llu allocations while decoding", what,
+           (unsigned long long)(hachi_alloc_count() - allocs));
+    CHECKF(st == HACHI_OK, "%s: %s", what, hachi_last_error());
+    same(got, g, ref, n_ref, what);
+}
+
 /* Plain decoding and hachi_spec give the same tokens, greedy and sampled (temperature, top-p,
  * repetition penalty, a seed), without a drafter and with drafts of 1, 4 and 15 tokens, and
  * drafts are kept where the text repeats; the last token stays pending until flushed; the
@@ -187,35 +220,21 @@ TEST(spec_same_tokens_as_plain) {
     hachi_model *m = stories(false, NULL);
     if (!m) SKIP("stories260K absent");
     enum { N = 200 };
-    int32_t prompt[16], n_prompt = 0, ref[N], got[N];
-    hachi_tokenize(m, "Once upon a time", 16, true, true, prompt, 16, &n_prompt);
+    int32_t prompt[16], n_prompt = 0, ref[N];
     for (int sampled = 0; sampled < 2; sampled++) {
-        hachi_session *s = session(m);
-        hachi_sampler *smp = sampler(sampled);
-        if (!s || !smp) break;
-        CHECK(hachi_session_eval(s, prompt, n_prompt, NULL) == HACHI_OK);
-        for (int i = 0; i < n_prompt; i++) hachi_sampler_accept(smp, prompt[i]);
-        int n_ref = plain(m, s, smp, N, false, ref);
+        const int n_ref = plain_reference(m, sampled, N, prompt, &n_prompt, ref);
         CHECK(n_ref == N);
-        hachi_sampler_free(smp);
-        hachi_session_free(s);
         const int drafts[] = {0, 1, 4, HACHI_DRAFT_MAX};
         for (int d = 0; d < 4; d++) {
             char what[64];
             snprintf(what, sizeof what, "%s, n_draft %d", sampled ? "sampled" : "greedy", drafts[d]);
-            s = session(m);
-            smp = sampler(sampled);
+            hachi_session *s = session(m);
+            hachi_sampler *smp = sampler(sampled);
             hachi_spec *sp = s && smp ? spec(m, s, smp, drafts[d]) : NULL;
             if (!sp) { hachi_sampler_free(smp); hachi_session_free(s); break; }
             CHECK(hachi_session_eval(s, prompt, n_prompt, NULL) == HACHI_OK);
             CHECK(hachi_spec_feed(sp, prompt, n_prompt) == HACHI_OK);
-            hachi_status st;
-            uint64_t allocs = hachi_alloc_count();
-            int n = spec_decode(sp, m, N, 0, got, &st);
-            CHECKF(hachi_alloc_count() == allocs, "%s: %llu allocations while decoding", what,
-                   (unsigned long long)(hachi_alloc_count() - allocs));
-            CHECKF(st == HACHI_OK, "%s: %s", what, hachi_last_error());
-            same(got, n, ref, n_ref, what);
+            decode_checked(sp, m, N, ref, n_ref, what);
             const hachi_spec_stats *ss = hachi_spec_get_stats(sp);
             if (drafts[d]) CHECKF(ss->drafted > 0 && ss->accepted > 0 && ss->accepted <= ss->drafted &&
                                   ss->forwards + ss->accepted == N - 1,
@@ -449,40 +468,26 @@ TEST(spec_adaptive) {
     hachi_model *m = stories(false, NULL);
     if (!m) SKIP("stories260K absent");
     enum { N = 200 };
-    int32_t prompt[16], n_prompt = 0, ref[N], got[N];
-    hachi_tokenize(m, "Once upon a time", 16, true, true, prompt, 16, &n_prompt);
+    int32_t prompt[16], n_prompt = 0, ref[N];
     static const float flat[5] = {1, 1, 1, 1, 1}, rows[5] = {1, 2, 3, 4, 5};
     const float *costs[4] = {NULL, flat, rows, NULL};   /* 0: fixed length 4, the reference of 1 */
     for (int sampled = 0; sampled < 2; sampled++) {
-        hachi_session *s = session(m);
-        hachi_sampler *smp = sampler(sampled);
-        if (!s || !smp) break;
-        CHECK(hachi_session_eval(s, prompt, n_prompt, NULL) == HACHI_OK);
-        for (int i = 0; i < n_prompt; i++) hachi_sampler_accept(smp, prompt[i]);
-        const int n_ref = plain(m, s, smp, N, false, ref);
-        hachi_sampler_free(smp);
-        hachi_session_free(s);
+        const int n_ref = plain_reference(m, sampled, N, prompt, &n_prompt, ref);
         hachi_spec_stats fixed = {0};
         for (int c = 0; c < 4; c++) {
             const char *names[4] = {"fixed 4", "adaptive, flat costs", "adaptive, costs = rows", "adaptive, measured"};
             char what[80];
             snprintf(what, sizeof what, "%s, %s", sampled ? "sampled" : "greedy", names[c]);
-            s = session(m);
-            smp = sampler(sampled);
+            hachi_session *s = session(m);
+            hachi_sampler *smp = sampler(sampled);
             hachi_spec_params p = hachi_spec_default_params();
             p.n_draft = 4;
             p.adaptive = c > 0;
             p.forward_cost = costs[c];
-            hachi_spec *sp = NULL;
-            CHECKF(s && smp && hachi_spec_create(m, s, smp, &p, &sp) == HACHI_OK, "%s: %s", what, hachi_last_error());
+            hachi_spec *sp = s && smp ? spec_with(m, s, smp, &p) : NULL;
             if (!sp) { hachi_sampler_free(smp); hachi_session_free(s); break; }
             CHECK(hachi_session_eval(s, prompt, n_prompt, NULL) == HACHI_OK && hachi_spec_feed(sp, prompt, n_prompt) == HACHI_OK);
-            hachi_status st;
-            const uint64_t allocs = hachi_alloc_count();
-            const int n = spec_decode(sp, m, N, 0, got, &st);
-            CHECKF(hachi_alloc_count() == allocs, "%s: allocations while decoding", what);
-            CHECKF(st == HACHI_OK, "%s: %s", what, hachi_last_error());
-            same(got, n, ref, n_ref, what);
+            decode_checked(sp, m, N, ref, n_ref, what);
             const hachi_spec_stats *ss = hachi_spec_get_stats(sp);
             if (c == 0) fixed = *ss;
             if (c == 1)
