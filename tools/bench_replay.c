@@ -6,7 +6,7 @@
  * decoding of as many tokens one at a time. The two alternate in segments of 16 forwards, so
  * drift on a shared machine falls on both; each goes on from where the last left (the depth
  * grows by twice the trace's tokens). Drafting time is not replayed (prompt lookup's is ~1 us
- * per token). */
+ * per token). Also the token and median helpers of hachi bench's other measurements. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,17 +61,29 @@ void replay_free(replay_trace *t) {
     t->n = 0;
 }
 
-static int32_t next_token(uint64_t *x, int32_t n_vocab) {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    return (int32_t)(*x % (uint64_t)n_vocab);
+/* ---- what hachi bench's measurements share (cli.h) ---- */
+
+void bench_tokens(int32_t *t, int n, int32_t n_vocab, uint64_t *x) {
+    const int32_t span = n_vocab > 8 ? n_vocab - 4 : n_vocab;
+    for (int i = 0; i < n; i++) {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        t[i] = (n_vocab > 8 ? 4 : 0) + (int32_t)(*x % (uint64_t)span);
+    }
 }
 
 static int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
+
+double bench_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- the replay ---- */
 
 /* Forwards [a, b) of t from the session's position: speculative (spec) or plain; the time in
  * ms, -1 on an error (printed). */
@@ -85,12 +97,12 @@ static double segment(const char *cmd, hachi_session *s, const replay_trace *t, 
         const int k = t->kr[i][0], r = t->kr[i][1];
         if (spec) {
             const int32_t base = hachi_session_pos(s);
-            for (int j = 0; j <= k; j++) toks[j] = next_token(rng, nv);
+            bench_tokens(toks, k + 1, nv, rng);
             st = hachi_session_eval(s, toks, k + 1, k ? rows : NULL);
             if (!st && r < k) st = hachi_session_rewind(s, base + r + 1);
         } else {
             for (int j = 0; j <= r && !st; j++) {
-                toks[0] = next_token(rng, nv);
+                bench_tokens(toks, 1, nv, rng);
                 st = hachi_session_eval(s, toks, 1, NULL);
             }
         }
@@ -132,45 +144,8 @@ bool replay_run(const char *cmd, hachi_session *s, const replay_trace *t, uint64
         out->plain_ms += ms[1];
         ratio[g] = ms[1] / ms[0];
     }
-    if (ok) {
-        qsort(ratio, (size_t)n_seg, sizeof *ratio, cmp_double);
-        out->median_ratio = n_seg % 2 ? ratio[n_seg / 2] : 0.5 * (ratio[n_seg / 2 - 1] + ratio[n_seg / 2]);
-    }
+    if (ok) out->median_ratio = bench_median(ratio, n_seg);
     free(ratio);
-    free(rows);
-    return ok;
-}
-
-bool replay_costs(const char *cmd, hachi_session *s, uint64_t seed, int reps) {
-    const size_t nv = (size_t)hachi_model_n_vocab(hachi_session_model(s));
-    float *rows = malloc(sizeof *rows * nv * (HACHI_DRAFT_MAX + 1));
-    double *t = malloc(sizeof *t * (size_t)reps), ms[HACHI_DRAFT_MAX + 1];
-    uint64_t rng = seed | 1;
-    int32_t toks[HACHI_DRAFT_MAX + 1];
-    bool ok = rows && t;
-    if (!ok) cli_error(cmd, "out of memory");
-    const int32_t depth = hachi_session_pos(s);
-    for (int n = 1; ok && n <= HACHI_DRAFT_MAX + 1; n++) {
-        for (int r = -1; ok && r < reps; r++) {   /* r = -1: warm-up */
-            for (int j = 0; j < n; j++) toks[j] = next_token(&rng, (int32_t)nv);
-            const double t0 = cli_time_ms();
-            hachi_status st = hachi_session_eval(s, toks, n, n > 1 ? rows : NULL);
-            if (r >= 0) t[r] = cli_time_ms() - t0;
-            if (!st) st = hachi_session_rewind(s, depth);
-            if (st) ok = cli_lib_error(cmd, st, "forward failed") == 0;
-        }
-        if (!ok) break;
-        qsort(t, (size_t)reps, sizeof *t, cmp_double);
-        ms[n - 1] = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
-    }
-    if (ok) {
-        printf("forward costs at depth %d (median of %d, ms for 1..%d rows):", depth, reps, HACHI_DRAFT_MAX + 1);
-        for (int n = 0; n <= HACHI_DRAFT_MAX; n++) printf(" %.1f", ms[n]);
-        printf("\n  as --spec-costs: ");
-        for (int n = 0; n <= HACHI_DRAFT_MAX; n++) printf("%s%.3f", n ? "," : "", ms[n] / ms[0]);
-        printf("\n");
-    }
-    free(t);
     free(rows);
     return ok;
 }

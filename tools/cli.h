@@ -139,10 +139,11 @@ int replay_positions(const replay_trace *t);
 /* Replay t from the session's position (replay_positions further on at most); false with
  * the error printed. */
 bool replay_run(const char *cmd, hachi_session *s, const replay_trace *t, uint64_t seed, replay_result *out);
-/* The median time of forwards of 1..16 rows at the session's position (left there), printed in
- * ms and as ratios for --spec-costs; false with the error printed. */
-bool replay_costs(const char *cmd, hachi_session *s, uint64_t seed, int reps);
 void replay_print(const replay_trace *t, int depth, const replay_result *r);
+/* What hachi bench's measurements share: n pseudo-random token ids in [4, n_vocab) (never
+ * BOS/EOS/PAD on Gemma vocabularies) from the xorshift state x; the median of v[0..n) (sorts v). */
+void bench_tokens(int32_t *t, int n, int32_t n_vocab, uint64_t *x);
+double bench_median(double *v, int n);
 
 /* The mode flags every model command takes (cli_opts_parse), for its --help. */
 #define CLI_MODE_USAGE                                                                                   \

@@ -114,27 +114,6 @@ static void usage(FILE *f) {
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-static uint64_t rng_next(uint64_t *x) {
-    *x ^= *x << 13; *x ^= *x >> 7; *x ^= *x << 17;
-    return *x;
-}
-
-/* n pseudo-random token ids in [4, n_vocab): never BOS/EOS/PAD on Gemma vocabularies */
-static void fill_tokens(int32_t *t, int n, int32_t n_vocab, uint64_t *x) {
-    int32_t span = n_vocab > 8 ? n_vocab - 4 : n_vocab;
-    for (int i = 0; i < n; i++) t[i] = (n_vocab > 8 ? 4 : 0) + (int32_t)(rng_next(x) % (uint64_t)span);
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* "a,b,c" (flag's value) into v[] ascending without duplicates: one session goes deeper and deeper */
 static bool parse_lengths(const char *flag, const char *val, int max, int *v, int *n) {
     char buf[256];
@@ -299,7 +278,7 @@ static double prefill(hachi_session *s, int n, uint64_t *rng, const char *what) 
     bool tty = isatty(2) != 0, printed = false;
     for (int done = 0; done < n;) {
         int c = CLI_MIN(PREFILL_EVAL, n - done);
-        fill_tokens(toks, c, hachi_model_n_vocab(m), rng);
+        bench_tokens(toks, c, hachi_model_n_vocab(m), rng);
         double t0 = cli_time_ms();
         hachi_status st = hachi_session_eval(s, toks, c, NULL);
         double t1 = cli_time_ms();
@@ -322,14 +301,14 @@ static bool decode_reps(hachi_session *s, int n, int reps, uint64_t *rng, double
     const hachi_model *m = hachi_session_model(s);
     int32_t tok;
     for (int w = 0; w < WARMUP_STEPS; w++) {
-        fill_tokens(&tok, 1, hachi_model_n_vocab(m), rng);
+        bench_tokens(&tok, 1, hachi_model_n_vocab(m), rng);
         hachi_status st = hachi_session_eval(s, &tok, 1, NULL);
         if (st) { cli_lib_error(CMD, st, "decode failed"); return false; }
     }
     for (int r = 0; r < reps; r++) {
         double t0 = cli_time_ms();
         for (int i = 0; i < n; i++) {
-            fill_tokens(&tok, 1, hachi_model_n_vocab(m), rng);
+            bench_tokens(&tok, 1, hachi_model_n_vocab(m), rng);
             hachi_status st = hachi_session_eval(s, &tok, 1, NULL);
             if (st) { cli_lib_error(CMD, st, "decode failed"); return false; }
         }
@@ -339,19 +318,20 @@ static bool decode_reps(hachi_session *s, int n, int reps, uint64_t *rng, double
     return true;
 }
 
-/* One forward of k tokens (all k logits rows, as a verifier needs), then a rewind by k. */
-static bool verify_costs(hachi_session *s, int reps, uint64_t *rng, double *ms_out) {
+/* For each k of ks[0..n_k): the median ms of one forward of k tokens (all k logits rows, as a
+ * verifier needs) then a rewind by k, over reps after a warm-up. */
+static bool verify_costs(hachi_session *s, const int *ks, int n_k, int reps, uint64_t *rng, double *ms_out) {
     const hachi_model *m = hachi_session_model(s);
     size_t nv = (size_t)hachi_model_n_vocab(m);
     float *logits = malloc(sizeof(float) * nv * 16);
     double *t = malloc(sizeof(double) * reps);
     bool ok = logits && t;
     if (!ok) cli_error(CMD, "out of memory");
-    for (int ki = 0; ok && ki < N_VERIFY; ki++) {
-        int k = verify_k[ki];
+    for (int ki = 0; ok && ki < n_k; ki++) {
+        int k = ks[ki];
         int32_t toks[16];
         for (int r = -1; ok && r < reps; r++) {     /* r = -1: warm-up */
-            fill_tokens(toks, k, hachi_model_n_vocab(m), rng);
+            bench_tokens(toks, k, hachi_model_n_vocab(m), rng);
             int pos = hachi_session_pos(s);
             double t0 = cli_time_ms();
             hachi_status st = hachi_session_eval(s, toks, k, logits);
@@ -360,11 +340,27 @@ static bool verify_costs(hachi_session *s, int reps, uint64_t *rng, double *ms_o
             if (st) { cli_lib_error(CMD, st, "verify forward failed"); ok = false; }
             if (r >= 0) t[r] = ms;
         }
-        if (ok) ms_out[ki] = median(t, reps);
+        if (ok) ms_out[ki] = bench_median(t, reps);
     }
     free(t);
     free(logits);
     return ok;
+}
+
+/* --spec-replay: the costs of forwards of 1..16 rows at the session's position, in ms and as
+ * ratios for --spec-costs. */
+static bool replay_cost_table(hachi_session *s, int reps, uint64_t *rng) {
+    enum { ROWS = HACHI_DRAFT_MAX + 1 };
+    int ks[ROWS];
+    double ms[ROWS];
+    for (int i = 0; i < ROWS; i++) ks[i] = i + 1;
+    if (!verify_costs(s, ks, ROWS, reps, rng, ms)) return false;
+    printf("forward costs at depth %d (median of %d, ms for 1..%d rows):", hachi_session_pos(s), reps, ROWS);
+    for (int i = 0; i < ROWS; i++) printf(" %.1f", ms[i]);
+    printf("\n  as --spec-costs: ");
+    for (int i = 0; i < ROWS; i++) printf("%s%.3f", i ? "," : "", ms[i] / ms[0]);
+    printf("\n");
+    return true;
 }
 
 /* Time to first token: for each length a real prefill from position 0 in a session created
@@ -424,7 +420,7 @@ static bool profile_run(const hachi_model *m, const bench_opts *b, int n_ctx, in
     bool ok = true;
     for (int i = 0; ok && i < WARMUP_STEPS + (int)b->n; i++) {
         if (i == WARMUP_STEPS) hachi_session_profile_reset(s);
-        fill_tokens(&tok, 1, hachi_model_n_vocab(m), &rng);
+        bench_tokens(&tok, 1, hachi_model_n_vocab(m), &rng);
         if ((st = hachi_session_eval(s, &tok, 1, NULL))) { cli_lib_error(CMD, st, "profiled decode failed"); ok = false; }
     }
     if (ok) {
@@ -724,7 +720,7 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
             d->fill_tokens = fill;
             if ((d->fill_tps = prefill(s, fill, &rng, what)) < 0) { free(tps); goto out; }
         }
-        if (n_traces && b.verify && !replay_costs(CMD, s, b.seed, (int)CLI_MAX(b.reps, 5))) { free(tps); goto out; }
+        if (n_traces && b.verify && !replay_cost_table(s, (int)CLI_MAX(b.reps, 5), &rng)) { free(tps); goto out; }
         for (int t = 0; t < n_traces; t++) {
             replay_result rr;
             fprintf(stderr, "hachi bench: replaying %s at depth %d...\n", traces[t].path, d->depth);
@@ -740,14 +736,17 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
             d->tps_min = fmin(d->tps_min, tps[k]);
             d->tps_max = fmax(d->tps_max, tps[k]);
         }
-        d->tps_med = median(tps, (int)b.reps);
+        d->tps_med = bench_median(tps, (int)b.reps);
         d->weight_bytes = (double)hachi_model_weight_bytes(m);
         d->kv_bytes = (double)hachi_session_kv_bytes_read(s, d->depth);
         r.n_depths++;
         if (i == 0 && b.verify) {
             fprintf(stderr, "hachi bench: timing forwards of k = 1..16 tokens at depth %d...\n", hachi_session_pos(s));
             r.verify_depth = hachi_session_pos(s);
-            if (!(r.have_verify = verify_costs(s, (int)CLI_MAX(b.reps, 5), &rng, r.verify_ms))) { free(tps); goto out; }
+            if (!(r.have_verify = verify_costs(s, verify_k, N_VERIFY, (int)CLI_MAX(b.reps, 5), &rng, r.verify_ms))) {
+                free(tps);
+                goto out;
+            }
         }
     }
     free(tps);
