@@ -135,7 +135,12 @@ static void mm_run_case(const hachi_kernels *k, const hachi_kernels *ref, hachi_
         hachi_matmul_gather(k, &W, x, idx, n, g, scratch);
         CHECK(hachi_alloc_count() == a0);
         int bad = 0;
-        for (int i = 0; i < n; i++) bad += memcmp(&g[i], &y1[idx[i]], sizeof g[i]) != 0;
+        for (int i = 0; i < n; i++) {   /* bit for bit */
+            uint32_t a, b;
+            memcpy(&a, &g[i], 4);
+            memcpy(&b, &y1[idx[i]], 4);
+            bad += a != b;
+        }
         CHECKF(bad == 0, "%s %s%s: %d of %d gathered rows differ from hachi_matmul's", k->name,
                hachi_type_name(mc->type), mc->x8 ? " x8" : "", bad, n);
     }
