@@ -158,6 +158,27 @@ void hachi_unpack_q4_0_x8(const void *src, int j, void *row, int64_t n) {
     }
 }
 
+void hachi_repack_q8_0_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n) {
+    block_q8_0x8 *y = dst;
+    for (int64_t b = 0; b < n / QK8_0; b++)
+        for (int j = 0; j < 8; j++) {
+            const block_q8_0 *x = (const block_q8_0 *)((const char *)rows + j * row_bytes) + b;
+            y[b].d[j] = x->d;
+            for (int c = 0; c < 8; c++)
+                for (int k = 0; k < 4; k++) y[b].qs[32 * c + 4 * j + k] = (uint8_t)(x->qs[4 * c + k] + 128);
+        }
+}
+
+void hachi_unpack_q8_0_x8(const void *src, int j, void *row, int64_t n) {
+    const block_q8_0x8 *x = src;
+    block_q8_0 *y = row;
+    for (int64_t b = 0; b < n / QK8_0; b++) {
+        y[b].d = x[b].d[j];
+        for (int c = 0; c < 8; c++)
+            for (int k = 0; k < 4; k++) y[b].qs[4 * c + k] = (int8_t)(x[b].qs[32 * c + 4 * j + k] - 128);
+    }
+}
+
 void hachi_repack_q4_K_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n) {
     block_q4_Kx8 *y = dst;
     for (int64_t b = 0; b < n / QK_K; b++)

@@ -48,6 +48,12 @@ _Static_assert(sizeof(block_q5_0) == 22, "block_q5_0 size");
 /* 8.5 bits/weight: x = qs[j] * d */
 typedef struct { hachi_half d; int8_t qs[QK8_0]; } block_q8_0;
 _Static_assert(sizeof(block_q8_0) == 34, "block_q8_0 size");
+/* hachi's runtime layout of 8 q8_0 rows (never in a file): block column b of rows 8g..8g+7
+ * as one block, d[j] = row j's scale, qs[32c + 4j + k] = row j's qs[4c + k] + 128 (c < 8,
+ * k < 4: the values offset to unsigned bytes, as vpdpbusd multiplies them), so one 32-byte
+ * load holds 4 values of each of the 8 rows. 8 rows take the file's bytes (8 x 34 = 272). */
+typedef struct { hachi_half d[8]; uint8_t qs[8 * QK8_0]; } block_q8_0x8;
+_Static_assert(sizeof(block_q8_0x8) == 272, "block_q8_0x8 size");
 /* 9 bits/weight: as q8_0, s = d * sum(qs) */
 typedef struct { hachi_half d, s; int8_t qs[QK8_0]; } block_q8_1;
 _Static_assert(sizeof(block_q8_1) == 36, "block_q8_1 size");
@@ -121,7 +127,9 @@ void hachi_dequantize_row_q8_K(const void *x, float *y, int64_t n);
  * (row j of the 8, into row_bytes of q4_0 blocks). */
 void hachi_repack_q4_0_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n);
 void hachi_unpack_q4_0_x8(const void *src, int j, void *row, int64_t n);
-/* The same for q4_K rows (n a multiple of 256; block_q4_Kx8). */
+/* The same for q8_0 rows (block_q8_0x8) and q4_K rows (n a multiple of 256; block_q4_Kx8). */
+void hachi_repack_q8_0_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n);
+void hachi_unpack_q8_0_x8(const void *src, int j, void *row, int64_t n);
 void hachi_repack_q4_K_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n);
 void hachi_unpack_q4_K_x8(const void *src, int j, void *row, int64_t n);
 /* q4_K / q5_K: 6-bit scale and min of sub-block j (0..7) from the packed scales[12]. */

@@ -315,6 +315,12 @@ static void check_own_entries(const hachi_kernels *K) {
         CHECKF(K->t[HACHI_TYPE_Q4_K].vec_dot_x8 && K->t[HACHI_TYPE_Q4_K].vec_dot_x8 != R->t[HACHI_TYPE_Q4_K].vec_dot_x8,
                "%s q4_K: vec_dot_x8 missing or ref's", K->name);
     }
+    /* the loader interleaves a type's rows wherever the table has vec_dot_x8: never for ref's scalar one */
+    for (uint32_t type = 0; type < HACHI_TYPE_COUNT; type++)
+        CHECKF(!K->t[type].vec_dot_x8 || K->t[type].vec_dot_x8 != R->t[type].vec_dot_x8, "%s %s: vec_dot_x8 is ref's",
+               K->name, hachi_type_name(type));
+    if (K->isa == HACHI_ISA_AVX512 || K->isa == HACHI_ISA_AVXVNNI)
+        CHECKF(K->t[HACHI_TYPE_Q8_0].vec_dot_x8 && K->t[HACHI_TYPE_Q8_0].act_prep, "%s q8_0: no VNNI x8 kernel", K->name);
     CHECKF(K->f32_to_f16 != R->f32_to_f16 && K->f16_to_f32 != R->f16_to_f32 && K->dot_f16_multi != R->dot_f16_multi &&
            K->axpy_f16_multi != R->axpy_f16_multi, "%s: fp16 kernels are ref's", K->name);
     CHECKF(K->attn_scores_f16 != R->attn_scores_f16 && K->attn_values_f16 != R->attn_values_f16,
@@ -433,12 +439,20 @@ TEST(kernels_neon) {
  * repack/unpack round trip; ref's vec_dot_x8 against ref's vec_dot of the file layout within
  * KERNEL_EPS; every table's vec_dot_x8 equal to ref's bit for bit for na = 1..16 (with its
  * own activation extras, the same quantized bytes). Returns how many x86 tables ran it. */
+typedef void (*repack_fn)(const void *, uint64_t, void *, int64_t);
+typedef void (*unpack_fn)(const void *, int, void *, int64_t);
+static repack_fn x8_repack(uint32_t type) {
+    return type == HACHI_TYPE_Q4_K ? hachi_repack_q4_K_x8 : type == HACHI_TYPE_Q8_0 ? hachi_repack_q8_0_x8 : hachi_repack_q4_0_x8;
+}
+static unpack_fn x8_unpack(uint32_t type) {
+    return type == HACHI_TYPE_Q4_K ? hachi_unpack_q4_K_x8 : type == HACHI_TYPE_Q8_0 ? hachi_unpack_q8_0_x8 : hachi_unpack_q4_0_x8;
+}
+
 static int check_x8(uint32_t type, int64_t n, const char *w, int64_t rb, const char *a, size_t ab, int variant) {
     const hachi_kernels *R = hachi_kernels_ref();
     const uint32_t vdt = R->t[type].vec_dot_type;
-    void (*repack)(const void *, uint64_t, void *, int64_t) =
-        type == HACHI_TYPE_Q4_K ? hachi_repack_q4_K_x8 : hachi_repack_q4_0_x8;
-    void (*unpack)(const void *, int, void *, int64_t) = type == HACHI_TYPE_Q4_K ? hachi_unpack_q4_K_x8 : hachi_unpack_q4_0_x8;
+    const repack_fn repack = x8_repack(type);
+    const unpack_fn unpack = x8_unpack(type);
     const char *name = hachi_type_name(type);
     char *w8 = malloc((size_t)rb * 8), *back = malloc((size_t)rb), *ax = malloc((ab + 4096) * 16);
     float *wf = malloc((size_t)n * sizeof(float)), *af = malloc((size_t)n * sizeof(float)), got[128], want[128];
@@ -638,6 +652,53 @@ TEST(kernels_q4_K_x8) {
         }
     /* the AVX2 table (and AVX-512's, its copy) must have the kernel where this CPU runs it */
     CHECKF(!hachi_kernels_get(HACHI_ISA_AVX2) || x86_x8 > 0, "no x86 q4_K vec_dot_x8 was tested");
+}
+
+/* Interleaved q8_0 rows (block_q8_0x8), check_x8 on variants 0 quantized random floats; 1, 2
+ * the int32 extremes (weights -128 (a file may hold it, the quantizer never writes it) and
+ * +127 alternating by row, activations all +127 / -128); 3 random bytes (weights and
+ * activations -128..127, random scales); check_gemm on 3 groups of variants 0 and 3. */
+TEST(kernels_q8_0_x8) {
+    const hachi_kernels *R = hachi_kernels_ref();
+    static const int64_t sizes[] = {32, 96, 1536 + 32};
+    int x86_x8 = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (int mode = 0; mode < 4; mode++) {
+            const int64_t n = sizes[si], nb = n / QK8_0, rb = row_bytes(HACHI_TYPE_Q8_0, n);
+            const size_t ab = (size_t)rb;
+            char *w = malloc((size_t)rb * 8), *a = malloc(ab * 16);
+            float *x = malloc((size_t)n * sizeof(float));
+            for (int j = 0; j < 24; j++) {   /* 8 weight rows, then 16 activation rows */
+                block_q8_0 *blk = (block_q8_0 *)(j < 8 ? w + j * rb : a + (j - 8) * ab);
+                if (mode == 0) {
+                    fill(x, n, 0);
+                    R->t[HACHI_TYPE_Q8_0].from_float(x, blk, n);
+                    continue;
+                }
+                for (int64_t b = 0; b < nb; b++) {
+                    blk[b].d = hachi_f32_to_f16(ldexpf(1.0f + (float)(rng_u32() % 1024) / 1024.0f, -10 + (int)(rng_u32() % 4)));
+                    for (int e = 0; e < QK8_0; e++)
+                        blk[b].qs[e] = (int8_t)(mode == 3 ? (int)(rng_u32() % 256) - 128
+                                                : j < 8 ? (j % 2 ? 127 : -128) : mode == 1 ? 127 : -128);
+                }
+            }
+            x86_x8 += check_x8(HACHI_TYPE_Q8_0, n, w, rb, a, ab, mode);
+            if (mode == 0 || mode == 3) {   /* the GEMM on 3 groups: these 8 rows, reversed, rotated by 3 */
+                char *w24 = malloc((size_t)rb * 24), *w8 = malloc((size_t)rb * 24);
+                for (int j = 0; j < 24; j++) {
+                    const int src = j < 8 ? j : j < 16 ? 15 - j : (j + 3) % 8;
+                    memcpy(w24 + (size_t)j * rb, w + (size_t)src * rb, (size_t)rb);
+                }
+                for (int g = 0; g < 3; g++) hachi_repack_q8_0_x8(w24 + g * 8 * rb, (uint64_t)rb, w8 + g * 8 * rb, n);
+                const int ran = check_gemm(HACHI_TYPE_Q8_0, n, w8, (size_t)rb * 8, a, ab);
+                if (si == 0 && mode == 0) printf("    q8_0 gemm_x8: %d table(s) have it\n", ran);
+                free(w24); free(w8);
+            }
+            free(w); free(a); free(x);
+        }
+    /* a VNNI table must have run it where this CPU has one */
+    CHECKF(!(hachi_kernels_get(HACHI_ISA_AVX512) || hachi_kernels_get(HACHI_ISA_AVXVNNI)) || x86_x8 > 0,
+           "no x86 q8_0 vec_dot_x8 was tested");
 }
 
 /* The activation quantizers match ref to the byte on rounding ties (x * id exactly k + 0.5:

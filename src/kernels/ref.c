@@ -120,6 +120,28 @@ void hachi_vec_dot_q8_0_q8_0_ref(int64_t n, float *s, const void *vw, const void
     *s = sum;
 }
 
+/* 8 interleaved q8_0 rows: per block the exact integer sum(u*y) - 128*sum(y) (u the stored
+ * unsigned byte, q + 128), then acc = fma(dw*da, that, acc) in block order, as for q4_0. */
+void hachi_vec_dot_x8_q8_0_q8_0_ref(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
+    const block_q8_0x8 *w = vw;
+    for (int t = 0; t < na; t++) {
+        const block_q8_0 *a = (const block_q8_0 *)((const char *)va + (size_t)t * stride);
+        for (int j = 0; j < 8; j++) {
+            float acc = 0;
+            for (int64_t b = 0; b < n / QK8_0; b++) {
+                int sumi = 0, suma = 0;
+                for (int e = 0; e < QK8_0; e++) {
+                    sumi += w[b].qs[32 * (e / 4) + 4 * j + e % 4] * a[b].qs[e];
+                    suma += a[b].qs[e];
+                }
+                const float sc = hachi_f16_to_f32(w[b].d[j]) * hachi_f16_to_f32(a[b].d);
+                acc = fmaf(sc, (float)(sumi - 128 * suma), acc);
+            }
+            s[8 * t + j] = acc;
+        }
+    }
+}
+
 /* ---- K-quants against q8_K activations ---- */
 
 /* x = d*sc*q - dmin*m per sub-block of 32: dot = da*(d*sum(sc*q*qa) - dmin*sum(m*bsum)) */
@@ -345,7 +367,9 @@ static const hachi_kernels ref_table = {
                              .vec_dot_multi = multi_q4_0, .vec_dot_x8 = hachi_vec_dot_x8_q4_0_q8_0_ref},
         [HACHI_TYPE_Q4_1] = T_ENTRY(HACHI_TYPE_Q8_0, hachi_dequantize_row_q4_1, hachi_quantize_row_q4_1_ref, hachi_vec_dot_q4_1_q8_0_ref, multi_q4_1),
         [HACHI_TYPE_Q5_0] = T_ENTRY(HACHI_TYPE_Q8_0, hachi_dequantize_row_q5_0, hachi_quantize_row_q5_0_ref, hachi_vec_dot_q5_0_q8_0_ref, multi_q5_0),
-        [HACHI_TYPE_Q8_0] = T_ENTRY(HACHI_TYPE_Q8_0, hachi_dequantize_row_q8_0, hachi_quantize_row_q8_0_ref, hachi_vec_dot_q8_0_q8_0_ref, multi_q8_0),
+        [HACHI_TYPE_Q8_0] = {.vec_dot_type = HACHI_TYPE_Q8_0, .to_float = hachi_dequantize_row_q8_0,
+                             .from_float = hachi_quantize_row_q8_0_ref, .vec_dot = hachi_vec_dot_q8_0_q8_0_ref,
+                             .vec_dot_multi = multi_q8_0, .vec_dot_x8 = hachi_vec_dot_x8_q8_0_q8_0_ref},
         [HACHI_TYPE_Q4_K] = {.vec_dot_type = HACHI_TYPE_Q8_K, .to_float = hachi_dequantize_row_q4_K,
                              .from_float = hachi_quantize_row_q4_K_ref, .vec_dot = hachi_vec_dot_q4_K_q8_K_ref,
                              .vec_dot_multi = multi_q4_K, .vec_dot_x8 = hachi_vec_dot_x8_q4_K_q8_K_ref},

@@ -157,7 +157,10 @@ static void gemm_q4_0(int64_t n, float *y, int64_t ldy, const void *w8, int n_gr
 /* on the AVX-512 table, after its filler: Q4_0's prefill GEMM (its x8 kernel stays VNNI's; forwards
  * of fewer than AMX_MIN_TOKENS tokens stay on the table's VNNI GEMM) */
 int hachi_kernels_fill_amx(hachi_kernels *t) {
-    (void)x8_q4_K;
+    (void)x8_q4_K;   /* the header's other kernels are the AVX-512 table's */
+    (void)x8_q8_0;
+    (void)act_extra_q8_0;
+    (void)act_prep_q8_0;
     hachi_type_kernels *q = &t->t[HACHI_TYPE_Q4_0];
     vnni_gemm = q->gemm_x8;
     if (!vnni_gemm) q->gemm_min = AMX_MIN_TOKENS;

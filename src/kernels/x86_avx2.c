@@ -789,6 +789,7 @@ int hachi_kernels_fill_avx2(hachi_kernels *t) {
     set(t, HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_avx2, multi_q4_1);
     set(t, HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_avx2, multi_q5_0);
     set(t, HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_avx2, multi_q8_0);
+    t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = NULL;   /* ref's: Q8_0 rows keep the file's layout here */
     set(t, HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_avx2, multi_q4_K);
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;   /* the loader repacks Q4_K rows by 8 too */
     set(t, HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_avx2, multi_q5_K);

@@ -314,6 +314,37 @@ static ALWAYS_INLINE void gemm2_q4_0(int64_t n, float *y, int64_t ldy, const blo
     UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
 
+/* The same for interleaved q8_0 rows: per block the 16 rows' unsigned bytes in 8 zmm (no
+ * unpacking), each token's 8 vpdpbusd starting from its -128*sum(y) (act_prep_q8_0): each lane
+ * is exactly x8_rows_q8_0's computation, bit for bit ref's. */
+static ALWAYS_INLINE void gemm2_q8_0(int64_t n, float *y, int64_t ldy, const block_q8_0x8 *g0, const block_q8_0x8 *g1,
+                                     const char *a, size_t a_stride, const int NT) {
+    const int64_t nb = n / QK8_0;
+    __m512 acc[16];
+    UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        UNROLL for (int l = 0; l < 5; l++) {
+            _mm_prefetch((const char *)(g0 + b) + X8_PF_DIST + 64 * l, _MM_HINT_T0);
+            _mm_prefetch((const char *)(g1 + b) + X8_PF_DIST + 64 * l, _MM_HINT_T0);
+        }
+        const __m512 dw = load_ph_pair(g0[b].d, g1[b].d);
+        __m512i q[8];
+        UNROLL for (int c = 0; c < 8; c++) q[c] = load_pair(g0[b].qs + 32 * c, g1[b].qs + 32 * c);
+        UNROLL for (int t = 0; t < NT; t++) {
+            const char *ar = a + (size_t)t * a_stride;
+            const block_q8_0 *ab = (const block_q8_0 *)ar + b;
+            const char *ex = q4_0_extras(ar, nb, b);
+            float da;
+            int32_t corr;
+            memcpy(&da, ex + 16, 4);
+            memcpy(&corr, ex, 4);
+            __m512i p = _mm512_set1_epi32(corr);   /* -128*sum(y) */
+            UNROLL for (int c = 0; c < 8; c++) p = dpbusd_bcast16(p, q[c], ab->qs + 4 * c);
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(da)), _mm512_cvtepi32_ps(p), acc[t]);
+        }
+    }
+    UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
+}
 
 /* The same for interleaved q4_K rows: per sub-block j of 32 elements, the 16 rows' nibbles in 8
  * zmm, 8 vpdpbusd per token (two chains), times the rows' 6-bit scales (vpmulld); the mins from
@@ -405,6 +436,7 @@ static ALWAYS_INLINE void gemm2_q4_K(int64_t n, float *y, int64_t ldy, const blo
     }
 GEMM_FROM_PAIRS(gemm_q4_0, gemm2_q4_0, block_q4_0x8, QK8_0, x8_q4_0, 16, GEMM_CASES15)
 GEMM_FROM_PAIRS(gemm_q4_K, gemm2_q4_K, block_q4_Kx8, QK_K, x8_q4_K, 8, GEMM_CASES7)
+GEMM_FROM_PAIRS(gemm_q8_0, gemm2_q8_0, block_q8_0x8, QK8_0, x8_q8_0, 16, GEMM_CASES15)
 
 /* ---------------- q6_K (512-bit) ---------------- */
 
@@ -500,6 +532,11 @@ int hachi_kernels_fill_avx512(hachi_kernels *t) {
     t->t[HACHI_TYPE_Q4_0].gemm_min = 2;
     t->t[HACHI_TYPE_Q4_K].gemm_x8 = gemm_q4_K;
     t->t[HACHI_TYPE_Q4_K].gemm_min = 2;
+    t->t[HACHI_TYPE_Q8_0].act_extra = act_extra_q8_0;
+    t->t[HACHI_TYPE_Q8_0].act_prep = act_prep_q8_0;
+    t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = x8_q8_0;
+    t->t[HACHI_TYPE_Q8_0].gemm_x8 = gemm_q8_0;
+    t->t[HACHI_TYPE_Q8_0].gemm_min = 2;
     return 1;
 }
 

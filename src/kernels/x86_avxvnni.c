@@ -1,6 +1,6 @@
 /* kernels/x86_avxvnni: the table of x86 CPUs with AVX-VNNI (VEX-encoded vpdpbusd on 256-bit
  * vectors) but no AVX-512: Intel Alder Lake and later client cores, AMD Zen 5 with AVX-512
- * off. It overrides only the interleaved int4 kernels (x86_vnni_x8.h, 4 activation rows per
+ * off. It overrides only the interleaved-row kernels (x86_vnni_x8.h, 4 activation rows per
  * pass: 16 vector registers); every other entry is the AVX2 table's, which dispatch.c
  * copies first. Built with the AVX2/FMA/F16C/AVX-VNNI flags that dispatch.c checks. */
 #include "kernels/kernels.h"
@@ -17,6 +17,9 @@
 int hachi_kernels_fill_avxvnni(hachi_kernels *t) {
     t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;   /* with AVX2's activation extras */
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;
+    t->t[HACHI_TYPE_Q8_0].act_extra = act_extra_q8_0;
+    t->t[HACHI_TYPE_Q8_0].act_prep = act_prep_q8_0;
+    t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = x8_q8_0;
     return 1;
 }
 

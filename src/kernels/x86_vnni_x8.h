@@ -1,10 +1,11 @@
-/* kernels/x86_vnni_x8: the VNNI kernels of the interleaved int4 rows (block_q4_0x8,
- * block_q4_Kx8), written once for the two x86 tables that have vpdpbusd on 256-bit vectors:
+/* kernels/x86_vnni_x8: the VNNI kernels of the interleaved rows (block_q4_0x8, block_q4_Kx8,
+ * block_q8_0x8), written once for the two x86 tables that have vpdpbusd on 256-bit vectors:
  * AVX-512 VNNI (x86_avx512.c, EVEX, VNNI_ROWS 8: 32 vector registers) and AVX-VNNI
  * (x86_avxvnni.c, VEX, VNNI_ROWS 4: 16). The including file defines VNNI_ROWS and
  * VNNI_DPBUSD (the intrinsic), optionally VNNI_DPBUSD_B (the same with a broadcast memory
  * operand), and includes rows.h and x86_q4k_x8.h; it gets the static
- * vec_dot_x8 entries x8_q4_0 (over AVX2's Q4_0 activation extras) and x8_q4_K. */
+ * vec_dot_x8 entries x8_q4_0 (over AVX2's Q4_0 activation extras), x8_q4_K and x8_q8_0 (over
+ * its own extras, act_extra_q8_0 / act_prep_q8_0). */
 #ifndef HACHI_KERNELS_X86_VNNI_X8_H
 #define HACHI_KERNELS_X86_VNNI_X8_H
 #include <immintrin.h>
@@ -135,8 +136,68 @@ static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, cons
     UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
 }
 
+/* Q8_0 activation extras of these kernels, in the layout of AVX2's Q4_0 ones (q4_0_extras: per
+ * 4 blocks 4 int32 then 4 float d): -128*sum(y), the value each block's vpdpbusd chain starts
+ * from (block_q8_0x8 stores the weights + 128), and d as a float. */
+static size_t act_extra_q8_0(int64_t n) { return (size_t)((n / QK8_0 + 3) / 4) * 32; }
+static void act_prep_q8_0(int64_t n, void *va, int64_t b0, int64_t b1) {
+    const int64_t nb = n / QK8_0;
+    const block_q8_0 *a = va;
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    for (int64_t g = b0 / 4; g * 4 < b1; g++) {   /* b0 % 4 == 0; a last group's unused slots are 0 */
+        int32_t corr[4] = {0};
+        float d[4] = {0};
+        for (int k = 0; k < 4 && g * 4 + k < nb; k++) {
+            const block_q8_0 *b = a + g * 4 + k;
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, _mm256_loadu_si256((const __m256i *)b->qs)), ones16);
+            __m128i t = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+            t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
+            t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
+            corr[k] = -128 * _mm_cvtsi128_si32(t);
+            d[k] = _cvtsh_ss(b->d);
+        }
+        char *ex = (char *)q4_0_extras((const char *)va, nb, g * 4);
+        memcpy(ex, corr, 16);
+        memcpy(ex + 16, d, 16);
+    }
+}
+
+/* 8 interleaved q8_0 rows (block_q8_0x8) against R activation rows: per block 8 vpdpbusd of
+ * the rows' unsigned bytes (one 32-byte load: 4 values of each row) against broadcasts of 4
+ * activation bytes, starting from -128*sum(y) (the extras): the exact integer sum(q*y); then
+ * acc = fma(dw*da, sum, acc) in block order as ref does, bit for bit, whatever R. Up to 4
+ * chains per row (one token: 4, two: 2) to hide the instruction's latency. */
+static ALWAYS_INLINE void x8_rows_q8_0(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    const block_q8_0x8 *w = vw;
+    const int64_t nb = n / QK8_0;
+    const int NC = R == 1 ? 4 : R == 2 ? 2 : 1;
+    __m256 acc[VNNI_ROWS];
+    UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        UNROLL for (int l = 0; l < 5; l++) _mm_prefetch((const char *)(w + b) + X8_PF_DIST + 64 * l, _MM_HINT_T0);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
+        __m256i q[8];
+        UNROLL for (int c = 0; c < 8; c++) q[c] = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
+        UNROLL for (int r = 0; r < R; r++) {
+            const char *ar = va + (size_t)r * stride;
+            const block_q8_0 *a = (const block_q8_0 *)ar + b;
+            const char *ex = q4_0_extras(ar, nb, b);
+            float da;
+            memcpy(&da, ex + 16, 4);
+            __m256i p[4];
+            p[0] = bcast32((const int8_t *)ex);
+            UNROLL for (int k = 1; k < NC; k++) p[k] = _mm256_setzero_si256();
+            UNROLL for (int c = 0; c < 8; c++) p[c % NC] = VNNI_DPBUSD_B(p[c % NC], q[c], a->qs + 4 * c);
+            UNROLL for (int k = 1; k < NC; k++) p[0] = _mm256_add_epi32(p[0], p[k]);
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(da)), _mm256_cvtepi32_ps(p[0]), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
+}
+
 /* vec_dot_x8 from x8_rows: activation rows in groups of VNNI_ROWS, then of 4, then 1..3 */
 ROWS_FROM_N(x8_q4_0, x8_rows_q4_0, 8, VNNI_ROWS)
+ROWS_FROM_N(x8_q8_0, x8_rows_q8_0, 8, VNNI_ROWS)
 ROWS_FROM_N(x8_q4_K, x8_rows_q4_K, 8, VNNI_ROWS)
 
 #endif
