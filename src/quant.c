@@ -179,6 +179,55 @@ void hachi_unpack_q8_0_x8(const void *src, int j, void *row, int64_t n) {
     }
 }
 
+/* q6_K element e (0..255) of a block: ql byte and nibble, qh byte and bit pair (the
+ * dequantizer's order: half h = e / 128, quarter e / 32 % 4, l = e % 32) */
+static void q6k_pos(int e, int *ql, int *ql_shift, int *qh, int *qh_shift) {
+    const int h = e / 128, quarter = e / 32 % 4, l = e % 32;
+    *ql = 64 * h + l + (quarter & 1 ? 32 : 0);
+    *ql_shift = quarter & 2 ? 4 : 0;
+    *qh = 32 * h + l;
+    *qh_shift = 2 * quarter;
+}
+
+void hachi_repack_q6_K_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n) {
+    block_q6_Kx8 *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        memset(&y[b], 0, sizeof y[b]);
+        for (int r = 0; r < 8; r++) {
+            const block_q6_K *x = (const block_q6_K *)((const char *)rows + r * row_bytes) + b;
+            y[b].d[r] = x->d;
+            for (int j = 0; j < QK_K / 16; j++) y[b].scales[j][r] = x->scales[j];
+            for (int e = 0; e < QK_K; e++) {
+                int ql, qls, qh, qhs;
+                q6k_pos(e, &ql, &qls, &qh, &qhs);
+                const int v = ((x->ql[ql] >> qls) & 0xF) | ((x->qh[qh] >> qhs) & 3) << 4;
+                const int u = e / 32, s = e / 16 % 2, c = e % 16 / 4, k = e % 4;
+                y[b].ql[128 * u + 32 * c + 4 * r + k] |= (uint8_t)((v & 0xF) << (4 * s));
+                y[b].qh[64 * u + 32 * s + 4 * r + k] |= (uint8_t)((v >> 4) << (2 * c));
+            }
+        }
+    }
+}
+
+void hachi_unpack_q6_K_x8(const void *src, int j, void *row, int64_t n) {
+    const block_q6_Kx8 *x = src;
+    block_q6_K *y = row;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        memset(&y[b], 0, sizeof y[b]);
+        y[b].d = x[b].d[j];
+        for (int i = 0; i < QK_K / 16; i++) y[b].scales[i] = x[b].scales[i][j];
+        for (int e = 0; e < QK_K; e++) {
+            const int u = e / 32, s = e / 16 % 2, c = e % 16 / 4, k = e % 4;
+            const int v = (x[b].ql[128 * u + 32 * c + 4 * j + k] >> (4 * s) & 0xF) |
+                          (x[b].qh[64 * u + 32 * s + 4 * j + k] >> (2 * c) & 3) << 4;
+            int ql, qls, qh, qhs;
+            q6k_pos(e, &ql, &qls, &qh, &qhs);
+            y[b].ql[ql] |= (uint8_t)((v & 0xF) << qls);
+            y[b].qh[qh] |= (uint8_t)((v >> 4) << qhs);
+        }
+    }
+}
+
 void hachi_repack_q4_K_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n) {
     block_q4_Kx8 *y = dst;
     for (int64_t b = 0; b < n / QK_K; b++)

@@ -82,6 +82,21 @@ _Static_assert(sizeof(block_q5_K) == 176, "block_q5_K size");
  * low 4 bits in ql[128], high 2 bits in qh[64] */
 typedef struct { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; hachi_half d; } block_q6_K;
 _Static_assert(sizeof(block_q6_K) == 210, "block_q6_K size");
+/* hachi's runtime layout of 8 q6_K rows (never in a file): block column b of rows 8g..8g+7
+ * as one block, d[r] and scales[j][r] = row r's (sub-block j of 16 elements), and the 6-bit
+ * values v (0..63, x = d * sc * (v - 32)) of unit u (elements 32u..32u+31: sub-blocks 2u and
+ * 2u+1) as ql[128u + 32c + 4r + k] = low nibbles of row r's v[32u + 4c + k] (bits 0-3) and
+ * v[32u + 16 + 4c + k] (bits 4-7), qh[64u + 32s + 4r + k] bits 2c..2c+1 = the top 2 bits of
+ * row r's v[32u + 16s + 4c + k] (c, k < 4, s < 2): one 32-byte load of ql and one of qh
+ * give 4 values of each of the 8 rows for a broadcast of 4 activation bytes. 8 rows take
+ * the file's bytes (8 x 210). */
+typedef struct {
+    hachi_half d[8];
+    int8_t scales[QK_K / 16][8];
+    uint8_t ql[8 * QK_K / 2];
+    uint8_t qh[8 * QK_K / 4];
+} block_q6_Kx8;
+_Static_assert(sizeof(block_q6_Kx8) == 8 * 210, "block_q6_Kx8 size");
 /* activations for K-quant dots: x = d * qs, bsums[i] = sum of qs[16i..16i+15] */
 typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_K;
 _Static_assert(sizeof(block_q8_K) == 292, "block_q8_K size");
@@ -127,7 +142,10 @@ void hachi_dequantize_row_q8_K(const void *x, float *y, int64_t n);
  * (row j of the 8, into row_bytes of q4_0 blocks). */
 void hachi_repack_q4_0_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n);
 void hachi_unpack_q4_0_x8(const void *src, int j, void *row, int64_t n);
-/* The same for q8_0 rows (block_q8_0x8) and q4_K rows (n a multiple of 256; block_q4_Kx8). */
+/* The same for q8_0 rows (block_q8_0x8), q4_K and q6_K rows (n a multiple of 256;
+ * block_q4_Kx8, block_q6_Kx8). */
+void hachi_repack_q6_K_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n);
+void hachi_unpack_q6_K_x8(const void *src, int j, void *row, int64_t n);
 void hachi_repack_q8_0_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n);
 void hachi_unpack_q8_0_x8(const void *src, int j, void *row, int64_t n);
 void hachi_repack_q4_K_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n);

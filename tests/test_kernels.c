@@ -442,10 +442,20 @@ TEST(kernels_neon) {
 typedef void (*repack_fn)(const void *, uint64_t, void *, int64_t);
 typedef void (*unpack_fn)(const void *, int, void *, int64_t);
 static repack_fn x8_repack(uint32_t type) {
-    return type == HACHI_TYPE_Q4_K ? hachi_repack_q4_K_x8 : type == HACHI_TYPE_Q8_0 ? hachi_repack_q8_0_x8 : hachi_repack_q4_0_x8;
+    switch (type) {
+    case HACHI_TYPE_Q8_0: return hachi_repack_q8_0_x8;
+    case HACHI_TYPE_Q4_K: return hachi_repack_q4_K_x8;
+    case HACHI_TYPE_Q6_K: return hachi_repack_q6_K_x8;
+    default: return hachi_repack_q4_0_x8;
+    }
 }
 static unpack_fn x8_unpack(uint32_t type) {
-    return type == HACHI_TYPE_Q4_K ? hachi_unpack_q4_K_x8 : type == HACHI_TYPE_Q8_0 ? hachi_unpack_q8_0_x8 : hachi_unpack_q4_0_x8;
+    switch (type) {
+    case HACHI_TYPE_Q8_0: return hachi_unpack_q8_0_x8;
+    case HACHI_TYPE_Q4_K: return hachi_unpack_q4_K_x8;
+    case HACHI_TYPE_Q6_K: return hachi_unpack_q6_K_x8;
+    default: return hachi_unpack_q4_0_x8;
+    }
 }
 
 static int check_x8(uint32_t type, int64_t n, const char *w, int64_t rb, const char *a, size_t ab, int variant) {
@@ -699,6 +709,65 @@ TEST(kernels_q8_0_x8) {
     /* a VNNI table must have run it where this CPU has one */
     CHECKF(!(hachi_kernels_get(HACHI_ISA_AVX512) || hachi_kernels_get(HACHI_ISA_AVXVNNI)) || x86_x8 > 0,
            "no x86 q8_0 vec_dot_x8 was tested");
+}
+
+/* Interleaved q6_K rows (block_q6_Kx8), check_x8 on variants 0 quantized random floats; 1, 2
+ * the int32 extremes (every value 63, scales -128 and +127 alternating by row, activations
+ * all +127 / -128); 3 random bytes (ql, qh, scales, activations -128..127); check_gemm on 3
+ * groups of variants 0 and 3. */
+TEST(kernels_q6_K_x8) {
+    const hachi_kernels *R = hachi_kernels_ref();
+    static const int64_t sizes[] = {256, 768, 1536};
+    int x86_x8 = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (int mode = 0; mode < 4; mode++) {
+            const int64_t n = sizes[si], nb = n / QK_K, rb = row_bytes(HACHI_TYPE_Q6_K, n);
+            const size_t ab = (size_t)row_bytes(HACHI_TYPE_Q8_K, n);
+            char *w = malloc((size_t)rb * 8), *a = malloc(ab * 16);
+            float *x = malloc((size_t)n * sizeof(float));
+            for (int j = 0; j < 8; j++) {
+                block_q6_K *wb = (block_q6_K *)(w + j * rb);
+                if (mode == 0) {
+                    fill(x, n, 0);
+                    R->t[HACHI_TYPE_Q6_K].from_float(x, wb, n);
+                    continue;
+                }
+                for (int64_t b = 0; b < nb; b++) {
+                    wb[b].d = hachi_f32_to_f16(ldexpf(1.0f + (float)(rng_u32() % 1024) / 1024.0f, -10 + (int)(rng_u32() % 4)));
+                    for (int k = 0; k < QK_K / 16; k++) wb[b].scales[k] = (int8_t)(mode == 3 ? (int)(rng_u32() % 256) - 128 : j % 2 ? 127 : -128);
+                    for (int k = 0; k < QK_K / 2; k++) wb[b].ql[k] = mode == 3 ? (uint8_t)rng_u32() : 0xFF;
+                    for (int k = 0; k < QK_K / 4; k++) wb[b].qh[k] = mode == 3 ? (uint8_t)rng_u32() : 0xFF;
+                }
+            }
+            for (int t = 0; t < 16; t++) {
+                block_q8_K *yb = (block_q8_K *)(a + t * ab);
+                if (mode == 0) {
+                    fill(x, n, 0);
+                    R->t[HACHI_TYPE_Q8_K].from_float(x, yb, n);
+                    continue;
+                }
+                for (int64_t b = 0; b < nb; b++) {
+                    yb[b].d = ldexpf(1.0f + (float)(rng_u32() % 1024) / 1024.0f, -8);
+                    for (int e = 0; e < QK_K; e++)
+                        yb[b].qs[e] = (int8_t)(mode == 1 ? 127 : mode == 2 ? -128 : (int)(rng_u32() % 256) - 128);
+                }
+                q8_K_bsums(yb, nb);
+            }
+            x86_x8 += check_x8(HACHI_TYPE_Q6_K, n, w, rb, a, ab, mode);
+            if (mode == 0 || mode == 3) {   /* the GEMM on 3 groups: these 8 rows, reversed, rotated by 3 */
+                char *w24 = malloc((size_t)rb * 24), *w8 = malloc((size_t)rb * 24);
+                for (int j = 0; j < 24; j++) {
+                    const int src = j < 8 ? j : j < 16 ? 15 - j : (j + 3) % 8;
+                    memcpy(w24 + (size_t)j * rb, w + (size_t)src * rb, (size_t)rb);
+                }
+                for (int g = 0; g < 3; g++) hachi_repack_q6_K_x8(w24 + g * 8 * rb, (uint64_t)rb, w8 + g * 8 * rb, n);
+                const int ran = check_gemm(HACHI_TYPE_Q6_K, n, w8, (size_t)rb * 8, a, ab);
+                if (si == 0 && mode == 0) printf("    q6_K gemm_x8: %d table(s) have it\n", ran);
+                free(w24); free(w8);
+            }
+            free(w); free(a); free(x);
+        }
+    CHECKF(!hachi_kernels_get(HACHI_ISA_AVX512) || x86_x8 > 0, "no x86 q6_K vec_dot_x8 was tested");
 }
 
 /* The activation quantizers match ref to the byte on rounding ties (x * id exactly k + 0.5:

@@ -315,9 +315,10 @@ static int mats_of(const hachi_model *m, int l, const hachi_mat *out[9]) {
 
 /* Every matrix of the repacked model (a) against the same matrix in the file's layout (b):
  * repacked exactly when the loader's rule says so (hachi_mat_x8_bytes, K/V of owning layers
- * only; a tied output head too: the loader points the embedding at its copy), of the given type or type2 (the Q4_K_M mix's Q8_0 matrices, where the kernels
- * interleave Q8_0), and every row dequantizes to the same floats. */
-static void check_repacked_mats(const hachi_model *a, const hachi_model *b, uint32_t type, uint32_t type2) {
+ * only; a tied output head too: the loader points the embedding at its copy), of one of the
+ * given types (a bit per type: the mixes' other types where the kernels interleave them), and
+ * every row dequantizes to the same floats. */
+static void check_repacked_mats(const hachi_model *a, const hachi_model *b, uint64_t types, const char *what) {
     int n_x8 = 0, bad_rule = 0, bad_type = 0, bad_rows = 0;
     size_t bytes = 0;
     for (int l = -1; l < a->n_layer; l++) {
@@ -333,7 +334,7 @@ static void check_repacked_mats(const hachi_model *a, const hachi_model *b, uint
             if (!A->x8) continue;
             n_x8++;
             bytes += (size_t)(A->rows * A->row_bytes + 63) / 64 * 64;
-            bad_type += A->type != type && A->type != type2;
+            bad_type += !(types >> A->type & 1);
             float *ra = malloc((size_t)A->cols * sizeof(float)), *rb = malloc((size_t)A->cols * sizeof(float));
             CHECK(ra && rb);
             for (int64_t r = 0; ra && rb && r < A->rows; r++) {
@@ -347,7 +348,7 @@ static void check_repacked_mats(const hachi_model *a, const hachi_model *b, uint
     }
     CHECKF(bad_rule == 0 && bad_type == 0 && bad_rows == 0 && bytes == a->x8_bytes,
            "%s: %d matrices repacked (%zu of %zu bytes): %d against the rule, %d of another type, %d rows differ",
-           hachi_type_name(type), n_x8, bytes, a->x8_bytes, bad_rule, bad_type, bad_rows);
+           what, n_x8, bytes, a->x8_bytes, bad_rule, bad_type, bad_rows);
 }
 
 /* The tiny Q4_0 (Q4_K_M, Q8_0) model with its rows interleaved at load (the default where the
@@ -360,7 +361,8 @@ static void check_repacked_mats(const hachi_model *a, const hachi_model *b, uint
  * seed 8 on AVX2 and ref; Q8_0 with AVX-512 VNNI's x8 kernel at step 11 or 12 with seeds 1-6
  * and 11, none in 12 with seed 7). A failure here on another ISA with differences of that size and
  * matching matrices is such a flip: try another seed. */
-static void repack_matches_file_layout(const char *type_name, uint32_t type, uint32_t type2, uint64_t seed) {
+#define TYPE_BIT(t) ((uint64_t)1 << (t))
+static void repack_matches_file_layout(const char *type_name, uint32_t type, uint64_t types, uint64_t seed) {
     const char *path = tmp_file("repack-%s.gguf", type_name);
     CHECKF(synth(type_name, seed, 0, path) == HACHI_OK, "%s", hachi_last_error());
     hachi_model *mod[2] = {NULL, NULL};
@@ -380,7 +382,7 @@ static void repack_matches_file_layout(const char *type_name, uint32_t type, uin
         const hachi_kernels *k = hachi_kernels_best();
         CHECKF((mod[0]->x8_bytes > 0) == (k->t[type].vec_dot_x8 != NULL) && mod[1]->x8_bytes == 0,
                "%s: repacked %zu / %zu bytes with %s kernels", type_name, mod[0]->x8_bytes, mod[1]->x8_bytes, k->name);
-        check_repacked_mats(mod[0], mod[1], type, type2);
+        check_repacked_mats(mod[0], mod[1], types, type_name);
         int32_t tok[2] = {2, 2};
         double worst = 0;
         int same = 1;
@@ -406,13 +408,17 @@ static void repack_matches_file_layout(const char *type_name, uint32_t type, uin
     remove(path);
 }
 
-TEST(synth_repack_matches_file_layout) { repack_matches_file_layout("q4_0", HACHI_TYPE_Q4_0, HACHI_TYPE_Q4_0, 11); }
+/* Q4_0: its matrices and, where the kernels interleave Q6_K, the Q6_K output head */
+TEST(synth_repack_matches_file_layout) {
+    repack_matches_file_layout("q4_0", HACHI_TYPE_Q4_0, TYPE_BIT(HACHI_TYPE_Q4_0) | TYPE_BIT(HACHI_TYPE_Q6_K), 11);
+}
 /* Q4_K_M: the Q4_K matrices (all but attn_v / ffn_down of the use_more_bits layers, Q6_K) are
- * repacked, and the Q8_0 per-layer proj (cols 128) where the kernels interleave Q8_0 (VNNI);
- * the others stay as they are. */
-TEST(synth_repack_matches_file_layout_q8_0) { repack_matches_file_layout("q8_0", HACHI_TYPE_Q8_0, HACHI_TYPE_Q8_0, 7); }
+ * repacked, and the Q6_K ones and the Q8_0 per-layer proj (cols 128) where the kernels
+ * interleave those types (AVX-512 VNNI); the others stay as they are. */
+TEST(synth_repack_matches_file_layout_q8_0) { repack_matches_file_layout("q8_0", HACHI_TYPE_Q8_0, TYPE_BIT(HACHI_TYPE_Q8_0), 7); }
 TEST(synth_repack_matches_file_layout_q4_K) {
-    repack_matches_file_layout("q4_k_m", HACHI_TYPE_Q4_K, HACHI_TYPE_Q8_0, 8);
+    repack_matches_file_layout("q4_k_m", HACHI_TYPE_Q4_K,
+                               TYPE_BIT(HACHI_TYPE_Q4_K) | TYPE_BIT(HACHI_TYPE_Q8_0) | TYPE_BIT(HACHI_TYPE_Q6_K), 8);
 }
 
 /* A token's logits do not depend on how the sequence is cut into forwards: a forward

@@ -617,7 +617,8 @@ static void set(hachi_kernels *t, uint32_t type, hachi_vec_dot_fn dot, hachi_vec
 int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod) {
     t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = NULL;   /* without sdot: keep the file's layout */
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = NULL;
-    t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = NULL;   /* no NEON x8 kernel for Q8_0 */
+    t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = NULL;   /* no NEON x8 kernels for Q8_0, Q6_K */
+    t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = NULL;
     set(t, HACHI_TYPE_F32, hachi_vec_dot_f32_neon, multi_f32);
     set(t, HACHI_TYPE_F16, hachi_vec_dot_f16_neon, multi_f16);
     set(t, HACHI_TYPE_BF16, hachi_vec_dot_bf16_neon, multi_bf16);

@@ -256,6 +256,35 @@ void hachi_vec_dot_q6_K_q8_K_ref(int64_t n, float *s, const void *vw, const void
     *s = sum;
 }
 
+/* 8 interleaved q6_K rows: per block the exact integer sum over the 16 sub-blocks j of
+ * sc_j * (sum(v*y) - 32*bsum_j) (v the unsigned 6-bit value), then acc = fma(dw*da, that, acc)
+ * in block order: the order every ISA keeps. */
+void hachi_vec_dot_x8_q6_K_q8_K_ref(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
+    const block_q6_Kx8 *w = vw;
+    for (int t = 0; t < na; t++) {
+        const block_q8_K *a = (const block_q8_K *)((const char *)va + (size_t)t * stride);
+        for (int r = 0; r < 8; r++) {
+            float acc = 0;
+            for (int64_t b = 0; b < n / QK_K; b++) {
+                int sumi = 0;
+                for (int j = 0; j < QK_K / 16; j++) {
+                    const int u = j / 2, sb = j % 2;
+                    int dot = 0;
+                    for (int c = 0; c < 4; c++)
+                        for (int k = 0; k < 4; k++) {
+                            const int v = (w[b].ql[128 * u + 32 * c + 4 * r + k] >> (4 * sb) & 0xF) |
+                                          (w[b].qh[64 * u + 32 * sb + 4 * r + k] >> (2 * c) & 3) << 4;
+                            dot += v * a[b].qs[16 * j + 4 * c + k];
+                        }
+                    sumi += w[b].scales[j][r] * (dot - 32 * a[b].bsums[j]);
+                }
+                acc = fmaf(hachi_f16_to_f32(w[b].d[r]) * a[b].d, (float)sumi, acc);
+            }
+            s[8 * t + r] = acc;
+        }
+    }
+}
+
 /* ---- multi-row: the reference just loops the single dot ---- */
 
 LOOP_MULTI(multi_f32, hachi_vec_dot_f32_ref)
@@ -374,7 +403,9 @@ static const hachi_kernels ref_table = {
                              .from_float = hachi_quantize_row_q4_K_ref, .vec_dot = hachi_vec_dot_q4_K_q8_K_ref,
                              .vec_dot_multi = multi_q4_K, .vec_dot_x8 = hachi_vec_dot_x8_q4_K_q8_K_ref},
         [HACHI_TYPE_Q5_K] = T_ENTRY(HACHI_TYPE_Q8_K, hachi_dequantize_row_q5_K, hachi_quantize_row_q5_K_ref, hachi_vec_dot_q5_K_q8_K_ref, multi_q5_K),
-        [HACHI_TYPE_Q6_K] = T_ENTRY(HACHI_TYPE_Q8_K, hachi_dequantize_row_q6_K, hachi_quantize_row_q6_K_ref, hachi_vec_dot_q6_K_q8_K_ref, multi_q6_K),
+        [HACHI_TYPE_Q6_K] = {.vec_dot_type = HACHI_TYPE_Q8_K, .to_float = hachi_dequantize_row_q6_K,
+                             .from_float = hachi_quantize_row_q6_K_ref, .vec_dot = hachi_vec_dot_q6_K_q8_K_ref,
+                             .vec_dot_multi = multi_q6_K, .vec_dot_x8 = hachi_vec_dot_x8_q6_K_q8_K_ref},
         [HACHI_TYPE_Q8_K] = T_ENTRY(HACHI_TYPE_Q8_K, hachi_dequantize_row_q8_K, hachi_quantize_row_q8_K_ref, NULL, NULL),
     },
     .f32_to_f16 = hachi_f32_to_f16_ref,

@@ -794,6 +794,7 @@ int hachi_kernels_fill_avx2(hachi_kernels *t) {
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;   /* the loader repacks Q4_K rows by 8 too */
     set(t, HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_avx2, multi_q5_K);
     set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx2, multi_q6_K);
+    t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = NULL;   /* ref's: Q6_K rows keep the file's layout here */
     t->t[HACHI_TYPE_F16].to_float = to_float_f16;
     t->t[HACHI_TYPE_Q8_0].from_float = quantize_row_q8_0;
     t->f32_to_f16 = f32_to_f16;
