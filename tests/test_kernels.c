@@ -676,7 +676,7 @@ TEST(kernels_q8_0_x8) {
         for (int mode = 0; mode < 4; mode++) {
             const int64_t n = sizes[si], nb = n / QK8_0, rb = row_bytes(HACHI_TYPE_Q8_0, n);
             const size_t ab = (size_t)rb;
-            char *w = malloc((size_t)rb * 8), *a = malloc(ab * 16);
+            char *w = calloc(8, (size_t)rb), *a = calloc(16, ab);
             float *x = malloc((size_t)n * sizeof(float));
             for (int j = 0; j < 24; j++) {   /* 8 weight rows, then 16 activation rows */
                 block_q8_0 *blk = (block_q8_0 *)(j < 8 ? w + j * rb : a + (j - 8) * ab);
