@@ -174,6 +174,47 @@ static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, cons
 }
 ROWS_FROM(x8_q4_0, x8_rows_q4_0, 8)
 
+/* 8 interleaved q8_0 rows (block_q8_0x8) against R activation rows: the 16 bytes at qs + 32c
+ * (rows 0..3) and qs + 32c + 16 (rows 4..7) hold values 4c..4c+3 of each row, stored + 128;
+ * x ^ 0x80 gives the signed values back, so 8 sdots with lane c % 4 of the activation's
+ * elements 0..15 (c < 4) or 16..31 leave each row's exact sum(q*y) (= ref's sum(u*y) -
+ * 128*sum(y)) in its int32 lane. Then acc = fma(dw*da, v, acc) per block: ref's order, bit
+ * for bit, whatever R. */
+static ALWAYS_INLINE int32x4_t x8_dot8(const int8x16_t q[8], int8x16_t y0, int8x16_t y1) {
+    int32x4_t v = vdotq_laneq_s32(vdupq_n_s32(0), q[0], y0, 0);
+    v = vdotq_laneq_s32(v, q[1], y0, 1);
+    v = vdotq_laneq_s32(v, q[2], y0, 2);
+    v = vdotq_laneq_s32(v, q[3], y0, 3);
+    v = vdotq_laneq_s32(v, q[4], y1, 0);
+    v = vdotq_laneq_s32(v, q[5], y1, 1);
+    v = vdotq_laneq_s32(v, q[6], y1, 2);
+    return vdotq_laneq_s32(v, q[7], y1, 3);
+}
+static ALWAYS_INLINE void x8_rows_q8_0(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    const block_q8_0x8 *w = vw;
+    const int8x16_t x80 = vdupq_n_s8((int8_t)0x80);
+    float32x4_t acc0[ROWS_MAX], acc1[ROWS_MAX];   /* rows 0..3, 4..7 */
+    UNROLL for (int r = 0; r < R; r++) acc0[r] = acc1[r] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < n / QK8_0; b++) {
+        int8x16_t q[2][8];   /* [h][c]: rows 4h..4h+3, values 4c..4c+3 */
+        UNROLL for (int c = 0; c < 8; c++)
+            UNROLL for (int h = 0; h < 2; h++) q[h][c] = veorq_s8(vld1q_s8((const int8_t *)w[b].qs + 32 * c + 16 * h), x80);
+        const float32x4_t d0 = load_f16(w[b].d), d1 = load_f16(w[b].d + 4);
+        UNROLL for (int r = 0; r < R; r++) {
+            const block_q8_0 *a = (const block_q8_0 *)(va + (size_t)r * stride) + b;
+            const int8x16_t y0 = vld1q_s8(a->qs), y1 = vld1q_s8(a->qs + 16);
+            const float32x4_t da = vcvt_f32_f16(vreinterpret_f16_u16(vld1_dup_u16(&a->d)));   /* exact */
+            acc0[r] = vfmaq_f32(acc0[r], vmulq_f32(d0, da), vcvtq_f32_s32(x8_dot8(q[0], y0, y1)));
+            acc1[r] = vfmaq_f32(acc1[r], vmulq_f32(d1, da), vcvtq_f32_s32(x8_dot8(q[1], y0, y1)));
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) {
+        vst1q_f32(s + 8 * r, acc0[r]);
+        vst1q_f32(s + 8 * r + 4, acc1[r]);
+    }
+}
+ROWS_FROM(x8_q8_0, x8_rows_q8_0, 8)
+
 /* 8 interleaved q4_K rows (block_q4_Kx8) against R activation rows. Per block the 8 rows'
  * 6-bit scales and mins are decoded once for all R rows: scales[k] holds byte k of the 8
  * rows, so a 16-byte load holds bytes k, k+1 of all 8 and hachi_q4k_scale_min's bit moves
@@ -617,8 +658,8 @@ static void set(hachi_kernels *t, uint32_t type, hachi_vec_dot_fn dot, hachi_vec
 int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod) {
     t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = NULL;   /* without sdot: keep the file's layout */
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = NULL;
-    t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = NULL;   /* no NEON x8 kernels for Q8_0, Q6_K */
-    t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = NULL;
+    t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = NULL;
+    t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = NULL;   /* no NEON x8 kernel for Q6_K */
     set(t, HACHI_TYPE_F32, hachi_vec_dot_f32_neon, multi_f32);
     set(t, HACHI_TYPE_F16, hachi_vec_dot_f16_neon, multi_f16);
     set(t, HACHI_TYPE_BF16, hachi_vec_dot_bf16_neon, multi_bf16);
@@ -637,6 +678,7 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod) {
         set(t, HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_neon, multi_q4_1);
         set(t, HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_neon, multi_q5_0);
         set(t, HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_neon, multi_q8_0);
+        t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = x8_q8_0;   /* and Q8_0 rows */
         set(t, HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_neon, multi_q4_K);
         t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;   /* and Q4_K rows by 8 */
         set(t, HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_neon, multi_q5_K);
