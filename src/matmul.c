@@ -196,11 +196,13 @@ static const x8_layout *x8_layout_of(uint32_t type) {
     static const x8_layout q4_0 = {QK4_0, sizeof(block_q4_0x8), hachi_repack_q4_0_x8, hachi_unpack_q4_0_x8};
     static const x8_layout q8_0 = {QK8_0, sizeof(block_q8_0x8), hachi_repack_q8_0_x8, hachi_unpack_q8_0_x8};
     static const x8_layout q4_K = {QK_K, sizeof(block_q4_Kx8), hachi_repack_q4_K_x8, hachi_unpack_q4_K_x8};
+    static const x8_layout q5_K = {QK_K, sizeof(block_q5_Kx8), hachi_repack_q5_K_x8, hachi_unpack_q5_K_x8};
     static const x8_layout q6_K = {QK_K, sizeof(block_q6_Kx8), hachi_repack_q6_K_x8, hachi_unpack_q6_K_x8};
     switch (type) {
     case HACHI_TYPE_Q4_0: return &q4_0;
     case HACHI_TYPE_Q8_0: return &q8_0;
     case HACHI_TYPE_Q4_K: return &q4_K;
+    case HACHI_TYPE_Q5_K: return &q5_K;
     case HACHI_TYPE_Q6_K: return &q6_K;
     default: return NULL;
     }
@@ -249,7 +251,7 @@ void hachi_mat_row(const hachi_kernels *k, const hachi_mat *W, int64_t r, float 
     if (W->x8) {   /* one block of row r at a time */
         const x8_layout *x = x8_layout_of(W->type);
         const char *g = (const char *)W->data + (r / 8) * 8 * W->row_bytes;
-        union { block_q4_0 q4_0; block_q8_0 q8_0; block_q4_K q4_K; block_q6_K q6_K; } blk;
+        union { block_q4_0 q4_0; block_q8_0 q8_0; block_q4_K q4_K; block_q5_K q5_K; block_q6_K q6_K; } blk;
         for (int64_t b = 0; b < W->cols / x->block; b++) {
             x->unpack(g + (size_t)b * x->block8, (int)(r % 8), &blk, x->block);
             k->t[W->type].to_float(&blk, out + b * x->block, x->block);

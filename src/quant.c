@@ -179,6 +179,33 @@ void hachi_unpack_q8_0_x8(const void *src, int j, void *row, int64_t n) {
     }
 }
 
+void hachi_repack_q5_K_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n) {
+    block_q5_Kx8 *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++)
+        for (int r = 0; r < 8; r++) {
+            const block_q5_K *x = (const block_q5_K *)((const char *)rows + r * row_bytes) + b;
+            y[b].d[r] = x->d;
+            y[b].dmin[r] = x->dmin;
+            for (int k = 0; k < K_SCALE_SIZE; k++) y[b].scales[k][r] = x->scales[k];
+            for (int i = 0; i < 4; i++)
+                for (int c = 0; c < 8; c++) memcpy(y[b].qs + 256 * i + 32 * c + 4 * r, x->qs + 32 * i + 4 * c, 4);
+            for (int c = 0; c < 8; c++) memcpy(y[b].qh + 32 * c + 4 * r, x->qh + 4 * c, 4);
+        }
+}
+
+void hachi_unpack_q5_K_x8(const void *src, int j, void *row, int64_t n) {
+    const block_q5_Kx8 *x = src;
+    block_q5_K *y = row;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        y[b].d = x[b].d[j];
+        y[b].dmin = x[b].dmin[j];
+        for (int k = 0; k < K_SCALE_SIZE; k++) y[b].scales[k] = x[b].scales[k][j];
+        for (int i = 0; i < 4; i++)
+            for (int c = 0; c < 8; c++) memcpy(y[b].qs + 32 * i + 4 * c, x[b].qs + 256 * i + 32 * c + 4 * j, 4);
+        for (int c = 0; c < 8; c++) memcpy(y[b].qh + 4 * c, x[b].qh + 32 * c + 4 * j, 4);
+    }
+}
+
 /* q6_K element e (0..255) of a block: ql byte and nibble, qh byte and bit pair (the
  * dequantizer's order: half h = e / 128, quarter e / 32 % 4, l = e % 32) */
 static void q6k_pos(int e, int *ql, int *ql_shift, int *qh, int *qh_shift) {

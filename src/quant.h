@@ -78,6 +78,17 @@ _Static_assert(sizeof(block_q4_Kx8) == 8 * 144, "block_q4_Kx8 size");
 /* 5.5 bits/weight: as q4_K plus the high bit of each weight in qh[32] */
 typedef struct { hachi_half d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2]; } block_q5_K;
 _Static_assert(sizeof(block_q5_K) == 176, "block_q5_K size");
+/* hachi's runtime layout of 8 q5_K rows (never in a file): d, dmin, scales and qs as
+ * block_q4_Kx8's, and qh[32c + 4r + k] = row r's qh[4c + k] (c < 8, k < 4): bit j is the high
+ * bit of element 4c + k of sub-block j, so one 32-byte load gives the high bits of the values
+ * of every sub-block that a qs load gives the nibbles of. 8 rows take the file's bytes (8 x 176). */
+typedef struct {
+    hachi_half d[8], dmin[8];
+    uint8_t scales[K_SCALE_SIZE][8];
+    uint8_t qs[8 * QK_K / 2];
+    uint8_t qh[8 * QK_K / 8];
+} block_q5_Kx8;
+_Static_assert(sizeof(block_q5_Kx8) == 8 * 176, "block_q5_Kx8 size");
 /* 6.5625 bits/weight: 16 sub-blocks of 16 with int8 scales; x = d * sc * (q - 32),
  * low 4 bits in ql[128], high 2 bits in qh[64] */
 typedef struct { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; hachi_half d; } block_q6_K;
@@ -142,8 +153,10 @@ void hachi_dequantize_row_q8_K(const void *x, float *y, int64_t n);
  * (row j of the 8, into row_bytes of q4_0 blocks). */
 void hachi_repack_q4_0_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n);
 void hachi_unpack_q4_0_x8(const void *src, int j, void *row, int64_t n);
-/* The same for q8_0 rows (block_q8_0x8), q4_K and q6_K rows (n a multiple of 256;
- * block_q4_Kx8, block_q6_Kx8). */
+/* The same for q8_0 rows (block_q8_0x8), q4_K, q5_K and q6_K rows (n a multiple of 256;
+ * block_q4_Kx8, block_q5_Kx8, block_q6_Kx8). */
+void hachi_repack_q5_K_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n);
+void hachi_unpack_q5_K_x8(const void *src, int j, void *row, int64_t n);
 void hachi_repack_q6_K_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n);
 void hachi_unpack_q6_K_x8(const void *src, int j, void *row, int64_t n);
 void hachi_repack_q8_0_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n);

@@ -445,6 +445,7 @@ static repack_fn x8_repack(uint32_t type) {
     switch (type) {
     case HACHI_TYPE_Q8_0: return hachi_repack_q8_0_x8;
     case HACHI_TYPE_Q4_K: return hachi_repack_q4_K_x8;
+    case HACHI_TYPE_Q5_K: return hachi_repack_q5_K_x8;
     case HACHI_TYPE_Q6_K: return hachi_repack_q6_K_x8;
     default: return hachi_repack_q4_0_x8;
     }
@@ -453,6 +454,7 @@ static unpack_fn x8_unpack(uint32_t type) {
     switch (type) {
     case HACHI_TYPE_Q8_0: return hachi_unpack_q8_0_x8;
     case HACHI_TYPE_Q4_K: return hachi_unpack_q4_K_x8;
+    case HACHI_TYPE_Q5_K: return hachi_unpack_q5_K_x8;
     case HACHI_TYPE_Q6_K: return hachi_unpack_q6_K_x8;
     default: return hachi_unpack_q4_0_x8;
     }
@@ -592,10 +594,6 @@ TEST(kernels_q4_0_x8) {
         }
 }
 
-/* Interleaved q4_K rows (block_q4_Kx8), check_x8 on variants 0 quantized random floats; 1, 2
- * the int16 extremes (all nibbles 15, every scale and min 63, all activations +127 / -127);
- * 3 random bytes (every scale/min bit pattern, nibbles 0..15, activations -127..127);
- * check_gemm on 3 groups of variants 0 and 3. */
 static void q8_K_bsums(block_q8_K *y, int64_t nb) {
     for (int64_t b = 0; b < nb; b++)
         for (int k = 0; k < QK_K / 16; k++) {
@@ -605,32 +603,48 @@ static void q8_K_bsums(block_q8_K *y, int64_t nb) {
         }
 }
 
-TEST(kernels_q4_K_x8) {
+/* Block b of a q4_K or q5_K row, mode 1, 2: the extremes (every value 15 (q4_K) or 31, every
+ * scale and min 63, dmin <= d: no cancellation); mode 3: random bytes (every scale/min bit
+ * pattern, every value). d, dmin in [2^-10, 2^-6). */
+static void fill_kquant_block(uint32_t type, char *row, int64_t b, int mode) {
+    hachi_half *d, *dmin;
+    uint8_t *scales, *qs, *qh = NULL;
+    if (type == HACHI_TYPE_Q5_K) {
+        block_q5_K *x = (block_q5_K *)row + b;
+        d = &x->d, dmin = &x->dmin, scales = x->scales, qs = x->qs, qh = x->qh;
+    } else {
+        block_q4_K *x = (block_q4_K *)row + b;
+        d = &x->d, dmin = &x->dmin, scales = x->scales, qs = x->qs;
+    }
+    *d = hachi_f32_to_f16(ldexpf(1.0f + (float)(rng_u32() % 1024) / 1024.0f, -10 + (int)(rng_u32() % 4)));
+    *dmin = mode == 3 ? hachi_f32_to_f16(ldexpf(1.0f + (float)(rng_u32() % 1024) / 1024.0f, -10 + (int)(rng_u32() % 4)))
+                      : hachi_f32_to_f16(hachi_f16_to_f32(*d) / 4);
+    for (int k = 0; k < K_SCALE_SIZE; k++) scales[k] = mode == 3 ? (uint8_t)rng_u32() : 0xFF;
+    for (int k = 0; k < QK_K / 2; k++) qs[k] = mode == 3 ? (uint8_t)rng_u32() : 0xFF;
+    for (int k = 0; qh && k < QK_K / 8; k++) qh[k] = mode == 3 ? (uint8_t)rng_u32() : 0xFF;
+}
+
+/* Interleaved q4_K or q5_K rows (block_q4_Kx8, block_q5_Kx8), check_x8 on variants 0
+ * quantized random floats; 1, 2 the extremes of fill_kquant_block against activations all
+ * +127 / -127; 3 random bytes against activations -127..127; check_gemm on 3 groups of
+ * variants 0 and 3. Returns how many x86 tables ran check_x8. */
+static int check_kquant_x8(uint32_t type) {
     const hachi_kernels *R = hachi_kernels_ref();
     static const int64_t sizes[] = {256, 768, 2304};
     int x86_x8 = 0;
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
         for (int mode = 0; mode < 4; mode++) {
-            const int64_t n = sizes[si], nb = n / QK_K, rb = row_bytes(HACHI_TYPE_Q4_K, n);
+            const int64_t n = sizes[si], nb = n / QK_K, rb = row_bytes(type, n);
             const size_t ab = (size_t)row_bytes(HACHI_TYPE_Q8_K, n);
-            char *w = malloc((size_t)rb * 8), *a = malloc(ab * 16);
+            char *w = calloc(8, (size_t)rb), *a = calloc(16, ab);
             float *x = malloc((size_t)n * sizeof(float));
             for (int j = 0; j < 8; j++) {
-                block_q4_K *wb = (block_q4_K *)(w + j * rb);
                 if (mode == 0) {
                     fill(x, n, 0);
-                    R->t[HACHI_TYPE_Q4_K].from_float(x, wb, n);
+                    R->t[type].from_float(x, w + j * rb, n);
                     continue;
                 }
-                for (int64_t b = 0; b < nb; b++) {
-                    /* d, dmin in [2^-10, 2^-6); extremes: dmin <= d, so no cancellation */
-                    wb[b].d = hachi_f32_to_f16(ldexpf(1.0f + (float)(rng_u32() % 1024) / 1024.0f, -10 + (int)(rng_u32() % 4)));
-                    wb[b].dmin = mode == 3 ? hachi_f32_to_f16(ldexpf(1.0f + (float)(rng_u32() % 1024) / 1024.0f,
-                                                                     -10 + (int)(rng_u32() % 4)))
-                                           : hachi_f32_to_f16(hachi_f16_to_f32(wb[b].d) / 4);
-                    for (int k = 0; k < K_SCALE_SIZE; k++) wb[b].scales[k] = mode == 3 ? (uint8_t)rng_u32() : 0xFF;
-                    for (int k = 0; k < QK_K / 2; k++) wb[b].qs[k] = mode == 3 ? (uint8_t)rng_u32() : 0xFF;
-                }
+                for (int64_t b = 0; b < nb; b++) fill_kquant_block(type, w + j * rb, b, mode);
             }
             for (int t = 0; t < 16; t++) {
                 block_q8_K *yb = (block_q8_K *)(a + t * ab);
@@ -646,22 +660,30 @@ TEST(kernels_q4_K_x8) {
                 }
                 q8_K_bsums(yb, nb);
             }
-            x86_x8 += check_x8(HACHI_TYPE_Q4_K, n, w, rb, a, ab, mode);
+            x86_x8 += check_x8(type, n, w, rb, a, ab, mode);
             if (mode == 0 || mode == 3) {   /* the GEMM on 3 groups: these 8 rows, reversed, rotated by 3 */
                 char *w24 = malloc((size_t)rb * 24), *w8 = malloc((size_t)rb * 24);
                 for (int j = 0; j < 24; j++) {
                     const int src = j < 8 ? j : j < 16 ? 15 - j : (j + 3) % 8;
                     memcpy(w24 + (size_t)j * rb, w + (size_t)src * rb, (size_t)rb);
                 }
-                for (int g = 0; g < 3; g++) hachi_repack_q4_K_x8(w24 + g * 8 * rb, (uint64_t)rb, w8 + g * 8 * rb, n);
-                const int ran = check_gemm(HACHI_TYPE_Q4_K, n, w8, (size_t)rb * 8, a, ab);
-                if (si == 0 && mode == 0) printf("    q4_K gemm_x8: %d table(s) have it\n", ran);
+                for (int g = 0; g < 3; g++) x8_repack(type)(w24 + g * 8 * rb, (uint64_t)rb, w8 + g * 8 * rb, n);
+                const int ran = check_gemm(type, n, w8, (size_t)rb * 8, a, ab);
+                if (si == 0 && mode == 0) printf("    %s gemm_x8: %d table(s) have it\n", hachi_type_name(type), ran);
                 free(w24); free(w8);
             }
             free(w); free(a); free(x);
         }
+    return x86_x8;
+}
+
+TEST(kernels_q4_K_x8) {
     /* the AVX2 table (and AVX-512's, its copy) must have the kernel where this CPU runs it */
-    CHECKF(!hachi_kernels_get(HACHI_ISA_AVX2) || x86_x8 > 0, "no x86 q4_K vec_dot_x8 was tested");
+    CHECKF(check_kquant_x8(HACHI_TYPE_Q4_K) > 0 || !hachi_kernels_get(HACHI_ISA_AVX2), "no x86 q4_K vec_dot_x8 was tested");
+}
+
+TEST(kernels_q5_K_x8) {
+    CHECKF(check_kquant_x8(HACHI_TYPE_Q5_K) > 0 || !hachi_kernels_get(HACHI_ISA_AVX512), "no x86 q5_K vec_dot_x8 was tested");
 }
 
 /* Interleaved q8_0 rows (block_q8_0x8), check_x8 on variants 0 quantized random floats; 1, 2

@@ -5,7 +5,7 @@
  * same quantized activations; n_tok outputs against n_tok 1-token calls;
  * output padding untouched; no allocation; hachi_matmul_gather equal to hachi_matmul's rows;
  * hachi_mat_row against to_float;
- * the same with rows interleaved by 8 (Q4_0, Q4_K where the ISA has the x8 kernel). */
+ * the same with rows interleaved by 8 (Q4_0, Q4_K, Q5_K, Q6_K, Q8_0 where the ISA has the x8 kernel). */
 #include "test.h"
 #include "matmul.h"
 #include "util.h"
@@ -163,7 +163,7 @@ TEST(matmul_vs_reference) {
     static const int all_toks[] = {1, 2, 5, 16, 17, 64, 100};
     static const int few_toks[] = {1, 3, 17, 40};
     static const uint32_t types[] = {HACHI_TYPE_F32, HACHI_TYPE_F16, HACHI_TYPE_Q8_0,
-                                     HACHI_TYPE_Q4_0, HACHI_TYPE_Q4_K, HACHI_TYPE_Q6_K};
+                                     HACHI_TYPE_Q4_0, HACHI_TYPE_Q4_K, HACHI_TYPE_Q5_K, HACHI_TYPE_Q6_K};
     const hachi_kernels *ref = hachi_kernels_ref();
     hachi_pool *pools[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3; i++) {

@@ -659,7 +659,8 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod) {
     t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = NULL;   /* without sdot: keep the file's layout */
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = NULL;
     t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = NULL;
-    t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = NULL;   /* no NEON x8 kernel for Q6_K */
+    t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = NULL;   /* no NEON x8 kernels for Q5_K, Q6_K */
+    t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = NULL;
     set(t, HACHI_TYPE_F32, hachi_vec_dot_f32_neon, multi_f32);
     set(t, HACHI_TYPE_F16, hachi_vec_dot_f16_neon, multi_f16);
     set(t, HACHI_TYPE_BF16, hachi_vec_dot_bf16_neon, multi_bf16);

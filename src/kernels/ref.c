@@ -256,6 +256,41 @@ void hachi_vec_dot_q6_K_q8_K_ref(int64_t n, float *s, const void *vw, const void
     *s = sum;
 }
 
+/* 8 interleaved q5_K rows: as q4_K's with the high bit of each value from qh (bit j of the
+ * byte at the nibble's place, j the sub-block) */
+void hachi_vec_dot_x8_q5_K_q8_K_ref(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
+    const block_q5_Kx8 *w = vw;
+    for (int t = 0; t < na; t++) {
+        const block_q8_K *a = (const block_q8_K *)((const char *)va + (size_t)t * stride);
+        for (int r = 0; r < 8; r++) {
+            float acc = 0;
+            for (int64_t b = 0; b < n / QK_K; b++) {
+                uint8_t sc8[K_SCALE_SIZE];
+                for (int k = 0; k < K_SCALE_SIZE; k++) sc8[k] = w[b].scales[k][r];
+                int sumi = 0, summ = 0;
+                for (int j = 0; j < 8; j++) {
+                    uint8_t sc, m;
+                    hachi_q4k_scale_min(j, sc8, &sc, &m);
+                    const uint8_t *q = w[b].qs + 256 * (j / 2) + 4 * r, *qh = w[b].qh + 4 * r;
+                    const int8_t *qa = a[b].qs + 32 * j;
+                    const int shift = 4 * (j % 2);
+                    int dj = 0;
+                    for (int c = 0; c < 8; c++)
+                        for (int k = 0; k < 4; k++)
+                            dj += (((q[32 * c + k] >> shift) & 0xF) | ((qh[32 * c + k] >> j) & 1) << 4) * qa[4 * c + k];
+                    sumi += sc * dj;
+                    summ += m * (a[b].bsums[2 * j] + a[b].bsums[2 * j + 1]);
+                }
+                const float dd = hachi_f16_to_f32(w[b].d[r]) * a[b].d;
+                const float dm = hachi_f16_to_f32(w[b].dmin[r]) * a[b].d;
+                acc = fmaf(dd, (float)sumi, acc);
+                acc = fmaf(-dm, (float)summ, acc);
+            }
+            s[8 * t + r] = acc;
+        }
+    }
+}
+
 /* 8 interleaved q6_K rows: per block the exact integer sum over the 16 sub-blocks j of
  * sc_j * (sum(v*y) - 32*bsum_j) (v the unsigned 6-bit value), then acc = fma(dw*da, that, acc)
  * in block order: the order every ISA keeps. */
@@ -402,7 +437,9 @@ static const hachi_kernels ref_table = {
         [HACHI_TYPE_Q4_K] = {.vec_dot_type = HACHI_TYPE_Q8_K, .to_float = hachi_dequantize_row_q4_K,
                              .from_float = hachi_quantize_row_q4_K_ref, .vec_dot = hachi_vec_dot_q4_K_q8_K_ref,
                              .vec_dot_multi = multi_q4_K, .vec_dot_x8 = hachi_vec_dot_x8_q4_K_q8_K_ref},
-        [HACHI_TYPE_Q5_K] = T_ENTRY(HACHI_TYPE_Q8_K, hachi_dequantize_row_q5_K, hachi_quantize_row_q5_K_ref, hachi_vec_dot_q5_K_q8_K_ref, multi_q5_K),
+        [HACHI_TYPE_Q5_K] = {.vec_dot_type = HACHI_TYPE_Q8_K, .to_float = hachi_dequantize_row_q5_K,
+                             .from_float = hachi_quantize_row_q5_K_ref, .vec_dot = hachi_vec_dot_q5_K_q8_K_ref,
+                             .vec_dot_multi = multi_q5_K, .vec_dot_x8 = hachi_vec_dot_x8_q5_K_q8_K_ref},
         [HACHI_TYPE_Q6_K] = {.vec_dot_type = HACHI_TYPE_Q8_K, .to_float = hachi_dequantize_row_q6_K,
                              .from_float = hachi_quantize_row_q6_K_ref, .vec_dot = hachi_vec_dot_q6_K_q8_K_ref,
                              .vec_dot_multi = multi_q6_K, .vec_dot_x8 = hachi_vec_dot_x8_q6_K_q8_K_ref},

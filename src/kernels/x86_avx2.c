@@ -462,7 +462,7 @@ static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, cons
     for (int64_t b = 0; b < n / QK_K; b++) {
         const char *next = (const char *)(w + b + 1);
         _Alignas(32) uint8_t sc[64];   /* sc[8j + r]: row r's 6-bit scale of sub-block j */
-        q4k_x8_scales(w + b, sc);
+        q4k_x8_scales(w[b].scales, sc);
         __m256i sumi[ROWS_MAX];
         UNROLL for (int j = 0; j < 8; j++) {
             _mm_prefetch(next + 128 * j, _MM_HINT_T0);
@@ -490,7 +490,7 @@ static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, cons
         _mm_prefetch(next + 1024, _MM_HINT_T0);
         _mm_prefetch(next + 1088, _MM_HINT_T0);
         __m256i mv[4];
-        q4k_x8_mins(w + b, mv);
+        q4k_x8_mins(w[b].scales, mv);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
         const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].dmin));
         UNROLL for (int r = 0; r < R; r++) {
@@ -794,7 +794,8 @@ int hachi_kernels_fill_avx2(hachi_kernels *t) {
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;   /* the loader repacks Q4_K rows by 8 too */
     set(t, HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_avx2, multi_q5_K);
     set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx2, multi_q6_K);
-    t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = NULL;   /* ref's: Q6_K rows keep the file's layout here */
+    t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = NULL;   /* ref's: Q5_K and Q6_K rows keep the file's layout here */
+    t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = NULL;
     t->t[HACHI_TYPE_F16].to_float = to_float_f16;
     t->t[HACHI_TYPE_Q8_0].from_float = quantize_row_q8_0;
     t->f32_to_f16 = f32_to_f16;

@@ -1,4 +1,4 @@
-/* kernels/x86_q4k_x8: the per-block parts of the interleaved q4_K kernels (block_q4_Kx8)
+/* kernels/x86_q4k_x8: the per-block parts of the interleaved q4_K and q5_K kernels
  * that the AVX2 and AVX-512 files share: the 8 rows' 6-bit scales and mins decoded with a few
  * vector ops (byte k of the 8 rows' scales is one 64-bit lane, so the 6-bit unpacking runs
  * on 8 rows at once), and the mins' exact integer sum against an activation block's bsums.
@@ -9,22 +9,23 @@
 #include "kernels/rows.h"
 #include "quant.h"
 
-/* sc[8j + r] = row r's 6-bit scale of sub-block j (sc: 64 bytes, 32-byte aligned) */
-static ALWAYS_INLINE void q4k_x8_scales(const block_q4_Kx8 *w, uint8_t *sc) {
+/* sc[8j + r] = row r's 6-bit scale of sub-block j (sc: 64 bytes, 32-byte aligned), from the
+ * packed scales of 8 interleaved rows (block_q4_Kx8's or block_q5_Kx8's: scales[k][r]) */
+static ALWAYS_INLINE void q4k_x8_scales(const uint8_t (*scales)[8], uint8_t *sc) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
     /* scales[k] = byte k of the 8 rows: s0 = bytes 0..3, s2 = 8..11 (8 rows each) */
-    const __m256i s0 = _mm256_loadu_si256((const __m256i *)w->scales[0]);
-    const __m256i s2 = _mm256_loadu_si256((const __m256i *)w->scales[8]);
+    const __m256i s0 = _mm256_loadu_si256((const __m256i *)scales[0]);
+    const __m256i s2 = _mm256_loadu_si256((const __m256i *)scales[8]);
     _mm256_store_si256((__m256i *)sc, _mm256_and_si256(s0, m6));
     _mm256_store_si256((__m256i *)(sc + 32), _mm256_or_si256(_mm256_and_si256(s2, m4),
                                                               _mm256_and_si256(_mm256_srli_epi16(s0, 2), m30)));
 }
 
 /* the mins: mv[p] int16 lanes 2r, 2r+1 = row r's m[2p], m[2p+1] */
-static ALWAYS_INLINE void q4k_x8_mins(const block_q4_Kx8 *w, __m256i mv[4]) {
+static ALWAYS_INLINE void q4k_x8_mins(const uint8_t (*scales)[8], __m256i mv[4]) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
-    const __m256i s1 = _mm256_loadu_si256((const __m256i *)w->scales[4]);
-    const __m256i s2 = _mm256_loadu_si256((const __m256i *)w->scales[8]);
+    const __m256i s1 = _mm256_loadu_si256((const __m256i *)scales[4]);
+    const __m256i s2 = _mm256_loadu_si256((const __m256i *)scales[8]);
     const __m256i mlo = _mm256_and_si256(s1, m6);   /* byte 8j + r: m[j], j < 4 */
     const __m256i mhi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(s2, 4), m4),
                                         _mm256_and_si256(_mm256_srli_epi16(s1, 2), m30));   /* j 4..7 */

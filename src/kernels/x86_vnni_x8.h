@@ -97,7 +97,7 @@ static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, cons
     for (int64_t b = 0; b < n / QK_K; b++) {
         const char *next = (const char *)(w + b + 1);
         _Alignas(32) uint8_t sc[64];   /* sc[8j + r]: row r's 6-bit scale of sub-block j */
-        q4k_x8_scales(w + b, sc);
+        q4k_x8_scales(w[b].scales, sc);
         __m256i sumi[VNNI_ROWS];
         UNROLL for (int j = 0; j < 8; j++) {
             _mm_prefetch(next + 128 * j, _MM_HINT_T0);
@@ -123,7 +123,7 @@ static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, cons
         _mm_prefetch(next + 1024, _MM_HINT_T0);
         _mm_prefetch(next + 1088, _MM_HINT_T0);
         __m256i mv[4];
-        q4k_x8_mins(w + b, mv);
+        q4k_x8_mins(w[b].scales, mv);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
         const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].dmin));
         UNROLL for (int r = 0; r < R; r++) {
