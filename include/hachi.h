@@ -396,7 +396,7 @@ HACHI_API int32_t hachi_chat_turn(const hachi_model *model, const char *system, 
 typedef struct hachi_synth_params {
     const char *arch;       /* "gemma4" (the only one) */
     const char *shape;      /* "e2b" (35 layers, 1536 wide, 262144 vocab) or "tiny" (10 layers, 256 wide) */
-    const char *type;       /* "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m" */
+    const char *type;       /* "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q5_k_m" */
     uint64_t seed;
     int n_threads;          /* quantization threads; 0 = number of online CPUs (at most 16) */
 } hachi_synth_params;

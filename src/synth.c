@@ -46,7 +46,7 @@ typedef struct synth_mix {
     uint32_t mat;               /* matrices */
     uint32_t embd;              /* token_embd and per_layer_token_embd */
     uint32_t ftype;             /* general.file_type (llama_ftype) */
-    bool k_mix;                 /* Q4_K_M: attn_v / ffn_down Q6_K on use_more_bits layers */
+    bool k_mix;                 /* Q4_K_M, Q5_K_M: attn_v / ffn_down Q6_K on use_more_bits layers */
 } synth_mix;
 
 static const synth_mix mixes[] = {
@@ -56,9 +56,10 @@ static const synth_mix mixes[] = {
     {"q8_0", HACHI_TYPE_Q8_0, HACHI_TYPE_Q8_0, 7, false},
     {"q4_0", HACHI_TYPE_Q4_0, HACHI_TYPE_Q6_K, 2, false},
     {"q4_k_m", HACHI_TYPE_Q4_K, HACHI_TYPE_Q6_K, 15, true},
+    {"q5_k_m", HACHI_TYPE_Q5_K, HACHI_TYPE_Q6_K, 17, true},
 };
 
-/* llama.cpp's rule for which layers of a Q4_K_M file get more bits. */
+/* llama.cpp's rule for which layers of a Q4_K_M (Q5_K_M) file get more bits. */
 static bool use_more_bits(int i, int n) {
     return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
 }
@@ -152,7 +153,7 @@ static hachi_status add_tensor(synth_job *job, const char *name, uint32_t type, 
 
 /* ---- quantized blocks straight from the RNG ---------------------------------------------
  *
- * A zero-mean Gaussian tensor in Q4_0, Q8_0, Q4_K or Q6_K is not generated as floats and
+ * A zero-mean Gaussian tensor in Q4_0, Q8_0, Q4_K, Q5_K or Q6_K is not generated as floats and
  * quantized (the reference K-quant search costs ~250-350 ns a value, minutes for E2B's
  * embeddings): each block is drawn directly. Quant values are raw random bits, so every
  * q is uniform over the type's whole range (Q4_0/Q4_K nibbles 0..15, Q6_K 0..63, Q8_0
@@ -165,13 +166,14 @@ static hachi_status add_tensor(synth_job *job, const char *name, uint32_t type, 
  *   Q4_K  x = d s_j q - dmin m_j:   s_j in [32, 63] per 32 values (E[s^2] = 2341.5),
  *                                   var(q) = 21.25, d = sd / sqrt(2341.5 * 21.25), dmin = 8 d,
  *                                   m_j = round(7.5 s_j d / dmin) centres each sub-block
+ *   Q5_K  as Q4_K with q 0..31:     var(q) = 85.25, dmin = 16 d, m_j = round(15.5 s_j d / dmin)
  * Every value sits on its type's grid, so the file is a valid model whose matrices have
  * the same scale as the float path's (uniform rather than Gaussian per element: the same
  * second moments, which is all the forward pass's statistics see). */
 
 static bool direct_type(uint32_t type) {
     return type == HACHI_TYPE_Q4_0 || type == HACHI_TYPE_Q8_0 || type == HACHI_TYPE_Q4_K ||
-           type == HACHI_TYPE_Q6_K;
+           type == HACHI_TYPE_Q5_K || type == HACHI_TYPE_Q6_K;
 }
 
 static void rand_bytes(uint64_t *s, uint8_t *p, size_t n) {
@@ -227,31 +229,42 @@ static void make_row_direct(const synth_tensor *t, uint64_t *s, void *dst) {
         }
         break;
     }
-    case HACHI_TYPE_Q4_K: {
-        const uint16_t d = hachi_f32_to_f16(sd / sqrtf(2341.5f * 21.25f));
+    case HACHI_TYPE_Q4_K:
+    case HACHI_TYPE_Q5_K: {
+        const bool q5 = t->type == HACHI_TYPE_Q5_K;
+        const uint16_t d = hachi_f32_to_f16(sd / sqrtf(2341.5f * (q5 ? 85.25f : 21.25f)));
         const float df = hachi_f16_to_f32(d);
-        const uint16_t dmin = hachi_f32_to_f16(8.0f * df);
-        const float ratio = df > 0 ? 7.5f * df / hachi_f16_to_f32(dmin) : 0.0f;
-        block_q4_K *y = dst;
+        const uint16_t dmin = hachi_f32_to_f16((q5 ? 16.0f : 8.0f) * df);
+        const float ratio = df > 0 ? (q5 ? 15.5f : 7.5f) * df / hachi_f16_to_f32(dmin) : 0.0f;
         for (int64_t i = 0; i < n / QK_K; i++) {
+            uint8_t *scales = q5 ? ((block_q5_K *)dst)[i].scales : ((block_q4_K *)dst)[i].scales;
             uint64_t r = splitmix64(s);
-            memset(y[i].scales, 0, sizeof y[i].scales);
+            memset(scales, 0, K_SCALE_SIZE);
             for (int j = 0; j < 8; j++) {
                 int ls = 32 + (int)((r >> (5 * j)) & 31);
                 int lm = (int)lrintf((float)ls * ratio);
                 lm = lm < 0 ? 0 : lm > 63 ? 63 : lm;
                 if (j < 4) {
-                    y[i].scales[j] = (uint8_t)ls;
-                    y[i].scales[j + 4] = (uint8_t)lm;
+                    scales[j] = (uint8_t)ls;
+                    scales[j + 4] = (uint8_t)lm;
                 } else {
-                    y[i].scales[j + 4] = (uint8_t)((ls & 0xF) | ((lm & 0xF) << 4));
-                    y[i].scales[j - 4] |= (uint8_t)((ls >> 4) << 6);
-                    y[i].scales[j] |= (uint8_t)((lm >> 4) << 6);
+                    scales[j + 4] = (uint8_t)((ls & 0xF) | ((lm & 0xF) << 4));
+                    scales[j - 4] |= (uint8_t)((ls >> 4) << 6);
+                    scales[j] |= (uint8_t)((lm >> 4) << 6);
                 }
             }
-            y[i].d = d;
-            y[i].dmin = dmin;
-            rand_bytes(s, y[i].qs, sizeof y[i].qs);
+            if (q5) {
+                block_q5_K *y = (block_q5_K *)dst + i;
+                y->d = d;
+                y->dmin = dmin;
+                rand_bytes(s, y->qh, sizeof y->qh);
+                rand_bytes(s, y->qs, sizeof y->qs);
+            } else {
+                block_q4_K *y = (block_q4_K *)dst + i;
+                y->d = d;
+                y->dmin = dmin;
+                rand_bytes(s, y->qs, sizeof y->qs);
+            }
         }
         break;
     }
@@ -569,7 +582,7 @@ hachi_status hachi_synth(const hachi_synth_params *p, const char *out_path,
     if (!s) return hachi_fail(HACHI_ERR_INVALID_ARG, "unknown shape '%s' (known: e2b, tiny)",
                               p->shape ? p->shape : "");
     if (!m) return hachi_fail(HACHI_ERR_INVALID_ARG,
-                              "unknown type '%s' (known: f32, f16, bf16, q8_0, q4_0, q4_k_m)",
+                              "unknown type '%s' (known: f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m)",
                               p->type ? p->type : "");
     if (p->n_threads < 0 || p->n_threads > 16)
         return hachi_fail(HACHI_ERR_INVALID_ARG, "synth: n_threads %d not in [0, 16]", p->n_threads);

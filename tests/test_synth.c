@@ -73,6 +73,7 @@ static const struct { const char *name; uint32_t mat, embd, ftype; } mixes[] = {
     {"q8_0", HACHI_TYPE_Q8_0, HACHI_TYPE_Q8_0, 7},
     {"q4_0", HACHI_TYPE_Q4_0, HACHI_TYPE_Q6_K, 2},
     {"q4_k_m", HACHI_TYPE_Q4_K, HACHI_TYPE_Q6_K, 15},
+    {"q5_k_m", HACHI_TYPE_Q5_K, HACHI_TYPE_Q6_K, 17},
 };
 
 static void check_metadata(const hachi_gguf *g, uint32_t ftype) {
@@ -197,7 +198,7 @@ TEST(synth_tiny_types) {
         CHECKF(hachi_gguf_n_tensors(g) == 6 + 17 * 10, "%s: %lld tensors", mixes[m].name,
                (long long)hachi_gguf_n_tensors(g));
         const uint32_t M = mixes[m].mat, F32 = HACHI_TYPE_F32;
-        const bool kq = M == HACHI_TYPE_Q4_K;
+        const bool kq = M == HACHI_TYPE_Q4_K || M == HACHI_TYPE_Q5_K;
         /* 128-long rows do not fit K-quant blocks: Q8_0 */
         const uint32_t M128 = kq ? HACHI_TYPE_Q8_0 : M;
         expect(g, "token_embd.weight", mixes[m].embd, 256, 1024);
@@ -254,7 +255,7 @@ TEST(synth_tiny_types) {
             stats(t, &mean, &sd);
             CHECKF(fabs(sd - 5.0 / 16) < 0.1 * 5 / 16, "%s token_embd sd %g", mixes[m].name, sd);
         }
-        /* every matrix (whatever its type: Q4_0, Q4_K, Q6_K, Q8_0 blocks are drawn directly)
+        /* every matrix (whatever its type: Q4_0, Q4_K, Q5_K, Q6_K, Q8_0 blocks are drawn directly)
          * has mean ~0 and sd ~1/sqrt(fan_in) */
         for (int64_t i = 0; i < hachi_gguf_n_tensors(g); i++) {
             const hachi_gguf_tensor *mt = hachi_gguf_tensor_at(g, i);
@@ -351,7 +352,7 @@ static void check_repacked_mats(const hachi_model *a, const hachi_model *b, uint
            what, n_x8, bytes, a->x8_bytes, bad_rule, bad_type, bad_rows);
 }
 
-/* The tiny Q4_0 (Q4_K_M, Q8_0) model with its rows interleaved at load (the default where the
+/* The tiny Q4_0 (Q4_K_M, Q5_K_M, Q8_0) model with its rows interleaved at load (the default where the
  * kernels have an x8 kernel for the type) and in the file's layout: the same matrices, the
  * same logits up to summation order (1e-4 of their spread) and the same greedy tokens for 12
  * steps. Random weights make this model chaotic: any change of summation order, ref vs AVX2
@@ -359,7 +360,8 @@ static void check_repacked_mats(const hachi_model *a, const hachi_model *b, uint
  * Q8 quantization, which moves the logits by ~5-30% of their spread (Q4_0 ~20-30 steps in
  * with seed 11; Q4_K_M, Q8_K activations, after 3-12 steps with most seeds, none in 14 with
  * seed 8 on AVX2 and ref; Q8_0 with the x8 kernels at step 11 or 12 with most seeds (1-11 and
- * 13-23 on AVX-512, AVX-VNNI or NEON), none in 12 with seed 12 on all three). A failure here on another ISA with differences of that size and
+ * 13-23 on AVX-512, AVX-VNNI or NEON), none in 12 with seed 12 on all three; Q5_K_M on AVX-512
+ * after 1-10 steps with seeds 1, 2, 4, 5, 8-10, none in 12 with seeds 3, 6, 7). A failure here on another ISA with differences of that size and
  * matching matrices is such a flip: try another seed. */
 #define TYPE_BIT(t) ((uint64_t)1 << (t))
 static void repack_matches_file_layout(const char *type_name, uint32_t type, uint64_t types, uint64_t seed) {
@@ -415,6 +417,10 @@ TEST(synth_repack_matches_file_layout) {
 /* Q4_K_M: the Q4_K matrices (all but attn_v / ffn_down of the use_more_bits layers, Q6_K) are
  * repacked, and the Q6_K ones and the Q8_0 per-layer proj (cols 128) where the kernels
  * interleave those types (AVX-512 VNNI); the others stay as they are. */
+TEST(synth_repack_matches_file_layout_q5_K) {
+    repack_matches_file_layout("q5_k_m", HACHI_TYPE_Q5_K,
+                               TYPE_BIT(HACHI_TYPE_Q5_K) | TYPE_BIT(HACHI_TYPE_Q8_0) | TYPE_BIT(HACHI_TYPE_Q6_K), 3);
+}
 TEST(synth_repack_matches_file_layout_q8_0) { repack_matches_file_layout("q8_0", HACHI_TYPE_Q8_0, TYPE_BIT(HACHI_TYPE_Q8_0), 12); }
 TEST(synth_repack_matches_file_layout_q4_K) {
     repack_matches_file_layout("q4_k_m", HACHI_TYPE_Q4_K,
@@ -485,6 +491,10 @@ TEST(synth_forwards_equal_decode_q4_0) { forwards_equal_decode("q4_0"); }
 TEST(synth_forwards_equal_decode_q4_k_m) {
     if (getenv("HACHI_TEST_QUICK")) SKIP("HACHI_TEST_QUICK: an instrumented or emulated run (the release run has it)");
     forwards_equal_decode("q4_k_m");
+}
+TEST(synth_forwards_equal_decode_q5_k_m) {
+    if (getenv("HACHI_TEST_QUICK")) SKIP("HACHI_TEST_QUICK: an instrumented or emulated run (the release run has it)");
+    forwards_equal_decode("q5_k_m");
 }
 TEST(synth_forwards_equal_decode_q8_0) {
     if (getenv("HACHI_TEST_QUICK")) SKIP("HACHI_TEST_QUICK: an instrumented or emulated run (the release run has it)");

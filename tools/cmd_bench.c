@@ -92,7 +92,7 @@ static void usage(FILE *f) {
             "                   [--no-verify] [--no-prefill] [--no-profile] [--prefill-n 512] [--bw-mb 1024]\n"
             "                   [--ttft 2048,8192,32768] [--spec-replay TRACE[,TRACE...]]\n"
             "  --synth     generate a random-weight model of that shape once into $HACHI_BENCH_CACHE\n"
-            "              (default bench/cache/) and reuse it; --type q4_0 (default), q4_k_m, q8_0, f16, ...\n"
+            "              (default bench/cache/) and reuse it; --type q4_0 (default), q4_k_m, q5_k_m, q8_0, f16, ...\n"
             "  --depth     KV-cache depths to decode at (comma-separated)\n"
             "  -n, -r      decode steps per repetition (32), repetitions (3)\n"
             "  --fill      real: prefill every depth (default); fast: write plausible K/V rows without\n"

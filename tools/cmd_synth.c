@@ -13,7 +13,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: hachi synth [--arch gemma4] [--shape e2b|tiny] [--type T] [--seed S] [-t N] -o FILE.gguf\n"
                "  --shape   e2b: Gemma 4 E2B dimensions (35 layers, 1536 wide, 262144 vocab); tiny: a 10-layer\n"
                "            256-wide model for tests (default tiny)\n"
-               "  --type    f32, f16, bf16, q8_0, q4_0 (Q6_K embeddings), q4_k_m (llama.cpp's mix) (default f32)\n"
+               "  --type    f32, f16, bf16, q8_0, q4_0 (Q6_K embeddings), q4_k_m, q5_k_m (llama.cpp's mixes) (default f32)\n"
                "  --seed    RNG seed (default 1): equal seeds give byte-identical files\n"
                "  -t        quantization threads (default: all CPUs)\n"
                "  -q        no progress on stderr\n");
