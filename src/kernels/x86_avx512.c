@@ -460,24 +460,25 @@ static void act_prep_q6_K(int64_t n, void *va, int64_t b0, int64_t b1) {
  * block's arrays at that group): 4 vectors of 4 values of each row (c = 0..3), the nibble from
  * ql (low or high half of the byte) and the top 2 bits from qh (bits 2c, 2c+1) moved to bits
  * 4-5; the 16-bit shifts' carries between bytes fall outside the masks. */
-#define Q6X8_VALUES(V, load, ql, qh, u, sb, q)                                                         \
+#define Q6X8_VALUES(T, P, load, ql, qh, u, sb, q)                                                      \
     do {                                                                                               \
-        const V h_ = load((qh) + 64 * (u) + 32 * (sb));                                                \
+        const T h_ = load((qh) + 64 * (u) + 32 * (sb));                                                \
         UNROLL for (int c_ = 0; c_ < 4; c_++) {                                                        \
-            const V l_ = load((ql) + 128 * (u) + 32 * c_);                                             \
-            const V n_ = (sb) ? V##_AND(V##_SRLI(l_, 4), m4) : V##_AND(l_, m4);                       \
-            const V t_ = c_ == 0 ? V##_SLLI(h_, 4) : c_ == 1 ? V##_SLLI(h_, 2) : c_ == 2 ? h_ : V##_SRLI(h_, 2); \
-            (q)[c_] = V##_OR(n_, V##_AND(t_, m30));                                                    \
+            const T l_ = load((ql) + 128 * (u) + 32 * c_);                                             \
+            const T n_ = (sb) ? P##_and(P##_srli(l_, 4), m4) : P##_and(l_, m4);                       \
+            const T t_ = c_ == 0 ? P##_slli(h_, 4) : c_ == 1 ? P##_slli(h_, 2) : c_ == 2 ? h_ : P##_srli(h_, 2); \
+            (q)[c_] = P##_or(n_, P##_and(t_, m30));                                                    \
         }                                                                                              \
     } while (0)
-#define __m256i_AND _mm256_and_si256
-#define __m256i_OR _mm256_or_si256
-#define __m256i_SRLI _mm256_srli_epi16
-#define __m256i_SLLI _mm256_slli_epi16
-#define __m512i_AND _mm512_and_si512
-#define __m512i_OR _mm512_or_si512
-#define __m512i_SRLI _mm512_srli_epi16
-#define __m512i_SLLI _mm512_slli_epi16
+/* the byte-mask operations of 256- and 512-bit vectors, by prefix (Q6X8_VALUES, Q5_HIGH) */
+#define v256_and _mm256_and_si256
+#define v256_or _mm256_or_si256
+#define v256_srli _mm256_srli_epi16
+#define v256_slli _mm256_slli_epi16
+#define v512_and _mm512_and_si512
+#define v512_or _mm512_or_si512
+#define v512_srli _mm512_srli_epi16
+#define v512_slli _mm512_slli_epi16
 static ALWAYS_INLINE __m256i load256(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 /* 8 interleaved q6_K rows (block_q6_Kx8) against R activation rows: per sub-block j, 4
@@ -497,7 +498,7 @@ static ALWAYS_INLINE void x8_rows_q6_K(int64_t n, float *s, const void *vw, cons
             _mm_prefetch((const char *)(w + b) + X8_PF_DIST + 128 * j, _MM_HINT_T0);
             _mm_prefetch((const char *)(w + b) + X8_PF_DIST + 128 * j + 64, _MM_HINT_T0);
             __m256i q[4];
-            Q6X8_VALUES(__m256i, load256, w[b].ql, w[b].qh, j / 2, j % 2, q);
+            Q6X8_VALUES(__m256i, v256, load256, w[b].ql, w[b].qh, j / 2, j % 2, q);
             const __m256i scv = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)w[b].scales[j]));
             UNROLL for (int r = 0; r < R; r++) {
                 const char *ar = va + (size_t)r * stride;
@@ -536,7 +537,7 @@ static ALWAYS_INLINE void gemm2_q6_K(int64_t n, float *y, int64_t ldy, const blo
             }
             __m512i q[4];
 #define LOAD_G01(p) load_pair((p), (const uint8_t *)(p) + d1)
-            Q6X8_VALUES(__m512i, LOAD_G01, g0[b].ql, g0[b].qh, j / 2, j % 2, q);
+            Q6X8_VALUES(__m512i, v512, LOAD_G01, g0[b].ql, g0[b].qh, j / 2, j % 2, q);
 #undef LOAD_G01
             const __m512i scv = _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)g0[b].scales[j]),
                                                                         _mm_loadl_epi64((const __m128i *)g1[b].scales[j])));
@@ -562,7 +563,7 @@ GEMM_FROM_PAIRS(gemm_q6_K, gemm2_q6_K, block_q6_Kx8, QK_K, x8_q6_K, 8, GEMM_CASE
 /* ---------------- interleaved q5_K rows (VNNI) ---------------- */
 
 /* Bit j of each byte of h moved to bit 4 (j a constant after unrolling), the rest cleared */
-#define Q5_HIGH(V, h, j) V##_AND((j) < 4 ? V##_SLLI((h), 4 - (j)) : (j) == 4 ? (h) : V##_SRLI((h), (j) - 4), m10)
+#define Q5_HIGH(P, h, j) P##_and((j) < 4 ? P##_slli((h), 4 - (j)) : (j) == 4 ? (h) : P##_srli((h), (j) - 4), m10)
 
 /* 8 interleaved q5_K rows (block_q5_Kx8) against R activation rows: x8_rows_q4_K's
  * computation (vpdpbusd per sub-block, times the 6-bit scales, the mins from the bsums) on
@@ -588,7 +589,7 @@ static ALWAYS_INLINE void x8_rows_q5_K(int64_t n, float *s, const void *vw, cons
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(qj + 32 * c));
                 const __m256i h = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * c));
                 const __m256i lo = j % 2 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
-                q[c] = _mm256_or_si256(lo, Q5_HIGH(__m256i, h, j));
+                q[c] = _mm256_or_si256(lo, Q5_HIGH(v256, h, j));
             }
             UNROLL for (int r = 0; r < R; r++) {
                 const int8_t *y = ((const block_q8_K *)(va + (size_t)r * stride) + b)->qs + 32 * j;
@@ -642,7 +643,7 @@ static ALWAYS_INLINE void gemm2_q5_K(int64_t n, float *y, int64_t ldy, const blo
                 const __m512i v = load_pair(q0 + 32 * c, q1 + 32 * c);
                 const __m512i h = load_pair(g0[b].qh + 32 * c, g1[b].qh + 32 * c);
                 const __m512i lo = j % 2 ? _mm512_and_si512(_mm512_srli_epi16(v, 4), m4) : _mm512_and_si512(v, m4);
-                q[c] = _mm512_or_si512(lo, Q5_HIGH(__m512i, h, j));
+                q[c] = _mm512_or_si512(lo, Q5_HIGH(v512, h, j));
             }
             UNROLL for (int t = 0; t < NT; t++) {
                 const int8_t *ya = ((const block_q8_K *)(a + (size_t)t * a_stride) + b)->qs + 32 * j;
