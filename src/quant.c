@@ -179,33 +179,6 @@ void hachi_unpack_q8_0_x8(const void *src, int j, void *row, int64_t n) {
     }
 }
 
-void hachi_repack_q5_K_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n) {
-    block_q5_Kx8 *y = dst;
-    for (int64_t b = 0; b < n / QK_K; b++)
-        for (int r = 0; r < 8; r++) {
-            const block_q5_K *x = (const block_q5_K *)((const char *)rows + r * row_bytes) + b;
-            y[b].d[r] = x->d;
-            y[b].dmin[r] = x->dmin;
-            for (int k = 0; k < K_SCALE_SIZE; k++) y[b].scales[k][r] = x->scales[k];
-            for (int i = 0; i < 4; i++)
-                for (int c = 0; c < 8; c++) memcpy(y[b].qs + 256 * i + 32 * c + 4 * r, x->qs + 32 * i + 4 * c, 4);
-            for (int c = 0; c < 8; c++) memcpy(y[b].qh + 32 * c + 4 * r, x->qh + 4 * c, 4);
-        }
-}
-
-void hachi_unpack_q5_K_x8(const void *src, int j, void *row, int64_t n) {
-    const block_q5_Kx8 *x = src;
-    block_q5_K *y = row;
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        y[b].d = x[b].d[j];
-        y[b].dmin = x[b].dmin[j];
-        for (int k = 0; k < K_SCALE_SIZE; k++) y[b].scales[k] = x[b].scales[k][j];
-        for (int i = 0; i < 4; i++)
-            for (int c = 0; c < 8; c++) memcpy(y[b].qs + 32 * i + 4 * c, x[b].qs + 256 * i + 32 * c + 4 * j, 4);
-        for (int c = 0; c < 8; c++) memcpy(y[b].qh + 4 * c, x[b].qh + 32 * c + 4 * j, 4);
-    }
-}
-
 /* q6_K element e (0..255) of a block: ql byte and nibble, qh byte and bit pair (the
  * dequantizer's order: half h = e / 128, quarter e / 32 % 4, l = e % 32) */
 static void q6k_pos(int e, int *ql, int *ql_shift, int *qh, int *qh_shift) {
@@ -255,28 +228,53 @@ void hachi_unpack_q6_K_x8(const void *src, int j, void *row, int64_t n) {
     }
 }
 
+/* Row r's d, dmin, scales and nibbles (a q4_K or q5_K block's) into / out of block y / x */
+static void kx8_put(block_q4_Kx8 *y, int r, hachi_half d, hachi_half dmin, const uint8_t *scales, const uint8_t *qs) {
+    y->d[r] = d;
+    y->dmin[r] = dmin;
+    for (int k = 0; k < K_SCALE_SIZE; k++) y->scales[k][r] = scales[k];
+    for (int i = 0; i < 4; i++)
+        for (int c = 0; c < 8; c++) memcpy(y->qs + 256 * i + 32 * c + 4 * r, qs + 32 * i + 4 * c, 4);
+}
+static void kx8_get(const block_q4_Kx8 *x, int r, hachi_half *d, hachi_half *dmin, uint8_t *scales, uint8_t *qs) {
+    *d = x->d[r];
+    *dmin = x->dmin[r];
+    for (int k = 0; k < K_SCALE_SIZE; k++) scales[k] = x->scales[k][r];
+    for (int i = 0; i < 4; i++)
+        for (int c = 0; c < 8; c++) memcpy(qs + 32 * i + 4 * c, x->qs + 256 * i + 32 * c + 4 * r, 4);
+}
+
 void hachi_repack_q4_K_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n) {
     block_q4_Kx8 *y = dst;
     for (int64_t b = 0; b < n / QK_K; b++)
         for (int r = 0; r < 8; r++) {
             const block_q4_K *x = (const block_q4_K *)((const char *)rows + r * row_bytes) + b;
-            y[b].d[r] = x->d;
-            y[b].dmin[r] = x->dmin;
-            for (int k = 0; k < K_SCALE_SIZE; k++) y[b].scales[k][r] = x->scales[k];
-            for (int i = 0; i < 4; i++)
-                for (int c = 0; c < 8; c++) memcpy(y[b].qs + 256 * i + 32 * c + 4 * r, x->qs + 32 * i + 4 * c, 4);
+            kx8_put(&y[b], r, x->d, x->dmin, x->scales, x->qs);
         }
 }
 
 void hachi_unpack_q4_K_x8(const void *src, int j, void *row, int64_t n) {
     const block_q4_Kx8 *x = src;
     block_q4_K *y = row;
+    for (int64_t b = 0; b < n / QK_K; b++) kx8_get(&x[b], j, &y[b].d, &y[b].dmin, y[b].scales, y[b].qs);
+}
+
+void hachi_repack_q5_K_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n) {
+    block_q5_Kx8 *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++)
+        for (int r = 0; r < 8; r++) {
+            const block_q5_K *x = (const block_q5_K *)((const char *)rows + r * row_bytes) + b;
+            kx8_put(&y[b].k, r, x->d, x->dmin, x->scales, x->qs);
+            for (int c = 0; c < 8; c++) memcpy(y[b].qh + 32 * c + 4 * r, x->qh + 4 * c, 4);
+        }
+}
+
+void hachi_unpack_q5_K_x8(const void *src, int j, void *row, int64_t n) {
+    const block_q5_Kx8 *x = src;
+    block_q5_K *y = row;
     for (int64_t b = 0; b < n / QK_K; b++) {
-        y[b].d = x[b].d[j];
-        y[b].dmin = x[b].dmin[j];
-        for (int k = 0; k < K_SCALE_SIZE; k++) y[b].scales[k] = x[b].scales[k][j];
-        for (int i = 0; i < 4; i++)
-            for (int c = 0; c < 8; c++) memcpy(y[b].qs + 32 * i + 4 * c, x[b].qs + 256 * i + 32 * c + 4 * j, 4);
+        kx8_get(&x[b].k, j, &y[b].d, &y[b].dmin, y[b].scales, y[b].qs);
+        for (int c = 0; c < 8; c++) memcpy(y[b].qh + 4 * c, x[b].qh + 32 * c + 4 * j, 4);
     }
 }
 

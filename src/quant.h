@@ -78,14 +78,13 @@ _Static_assert(sizeof(block_q4_Kx8) == 8 * 144, "block_q4_Kx8 size");
 /* 5.5 bits/weight: as q4_K plus the high bit of each weight in qh[32] */
 typedef struct { hachi_half d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2]; } block_q5_K;
 _Static_assert(sizeof(block_q5_K) == 176, "block_q5_K size");
-/* hachi's runtime layout of 8 q5_K rows (never in a file): d, dmin, scales and qs as
- * block_q4_Kx8's, and qh[32c + 4r + k] = row r's qh[4c + k] (c < 8, k < 4): bit j is the high
- * bit of element 4c + k of sub-block j, so one 32-byte load gives the high bits of the values
- * of every sub-block that a qs load gives the nibbles of. 8 rows take the file's bytes (8 x 176). */
+/* hachi's runtime layout of 8 q5_K rows (never in a file): d, dmin, scales and the low nibbles
+ * as a block_q4_Kx8 (k), then qh[32c + 4r + k] = row r's qh[4c + k] (c < 8, k < 4): bit j is the
+ * high bit of element 4c + k of sub-block j, so one 32-byte load gives the high bits of the
+ * values of every sub-block that a qs load gives the nibbles of; the q4_K code serves both. 8
+ * rows take the file's bytes (8 x 176). */
 typedef struct {
-    hachi_half d[8], dmin[8];
-    uint8_t scales[K_SCALE_SIZE][8];
-    uint8_t qs[8 * QK_K / 2];
+    block_q4_Kx8 k;
     uint8_t qh[8 * QK_K / 8];
 } block_q5_Kx8;
 _Static_assert(sizeof(block_q5_Kx8) == 8 * 176, "block_q5_Kx8 size");

@@ -3,6 +3,8 @@
  * float as ggml does; float dots accumulate in double. Nothing here is hot unless the
  * CPU has no SIMD table (or HACHI_ISA=ref). */
 #include <float.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <math.h>
 #include <string.h>
 #include "kernels/kernels.h"
@@ -174,36 +176,48 @@ void hachi_vec_dot_q4_K_q8_K_ref(int64_t n, float *s, const void *vw, const void
  * sum(q*qa over sub-block j) and summ = sum_j m[j] * (bsums[2j] + bsums[2j+1]), then
  * acc = fma(d*da, sumi, acc), acc = fma(-(dmin*da), summ, acc) in block order: the order
  * every ISA keeps. */
-void hachi_vec_dot_x8_q4_K_q8_K_ref(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
-    const block_q4_Kx8 *w = vw;
+/* bsz: bytes per block (block_q4_Kx8 or block_q5_Kx8); high: the values' 5th bit from qh */
+static void x8_kquant_ref(int64_t n, float *s, const char *w, size_t bsz, bool high, const void *va, size_t stride,
+                          int na) {
     for (int t = 0; t < na; t++) {
         const block_q8_K *a = (const block_q8_K *)((const char *)va + (size_t)t * stride);
         for (int r = 0; r < 8; r++) {
             float acc = 0;
             for (int64_t b = 0; b < n / QK_K; b++) {
+                const block_q4_Kx8 *k = (const block_q4_Kx8 *)(const void *)(w + (size_t)b * bsz);
+                const uint8_t *qh = (const uint8_t *)k + offsetof(block_q5_Kx8, qh) + 4 * r;
                 uint8_t sc8[K_SCALE_SIZE];
-                for (int k = 0; k < K_SCALE_SIZE; k++) sc8[k] = w[b].scales[k][r];
+                for (int i = 0; i < K_SCALE_SIZE; i++) sc8[i] = k->scales[i][r];
                 int sumi = 0, summ = 0;
                 for (int j = 0; j < 8; j++) {
                     uint8_t sc, m;
                     hachi_q4k_scale_min(j, sc8, &sc, &m);
-                    const uint8_t *q = w[b].qs + 256 * (j / 2) + 4 * r;
+                    const uint8_t *q = k->qs + 256 * (j / 2) + 4 * r;
                     const int8_t *qa = a[b].qs + 32 * j;
                     const int shift = 4 * (j % 2);
                     int dj = 0;
                     for (int c = 0; c < 8; c++)
-                        for (int k = 0; k < 4; k++) dj += ((q[32 * c + k] >> shift) & 0xF) * qa[4 * c + k];
+                        for (int e = 0; e < 4; e++)
+                            dj += (((q[32 * c + e] >> shift) & 0xF) | (high ? ((qh[32 * c + e] >> j) & 1) << 4 : 0)) *
+                                  qa[4 * c + e];
                     sumi += sc * dj;
                     summ += m * (a[b].bsums[2 * j] + a[b].bsums[2 * j + 1]);
                 }
-                const float dd = hachi_f16_to_f32(w[b].d[r]) * a[b].d;
-                const float dm = hachi_f16_to_f32(w[b].dmin[r]) * a[b].d;
+                const float dd = hachi_f16_to_f32(k->d[r]) * a[b].d;
+                const float dm = hachi_f16_to_f32(k->dmin[r]) * a[b].d;
                 acc = fmaf(dd, (float)sumi, acc);
                 acc = fmaf(-dm, (float)summ, acc);
             }
             s[8 * t + r] = acc;
         }
     }
+}
+void hachi_vec_dot_x8_q4_K_q8_K_ref(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
+    x8_kquant_ref(n, s, vw, sizeof(block_q4_Kx8), false, va, stride, na);
+}
+/* q5_K: the same with the high bit of each value from qh (bit j at the nibble's place) */
+void hachi_vec_dot_x8_q5_K_q8_K_ref(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
+    x8_kquant_ref(n, s, vw, sizeof(block_q5_Kx8), true, va, stride, na);
 }
 
 void hachi_vec_dot_q5_K_q8_K_ref(int64_t n, float *s, const void *vw, const void *va) {
@@ -254,41 +268,6 @@ void hachi_vec_dot_q6_K_q8_K_ref(int64_t n, float *s, const void *vw, const void
         sum += a[i].d * hachi_f16_to_f32(w[i].d) * (float)sumi;
     }
     *s = sum;
-}
-
-/* 8 interleaved q5_K rows: as q4_K's with the high bit of each value from qh (bit j of the
- * byte at the nibble's place, j the sub-block) */
-void hachi_vec_dot_x8_q5_K_q8_K_ref(int64_t n, float *s, const void *vw, const void *va, size_t stride, int na) {
-    const block_q5_Kx8 *w = vw;
-    for (int t = 0; t < na; t++) {
-        const block_q8_K *a = (const block_q8_K *)((const char *)va + (size_t)t * stride);
-        for (int r = 0; r < 8; r++) {
-            float acc = 0;
-            for (int64_t b = 0; b < n / QK_K; b++) {
-                uint8_t sc8[K_SCALE_SIZE];
-                for (int k = 0; k < K_SCALE_SIZE; k++) sc8[k] = w[b].scales[k][r];
-                int sumi = 0, summ = 0;
-                for (int j = 0; j < 8; j++) {
-                    uint8_t sc, m;
-                    hachi_q4k_scale_min(j, sc8, &sc, &m);
-                    const uint8_t *q = w[b].qs + 256 * (j / 2) + 4 * r, *qh = w[b].qh + 4 * r;
-                    const int8_t *qa = a[b].qs + 32 * j;
-                    const int shift = 4 * (j % 2);
-                    int dj = 0;
-                    for (int c = 0; c < 8; c++)
-                        for (int k = 0; k < 4; k++)
-                            dj += (((q[32 * c + k] >> shift) & 0xF) | ((qh[32 * c + k] >> j) & 1) << 4) * qa[4 * c + k];
-                    sumi += sc * dj;
-                    summ += m * (a[b].bsums[2 * j] + a[b].bsums[2 * j + 1]);
-                }
-                const float dd = hachi_f16_to_f32(w[b].d[r]) * a[b].d;
-                const float dm = hachi_f16_to_f32(w[b].dmin[r]) * a[b].d;
-                acc = fmaf(dd, (float)sumi, acc);
-                acc = fmaf(-dm, (float)summ, acc);
-            }
-            s[8 * t + r] = acc;
-        }
-    }
 }
 
 /* 8 interleaved q6_K rows: per block the exact integer sum over the 16 sub-blocks j of

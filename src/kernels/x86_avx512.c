@@ -346,34 +346,43 @@ static ALWAYS_INLINE void gemm2_q8_0(int64_t n, float *y, int64_t ldy, const blo
     UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
 
-/* The same for interleaved q4_K rows: per sub-block j of 32 elements, the 16 rows' nibbles in 8
- * zmm, 8 vpdpbusd per token (two chains), times the rows' 6-bit scales (vpmulld); the mins from
- * each group's int16 path (x86_q4k_x8.h), one group per ymm half. Each lane is exactly
- * x8_rows_q4_K's computation, bit for bit ref's. Up to 8 tokens per pass (their sums and
- * accumulators, and the 8 unpacked zmm, fill the registers). */
-static ALWAYS_INLINE void gemm2_q4_K(int64_t n, float *y, int64_t ldy, const block_q4_Kx8 *g0, const block_q4_Kx8 *g1,
-                                     const char *a, size_t a_stride, const int NT) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
+/* The same for interleaved q4_K rows (q5_K rows: high, the 5th bit from qh): per sub-block j of
+ * 32 elements, the 16 rows' values in 8 zmm, 8 vpdpbusd per token (two chains), times the rows'
+ * 6-bit scales (vpmulld); the mins from each group's int16 path (x86_q4k_x8.h), one group per
+ * ymm half. Each lane is exactly x8_rows_kx8's computation, bit for bit ref's. Up to 8 tokens
+ * per pass (their sums and accumulators, and the 8 unpacked zmm, fill the registers). */
+static ALWAYS_INLINE void gemm2_kx8(int64_t n, float *y, int64_t ldy, const char *g0b, const char *g1b, const size_t bsz,
+                                    const bool high, const char *a, size_t a_stride, const int NT) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
     __m512 acc[8];
     UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; b++) {
+        const block_q4_Kx8 *g0 = (const block_q4_Kx8 *)(const void *)(g0b + (size_t)b * bsz);
+        const block_q4_Kx8 *g1 = (const block_q4_Kx8 *)(const void *)(g1b + (size_t)b * bsz);
+        const uint8_t *qh0 = (const uint8_t *)g0 + offsetof(block_q5_Kx8, qh), *qh1 = (const uint8_t *)g1 + offsetof(block_q5_Kx8, qh);
         _Alignas(32) uint8_t sc0[64], sc1[64];   /* sc[8j + r]: row r's scale of sub-block j */
-        q4k_x8_scales(g0[b].scales, sc0);
-        q4k_x8_scales(g1[b].scales, sc1);
+        q4k_x8_scales(g0->scales, sc0);
+        q4k_x8_scales(g1->scales, sc1);
         __m512i sumi[8];
         UNROLL for (int j = 0; j < 8; j++) {
-            UNROLL for (int l = 0; l < 2; l++) {   /* the next block, 144 bytes per sub-block */
-                _mm_prefetch((const char *)(g0 + b + 1) + 144 * j + 64 * l, _MM_HINT_T0);
-                _mm_prefetch((const char *)(g1 + b + 1) + 144 * j + 64 * l, _MM_HINT_T0);
+            UNROLL for (int l = 0; l < 3; l++) {   /* the next block, bsz / 8 bytes per sub-block */
+                if (l == 2 && !high) break;
+                _mm_prefetch((const char *)g0 + bsz + bsz / 8 * j + 64 * l, _MM_HINT_T0);
+                _mm_prefetch((const char *)g1 + bsz + bsz / 8 * j + 64 * l, _MM_HINT_T0);
             }
             const __m128i s8 = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(sc0 + 8 * j)),
                                                   _mm_loadl_epi64((const __m128i *)(sc1 + 8 * j)));
             const __m512i scv = _mm512_cvtepu8_epi32(s8);   /* the 16 rows' scales of sub-block j */
-            const uint8_t *q0 = g0[b].qs + 256 * (j / 2), *q1 = g1[b].qs + 256 * (j / 2);
+            const uint8_t *q0 = g0->qs + 256 * (j / 2), *q1 = g1->qs + 256 * (j / 2);
             __m512i q[8];
             UNROLL for (int c = 0; c < 8; c++) {
                 const __m512i v = load_pair(q0 + 32 * c, q1 + 32 * c);
                 q[c] = j % 2 ? _mm512_and_si512(_mm512_srli_epi16(v, 4), m4) : _mm512_and_si512(v, m4);
+                if (high) {   /* bit j of each qh byte to bit 4 */
+                    const __m512i h = load_pair(qh0 + 32 * c, qh1 + 32 * c);
+                    const __m512i t = j < 4 ? _mm512_slli_epi16(h, 4 - j) : j == 4 ? h : _mm512_srli_epi16(h, j - 4);
+                    q[c] = _mm512_or_si512(q[c], _mm512_and_si512(t, m10));
+                }
             }
             UNROLL for (int t = 0; t < NT; t++) {
                 const int8_t *ya = ((const block_q8_K *)(a + (size_t)t * a_stride) + b)->qs + 32 * j;
@@ -387,10 +396,10 @@ static ALWAYS_INLINE void gemm2_q4_K(int64_t n, float *y, int64_t ldy, const blo
             }
         }
         __m256i mv0[4], mv1[4];
-        q4k_x8_mins(g0[b].scales, mv0);
-        q4k_x8_mins(g1[b].scales, mv1);
-        const __m512 dw = load_ph_pair(g0[b].d, g1[b].d);
-        const __m512 dmw = load_ph_pair(g0[b].dmin, g1[b].dmin);
+        q4k_x8_mins(g0->scales, mv0);
+        q4k_x8_mins(g1->scales, mv1);
+        const __m512 dw = load_ph_pair(g0->d, g1->d);
+        const __m512 dmw = load_ph_pair(g0->dmin, g1->dmin);
         UNROLL for (int t = 0; t < NT; t++) {
             const block_q8_K *ab = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
             const __m512 da = _mm512_set1_ps(ab->d);
@@ -401,6 +410,10 @@ static ALWAYS_INLINE void gemm2_q4_K(int64_t n, float *y, int64_t ldy, const blo
         }
     }
     UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
+}
+static ALWAYS_INLINE void gemm2_q4_K(int64_t n, float *y, int64_t ldy, const block_q4_Kx8 *g0, const block_q4_Kx8 *g1,
+                                     const char *a, size_t a_stride, const int NT) {
+    gemm2_kx8(n, y, ldy, (const char *)g0, (const char *)g1, sizeof *g0, false, a, a_stride, NT);
 }
 
 /* gemm_x8 from a two-group kernel gemm2 of up to tok tokens per pass (a constant in each case):
@@ -470,7 +483,7 @@ static void act_prep_q6_K(int64_t n, void *va, int64_t b0, int64_t b1) {
             (q)[c_] = P##_or(n_, P##_and(t_, m30));                                                    \
         }                                                                                              \
     } while (0)
-/* the byte-mask operations of 256- and 512-bit vectors, by prefix (Q6X8_VALUES, Q5_HIGH) */
+/* the byte-mask operations of 256- and 512-bit vectors, by prefix (Q6X8_VALUES) */
 #define v256_and _mm256_and_si256
 #define v256_or _mm256_or_si256
 #define v256_srli _mm256_srli_epi16
@@ -562,115 +575,14 @@ GEMM_FROM_PAIRS(gemm_q6_K, gemm2_q6_K, block_q6_Kx8, QK_K, x8_q6_K, 8, GEMM_CASE
 
 /* ---------------- interleaved q5_K rows (VNNI) ---------------- */
 
-/* Bit j of each byte of h moved to bit 4 (j a constant after unrolling), the rest cleared */
-#define Q5_HIGH(P, h, j) P##_and((j) < 4 ? P##_slli((h), 4 - (j)) : (j) == 4 ? (h) : P##_srli((h), (j) - 4), m10)
-
-/* 8 interleaved q5_K rows (block_q5_Kx8) against R activation rows: x8_rows_q4_K's
- * computation (vpdpbusd per sub-block, times the 6-bit scales, the mins from the bsums) on
- * 5-bit values, each nibble with its high bit from qh; bit for bit ref's, whatever R. */
+/* block_q5_Kx8 through the q4_K kernels with the values' 5th bit (x8_rows_kx8, gemm2_kx8) */
 static ALWAYS_INLINE void x8_rows_q5_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
-    const block_q5_Kx8 *w = vw;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10);
-    __m256 acc[VNNI_ROWS];
-    UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        const char *next = (const char *)(w + b + 1);
-        _Alignas(32) uint8_t sc[64];
-        q4k_x8_scales(w[b].scales, sc);
-        __m256i sumi[VNNI_ROWS];
-        UNROLL for (int j = 0; j < 8; j++) {
-            _mm_prefetch(next + 176 * j, _MM_HINT_T0);
-            _mm_prefetch(next + 176 * j + 64, _MM_HINT_T0);
-            _mm_prefetch(next + 176 * j + 128, _MM_HINT_T0);
-            const __m256i scv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8 * j)));
-            const uint8_t *qj = w[b].qs + 256 * (j / 2);
-            __m256i q[8];
-            UNROLL for (int c = 0; c < 8; c++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(qj + 32 * c));
-                const __m256i h = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * c));
-                const __m256i lo = j % 2 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
-                q[c] = _mm256_or_si256(lo, Q5_HIGH(v256, h, j));
-            }
-            UNROLL for (int r = 0; r < R; r++) {
-                const int8_t *y = ((const block_q8_K *)(va + (size_t)r * stride) + b)->qs + 32 * j;
-                __m256i p0 = _mm256_setzero_si256(), p1 = _mm256_setzero_si256();   /* two chains */
-                UNROLL for (int c = 0; c < 8; c += 2) {
-                    p0 = dpbusd_bcast(p0, q[c], y + 4 * c);
-                    p1 = dpbusd_bcast(p1, q[c + 1], y + 4 * c + 4);
-                }
-                const __m256i t = _mm256_mullo_epi32(_mm256_add_epi32(p0, p1), scv);
-                sumi[r] = j ? _mm256_add_epi32(sumi[r], t) : t;
-            }
-        }
-        __m256i mv[4];
-        q4k_x8_mins(w[b].scales, mv);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
-        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].dmin));
-        UNROLL for (int r = 0; r < R; r++) {
-            const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + b;
-            const __m256 da = _mm256_set1_ps(a->d);
-            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-            acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(dmw, da), _mm256_cvtepi32_ps(q4k_x8_summ(mv, a)), acc[r]);
-        }
-    }
-    UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
+    x8_rows_kx8(n, s, vw, sizeof(block_q5_Kx8), true, va, stride, R);
 }
 ROWS_FROM_N(x8_q5_K, x8_rows_q5_K, 8, VNNI_ROWS)
-
-/* The same for 16 rows (groups g0, g1, one per 256-bit half) and NT <= 8 tokens, as gemm2_q4_K:
- * each lane is exactly x8_rows_q5_K's computation. */
 static ALWAYS_INLINE void gemm2_q5_K(int64_t n, float *y, int64_t ldy, const block_q5_Kx8 *g0, const block_q5_Kx8 *g1,
                                      const char *a, size_t a_stride, const int NT) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
-    __m512 acc[8];
-    UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        _Alignas(32) uint8_t sc0[64], sc1[64];
-        q4k_x8_scales(g0[b].scales, sc0);
-        q4k_x8_scales(g1[b].scales, sc1);
-        __m512i sumi[8];
-        UNROLL for (int j = 0; j < 8; j++) {
-            UNROLL for (int l = 0; l < 3; l++) {   /* the next block, 176 bytes per sub-block */
-                _mm_prefetch((const char *)(g0 + b + 1) + 176 * j + 64 * l, _MM_HINT_T0);
-                _mm_prefetch((const char *)(g1 + b + 1) + 176 * j + 64 * l, _MM_HINT_T0);
-            }
-            const __m128i s8 = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(sc0 + 8 * j)),
-                                                  _mm_loadl_epi64((const __m128i *)(sc1 + 8 * j)));
-            const __m512i scv = _mm512_cvtepu8_epi32(s8);
-            const uint8_t *q0 = g0[b].qs + 256 * (j / 2), *q1 = g1[b].qs + 256 * (j / 2);
-            __m512i q[8];
-            UNROLL for (int c = 0; c < 8; c++) {
-                const __m512i v = load_pair(q0 + 32 * c, q1 + 32 * c);
-                const __m512i h = load_pair(g0[b].qh + 32 * c, g1[b].qh + 32 * c);
-                const __m512i lo = j % 2 ? _mm512_and_si512(_mm512_srli_epi16(v, 4), m4) : _mm512_and_si512(v, m4);
-                q[c] = _mm512_or_si512(lo, Q5_HIGH(v512, h, j));
-            }
-            UNROLL for (int t = 0; t < NT; t++) {
-                const int8_t *ya = ((const block_q8_K *)(a + (size_t)t * a_stride) + b)->qs + 32 * j;
-                __m512i p0 = _mm512_setzero_si512(), p1 = _mm512_setzero_si512();
-                UNROLL for (int c = 0; c < 8; c += 2) {
-                    p0 = dpbusd_bcast16(p0, q[c], ya + 4 * c);
-                    p1 = dpbusd_bcast16(p1, q[c + 1], ya + 4 * c + 4);
-                }
-                const __m512i v = _mm512_mullo_epi32(_mm512_add_epi32(p0, p1), scv);
-                sumi[t] = j ? _mm512_add_epi32(sumi[t], v) : v;
-            }
-        }
-        __m256i mv0[4], mv1[4];
-        q4k_x8_mins(g0[b].scales, mv0);
-        q4k_x8_mins(g1[b].scales, mv1);
-        const __m512 dw = load_ph_pair(g0[b].d, g1[b].d);
-        const __m512 dmw = load_ph_pair(g0[b].dmin, g1[b].dmin);
-        UNROLL for (int t = 0; t < NT; t++) {
-            const block_q8_K *ab = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
-            const __m512 da = _mm512_set1_ps(ab->d);
-            const __m512i summ = _mm512_inserti64x4(_mm512_castsi256_si512(q4k_x8_summ(mv0, ab)),
-                                                    q4k_x8_summ(mv1, ab), 1);
-            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(sumi[t]), acc[t]);
-            acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmw, da), _mm512_cvtepi32_ps(summ), acc[t]);
-        }
-    }
-    UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
+    gemm2_kx8(n, y, ldy, (const char *)g0, (const char *)g1, sizeof *g0, true, a, a_stride, NT);
 }
 GEMM_FROM_PAIRS(gemm_q5_K, gemm2_q5_K, block_q5_Kx8, QK_K, x8_q5_K, 8, GEMM_CASES7)
 

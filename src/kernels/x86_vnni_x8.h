@@ -9,6 +9,8 @@
 #ifndef HACHI_KERNELS_X86_VNNI_X8_H
 #define HACHI_KERNELS_X86_VNNI_X8_H
 #include <immintrin.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 #include "kernels/rows.h"
 #include "kernels/x86_q4k_x8.h"
@@ -83,31 +85,46 @@ static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, cons
     UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
 }
 
-/* 8 interleaved q4_K rows (block_q4_Kx8) against R activation rows. Per sub-block j and
- * row: 8 vpdpbusd (4 nibble bytes of each weight row against a broadcast of 4 activation
- * bytes) make the int32 sum(q*qa) of each weight row, times its 6-bit scale (vpmulld), summed
- * over the 8 sub-blocks; the mins as in the AVX2 kernel (x86_q4k_x8.h). Then
- * acc = fma(dw*da, sumi, acc), acc = fma(-(dmw*da), summ, acc): exactly ref's order, so
- * results equal ref's bit for bit and never depend on R. */
-static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
-    const block_q4_Kx8 *w = vw;
+/* Bit j of each byte of h moved to bit 4, the rest cleared (j a constant after unrolling):
+ * the high bits of q5_K values in block_q5_Kx8's qh */
+static ALWAYS_INLINE __m256i kx8_high(__m256i h, int j) {
+    const __m256i t = j < 4 ? _mm256_slli_epi16(h, 4 - j) : j == 4 ? h : _mm256_srli_epi16(h, j - 4);
+    return _mm256_and_si256(t, _mm256_set1_epi8(0x10));
+}
+
+/* 8 interleaved q4_K rows (block_q4_Kx8; bsz its size) or q5_K rows (block_q5_Kx8, high: the
+ * values' 5th bit from its qh) against R activation rows. Per sub-block j and row: 8 vpdpbusd
+ * (4 value bytes of each weight row against a broadcast of 4 activation bytes) make the int32
+ * sum(q*qa) of each weight row, times its 6-bit scale (vpmulld), summed over the 8 sub-blocks;
+ * the mins as in the AVX2 kernel (x86_q4k_x8.h). Then acc = fma(dw*da, sumi, acc),
+ * acc = fma(-(dmw*da), summ, acc): exactly ref's order, so results equal ref's bit for bit and
+ * never depend on R. */
+static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const size_t bsz, const bool high,
+                                      const char *va, size_t stride, const int R) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[VNNI_ROWS];
     UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; b++) {
-        const char *next = (const char *)(w + b + 1);
+        const block_q4_Kx8 *w = (const block_q4_Kx8 *)(const void *)(vw + (size_t)b * bsz);
+        const uint8_t *qh = (const uint8_t *)w + offsetof(block_q5_Kx8, qh);
+        const char *next = (const char *)w + bsz;
         _Alignas(32) uint8_t sc[64];   /* sc[8j + r]: row r's 6-bit scale of sub-block j */
-        q4k_x8_scales(w[b].scales, sc);
+        q4k_x8_scales(w->scales, sc);
         __m256i sumi[VNNI_ROWS];
         UNROLL for (int j = 0; j < 8; j++) {
-            _mm_prefetch(next + 128 * j, _MM_HINT_T0);
-            _mm_prefetch(next + 128 * j + 64, _MM_HINT_T0);
+            if (high) {   /* 176 bytes of the next block per sub-block */
+                UNROLL for (int l = 0; l < 3; l++) _mm_prefetch(next + 176 * j + 64 * l, _MM_HINT_T0);
+            } else {
+                _mm_prefetch(next + 128 * j, _MM_HINT_T0);
+                _mm_prefetch(next + 128 * j + 64, _MM_HINT_T0);
+            }
             const __m256i scv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8 * j)));
-            const uint8_t *qj = w[b].qs + 256 * (j / 2);
+            const uint8_t *qj = w->qs + 256 * (j / 2);
             __m256i q[8];
             UNROLL for (int c = 0; c < 8; c++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(qj + 32 * c));
                 q[c] = j % 2 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+                if (high) q[c] = _mm256_or_si256(q[c], kx8_high(_mm256_loadu_si256((const __m256i *)(qh + 32 * c)), j));
             }
             UNROLL for (int r = 0; r < R; r++) {
                 const int8_t *y = ((const block_q8_K *)(va + (size_t)r * stride) + b)->qs + 32 * j;
@@ -120,12 +137,14 @@ static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, cons
                 sumi[r] = j ? _mm256_add_epi32(sumi[r], t) : t;
             }
         }
-        _mm_prefetch(next + 1024, _MM_HINT_T0);
-        _mm_prefetch(next + 1088, _MM_HINT_T0);
+        if (!high) {
+            _mm_prefetch(next + 1024, _MM_HINT_T0);
+            _mm_prefetch(next + 1088, _MM_HINT_T0);
+        }
         __m256i mv[4];
-        q4k_x8_mins(w[b].scales, mv);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
-        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].dmin));
+        q4k_x8_mins(w->scales, mv);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin));
         UNROLL for (int r = 0; r < R; r++) {
             const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + b;
             const __m256 da = _mm256_set1_ps(a->d);
@@ -198,6 +217,9 @@ static ALWAYS_INLINE void x8_rows_q8_0(int64_t n, float *s, const void *vw, cons
 /* vec_dot_x8 from x8_rows: activation rows in groups of VNNI_ROWS, then of 4, then 1..3 */
 ROWS_FROM_N(x8_q4_0, x8_rows_q4_0, 8, VNNI_ROWS)
 ROWS_FROM_N(x8_q8_0, x8_rows_q8_0, 8, VNNI_ROWS)
+static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    x8_rows_kx8(n, s, vw, sizeof(block_q4_Kx8), false, va, stride, R);
+}
 ROWS_FROM_N(x8_q4_K, x8_rows_q4_K, 8, VNNI_ROWS)
 
 #endif
