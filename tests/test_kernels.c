@@ -556,6 +556,20 @@ static int check_gemm(uint32_t type, int64_t n, const char *w8, size_t gb, const
     return ran;
 }
 
+/* check_gemm on 3 groups of the 8 rows at w (file layout, rb bytes apart): as they are, reversed,
+ * rotated by 3; says how many tables have the GEMM when say is set. */
+static void check_gemm_3groups(uint32_t type, int64_t n, const char *w, int64_t rb, const char *a, size_t ab, bool say) {
+    char *w24 = malloc((size_t)rb * 24), *w8 = malloc((size_t)rb * 24);
+    for (int j = 0; j < 24; j++) {
+        const int src = j < 8 ? j : j < 16 ? 15 - j : (j + 3) % 8;
+        memcpy(w24 + (size_t)j * rb, w + (size_t)src * rb, (size_t)rb);
+    }
+    for (int g = 0; g < 3; g++) x8_repack(type)(w24 + g * 8 * rb, (uint64_t)rb, w8 + g * 8 * rb, n);
+    const int ran = check_gemm(type, n, w8, (size_t)rb * 8, a, ab);
+    if (say) printf("    %s gemm_x8: %d table(s) have it\n", hachi_type_name(type), ran);
+    free(w24); free(w8);
+}
+
 /* Interleaved q4_0 rows (block_q4_0x8), check_x8 on variants 0 random, 1, 2 the int16
  * extremes (all nibbles 15 against all +127 / -127); check_gemm on 3 groups of random rows. */
 TEST(kernels_q4_0_x8) {
@@ -661,17 +675,7 @@ static int check_kquant_x8(uint32_t type) {
                 q8_K_bsums(yb, nb);
             }
             x86_x8 += check_x8(type, n, w, rb, a, ab, mode);
-            if (mode == 0 || mode == 3) {   /* the GEMM on 3 groups: these 8 rows, reversed, rotated by 3 */
-                char *w24 = malloc((size_t)rb * 24), *w8 = malloc((size_t)rb * 24);
-                for (int j = 0; j < 24; j++) {
-                    const int src = j < 8 ? j : j < 16 ? 15 - j : (j + 3) % 8;
-                    memcpy(w24 + (size_t)j * rb, w + (size_t)src * rb, (size_t)rb);
-                }
-                for (int g = 0; g < 3; g++) x8_repack(type)(w24 + g * 8 * rb, (uint64_t)rb, w8 + g * 8 * rb, n);
-                const int ran = check_gemm(type, n, w8, (size_t)rb * 8, a, ab);
-                if (si == 0 && mode == 0) printf("    %s gemm_x8: %d table(s) have it\n", hachi_type_name(type), ran);
-                free(w24); free(w8);
-            }
+            if (mode == 0 || mode == 3) check_gemm_3groups(type, n, w, rb, a, ab, si == 0 && mode == 0);
             free(w); free(a); free(x);
         }
     return x86_x8;
@@ -715,17 +719,7 @@ TEST(kernels_q8_0_x8) {
                 }
             }
             x86_x8 += check_x8(HACHI_TYPE_Q8_0, n, w, rb, a, ab, mode);
-            if (mode == 0 || mode == 3) {   /* the GEMM on 3 groups: these 8 rows, reversed, rotated by 3 */
-                char *w24 = malloc((size_t)rb * 24), *w8 = malloc((size_t)rb * 24);
-                for (int j = 0; j < 24; j++) {
-                    const int src = j < 8 ? j : j < 16 ? 15 - j : (j + 3) % 8;
-                    memcpy(w24 + (size_t)j * rb, w + (size_t)src * rb, (size_t)rb);
-                }
-                for (int g = 0; g < 3; g++) hachi_repack_q8_0_x8(w24 + g * 8 * rb, (uint64_t)rb, w8 + g * 8 * rb, n);
-                const int ran = check_gemm(HACHI_TYPE_Q8_0, n, w8, (size_t)rb * 8, a, ab);
-                if (si == 0 && mode == 0) printf("    q8_0 gemm_x8: %d table(s) have it\n", ran);
-                free(w24); free(w8);
-            }
+            if (mode == 0 || mode == 3) check_gemm_3groups(HACHI_TYPE_Q8_0, n, w, rb, a, ab, si == 0 && mode == 0);
             free(w); free(a); free(x);
         }
     /* a VNNI table must have run it where this CPU has one */
@@ -776,17 +770,7 @@ TEST(kernels_q6_K_x8) {
                 q8_K_bsums(yb, nb);
             }
             x86_x8 += check_x8(HACHI_TYPE_Q6_K, n, w, rb, a, ab, mode);
-            if (mode == 0 || mode == 3) {   /* the GEMM on 3 groups: these 8 rows, reversed, rotated by 3 */
-                char *w24 = malloc((size_t)rb * 24), *w8 = malloc((size_t)rb * 24);
-                for (int j = 0; j < 24; j++) {
-                    const int src = j < 8 ? j : j < 16 ? 15 - j : (j + 3) % 8;
-                    memcpy(w24 + (size_t)j * rb, w + (size_t)src * rb, (size_t)rb);
-                }
-                for (int g = 0; g < 3; g++) hachi_repack_q6_K_x8(w24 + g * 8 * rb, (uint64_t)rb, w8 + g * 8 * rb, n);
-                const int ran = check_gemm(HACHI_TYPE_Q6_K, n, w8, (size_t)rb * 8, a, ab);
-                if (si == 0 && mode == 0) printf("    q6_K gemm_x8: %d table(s) have it\n", ran);
-                free(w24); free(w8);
-            }
+            if (mode == 0 || mode == 3) check_gemm_3groups(HACHI_TYPE_Q6_K, n, w, rb, a, ab, si == 0 && mode == 0);
             free(w); free(a); free(x);
         }
     CHECKF(!hachi_kernels_get(HACHI_ISA_AVX512) || x86_x8 > 0, "no x86 q6_K vec_dot_x8 was tested");
