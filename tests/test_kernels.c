@@ -617,6 +617,27 @@ static void q8_K_bsums(block_q8_K *y, int64_t nb) {
         }
 }
 
+/* 16 Q8_K activation rows of n at a (ab bytes apart): mode 0 quantized random floats; 1, 2 all
+ * +127 / lo; 3 random lo..127, with their bsums */
+static void fill_q8_K_rows(char *a, size_t ab, int64_t n, int mode, int lo) {
+    float *x = malloc((size_t)n * sizeof(float));
+    for (int t = 0; t < 16; t++) {
+        block_q8_K *yb = (block_q8_K *)(a + t * ab);
+        if (mode == 0) {
+            fill(x, n, 0);
+            hachi_kernels_ref()->t[HACHI_TYPE_Q8_K].from_float(x, yb, n);
+            continue;
+        }
+        for (int64_t b = 0; b < n / QK_K; b++) {
+            yb[b].d = ldexpf(1.0f + (float)(rng_u32() % 1024) / 1024.0f, -8);
+            for (int e = 0; e < QK_K; e++)
+                yb[b].qs[e] = (int8_t)(mode == 1 ? 127 : mode == 2 ? lo : (int)(rng_u32() % (unsigned)(128 - lo)) + lo);
+        }
+        q8_K_bsums(yb, n / QK_K);
+    }
+    free(x);
+}
+
 /* Block b of a q4_K or q5_K row, mode 1, 2: the extremes (every value 15 (q4_K) or 31, every
  * scale and min 63, dmin <= d: no cancellation); mode 3: random bytes (every scale/min bit
  * pattern, every value). d, dmin in [2^-10, 2^-6). */
@@ -660,20 +681,7 @@ static int check_kquant_x8(uint32_t type) {
                 }
                 for (int64_t b = 0; b < nb; b++) fill_kquant_block(type, w + j * rb, b, mode);
             }
-            for (int t = 0; t < 16; t++) {
-                block_q8_K *yb = (block_q8_K *)(a + t * ab);
-                if (mode == 0) {
-                    fill(x, n, 0);
-                    R->t[HACHI_TYPE_Q8_K].from_float(x, yb, n);
-                    continue;
-                }
-                for (int64_t b = 0; b < nb; b++) {
-                    yb[b].d = ldexpf(1.0f + (float)(rng_u32() % 1024) / 1024.0f, -8);
-                    for (int e = 0; e < QK_K; e++)
-                        yb[b].qs[e] = (int8_t)(mode == 1 ? 127 : mode == 2 ? -127 : (int)(rng_u32() % 255) - 127);
-                }
-                q8_K_bsums(yb, nb);
-            }
+            fill_q8_K_rows(a, ab, n, mode, -127);
             x86_x8 += check_x8(type, n, w, rb, a, ab, mode);
             if (mode == 0 || mode == 3) check_gemm_3groups(type, n, w, rb, a, ab, si == 0 && mode == 0);
             free(w); free(a); free(x);
@@ -755,20 +763,7 @@ TEST(kernels_q6_K_x8) {
                     for (int k = 0; k < QK_K / 4; k++) wb[b].qh[k] = mode == 3 ? (uint8_t)rng_u32() : 0xFF;
                 }
             }
-            for (int t = 0; t < 16; t++) {
-                block_q8_K *yb = (block_q8_K *)(a + t * ab);
-                if (mode == 0) {
-                    fill(x, n, 0);
-                    R->t[HACHI_TYPE_Q8_K].from_float(x, yb, n);
-                    continue;
-                }
-                for (int64_t b = 0; b < nb; b++) {
-                    yb[b].d = ldexpf(1.0f + (float)(rng_u32() % 1024) / 1024.0f, -8);
-                    for (int e = 0; e < QK_K; e++)
-                        yb[b].qs[e] = (int8_t)(mode == 1 ? 127 : mode == 2 ? -128 : (int)(rng_u32() % 256) - 128);
-                }
-                q8_K_bsums(yb, nb);
-            }
+            fill_q8_K_rows(a, ab, n, mode, -128);
             x86_x8 += check_x8(HACHI_TYPE_Q6_K, n, w, rb, a, ab, mode);
             if (mode == 0 || mode == 3) check_gemm_3groups(HACHI_TYPE_Q6_K, n, w, rb, a, ab, si == 0 && mode == 0);
             free(w); free(a); free(x);
