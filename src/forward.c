@@ -262,6 +262,11 @@ static void softcap_task(void *ctx, int ith, int nth) {
     if (hi > lo) j->k->softcap(hi - lo, j->x + lo, j->cap);
 }
 
+void hachi_forward_prefetch(const hachi_session *s, const int32_t *tokens, int n) {
+    hachi_mat_prefetch_rows(&s->m->tok_embd, tokens, n);
+    if (s->m->n_embd_pl > 0) hachi_mat_prefetch_rows(&s->m->pl_tok_embd, tokens, n);
+}
+
 void hachi_forward(hachi_session *s, const int32_t *tokens, int n, float *out, bool head) {
     const hachi_model *m = s->m;
     const int E = m->n_embd, p0 = s->pos;

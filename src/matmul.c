@@ -23,6 +23,8 @@
 #include "matmul.h"
 #include "util.h"
 #include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -259,4 +261,19 @@ void hachi_mat_row(const hachi_kernels *k, const hachi_mat *W, int64_t r, float 
         return;
     }
     k->t[W->type].to_float((const char *)W->data + r * W->row_bytes, out, W->cols);
+}
+
+void hachi_mat_prefetch_rows(const hachi_mat *W, const int32_t *rows, int n) {
+    if (W->x8 || !W->data) return;   /* interleaved rows were copied into memory at load */
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t plo = 0, phi = 0;   /* the pages last asked for (a repeated token asks once) */
+    for (int i = 0; i < n; i++) {
+        if (rows[i] < 0 || rows[i] >= W->rows) continue;
+        const uintptr_t a = (uintptr_t)W->data + (uintptr_t)rows[i] * W->row_bytes;
+        const uintptr_t lo = a / page * page, hi = (a + W->row_bytes + page - 1) / page * page;
+        if (lo >= plo && hi <= phi) continue;
+        madvise((void *)lo, hi - lo, MADV_WILLNEED);   // NOLINT(performance-no-int-to-ptr): page rounding is integer arithmetic
+        plo = lo;
+        phi = hi;
+    }
 }

@@ -37,5 +37,9 @@ void hachi_matmul_gather(const hachi_kernels *k, const hachi_mat *W, const float
                          float *y, void *scratch);
 /* Dequantize row r of W into out[cols]. */
 void hachi_mat_row(const hachi_kernels *k, const hachi_mat *W, int64_t r, float *out);
+/* Ask the kernel to start reading rows[i] (i < n) of W from its file now (madvise WILLNEED) when
+ * W is still the file's mapping: a row read later then does not wait on the disk. Any row id out
+ * of [0, rows) is skipped. */
+void hachi_mat_prefetch_rows(const hachi_mat *W, const int32_t *rows, int n);
 
 #endif

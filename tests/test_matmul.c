@@ -12,6 +12,9 @@
 #include <float.h>
 #include <math.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* Tolerance of an output against ref's vec_dot, relative to |w| |x| (>= sum |w_i a_i| by
  * Cauchy-Schwarz, a the activations as quantized, |a| <= 1.02 |x| for the formats here):
@@ -272,4 +275,55 @@ out:
     hachi_pool_free(pools[0]);
     hachi_pool_free(pools[1]);
     hachi_free(wf); hachi_free(x); hachi_free(y1); hachi_free(y); hachi_free(wq); hachi_free(w8); hachi_free(scratch);
+}
+
+/* hachi_mat_prefetch_rows starts reading the asked rows of a matrix still in its file, and only
+ * them: a file of 64 one-page rows, its pages dropped from the page cache (posix_fadvise), then
+ * mincore until the asked rows' pages are resident (the reads are asynchronous: up to 10 s). */
+TEST(mat_prefetch_rows) {
+    const long page = sysconf(_SC_PAGESIZE);
+    const int R = 64;
+    const char *path = test_tmp("prefetch.bin");
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    float *row = hachi_malloc((size_t)page);
+    for (long i = 0; i < page / 4; i++) row[i] = (float)i;
+    for (int r = 0; r < R; r++) CHECK(fwrite(row, (size_t)page, 1, f) == 1);
+    hachi_free(row);
+    CHECK(fflush(f) == 0 && fsync(fileno(f)) == 0);
+    fclose(f);
+    const int fd = open(path, O_RDONLY);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    void *map = mmap(NULL, (size_t)(R * page), PROT_READ, MAP_PRIVATE, fd, 0);
+    CHECK(map != MAP_FAILED);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
+    if (map == MAP_FAILED) return;
+    unsigned char in[64];
+    CHECK(mincore(map, (size_t)(R * page), in) == 0);
+    int resident = 0;
+    for (int r = 0; r < R; r++) resident += in[r] & 1;
+    if (resident) {
+        munmap(map, (size_t)(R * page));
+        SKIP("this file system kept %d of the file's %d pages cached after POSIX_FADV_DONTNEED", resident, R);
+    }
+    hachi_mat W = {.type = HACHI_TYPE_F32, .rows = R, .cols = page / 4, .data = map, .row_bytes = (uint64_t)page};
+    W.x8 = true;   /* interleaved rows live in memory: nothing to read */
+    hachi_mat_prefetch_rows(&W, (const int32_t[]){5}, 1);
+    W.x8 = false;
+    const int32_t rows[] = {3, 40, 40, -1, 64, 10, 1 << 30};
+    hachi_mat_prefetch_rows(&W, rows, (int)(sizeof rows / sizeof rows[0]));
+    bool asked = false;
+    for (int i = 0; i < 1000 && !asked; i++) {
+        CHECK(mincore(map, (size_t)(R * page), in) == 0);
+        asked = (in[3] & in[10] & in[40] & 1) != 0;
+        if (!asked) usleep(10000);
+    }
+    CHECKF(asked, "rows 3, 10, 40 not read after 10 s: %d %d %d", in[3] & 1, in[10] & 1, in[40] & 1);
+    resident = 0;
+    for (int r = 0; r < R; r++) resident += in[r] & 1;
+    CHECKF(resident == 3 && !(in[5] & 1), "%d pages resident (row 5: %d), 3 asked for", resident, in[5] & 1);
+    munmap(map, (size_t)(R * page));
 }
