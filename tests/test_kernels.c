@@ -416,6 +416,9 @@ TEST(kernels_avxvnni) {
     CHECKF(A && K->t[HACHI_TYPE_Q4_0].vec_dot_x8 != A->t[HACHI_TYPE_Q4_0].vec_dot_x8 &&
                K->t[HACHI_TYPE_Q4_K].vec_dot_x8 != A->t[HACHI_TYPE_Q4_K].vec_dot_x8,
            "avxvnni: x8 kernels are AVX2's");
+    static const uint32_t own[] = {HACHI_TYPE_Q8_0, HACHI_TYPE_Q5_K, HACHI_TYPE_Q6_K};   /* AVX2 has none */
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        CHECKF(K->t[own[i]].vec_dot_x8 != NULL, "avxvnni: no %s vec_dot_x8", hachi_type_name(own[i]));
 #else
     SKIP("not an x86-64 build");
 #endif

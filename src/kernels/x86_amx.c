@@ -161,6 +161,10 @@ int hachi_kernels_fill_amx(hachi_kernels *t) {
     (void)x8_q8_0;
     (void)act_extra_q8_0;
     (void)act_prep_q8_0;
+    (void)x8_q5_K;
+    (void)x8_q6_K;
+    (void)act_extra_q6_K;
+    (void)act_prep_q6_K;
     hachi_type_kernels *q = &t->t[HACHI_TYPE_Q4_0];
     vnni_gemm = q->gemm_x8;
     if (!vnni_gemm) q->gemm_min = AMX_MIN_TOKENS;

@@ -1,11 +1,12 @@
 /* kernels/x86_vnni_x8: the VNNI kernels of the interleaved rows (block_q4_0x8, block_q4_Kx8,
- * block_q8_0x8), written once for the two x86 tables that have vpdpbusd on 256-bit vectors:
+ * block_q5_Kx8, block_q6_Kx8, block_q8_0x8), written once for the two x86 tables that have vpdpbusd on 256-bit vectors:
  * AVX-512 VNNI (x86_avx512.c, EVEX, VNNI_ROWS 8: 32 vector registers) and AVX-VNNI
  * (x86_avxvnni.c, VEX, VNNI_ROWS 4: 16). The including file defines VNNI_ROWS and
  * VNNI_DPBUSD (the intrinsic), optionally VNNI_DPBUSD_B (the same with a broadcast memory
  * operand), and includes rows.h and x86_q4k_x8.h; it gets the static
- * vec_dot_x8 entries x8_q4_0 (over AVX2's Q4_0 activation extras), x8_q4_K and x8_q8_0 (over
- * its own extras, act_extra_q8_0 / act_prep_q8_0). */
+ * vec_dot_x8 entries x8_q4_0 (over AVX2's Q4_0 activation extras), x8_q4_K, x8_q5_K, and
+ * x8_q8_0 and x8_q6_K over their own extras (act_extra_q8_0 / act_prep_q8_0, act_extra_q6_K /
+ * act_prep_q6_K), and Q6X8_VALUES (the unpacking the AVX-512 GEMM shares). */
 #ifndef HACHI_KERNELS_X86_VNNI_X8_H
 #define HACHI_KERNELS_X86_VNNI_X8_H
 #include <immintrin.h>
@@ -221,5 +222,94 @@ static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, cons
     x8_rows_kx8(n, s, vw, sizeof(block_q4_Kx8), false, va, stride, R);
 }
 ROWS_FROM_N(x8_q4_K, x8_rows_q4_K, 8, VNNI_ROWS)
+
+/* block_q5_Kx8 through the q4_K kernel with the values' 5th bit */
+static ALWAYS_INLINE void x8_rows_q5_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    x8_rows_kx8(n, s, vw, sizeof(block_q5_Kx8), true, va, stride, R);
+}
+ROWS_FROM_N(x8_q5_K, x8_rows_q5_K, 8, VNNI_ROWS)
+
+
+/* Q6_K activation extras: per block of the Q8_K row, 16 int32 -32*bsum_j (one per sub-block of
+ * 16), the value each sub-block's vpdpbusd chain starts from: the chain then ends at the exact
+ * sum((v - 32)*y) of the sub-block (v the unsigned 6-bit value). */
+static size_t act_extra_q6_K(int64_t n) { return (size_t)(n / QK_K) * 64; }
+static ALWAYS_INLINE const int32_t *q6_K_extras(const char *row, int64_t nb, int64_t b) {
+    return (const int32_t *)(const void *)(row + (size_t)nb * sizeof(block_q8_K)) + 16 * b;
+}
+static void act_prep_q6_K(int64_t n, void *va, int64_t b0, int64_t b1) {
+    const int64_t nb = n / QK_K;
+    const block_q8_K *a = va;
+    for (int64_t b = b0; b < b1; b++) {
+        int32_t *ex = (int32_t *)(uintptr_t)q6_K_extras(va, nb, b);
+        UNROLL for (int h = 0; h < 2; h++) {
+            const __m256i bs = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(a[b].bsums + 8 * h)));
+            _mm256_storeu_si256((__m256i *)(void *)(ex + 8 * h), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bs, 5)));
+        }
+    }
+}
+
+/* The 6-bit values of unit u, half sb (sub-block 2u + sb) of 8 interleaved rows (ql, qh: the
+ * block's arrays at that group): 4 vectors of 4 values of each row (c = 0..3), the nibble from
+ * ql (low or high half of the byte) and the top 2 bits from qh (bits 2c, 2c+1) moved to bits
+ * 4-5; the 16-bit shifts' carries between bytes fall outside the masks. */
+#define Q6X8_VALUES(T, P, load, ql, qh, u, sb, q)                                                      \
+    do {                                                                                               \
+        const T h_ = load((qh) + 64 * (u) + 32 * (sb));                                                \
+        UNROLL for (int c_ = 0; c_ < 4; c_++) {                                                        \
+            const T l_ = load((ql) + 128 * (u) + 32 * c_);                                             \
+            const T n_ = (sb) ? P##_and(P##_srli(l_, 4), m4) : P##_and(l_, m4);                       \
+            const T t_ = c_ == 0 ? P##_slli(h_, 4) : c_ == 1 ? P##_slli(h_, 2) : c_ == 2 ? h_ : P##_srli(h_, 2); \
+            (q)[c_] = P##_or(n_, P##_and(t_, m30));                                                    \
+        }                                                                                              \
+    } while (0)
+/* the byte-mask operations of 256- and 512-bit vectors, by prefix (Q6X8_VALUES) */
+#define v256_and _mm256_and_si256
+#define v256_or _mm256_or_si256
+#define v256_srli _mm256_srli_epi16
+#define v256_slli _mm256_slli_epi16
+#define v512_and _mm512_and_si512
+#define v512_or _mm512_or_si512
+#define v512_srli _mm512_srli_epi16
+#define v512_slli _mm512_slli_epi16
+static ALWAYS_INLINE __m256i load256(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* 8 interleaved q6_K rows (block_q6_Kx8) against R activation rows: per sub-block j, 4
+ * vpdpbusd of the rows' values against broadcasts of 4 activation bytes, from -32*bsum_j (the
+ * extras): the exact sum((v - 32)*y); times the rows' scales (vpmulld), summed over the 16
+ * sub-blocks; then acc = fma(dw*da, sumi, acc) in block order as ref does, bit for bit,
+ * whatever R. */
+static ALWAYS_INLINE void x8_rows_q6_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    const block_q6_Kx8 *w = vw;
+    const int64_t nb = n / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    __m256 acc[VNNI_ROWS];
+    UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i sumi[VNNI_ROWS];
+        for (int j = 0; j < QK_K / 16; j++) {
+            _mm_prefetch((const char *)(w + b) + X8_PF_DIST + 128 * j, _MM_HINT_T0);
+            _mm_prefetch((const char *)(w + b) + X8_PF_DIST + 128 * j + 64, _MM_HINT_T0);
+            __m256i q[4];
+            Q6X8_VALUES(__m256i, v256, load256, w[b].ql, w[b].qh, j / 2, j % 2, q);
+            const __m256i scv = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)w[b].scales[j]));
+            UNROLL for (int r = 0; r < R; r++) {
+                const char *ar = va + (size_t)r * stride;
+                const int8_t *y = ((const block_q8_K *)ar + b)->qs + 16 * j;
+                __m256i p = _mm256_set1_epi32(q6_K_extras(ar, nb, b)[j]);
+                UNROLL for (int c = 0; c < 4; c++) p = VNNI_DPBUSD_B(p, q[c], y + 4 * c);
+                const __m256i t = _mm256_mullo_epi32(p, scv);
+                sumi[r] = j ? _mm256_add_epi32(sumi[r], t) : t;
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
+        UNROLL for (int r = 0; r < R; r++) {
+            const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + b;
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a->d)), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
+}
+ROWS_FROM_N(x8_q6_K, x8_rows_q6_K, 8, VNNI_ROWS)
 
 #endif
