@@ -2,7 +2,8 @@
  * vectors) but no AVX-512: Intel Alder Lake and later client cores, AMD Zen 5 with AVX-512
  * off. It overrides only the interleaved-row kernels (x86_vnni_x8.h: Q4_0, Q4_K, Q5_K, Q6_K,
  * Q8_0; 4 activation rows per pass: 16 vector registers); every other entry is the AVX2
- * table's, which dispatch.c copies first. Built with the AVX2/FMA/F16C/AVX-VNNI flags that dispatch.c checks. */
+ * table's, which dispatch.c copies first. Built with the AVX2/FMA/F16C/AVX-VNNI flags that
+ * dispatch.c checks. */
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__) && defined(__AVXVNNI__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
