@@ -432,6 +432,11 @@ TEST(kernels_neon) {
     CHECK(K->isa == HACHI_ISA_NEON);
     check_own_entries(K);
     check_isa_all_types(K);
+    if (K->t[HACHI_TYPE_Q4_0].vec_dot_x8) {   /* the CPU has sdot: every interleaved type has its kernel */
+        static const uint32_t x8[] = {HACHI_TYPE_Q8_0, HACHI_TYPE_Q4_K, HACHI_TYPE_Q5_K, HACHI_TYPE_Q6_K};
+        for (size_t i = 0; i < sizeof x8 / sizeof x8[0]; i++)
+            CHECKF(K->t[x8[i]].vec_dot_x8 != NULL, "neon: no %s vec_dot_x8", hachi_type_name(x8[i]));
+    }
 #else
     SKIP("not an aarch64 build");
 #endif

@@ -361,8 +361,9 @@ static void check_repacked_mats(const hachi_model *a, const hachi_model *b, uint
  * with seed 11; Q4_K_M, Q8_K activations, after 3-12 steps with most seeds, none in 14 with
  * seed 8 on AVX2 and ref; Q8_0 with the x8 kernels after 11-12 steps with most seeds on
  * AVX-512, AVX-VNNI, NEON or ref, none in 12 with seed 30 on all of them; Q5_K_M after 1-10
- * steps with most seeds on AVX-512 or ref, none in 12 with seed 6 on those, NEON and AVX-VNNI). A failure here on another ISA with differences of that size and
- * matching matrices is such a flip: try another seed. */
+ * steps with most seeds on AVX-512 or ref, none in 12 with seed 6 on those, NEON and AVX-VNNI,
+ * all four interleaving Q5_K and Q6_K). A failure here on another ISA with differences of that
+ * size and matching matrices is such a flip: try another seed. */
 #define TYPE_BIT(t) ((uint64_t)1 << (t))
 static void repack_matches_file_layout(const char *type_name, uint32_t type, uint64_t types, uint64_t seed) {
     const char *path = tmp_file("repack-%s.gguf", type_name);

@@ -3,8 +3,8 @@
  * CPU reports ASIMDDP (dispatch.c asks); without it the int8 entries stay ref's while the
  * float, fp16 and attention kernels (fp16 and int8 KV rows; plain ASIMD) are still used.
  * vec_dot_multi unpacks each weight block once for all rows for Q4_0, Q8_0, Q4_K, Q6_K,
- * F16, F32; other types loop the dot. With sdot, Q4_0 and Q4_K also get vec_dot_x8 (rows
- * interleaved by 8, so the loader repacks them). */
+ * F16, F32; other types loop the dot. With sdot, Q4_0, Q8_0, Q4_K, Q5_K and Q6_K also get
+ * vec_dot_x8 (rows interleaved by 8, so the loader repacks them). */
 #include "kernels/kernels.h"
 
 #if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
@@ -241,14 +241,16 @@ static ALWAYS_INLINE int32x4_t x8_mins_q4_K(const uint8_t *mn, int h, int16x8_t 
     v = vmlal_laneq_s16(v, m[6], p, 6);
     return vmlal_laneq_s16(v, m[7], p, 7);
 }
-static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
-    const block_q4_Kx8 *w = vw;
-    const uint8x16_t m4 = vdupq_n_u8(0xF), m6 = vdupq_n_u8(0x3F);
+static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const size_t bsz, const bool high,
+                                      const char *va, size_t stride, const int R) {
+    const uint8x16_t m4 = vdupq_n_u8(0xF), m6 = vdupq_n_u8(0x3F), m10 = vdupq_n_u8(0x10);
     float32x4_t acc[2][ROWS_MAX];   /* [h][r]: rows 4h..4h+3 */
     UNROLL for (int r = 0; r < R; r++) acc[0][r] = acc[1][r] = vdupq_n_f32(0);
     for (int64_t b = 0; b < n / QK_K; b++) {
+        const block_q4_Kx8 *w = (const block_q4_Kx8 *)(const void *)(vw + (size_t)b * bsz);
+        const uint8_t *qh = (const uint8_t *)w + offsetof(block_q5_Kx8, qh);
         uint8x16_t v[6];   /* v[i]: bytes 2i, 2i+1 of the 8 rows' scales */
-        UNROLL for (int i = 0; i < 6; i++) v[i] = vld1q_u8(w[b].scales[2 * i]);
+        UNROLL for (int i = 0; i < 6; i++) v[i] = vld1q_u8(w->scales[2 * i]);
         uint8_t sc[64], mn[64];
         vst1q_u8(sc, vandq_u8(v[0], m6));
         vst1q_u8(sc + 16, vandq_u8(v[1], m6));
@@ -265,18 +267,21 @@ static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, cons
                 const uint16x8_t sc16 = vmovl_u8(vld1_u8(sc + 8 * j));
                 const int32x4_t scv = vreinterpretq_s32_u32(h ? vmovl_high_u16(sc16) : vmovl_u16(vget_low_u16(sc16)));
                 const int8x16_t sh = vdupq_n_s8((int8_t)(-4 * (j % 2)));   /* vshlq by -4: the high nibbles */
+                const int8x16_t shh = vdupq_n_s8((int8_t)(4 - j));         /* q5_K: bit j of qh to bit 4 */
                 int8x16_t q[8];   /* q[2c], q[2c + 1]: bytes 4c..4c+3, 4c+16..4c+19 of sub-block j */
                 UNROLL for (int c = 0; c < 4; c++)
                     UNROLL for (int e = 0; e < 2; e++) {
-                        const uint8x16_t x = vld1q_u8(w[b].qs + 256 * (j / 2) + 32 * (c + 4 * e) + 16 * h);
-                        q[2 * c + e] = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(x, sh), m4));
+                        const uint8x16_t x = vld1q_u8(w->qs + 256 * (j / 2) + 32 * (c + 4 * e) + 16 * h);
+                        uint8x16_t u = vandq_u8(vshlq_u8(x, sh), m4);
+                        if (high) u = vorrq_u8(u, vandq_u8(vshlq_u8(vld1q_u8(qh + 32 * (c + 4 * e) + 16 * h), shh), m10));
+                        q[2 * c + e] = vreinterpretq_s8_u8(u);
                     }
                 UNROLL for (int r = 0; r < R; r++) {
                     const int8_t *y = ((const block_q8_K *)(va + (size_t)r * stride) + b)->qs + 32 * j;
                     sumi[r] = vmlaq_s32(sumi[r], x8_dot4(q, vld1q_s8(y), vld1q_s8(y + 16)), scv);
                 }
             }
-            const float32x4_t dw = load_f16(w[b].d + 4 * h), dmw = load_f16(w[b].dmin + 4 * h);
+            const float32x4_t dw = load_f16(w->d + 4 * h), dmw = load_f16(w->dmin + 4 * h);
             UNROLL for (int r = 0; r < R; r++) {
                 const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + b;
                 /* lane j: bsums[2j] + bsums[2j+1], |.| <= 4096 */
@@ -292,7 +297,69 @@ static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, cons
         vst1q_f32(s + 8 * r + 4, acc[1][r]);
     }
 }
+static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    x8_rows_kx8(n, s, vw, sizeof(block_q4_Kx8), false, va, stride, R);
+}
 ROWS_FROM(x8_q4_K, x8_rows_q4_K, 8)
+/* q5_K rows (block_q5_Kx8): the same with the 5th bit of each value from qh (bit j at bit 4) */
+static ALWAYS_INLINE void x8_rows_q5_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    x8_rows_kx8(n, s, vw, sizeof(block_q5_Kx8), true, va, stride, R);
+}
+ROWS_FROM(x8_q5_K, x8_rows_q5_K, 8)
+
+/* 8 interleaved q6_K rows (block_q6_Kx8) against R activation rows. Per half h (rows
+ * 4h..4h+3) and sub-block j (unit u = j/2, half sb = j%2): the 16 bytes at ql + 128u + 32c +
+ * 16h hold the nibbles of values 4c..4c+3 of the 4 rows (low for sb 0, high for 1), those at
+ * qh + 64u + 32sb + 16h their top 2 bits at bits 2c, 2c+1: moved to bits 4-5 they make the
+ * unsigned 6-bit values (valid s8 operands), so 4 sdots with lane c of the activation's 16
+ * values, from -32*bsums[j], leave each row's exact sum((v - 32)*y) in its lane; sumi += that
+ * * the rows' scales (|sumi| < 2^28). Then acc = fma(dw*da, sumi, acc): ref's order, bit for
+ * bit, whatever R. */
+static ALWAYS_INLINE void x8_rows_q6_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    const block_q6_Kx8 *w = vw;
+    const uint8x16_t m4 = vdupq_n_u8(0xF), m30 = vdupq_n_u8(0x30);
+    float32x4_t acc[2][ROWS_MAX];   /* [h][r]: rows 4h..4h+3 */
+    UNROLL for (int r = 0; r < R; r++) acc[0][r] = acc[1][r] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        UNROLL for (int h = 0; h < 2; h++) {
+            int32x4_t sumi[ROWS_MAX];
+            UNROLL for (int r = 0; r < R; r++) sumi[r] = vdupq_n_s32(0);
+            for (int j = 0; j < QK_K / 16; j++) {
+                const int u = j / 2, sb = j % 2;
+                const uint8x16_t hb = vld1q_u8(w[b].qh + 64 * u + 32 * sb + 16 * h);
+                const uint8x16_t t[4] = {vshlq_n_u8(hb, 4), vshlq_n_u8(hb, 2), hb, vshrq_n_u8(hb, 2)};
+                int8x16_t q[4];
+                UNROLL for (int c = 0; c < 4; c++) {
+                    const uint8x16_t l = vld1q_u8(w[b].ql + 128 * u + 32 * c + 16 * h);
+                    const uint8x16_t nib = sb ? vshrq_n_u8(l, 4) : vandq_u8(l, m4);
+                    q[c] = vreinterpretq_s8_u8(vorrq_u8(nib, vandq_u8(t[c], m30)));
+                }
+                const int16x8_t sc16 = vmovl_s8(vld1_s8(w[b].scales[j]));
+                const int32x4_t scv = vmovl_s16(h ? vget_high_s16(sc16) : vget_low_s16(sc16));
+                UNROLL for (int r = 0; r < R; r++) {
+                    const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + b;
+                    const int8x16_t y = vld1q_s8(a->qs + 16 * j);
+                    int32x4_t p = vdupq_n_s32(-32 * a->bsums[j]);
+                    p = vdotq_laneq_s32(p, q[0], y, 0);
+                    p = vdotq_laneq_s32(p, q[1], y, 1);
+                    p = vdotq_laneq_s32(p, q[2], y, 2);
+                    p = vdotq_laneq_s32(p, q[3], y, 3);
+                    sumi[r] = vmlaq_s32(sumi[r], p, scv);
+                }
+            }
+            const float32x4_t dw = load_f16(w[b].d + 4 * h);
+            UNROLL for (int r = 0; r < R; r++) {
+                const float32x4_t da = vdupq_n_f32(((const block_q8_K *)(va + (size_t)r * stride) + b)->d);
+                acc[h][r] = vfmaq_f32(acc[h][r], vmulq_f32(dw, da), vcvtq_f32_s32(sumi[r]));
+            }
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) {
+        vst1q_f32(s + 8 * r, acc[0][r]);
+        vst1q_f32(s + 8 * r + 4, acc[1][r]);
+    }
+}
+ROWS_FROM(x8_q6_K, x8_rows_q6_K, 8)
 
 /* q4_1: d*da*sum(q*qa) + m*da*sum(qa); nibbles 0..15 are valid s8 operands */
 void hachi_vec_dot_q4_1_q8_0_neon(int64_t n, float *s, const void *vw, const void *va) {
@@ -659,7 +726,7 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod) {
     t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = NULL;   /* without sdot: keep the file's layout */
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = NULL;
     t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = NULL;
-    t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = NULL;   /* no NEON x8 kernels for Q5_K, Q6_K */
+    t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = NULL;
     t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = NULL;
     set(t, HACHI_TYPE_F32, hachi_vec_dot_f32_neon, multi_f32);
     set(t, HACHI_TYPE_F16, hachi_vec_dot_f16_neon, multi_f16);
@@ -683,7 +750,9 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod) {
         set(t, HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_neon, multi_q4_K);
         t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;   /* and Q4_K rows by 8 */
         set(t, HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_neon, multi_q5_K);
+        t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = x8_q5_K;   /* and Q5_K, Q6_K rows by 8 */
         set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_neon, multi_q6_K);
+        t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = x8_q6_K;
     }
     return 1;
 }
