@@ -6,7 +6,7 @@
  * dequantizers are ref's (cold).
  * Integer dots use the maddubs/madd pattern: u8 x s8 pairs into int16, pairs of int16 into
  * int32, then float FMAs on several blocks folded into one vector. Q4_0 feeds its unsigned
- * nibbles to maddubs directly and corrects with 8*sum(activation block) from the activation
+ * nibbles to maddubs directly and corrects with -8*sum(activation block) from the activation
  * extras (act_prep, once per matmul); Q6_K's -32 offset comes from the Q8_K bsums. In cache:
  * ~1.0 ns per Q4_0 block, ~9-11 ns per Q6_K block (Zen 3), so two cores outrun DRAM. */
 #include "kernels/kernels.h"
@@ -181,8 +181,9 @@ MULTI_FROM_ROWS(multi_q8_0, rows_q8_0)
 /* q4_0 x q8_0 with activation extras. The weights' unsigned nibbles q (x = q - 8) go into
  * maddubs as they are: sum(x*y) = sum(q*y) - 8*sum(y), the last term precomputed per
  * activation block (exact integers, so the block sums equal the signed formulation's).
- * Extras: per group of 4 q8_0 blocks, 32 bytes: int32 8*sum(qs) of each block, then float
- * d of each block (0 past the last block). */
+ * Extras: per group of 4 q8_0 blocks, 32 bytes: int32 -8*sum(qs) of each block (negative, so
+ * that a VNNI dot chain can start from it), then float d of each block (0 past the last
+ * block). */
 #define Q4_0_GROUP 4
 #ifndef Q4PF
 #define Q4PF(p) PREFETCH(p)
@@ -203,7 +204,7 @@ static void act_prep_q4_0(int64_t n, void *va, int64_t b0, int64_t b1) {
             __m128i t = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
             t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
             t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
-            sums[k] = 8 * _mm_cvtsi128_si32(t);
+            sums[k] = -8 * _mm_cvtsi128_si32(t);
             d[k] = h2f(b->d);
         }
         memcpy(ex + 32 * g, sums, 16);
@@ -229,7 +230,7 @@ static ALWAYS_INLINE __m256i q4_0_dot(__m256i q, const block_q8_0 *a) {
 
 /* per row: per group of 4 blocks the 4 int32 vectors are folded into one
  * [b0 b1 b2 b3 | b0 b1 b2 b3] (low half: elements 0..15 of each block, high half 16..31),
- * the extras' 8*sum(y) subtracted from the low half, converted once and scaled by
+ * the extras' -8*sum(y) added to the low half, converted once and scaled by
  * [dw_k*da_k] in one fma: acc = fma(s, v, acc). Left blocks (nb % 4), one at a time:
  * acc = fma(dw*da, v - 8*sum(y) in lane 0, acc). The nibbles and weight scales stay in
  * registers for all R rows. */
@@ -252,7 +253,7 @@ static ALWAYS_INLINE void rows_q4_0(int64_t n, float *s, const void *vw, const c
             const __m256i f01 = fold_pair(q4_0_dot(q0, a), q4_0_dot(q1, a + 1));
             const __m256i f23 = fold_pair(q4_0_dot(q2, a + 2), q4_0_dot(q3, a + 3));
             __m256i v = _mm256_add_epi32(_mm256_unpacklo_epi64(f01, f23), _mm256_unpackhi_epi64(f01, f23));
-            v = _mm256_sub_epi32(v, _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)ex)));
+            v = _mm256_add_epi32(v, _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)ex)));
             const __m256 sc = _mm256_mul_ps(dw, _mm256_broadcast_ps((const __m128 *)(ex + 16)));
             acc[r] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(v), acc[r]);
         }
@@ -268,7 +269,7 @@ static ALWAYS_INLINE void rows_q4_0(int64_t n, float *s, const void *vw, const c
             float da;
             memcpy(&sy, ex + 4 * k, 4);
             memcpy(&da, ex + 16 + 4 * k, 4);
-            const __m256i v = _mm256_sub_epi32(q4_0_dot(q0, (const block_q8_0 *)ar + i),
+            const __m256i v = _mm256_add_epi32(q4_0_dot(q0, (const block_q8_0 *)ar + i),
                                                _mm256_zextsi128_si256(_mm_cvtsi32_si128(sy)));
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * da), _mm256_cvtepi32_ps(v), acc[r]);
         }
@@ -282,7 +283,7 @@ MULTI_FROM_ROWS(multi_q4_0, rows_q4_0)
  * nibble bytes of each weight row, a broadcast of 4 activation bytes meets all 8 at once, so
  * the int32 lanes are the 8 rows' sums and nothing is reduced horizontally. Per block and
  * row the 8 maddubs products add up in int16 (|sum| <= 8 * 2 * 15 * 128 < 2^15), one madd
- * makes int32, the extras' 8*sum(y) is subtracted, then acc = fma(dw*da, v, acc): exactly
+ * makes int32, the extras' -8*sum(y) is added, then acc = fma(dw*da, v, acc): exactly
  * ref's order, so results equal ref's bit for bit and never depend on R. */
 static ALWAYS_INLINE __m256i bcast32(const int8_t *p) {
     int32_t x;
@@ -319,7 +320,7 @@ static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, cons
             float da;
             memcpy(&sy, ex, 4);
             memcpy(&da, ex + 16, 4);
-            const __m256i v = _mm256_sub_epi32(_mm256_madd_epi16(p[r], ones), _mm256_set1_epi32(sy));
+            const __m256i v = _mm256_add_epi32(_mm256_madd_epi16(p[r], ones), _mm256_set1_epi32(sy));
             acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(da)), _mm256_cvtepi32_ps(v), acc[r]);
         }
     }

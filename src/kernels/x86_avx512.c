@@ -257,8 +257,8 @@ static inline __attribute__((always_inline)) __m256i dpbusd_bcast(__m256i acc, _
 /* vec_dot_x8 works on one group of 8 rows in ymm registers: the same work for 16 rows (two
  * groups, one per 256-bit half of a zmm) takes the same instructions. Per block, the 16 rows'
  * nibbles are unpacked once into 8 zmm and each token's 32 activation bytes are broadcast 4 at
- * a time ({1to16}) into 8 vpdpbusd; then, as ref does, acc = fma(dw*da, float(sum - 8*sum(y)),
- * acc) per block: each lane is exactly x8_rows_q4_0's computation, bit for bit ref's. */
+ * a time ({1to16}) into 8 vpdpbusd that start from -8*sum(y); then, as ref does, acc =
+ * fma(dw*da, float(sum - 8*sum(y)), acc) per block: each lane is exactly x8_rows_q4_0's computation, bit for bit ref's. */
 static inline __attribute__((always_inline)) __m512i dpbusd_bcast16(__m512i acc, __m512i w, const int8_t *p) {
     __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)(const void *)p));
     return acc;
@@ -299,16 +299,15 @@ static ALWAYS_INLINE void gemm2_q4_0(int64_t n, float *y, int64_t ldy, const blo
             const block_q8_0 *ab = (const block_q8_0 *)ar + b;
             const char *ex = q4_0_extras(ar, nb, b);
             float da;
-            int32_t sy8;
+            int32_t corr;
             memcpy(&da, ex + 16, 4);
-            memcpy(&sy8, ex, 4);
-            __m512i p = _mm512_setzero_si512();
+            memcpy(&corr, ex, 4);
+            __m512i p = _mm512_set1_epi32(corr);   /* -8*sum(y) */
             UNROLL for (int c = 0; c < 4; c++) {
                 p = dpbusd_bcast16(p, lo[c], ab->qs + 4 * c);
                 p = dpbusd_bcast16(p, hi[c], ab->qs + 16 + 4 * c);
             }
-            const __m512i v = _mm512_sub_epi32(p, _mm512_set1_epi32(sy8));   /* - 8*sum(y) */
-            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(da)), _mm512_cvtepi32_ps(v), acc[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(da)), _mm512_cvtepi32_ps(p), acc[t]);
         }
     }
     UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);

@@ -24,7 +24,7 @@
 #endif
 
 /* Block b's activation extras in a q8_0 row of nb blocks (AVX2's act_prep_q4_0, whose tables
- * these kernels share: per 4 blocks 4 int32 8*sum(y), then 4 float d): 8*sum(y) at [0], d at [16] */
+ * these kernels share: per 4 blocks 4 int32 -8*sum(y), then 4 float d): -8*sum(y) at [0], d at [16] */
 static ALWAYS_INLINE const char *q4_0_extras(const char *row, int64_t nb, int64_t b) {
     return row + (size_t)nb * sizeof(block_q8_0) + (size_t)(b >> 2) * 32 + (size_t)(b & 3) * 4;
 }
@@ -44,8 +44,8 @@ static ALWAYS_INLINE __m256i bcast32(const int8_t *p) {
 /* 8 interleaved q4_0 rows (block_q4_0x8) against R activation rows. A 32-byte load holds 4
  * nibble bytes of each weight row; vpdpbusd multiplies them (unsigned) by a broadcast of 4
  * activation bytes (signed) and adds the 4 products to that row's int32 lane, so a block's
- * 8 row sums need 8 instructions per activation row and no int16 stage. 8*sum(y) (the
- * AVX2 activation extras, which this table shares) is subtracted: the exact integer
+ * 8 row sums need 8 instructions per activation row and no int16 stage. The chain starts
+ * from -8*sum(y) (the AVX2 activation extras, which this table shares): the exact integer
  * sum(q*y) - 8*sum(y), then acc = fma(dw*da, v, acc) in block order, as ref does:
  * results equal ref's bit for bit and never depend on R. */
 static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
@@ -71,16 +71,16 @@ static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, cons
             const char *ex = q4_0_extras(ar, nb, b);
             float da;
             memcpy(&da, ex + 16, 4);
-            /* one dependency chain per row when several rows interleave, two for one or two */
-            __m256i p0 = _mm256_setzero_si256(), p1 = _mm256_setzero_si256();
+            /* one dependency chain per row when several rows interleave, two for one or two;
+             * from -8*sum(y) */
+            __m256i p0 = bcast32((const int8_t *)ex), p1 = _mm256_setzero_si256();
             UNROLL for (int c = 0; c < 4; c++) {
                 p0 = VNNI_DPBUSD_B(p0, lo[c], a->qs + 4 * c);
                 if (R > 2) p0 = VNNI_DPBUSD_B(p0, hi[c], a->qs + 16 + 4 * c);
                 else p1 = VNNI_DPBUSD_B(p1, hi[c], a->qs + 16 + 4 * c);
             }
             if (R <= 2) p0 = _mm256_add_epi32(p0, p1);
-            const __m256i v = _mm256_sub_epi32(p0, bcast32((const int8_t *)ex));   /* - 8*sum(y) */
-            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(da)), _mm256_cvtepi32_ps(v), acc[r]);
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(da)), _mm256_cvtepi32_ps(p0), acc[r]);
         }
     }
     UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
