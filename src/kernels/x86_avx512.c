@@ -452,8 +452,13 @@ GEMM_FROM_PAIRS(gemm_q8_0, gemm2_q8_0, block_q8_0x8, QK8_0, x8_q8_0, 16, GEMM_CA
 
 /* ---------------- interleaved q6_K rows: the 512-bit GEMM over x86_vnni_x8.h's Q6X8_VALUES ---------------- */
 
-/* The same for 16 rows (groups g0, g1, one per 256-bit half) and NT <= 8 tokens: each lane is
- * exactly x8_rows_q6_K's computation. */
+#define v512_and _mm512_and_si512
+#define v512_or _mm512_or_si512
+#define v512_srli _mm512_srli_epi16
+#define v512_slli _mm512_slli_epi16
+
+/* x8_rows_q6_K's work (x86_vnni_x8.h) for 16 rows (groups g0, g1, one per 256-bit half) and NT
+ * <= 8 tokens: each lane is exactly its computation. */
 static ALWAYS_INLINE void gemm2_q6_K(int64_t n, float *y, int64_t ldy, const block_q6_Kx8 *g0, const block_q6_Kx8 *g1,
                                      const char *a, size_t a_stride, const int NT) {
     const int64_t nb = n / QK_K;

@@ -229,7 +229,6 @@ static ALWAYS_INLINE void x8_rows_q5_K(int64_t n, float *s, const void *vw, cons
 }
 ROWS_FROM_N(x8_q5_K, x8_rows_q5_K, 8, VNNI_ROWS)
 
-
 /* Q6_K activation extras: per block of the Q8_K row, 16 int32 -32*bsum_j (one per sub-block of
  * 16), the value each sub-block's vpdpbusd chain starts from: the chain then ends at the exact
  * sum((v - 32)*y) of the sub-block (v the unsigned 6-bit value). */
@@ -241,7 +240,7 @@ static void act_prep_q6_K(int64_t n, void *va, int64_t b0, int64_t b1) {
     const int64_t nb = n / QK_K;
     const block_q8_K *a = va;
     for (int64_t b = b0; b < b1; b++) {
-        int32_t *ex = (int32_t *)(uintptr_t)q6_K_extras(va, nb, b);
+        int32_t *ex = (int32_t *)(void *)((char *)va + (size_t)nb * sizeof(block_q8_K)) + 16 * b;   /* q6_K_extras */
         UNROLL for (int h = 0; h < 2; h++) {
             const __m256i bs = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(a[b].bsums + 8 * h)));
             _mm256_storeu_si256((__m256i *)(void *)(ex + 8 * h), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bs, 5)));
@@ -263,15 +262,11 @@ static void act_prep_q6_K(int64_t n, void *va, int64_t b0, int64_t b1) {
             (q)[c_] = P##_or(n_, P##_and(t_, m30));                                                    \
         }                                                                                              \
     } while (0)
-/* the byte-mask operations of 256- and 512-bit vectors, by prefix (Q6X8_VALUES) */
+/* the byte-mask operations of 256-bit vectors, by prefix (Q6X8_VALUES; x86_avx512.c adds v512) */
 #define v256_and _mm256_and_si256
 #define v256_or _mm256_or_si256
 #define v256_srli _mm256_srli_epi16
 #define v256_slli _mm256_slli_epi16
-#define v512_and _mm512_and_si512
-#define v512_or _mm512_or_si512
-#define v512_srli _mm512_srli_epi16
-#define v512_slli _mm512_slli_epi16
 static ALWAYS_INLINE __m256i load256(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 /* 8 interleaved q6_K rows (block_q6_Kx8) against R activation rows: per sub-block j, 4
