@@ -258,7 +258,9 @@ hachi_status hachi_session_eval(hachi_session *s, const int32_t *tokens, int32_t
         if (tokens[i] < 0 || tokens[i] >= s->m->n_vocab)
             return hachi_fail(HACHI_ERR_INVALID_ARG, "token id %d at index %d is outside the vocabulary [0, %d)",
                               tokens[i], i, s->m->n_vocab);
-    if (n > s->n_batch) hachi_forward_prefetch(s, tokens, n);   /* the whole prompt's rows while the first chunks run */
+    /* the rows of every token read in parallel (a long prompt's while its first chunks run), not
+     * faulted in one by one; a decode step has nothing to overlap */
+    if (n > 1) hachi_forward_prefetch(s, tokens, n);
     for (int i = 0; i < n; i += s->n_batch) {
         int c = HACHI_MIN(s->n_batch, n - i);
         hachi_forward(s, tokens + i, c, logits_out ? logits_out + (size_t)i * s->m->n_vocab : NULL, i + c == n);

@@ -85,7 +85,7 @@ struct hachi_session {
  * output head (an intermediate prefill chunk). Advances s->pos. */
 void hachi_forward(hachi_session *s, const int32_t *tokens, int n, float *out, bool head);
 /* Start reading the input rows of these tokens (embeddings, per-layer embeddings) that are still
- * in the model file, so that the forwards of a long eval do not wait on the disk token by token. */
+ * in the model file, so that an eval's forwards do not wait on the disk token by token. */
 void hachi_forward_prefetch(const hachi_session *s, const int32_t *tokens, int n);
 
 /* The final-normed hidden row [n_embd] of position pos (< hachi_session_pos) when the last forward
