@@ -258,7 +258,8 @@ static inline __attribute__((always_inline)) __m256i dpbusd_bcast(__m256i acc, _
  * groups, one per 256-bit half of a zmm) takes the same instructions. Per block, the 16 rows'
  * nibbles are unpacked once into 8 zmm and each token's 32 activation bytes are broadcast 4 at
  * a time ({1to16}) into 8 vpdpbusd that start from -8*sum(y); then, as ref does, acc =
- * fma(dw*da, float(sum - 8*sum(y)), acc) per block: each lane is exactly x8_rows_q4_0's computation, bit for bit ref's. */
+ * fma(dw*da, float(sum - 8*sum(y)), acc) per block: each lane is exactly x8_rows_q4_0's
+ * computation, bit for bit ref's. */
 static inline __attribute__((always_inline)) __m512i dpbusd_bcast16(__m512i acc, __m512i w, const int8_t *p) {
     __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)(const void *)p));
     return acc;

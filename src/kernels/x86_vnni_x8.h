@@ -240,7 +240,7 @@ static void act_prep_q6_K(int64_t n, void *va, int64_t b0, int64_t b1) {
     const int64_t nb = n / QK_K;
     const block_q8_K *a = va;
     for (int64_t b = b0; b < b1; b++) {
-        int32_t *ex = (int32_t *)(void *)((char *)va + (size_t)nb * sizeof(block_q8_K)) + 16 * b;   /* q6_K_extras */
+        int32_t *ex = (int32_t *)q6_K_extras(va, nb, b);
         UNROLL for (int h = 0; h < 2; h++) {
             const __m256i bs = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(a[b].bsums + 8 * h)));
             _mm256_storeu_si256((__m256i *)(void *)(ex + 8 * h), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bs, 5)));
