@@ -151,6 +151,9 @@ typedef struct hachi_session_params {
                                keys attended per query, in pages of 16 positions: page 0, the last
                                two pages and the best-scoring others; a multiple of 16 from 48 to
                                16384. 0 = dense (the default) */
+    int32_t draft_budget;   /* self-speculation: the page-sparse budget (as sparse_budget) of the draft
+                               steps hachi_session_eval_draft runs; 0 = none (the default). Keeps page
+                               metadata on the full-attention caches (128 bytes a position) */
     const hachi_heads *heads;    /* streaming heads of this model; NULL = none. Read at create only */
     hachi_progress_fn progress;  /* NULL = none; an eval of more than n_batch tokens calls it after
                                     each chunk (tokens done of the eval's). On a stop the chunks done
@@ -168,6 +171,12 @@ HACHI_API void hachi_session_free(hachi_session *s);
  * row is kept (hachi_session_logits). Fails with HACHI_ERR_CONTEXT_FULL, changing
  * nothing, when the tokens do not fit. */
 HACHI_API hachi_status hachi_session_eval(hachi_session *s, const int32_t *tokens, int32_t n, float *logits_out);
+/* Self-speculation's draft step: hachi_session_eval (the last row's logits kept) with the
+ * full-attention layers attending page-sparse at the session's draft_budget: the same weights at
+ * a fraction of the KV reads (lossy; its tokens are drafts that a dense eval of the same positions
+ * judges after a rewind). HACHI_ERR_INVALID_ARG for a session created without a draft_budget. */
+HACHI_API hachi_status hachi_session_eval_draft(hachi_session *s, const int32_t *tokens, int32_t n);
+HACHI_API int32_t hachi_session_draft_budget(const hachi_session *s);   /* 0: no draft steps */
 HACHI_API const float *hachi_session_logits(const hachi_session *s);   /* [n_vocab] of the last token */
 HACHI_API int32_t hachi_session_pos(const hachi_session *s);
 HACHI_API int32_t hachi_session_n_ctx(const hachi_session *s);
@@ -274,7 +283,7 @@ HACHI_API void    hachi_sampler_reset(hachi_sampler *s);
  * for any sampler settings and seed and any drafter (a forward of up to 16 tokens gives
  * bitwise the logits of decoding them one by one). Drafts only decide how many forwards
  * that takes. hachi run and hachi chat decode through it, with or without --draft. The one
- * exception is opt-in: an assistant's sampled drafts (hachi_spec_params.sample_drafts) give
+ * exception is opt-in: sampled drafts (hachi_spec_params.sample_drafts) give
  * plain decoding's distribution by rejection sampling, not its tokens for a seed. */
 
 #define HACHI_DRAFT_MAX 15   /* drafted tokens per forward: with the token before them, at most
@@ -288,8 +297,13 @@ typedef enum hachi_drafter {
     HACHI_DRAFTER_LOOKUP = 1,   /* prompt lookup over the session's tokens (hachi_draft_lookup) */
     HACHI_DRAFTER_ASSISTANT = 2,    /* a Gemma 4 assistant (hachi_spec_params.assistant) */
     HACHI_DRAFTER_AUTO = 3,     /* per forward: prompt lookup where it finds a match, the assistant
-                                   (when one is given) where that promises more; always adaptive */
-} hachi_drafter;               /* to come: self-speculation */
+                                   (when one is given) or self-speculation (when the session has a
+                                   draft_budget) where that promises more; always adaptive */
+    HACHI_DRAFTER_SELF = 4,     /* self-speculation (TriForce's idea): the target itself drafts, its
+                                   full-attention layers page-sparse at the session's draft_budget
+                                   (hachi_session_eval_draft), one draft step per token; pays where
+                                   the KV reads rival the weights' (long contexts) */
+} hachi_drafter;
 
 typedef struct hachi_spec_params {
     hachi_drafter drafter;
@@ -299,7 +313,7 @@ typedef struct hachi_spec_params {
      * session's model (hachi_assistant_check); borrowed, it must outlive the spec. It drafts from
      * the target's last hidden row and its KV caches: no session, no cache of its own. */
     const hachi_model *assistant;
-    /* ASSISTANT with a sampler at temperature > 0: draw each draft from the drafter's own
+    /* ASSISTANT or SELF with a sampler at temperature > 0: draw each draft from the drafter's own
      * distribution q (the sampler's settings over the drafter's logits), keep it with probability
      * min(1, p/q) (p: the target's distribution the sampler draws from), and on the first
      * rejection sample from normalize(max(p - q, 0)). The output then has plain decoding's
@@ -310,7 +324,7 @@ typedef struct hachi_spec_params {
      * expected tokens per forward, (1 - a^(k+1)) / (1 - a) for a drafter whose drafts are kept
      * with running probability a (each drafter its own, from its recent forwards), over the
      * forward's cost: the time of a forward of k + 1 rows (measured while decoding, or
-     * forward_cost) plus k draft steps (the assistant's, measured). k = 0 (no draft) where
+     * forward_cost) plus k draft steps (the assistant's or self-speculation's, measured). k = 0 (no draft) where
      * drafting does not pay; then one forward in 16..256 (doubling while they fail) still
      * drafts one token (the drafters in turn) to follow one that gets better. The tokens do not
      * change. */
@@ -329,6 +343,7 @@ typedef struct hachi_spec_stats {
     int64_t accepted_at[HACHI_DRAFT_MAX];   /* forwards that kept draft i (0: the first) */
     double draft_ms;            /* time spent drafting */
     int64_t lookup_forwards;    /* AUTO: draft forwards whose drafts came from prompt lookup */
+    int64_t self_forwards;      /* AUTO: draft forwards whose drafts came from self-speculation */
 } hachi_spec_stats;
 
 /* Whether assistant (a gemma4-assistant model) can draft for target: architectures, the width

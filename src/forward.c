@@ -149,7 +149,7 @@ static void attend(hachi_session *s, const hachi_layer_plan *lp, int n, int p0) 
         .q = s->q, .out = s->attn, .kv = lp->kv, .p0 = p0, .n = n, .window = lp->window,
         .n_head = lp->n_head, .n_head_kv = lp->n_head_kv, .head_dim = lp->head_dim, .scale = lp->attn_scale,
         .scores = s->scores, .scores_stride = s->scores_stride, .partial = s->partial,
-        .sparse_pages = lp->sparse_pages, .page_scores = s->page_scores, .ranges = s->ranges, .n_ranges = s->n_ranges,
+        .sparse_pages = s->drafting ? lp->draft_pages : lp->sparse_pages, .page_scores = s->page_scores, .ranges = s->ranges, .n_ranges = s->n_ranges,
         .stream = lp->stream, .stream_sink = s->stream_sink, .stream_window = s->stream_window,
     };
     double t0 = s->profiling ? hachi_time_ms() : 0;

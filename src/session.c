@@ -70,6 +70,22 @@ static bool all_stream(const hachi_layer_plan *lp) {
     return lp->stream && __builtin_popcountll(lp->stream) == lp->n_head;
 }
 
+/* A page-sparse budget (sparse_budget, draft_budget): 0, or pages the model's full-attention
+ * layers can select from. */
+static hachi_status check_budget(const hachi_model *m, const char *what, int32_t budget) {
+    if (!budget) return HACHI_OK;
+    bool full = false;
+    for (int l = 0; l < m->n_layer; l++) full |= !m->layers[l].sliding;
+    if (budget < 3 * HACHI_PAGE || budget % HACHI_PAGE || budget > HACHI_ATTN_MAX_PAGES * HACHI_PAGE)
+        return hachi_fail(HACHI_ERR_INVALID_ARG,
+                          "%s budget %d: expected a multiple of %d from %d (the sink and the last two pages) to %d",
+                          what, budget, HACHI_PAGE, 3 * HACHI_PAGE, HACHI_ATTN_MAX_PAGES * HACHI_PAGE);
+    if (!full)
+        return hachi_fail(HACHI_ERR_UNSUPPORTED, "%s budget %d: model '%s' has no full-attention layers", what, budget,
+                          m->path);
+    return HACHI_OK;
+}
+
 hachi_status hachi_session_create(const hachi_model *m, const hachi_session_params *params, hachi_session **out) {
     hachi_session_params p = params ? *params : hachi_session_default_params();
     hachi_status st;
@@ -84,19 +100,7 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
         return hachi_fail(HACHI_ERR_INVALID_ARG, "context %d is not a context mode (a power of two from %d to %d)",
                           p.n_ctx, HACHI_CTX_MIN, HACHI_CTX_MAX);
     if ((unsigned)p.kv_type > HACHI_KV_INT8) return hachi_fail(HACHI_ERR_INVALID_ARG, "unknown KV type %d", (int)p.kv_type);
-    if (p.sparse_budget) {
-        bool full = false;
-        for (int l = 0; l < m->n_layer; l++) full |= !m->layers[l].sliding;
-        if (p.sparse_budget < 3 * HACHI_PAGE || p.sparse_budget % HACHI_PAGE ||
-            p.sparse_budget > HACHI_ATTN_MAX_PAGES * HACHI_PAGE)
-            return hachi_fail(HACHI_ERR_INVALID_ARG,
-                              "sparse budget %d: expected a multiple of %d from %d (the sink and the last two "
-                              "pages) to %d",
-                              p.sparse_budget, HACHI_PAGE, 3 * HACHI_PAGE, HACHI_ATTN_MAX_PAGES * HACHI_PAGE);
-        if (!full)
-            return hachi_fail(HACHI_ERR_UNSUPPORTED, "sparse budget %d: model '%s' has no full-attention layers",
-                              p.sparse_budget, m->path);
-    }
+    if ((st = check_budget(m, "sparse", p.sparse_budget)) || (st = check_budget(m, "draft", p.draft_budget))) return st;
     if (p.heads && (p.heads->model_id != hachi_model_id(m) || p.heads->n_layer != m->n_layer ||
                     p.heads->n_head != m->n_head))
         return hachi_fail(HACHI_ERR_INVALID_ARG, "streaming heads made for another model than '%s'", m->path);
@@ -107,7 +111,7 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     {   /* the plan's large buffers must fit in the memory the system has available */
         const int nth = p.n_threads ? p.n_threads : hachi_physical_cores(), nb = HACHI_MIN(p.n_batch, p.n_ctx);
         const int hd_max = HACHI_MAX(m->head_dim_full, m->head_dim_swa);
-        const size_t kv = kv_plan_bytes(m, p.n_ctx, nb, p.kv_type, p.sparse_budget > 0);
+        const size_t kv = kv_plan_bytes(m, p.n_ctx, nb, p.kv_type, p.sparse_budget > 0 || p.draft_budget > 0);
         const size_t need = kv + sizeof(float) * (nth * hachi_attn_scores_stride(m->n_head, p.n_ctx, hd_max) +
                                                   hachi_attn_partial_floats(nth, m->n_head, hd_max));
         const size_t avail = hachi_mem_available();
@@ -129,6 +133,7 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     s->progress_ctx = p.progress_ctx;
     s->kv_type = p.kv_type;
     s->sparse_pages = p.sparse_budget / HACHI_PAGE;
+    s->draft_pages = p.draft_budget / HACHI_PAGE;
     if (p.heads) {
         s->stream_sink = p.heads->sink;
         s->stream_window = p.heads->window;
@@ -175,14 +180,16 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
         lp->sparse_pages = lp->window == 0 ? s->sparse_pages : 0;
         lp->stream = p.heads && !ly->sliding ? p.heads->stream[l] : 0;
         s->n_stream += __builtin_popcountll(lp->stream);
-        if (all_stream(lp)) lp->sparse_pages = 0;   /* its heads select no pages */
+        lp->draft_pages = lp->window == 0 ? s->draft_pages : 0;
+        if (all_stream(lp)) lp->sparse_pages = lp->draft_pages = 0;   /* its heads select no pages */
         ff_max = HACHI_MAX(ff_max, ly->n_ff);
         if (lp->owns_kv) {
             lp->kv = &s->kv[s->n_kv++];
-            /* page metadata on every full-attention cache of a sparse plan: a layer that reads it
-             * may select pages where its owner, all heads streaming, does not */
+            /* page metadata on every full-attention cache of a sparse plan (or one with draft
+             * steps): a layer that reads it may select pages where its owner, all heads
+             * streaming, does not */
             if ((st = hachi_kv_init(lp->kv, l, Hkv, ly->head_dim, lp->window, s->n_ctx, nb, s->kv_type,
-                                    lp->window == 0 && s->sparse_pages > 0, &s->plan_bytes)))
+                                    lp->window == 0 && (s->sparse_pages > 0 || s->draft_pages > 0), &s->plan_bytes)))
                 goto fail;
         } else {
             lp->kv = s->lp[ly->kv_owner].kv;
@@ -210,9 +217,9 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     s->scores_stride = hachi_attn_scores_stride(H, s->n_ctx, hd_max);
     ALLOC(s->scores, (size_t)nth * s->scores_stride);
     ALLOC(s->partial, hachi_attn_partial_floats(nth, H, hd_max));
-    if (s->sparse_pages) {
+    if (s->sparse_pages || s->draft_pages) {
         ALLOC(s->page_scores, hachi_attn_page_floats(s->n_ctx));
-        ALLOC(s->ranges, hachi_attn_range_ints(s->sparse_pages));
+        ALLOC(s->ranges, hachi_attn_range_ints(HACHI_MAX(s->sparse_pages, s->draft_pages)));
         ALLOC(s->n_ranges, HACHI_ATTN_GROUP);
     }
 
@@ -272,6 +279,16 @@ hachi_status hachi_session_eval(hachi_session *s, const int32_t *tokens, int32_t
     return HACHI_OK;
 }
 
+hachi_status hachi_session_eval_draft(hachi_session *s, const int32_t *tokens, int32_t n) {
+    if (s && !s->draft_pages)
+        return hachi_fail(HACHI_ERR_INVALID_ARG, "eval_draft: the session was created without a draft budget");
+    if (s) s->drafting = true;
+    hachi_status st = hachi_session_eval(s, tokens, n, NULL);
+    if (s) s->drafting = false;
+    return st;
+}
+
+int32_t hachi_session_draft_budget(const hachi_session *s) { return s ? s->draft_pages * HACHI_PAGE : 0; }
 const float *hachi_session_logits(const hachi_session *s) { return s ? s->logits : NULL; }
 
 const float *hachi_session_hidden(const hachi_session *s, int pos) {

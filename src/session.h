@@ -21,6 +21,7 @@ typedef struct hachi_layer_plan {
     const float *rope_cs;           /* [n_batch][n_rot/2][cos, sin] of this forward's positions */
     bool owns_kv;                   /* computes K/V (else reads kv_owner's) */
     int sparse_pages;               /* page-sparse: pages a query attends (attn.h); 0 = dense */
+    int draft_pages;                /* the same in draft steps (hachi_session_eval_draft) */
     uint64_t stream;                /* streaming query heads (bit h), full-attention layers; 0 = none */
     int kv_owner;                   /* layer whose cache is read */
     hachi_kv *kv;                   /* that cache */
@@ -42,6 +43,8 @@ struct hachi_session {
     void *progress_ctx;
     hachi_kv_type kv_type;
     int sparse_pages;               /* page-sparse budget in pages on full-attention layers; 0 = dense */
+    int draft_pages;                /* the same in draft steps; 0 = none */
+    bool drafting;                  /* the forward is a draft step (attention at draft_pages) */
     int stream_sink, stream_window; /* the keys of a streaming head (hachi_heads) */
     int n_stream;                   /* streaming heads in the plan */
     hachi_profile prof;

@@ -18,7 +18,12 @@
  * k + 1 rows is near one step where decode is bandwidth-bound, near k + 1 steps where the
  * weights sit in cache), so speculation is used where it pays and left where it does not.
  *
- * Only the public session API is used (eval, rewind, pos, n_ctx, logits), and mtp.h's drafter.
+ * Self-speculation drafts with the target itself: draft steps whose full-attention layers read a
+ * page-sparse selection of the KV (hachi_session_eval_draft), rewound before the dense forward
+ * that verifies them; it pays where the KV reads rival the weights' (long contexts).
+ *
+ * Only the public session API is used (eval, eval_draft, rewind, pos, n_ctx, logits), and
+ * mtp.h's drafter.
  * Every buffer is allocated in hachi_spec_create; a step allocates nothing. Hot path: one step
  * per forward; the lookup (an n-gram index, lookup.h) is a few hash probes. */
 #include "spec.h"
@@ -26,7 +31,7 @@
 #include "sampler.h"
 #include "util.h"
 
-enum { SRC_LOOKUP, SRC_ASSISTANT, N_SRC };   /* where a forward's drafts came from */
+enum { SRC_LOOKUP, SRC_ASSISTANT, SRC_SELF, N_SRC };   /* where a forward's drafts came from */
 #define COST_PRIOR_SLOPE 0.1   /* a forward's cost per extra row, in one-row forwards, until measured */
 #define ACCEPT_DECAY 0.9       /* weight of a drafter's older forwards in its running acceptance */
 #define PROBE_MIN 16           /* forwards without drafts between two one-token probes: at first, */
@@ -41,7 +46,8 @@ struct hachi_spec {
     hachi_spec_params p;
     hachi_lookup *lookup;               /* LOOKUP, AUTO: the n-gram index over text; else NULL */
     hachi_mtp *mtp;                     /* ASSISTANT: the drafter over the session; else NULL */
-    bool sampled;                       /* ASSISTANT drafts drawn from q and judged by rejection sampling */
+    bool self;                          /* SELF (AUTO with a draft budget): the session's draft steps */
+    bool sampled;                       /* a model's drafts drawn from q and judged by rejection sampling */
     size_t n_vocab;
     int32_t *text;          /* [n_ctx + 1] the token at each position of the session, then the
                                pending one: the drafter's text (fed and sampled tokens) */
@@ -54,6 +60,7 @@ struct hachi_spec {
     /* adaptive */
     double fwd_ms[HACHI_DRAFT_MAX + 2];   /* [rows] running time of a forward of that many rows; 0: not yet */
     double tok_ms[N_SRC];                 /* running time of one draft step (prompt lookup: 0) */
+    int n_src, srcs[N_SRC];               /* the drafters at hand, in the order they are probed */
     double kept[N_SRC], lost[N_SRC];      /* decayed counts: drafts kept, forwards that rejected one */
     int32_t idle, probe_gap;              /* forwards since the last draft that could have had one; the gap */
     int32_t since_plain;                  /* forwards since the last of one row */
@@ -101,6 +108,11 @@ hachi_status hachi_spec_create(const hachi_model *model, hachi_session *s, hachi
         if (st) return st;
         break;
     }
+    case HACHI_DRAFTER_SELF:
+        if (!hachi_session_draft_budget(s))
+            return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: self-speculation needs a session created with a "
+                                                     "draft_budget (the page-sparse budget of its draft steps)");
+        break;
     case HACHI_DRAFTER_AUTO:
         p.adaptive = true;
         if (p.assistant) {
@@ -117,7 +129,7 @@ hachi_status hachi_spec_create(const hachi_model *model, hachi_session *s, hachi
         break;
     default: return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: unknown drafter kind %d", (int)p.drafter);
     }
-    const bool drafts = lookup || p.drafter == HACHI_DRAFTER_ASSISTANT;
+    const bool drafts = lookup || p.drafter == HACHI_DRAFTER_ASSISTANT || p.drafter == HACHI_DRAFTER_SELF;
     if (drafts && (p.n_draft < 1 || p.n_draft > HACHI_DRAFT_MAX))
         return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: n_draft %d not in 1..%d", (int)p.n_draft, HACHI_DRAFT_MAX);
     if (p.adaptive && p.forward_cost)
@@ -135,6 +147,10 @@ hachi_status hachi_spec_create(const hachi_model *model, hachi_session *s, hachi
     sp->p = p;
     sp->n_vocab = (size_t)hachi_model_n_vocab(model);
     sp->pending = -1;
+    sp->self = p.drafter == HACHI_DRAFTER_SELF || (p.drafter == HACHI_DRAFTER_AUTO && hachi_session_draft_budget(s));
+    if (lookup) sp->srcs[sp->n_src++] = SRC_LOOKUP;
+    if (p.assistant) sp->srcs[sp->n_src++] = SRC_ASSISTANT;
+    if (sp->self) sp->srcs[sp->n_src++] = SRC_SELF;
     const size_t n_text = (size_t)hachi_session_n_ctx(s) + 1;
     sp->text = hachi_malloc(n_text * sizeof *sp->text);
     if (drafts) sp->rows = hachi_malloc((size_t)(p.n_draft + 1) * sp->n_vocab * sizeof *sp->rows);
@@ -151,6 +167,8 @@ hachi_status hachi_spec_create(const hachi_model *model, hachi_session *s, hachi
     if (p.assistant) {
         hachi_status st = hachi_mtp_create(p.assistant, s, &sp->mtp);
         if (st) { hachi_spec_free(sp); return st; }
+    }
+    if (p.assistant || sp->self) {
         sp->sampled = p.sample_drafts && !hachi_sampler_greedy(smp);
         if (sp->sampled) {
             sp->q = hachi_malloc((size_t)p.n_draft * sp->n_vocab * sizeof *sp->q);
@@ -219,25 +237,36 @@ static int32_t argmax(const float *x, size_t n) {
     return (int32_t)best;
 }
 
-/* The assistant's draft of up to max tokens after tok (the pending token): greedy, or each
- * draft drawn from q (the drafter's logits through the sampler's settings), q kept for the
- * verification. Stops after an end of generation. 0 when the session has no hidden row. */
-static int32_t assistant_propose(hachi_spec *sp, int32_t tok, int32_t max, int32_t *draft) {
-    if (!hachi_mtp_begin(sp->mtp)) return 0;
-    for (int32_t i = 0; i < max; i++) {
-        const float *lg = hachi_mtp_step(sp->mtp, tok);
+/* A model's draft of up to max tokens after tok (the pending token, at position base): the
+ * assistant's steps, or self-speculation's draft steps (evaluated, then rewound to base); each
+ * draft greedy, or drawn from q (the drafter's logits through the sampler's settings), q kept for
+ * the verification. Stops after an end of generation. 0 when the drafter cannot start (no hidden
+ * row for the assistant, a failed draft step). */
+static int32_t model_propose(hachi_spec *sp, int src, int32_t base, int32_t tok, int32_t max, int32_t *draft) {
+    if (src == SRC_ASSISTANT && !hachi_mtp_begin(sp->mtp)) return 0;
+    int32_t n = 0;
+    while (n < max) {
+        const float *lg;
+        if (src == SRC_SELF) {
+            if (hachi_session_eval_draft(sp->s, &tok, 1)) break;
+            lg = hachi_session_logits(sp->s);
+        } else {
+            lg = hachi_mtp_step(sp->mtp, tok);
+        }
         if (sp->sampled) {
-            float *q = sp->q + (size_t)i * sp->n_vocab;
+            float *q = sp->q + (size_t)n * sp->n_vocab;
             hachi_sampler_dist(sp->smp, lg, q);
             tok = hachi_sampler_draw_weights(sp->smp, q);
-            if (tok < 0) return i;
+            if (tok < 0) break;
         } else {
             tok = argmax(lg, sp->n_vocab);
         }
-        draft[i] = tok;
-        if (hachi_model_is_eog(sp->model, tok)) return i + 1;
+        draft[n++] = tok;
+        if (hachi_model_is_eog(sp->model, tok)) break;
     }
-    return max;
+    /* draft steps hold at most HACHI_DRAFT_MAX positions past base: within the rings' spare slots */
+    if (src == SRC_SELF && hachi_session_rewind(sp->s, base)) return 0;
+    return n;
 }
 
 /* Rejection sampling of draft x (drawn from q, row r of sp->q) against the target's logits lg:
@@ -294,33 +323,44 @@ static int32_t best_length(const hachi_spec *sp, int src, int32_t cap, double *r
 }
 
 /* The drafts of the next forward (after the pending token, at most max) into draft and their
- * source in *src: prompt lookup, then the assistant; adaptive: the drafter and length that
- * promise the most, or a one-token probe once in a while when none pays. */
+ * source in *src: prompt lookup, then a model (the assistant or the target's draft steps);
+ * adaptive: the drafter and length that promise the most, or a one-token probe once in a while
+ * when none pays (the drafters in turn). */
 static int32_t propose(hachi_spec *sp, int32_t base, int32_t max, int32_t *draft, int *src) {
     const int32_t n_look = sp->lookup ? hachi_lookup_draft(sp->lookup, sp->text, base + 1, max, draft) : 0;
+    const int model = sp->mtp ? SRC_ASSISTANT : SRC_SELF;   /* the model drafter when not adaptive */
     *src = SRC_LOOKUP;
     sp->probing = false;
     if (!sp->p.adaptive) {
-        if (n_look || !sp->mtp) return n_look;
-        *src = SRC_ASSISTANT;
-        return assistant_propose(sp, sp->pending, max, draft);
+        if (n_look || (!sp->mtp && !sp->self)) return n_look;
+        *src = model;
+        return model_propose(sp, model, base, sp->pending, max, draft);
     }
     if (!sp->p.forward_cost && (!(sp->fwd_ms[1] > 0) || sp->since_plain >= PLAIN_EVERY))
         return 0;   /* measure a plain step first, and again now and then: every estimate leans on it */
-    double r_look = 0, r_mtp = 0;
-    int32_t k = n_look ? best_length(sp, SRC_LOOKUP, n_look, &r_look) : 0;
-    const int32_t k_mtp = sp->mtp ? best_length(sp, SRC_ASSISTANT, max, &r_mtp) : 0;
-    if (k_mtp && (!k || r_mtp > r_look)) { k = k_mtp; *src = SRC_ASSISTANT; }
+    double best = 0;
+    int32_t k = 0;
+    for (int i = 0; i < sp->n_src; i++) {
+        const int c = sp->srcs[i];
+        double r = 0;
+        const int32_t kc = c == SRC_LOOKUP ? (n_look ? best_length(sp, c, n_look, &r) : 0) : best_length(sp, c, max, &r);
+        if (kc && (!k || r > best)) { k = kc; best = r; *src = c; }
+    }
     if (!k) {
-        if (!n_look && !sp->mtp) return 0;   /* nothing to draft with: no probe due */
+        if (!sp->n_src || (sp->n_src == 1 && sp->lookup && !n_look)) return 0;   /* nothing to draft with: no probe due */
         if (++sp->idle < sp->probe_gap) return 0;
         sp->idle = 0;
         sp->probing = true;
         k = 1;
-        sp->probe_src = !sp->mtp ? SRC_LOOKUP : !n_look ? SRC_ASSISTANT : 1 - sp->probe_src;   /* in turn */
-        *src = sp->probe_src;
+        int next = 0, c = -1;   /* the drafter after the last probed that can draft now */
+        for (int i = 0; i < sp->n_src; i++)
+            if (sp->srcs[i] == sp->probe_src) next = i + 1;
+        for (int i = 0; i < sp->n_src && c < 0; i++)
+            if (sp->srcs[(next + i) % sp->n_src] != SRC_LOOKUP || n_look) c = sp->srcs[(next + i) % sp->n_src];
+        if (c < 0) return 0;   /* prompt lookup alone, and it has no match */
+        *src = sp->probe_src = c;
     }
-    return *src == SRC_ASSISTANT ? assistant_propose(sp, sp->pending, k, draft) : k;
+    return *src == SRC_LOOKUP ? k : model_propose(sp, *src, base, sp->pending, k, draft);
 }
 
 /* After a forward of k drafts from src of which r were kept, in ms (measured rows k + 1). */
@@ -332,7 +372,7 @@ static void learn(hachi_spec *sp, int src, int32_t k, int32_t r, double fwd_ms, 
     if (!k) return;
     sp->kept[src] = ACCEPT_DECAY * sp->kept[src] + r;
     sp->lost[src] = ACCEPT_DECAY * sp->lost[src] + (r < k);
-    if (src == SRC_ASSISTANT) {
+    if (src != SRC_LOOKUP) {
         const double per = draft_ms / k;
         sp->tok_ms[src] = sp->tok_ms[src] > 0 ? 0.75 * sp->tok_ms[src] + 0.25 * per : per;
     }
@@ -360,13 +400,13 @@ hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, i
     double draft_ms = 0;
     const int32_t room = HACHI_MIN(n_ctx - base - 1, max_tokens - 1);
     batch[0] = sp->pending;
-    if (room > 0 && (sp->lookup || sp->mtp)) {
+    if (room > 0 && sp->n_src) {
         const double t0 = hachi_time_ms();
         k = propose(sp, base, HACHI_MIN(sp->p.n_draft, room), batch + 1, &src);
         draft_ms = hachi_time_ms() - t0;
         sp->stats.draft_ms += draft_ms;
     }
-    const bool sampled = sp->sampled && src == SRC_ASSISTANT;   /* drafts drawn from q */
+    const bool sampled = sp->sampled && src != SRC_LOOKUP;   /* drafts drawn from q */
 
     /* evaluate: positions base..base+k in one forward (a plain decode step when k = 0) */
     const double t0 = hachi_time_ms();
@@ -378,6 +418,7 @@ hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, i
     sp->stats.drafted += k;
     sp->stats.draft_forwards += k > 0;
     sp->stats.lookup_forwards += k > 0 && src == SRC_LOOKUP;
+    sp->stats.self_forwards += k > 0 && src == SRC_SELF;
 
     /* accept: row r gives the token at base + r + 1; a deterministic draft is kept while the
      * sample equals it, a sampled one by rejection sampling */

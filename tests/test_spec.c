@@ -508,6 +508,109 @@ TEST(spec_adaptive) {
     hachi_model_free(m);
 }
 
+/* A session with self-speculation's draft steps at the given budget (positions). */
+static hachi_session *self_session(const hachi_model *m, int budget) {
+    hachi_session_params p = hachi_session_default_params();
+    p.n_ctx = 2048;
+    p.n_threads = 1;
+    p.draft_budget = budget;
+    hachi_session *s = NULL;
+    CHECKF(hachi_session_create(m, &p, &s) == HACHI_OK, "session: %s", hachi_last_error());
+    return s;
+}
+
+/* Draft steps (hachi_session_eval_draft) really attend page-sparse and leave no trace: on
+ * stories260K (every layer full attention) after 300 tokens, a draft step at budget 48 (3 pages)
+ * gives other logits than a dense step, one at budget 512 (all 19 pages) the dense step's
+ * exactly; after a draft step and a rewind, the dense step gives bitwise the logits of a session
+ * that never drafted (the K/V rows and page metadata rewritten). */
+TEST(spec_self_draft_step) {
+    hachi_model *m = stories(false, NULL);
+    if (!m) SKIP("stories260K absent");
+    enum { N = 300 };
+    int32_t toks[N + 1];
+    uint64_t x = 1;
+    for (int i = 0; i <= N; i++) { x = x * 6364136223846793005ULL + 1442695040888963407ULL; toks[i] = 3 + (int32_t)(x >> 33) % 500; }
+    const size_t nv = (size_t)hachi_model_n_vocab(m);
+    float *dense = malloc(nv * sizeof *dense), *lg = malloc(nv * sizeof *lg);
+    hachi_session *ref = session(m), *s48 = self_session(m, 48), *s512 = self_session(m, 512);
+    if (!ref || !s48 || !s512 || !dense || !lg) { CHECK(0); goto out; }
+    CHECK(hachi_session_draft_budget(ref) == 0 && hachi_session_draft_budget(s48) == 48);
+    CHECK(hachi_session_eval_draft(ref, toks, 1) == HACHI_ERR_INVALID_ARG && strstr(hachi_last_error(), "draft budget"));
+    CHECK(hachi_session_eval(ref, toks, N + 1, NULL) == HACHI_OK);
+    memcpy(dense, hachi_session_logits(ref), nv * sizeof *dense);
+    hachi_session *ss[2] = {s48, s512};
+    for (int i = 0; i < 2; i++) {
+        hachi_session *s = ss[i];
+        CHECK(hachi_session_eval(s, toks, N, NULL) == HACHI_OK);
+        CHECK(hachi_session_eval_draft(s, toks + N, 1) == HACHI_OK && hachi_session_pos(s) == N + 1);
+        memcpy(lg, hachi_session_logits(s), nv * sizeof *lg);
+        const bool equal = !memcmp(lg, dense, nv * sizeof *lg);
+        CHECKF(i ? equal : !equal, "budget %d: a draft step's logits %s the dense step's", i ? 512 : 48,
+               equal ? "equal" : "differ from");
+        CHECK(hachi_session_rewind(s, N) == HACHI_OK && hachi_session_eval(s, toks + N, 1, NULL) == HACHI_OK);
+        CHECKF(!memcmp(hachi_session_logits(s), dense, nv * sizeof *lg), "budget %d: the dense step after a draft "
+               "step and a rewind differs from a session that never drafted", i ? 512 : 48);
+    }
+out:
+    free(dense);
+    free(lg);
+    hachi_session_free(ref);
+    hachi_session_free(s48);
+    hachi_session_free(s512);
+    hachi_model_free(m);
+}
+
+/* Self-speculation gives plain decoding's tokens, greedy and sampled, with 1, 4 and 15 drafts
+ * at a budget of 48 keys (the drafts then differ from the target's picks now and then), and
+ * drafts are kept; AUTO on a session with a draft budget drafts with it too; the steps
+ * allocate nothing. Sampled drafts (sample_drafts) run and keep some. */
+TEST(spec_self_same_tokens_as_plain) {
+    hachi_model *m = stories(false, NULL);
+    if (!m) SKIP("stories260K absent");
+    enum { N = 200 };
+    int32_t prompt[16], n_prompt = 0, ref[N];
+    static const float flat[5] = {1, 1.1f, 1.2f, 1.3f, 1.4f};
+    for (int sampled = 0; sampled < 2; sampled++) {
+        const int n_ref = plain_reference(m, sampled, N, prompt, &n_prompt, ref);
+        CHECK(n_ref == N);
+        for (int c = 0; c < 5; c++) {
+            const int drafts[5] = {1, 4, HACHI_DRAFT_MAX, 4, 4};
+            hachi_spec_params p = hachi_spec_default_params();
+            p.drafter = c < 4 ? HACHI_DRAFTER_SELF : HACHI_DRAFTER_AUTO;
+            p.n_draft = drafts[c];
+            p.sample_drafts = c == 3;
+            p.forward_cost = c == 4 ? flat : NULL;
+            if (c == 3 && !sampled) continue;
+            char what[80];
+            snprintf(what, sizeof what, "%s, %s, n_draft %d", sampled ? "sampled" : "greedy",
+                     c == 4 ? "auto" : c == 3 ? "self, sampled drafts" : "self", drafts[c]);
+            hachi_session *s = self_session(m, 48);
+            hachi_sampler *smp = sampler(sampled);
+            hachi_spec *sp = s && smp ? spec_with(m, s, smp, &p) : NULL;
+            if (!sp) { hachi_sampler_free(smp); hachi_session_free(s); break; }
+            CHECK(hachi_session_eval(s, prompt, n_prompt, NULL) == HACHI_OK);
+            CHECK(hachi_spec_feed(sp, prompt, n_prompt) == HACHI_OK);
+            if (c == 3) {   /* rejection sampling: plain decoding's distribution, not its tokens */
+                int32_t got[N];
+                hachi_status st;
+                CHECK(spec_decode(sp, m, N, 0, got, &st) == N && st == HACHI_OK);
+            } else {
+                decode_checked(sp, m, N, ref, n_ref, what);
+            }
+            const hachi_spec_stats *ss = hachi_spec_get_stats(sp);
+            CHECKF(ss->drafted > 0 && ss->accepted > 0 && ss->accepted <= ss->drafted &&
+                   ss->forwards + ss->accepted == N - 1 && (c < 4 || ss->self_forwards > 0),
+                   "%s: %lld drafted, %lld accepted, %lld forwards (%lld self)", what, (long long)ss->drafted,
+                   (long long)ss->accepted, (long long)ss->forwards, (long long)ss->self_forwards);
+            hachi_spec_free(sp);
+            hachi_sampler_free(smp);
+            hachi_session_free(s);
+        }
+    }
+    hachi_model_free(m);
+}
+
 /* Parameters and misuse: bad kinds, lengths and n-grams refused with a message and nothing
  * made; a step before anything was evaluated or for no tokens, a feed of more tokens than
  * the session holds; NULL-safe free and stats. */
@@ -529,6 +632,17 @@ TEST(spec_bad_params) {
         CHECKF(hachi_spec_create(m, s, smp, &p, &sp) == HACHI_ERR_INVALID_ARG && !sp && hachi_last_error()[0],
                "params %zu accepted", i);
         sp = (hachi_spec *)1;
+    }
+    p = (hachi_spec_params){.drafter = HACHI_DRAFTER_SELF, .n_draft = 3};   /* a session without draft steps */
+    CHECK(hachi_spec_create(m, s, smp, &p, &sp) == HACHI_ERR_INVALID_ARG && !sp && strstr(hachi_last_error(), "draft_budget"));
+    sp = (hachi_spec *)1;
+    const int32_t bad_budgets[] = {16, 40, 100, 16400};
+    for (size_t i = 0; i < sizeof bad_budgets / sizeof bad_budgets[0]; i++) {
+        hachi_session_params sp2 = hachi_session_default_params();
+        sp2.draft_budget = bad_budgets[i];
+        hachi_session *s2 = (hachi_session *)1;
+        CHECKF(hachi_session_create(m, &sp2, &s2) == HACHI_ERR_INVALID_ARG && !s2 &&
+               strstr(hachi_last_error(), "draft budget"), "draft budget %d accepted", (int)bad_budgets[i]);
     }
     static const float costs[3] = {1, 0, 2};   /* adaptive with a cost that is not > 0 */
     p = hachi_spec_default_params();

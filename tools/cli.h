@@ -89,11 +89,15 @@ typedef struct cli_draft {
     int n_costs;
     const char *md_path;            /* -md FILE */
     bool sample;                    /* --draft-sample */
+    long self_budget;               /* --self-budget N: self-speculation's page-sparse budget; -1: not given */
     hachi_model *assistant;         /* -md, loaded by cli_draft_setup */
 } cli_draft;
 void cli_draft_init(cli_draft *d);
 /* Consume argv[*i] (and its value) if it is a drafter flag: 1 consumed, 0 not ours, -1 bad value. */
 int  cli_draft_parse(const char *cmd, cli_draft *d, int argc, char **argv, int *i);
+/* The session's draft_budget: --self-budget (default 1024) with --spec self, --self-budget with
+ * --spec auto; 0 otherwise. Before the session is created. */
+void cli_draft_session(const cli_draft *d, hachi_session_params *sp);
 /* Load -md (checked against the target m) and fill spp; false with the error printed. */
 bool cli_draft_setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_spec_params *spp);
 /* --spec-trace: after a step, the line "k r" (k drafted, r of them kept) when it ran a forward;
@@ -111,9 +115,13 @@ void cli_draft_free(cli_draft *d);
     "              --draft + 1 values, any unit; hachi bench --spec-replay prints a model's) instead of\n" \
     "              measuring them while decoding\n"                                                      \
     "  --spec-trace FILE  write each forward's drafted and kept token counts (hachi bench --spec-replay)\n" \
-    "  --spec KIND none, lookup, model (-md) or auto: prompt lookup where it matches, else -md if given,\n" \
+    "  --spec KIND none, lookup, model (-md), self or auto: self drafts with the model itself, its\n"      \
+    "              full-attention layers reading --self-budget keys (page-sparse; pays at long contexts);\n" \
+    "              auto: prompt lookup where it matches, else -md if given or self with --self-budget,\n" \
     "              each forward's draft length (up to --draft, default 4) chosen from the measured\n"      \
     "              forward costs and the running acceptance, none where drafting does not pay\n"        \
+    "  --self-budget N  keys a self-speculative draft step attends on full-attention layers (a multiple\n" \
+    "              of 16 from 48 to 16384; default 1024 with --spec self)\n"                           \
     "  --draft-sample   -md at temperature > 0: sample the drafts, keep each with probability min(1, p/q)\n" \
     "              (the output has the distribution of plain decoding, not its tokens for a seed)\n"
 

@@ -47,6 +47,7 @@ int cmd_chat(int argc, char **argv) {
     if (!m) goto out;
     cli_progress pr;
     cli_progress_attach(&o, &pr, "hachi chat");
+    cli_draft_session(&dr, &o.sp);
     hachi_status st = hachi_session_create(m, &o.sp, &s);
     if (st) { cli_lib_error(cmd, st, "cannot create the session"); goto out; }
     if ((st = hachi_sampler_create(&o.smp, hachi_model_n_vocab(m), &smp))) { cli_lib_error(cmd, st, "sampler"); goto out; }

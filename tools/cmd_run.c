@@ -87,6 +87,7 @@ int cmd_run(int argc, char **argv) {
     if (!o.ctx_given) o.sp.n_ctx = cli_ctx_for(n_tok + (int)n_predict) ? cli_ctx_for(n_tok + (int)n_predict) : 32768;
     cli_progress pr;
     cli_progress_attach(&o, &pr, "hachi run");
+    cli_draft_session(&dr, &o.sp);
     if ((st = hachi_session_create(m, &o.sp, &s))) { cli_lib_error(cmd, st, "cannot create the session"); goto out; }
     if (n_tok > hachi_session_n_ctx(s)) {
         cli_error(cmd, "the prompt has %d tokens, more than the context of %d (-c)", n_tok, hachi_session_n_ctx(s));

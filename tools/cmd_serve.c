@@ -649,6 +649,7 @@ int cmd_serve(int argc, char **argv) {
     for (char *c = srv.name; *c; c++) if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) *c = '_';
     srv.smp = o.smp;
     if (!cli_draft_setup(cmd, &dr, srv.m, &srv.spp)) goto out;   /* each request's spec drafts on its own */
+    cli_draft_session(&dr, &o.sp);
     srv.queue_max = queue < 0 ? 4 * (int)parallel : (int)queue;
     srv.started = (long long)time(NULL);
     if (!o.sp.n_threads) o.sp.n_threads = CLI_MAX(1, hachi_physical_cores() / (int)parallel);

@@ -6,7 +6,15 @@
 #include <string.h>
 #include "cli.h"
 
-void cli_draft_init(cli_draft *d) { *d = (cli_draft){.n_draft = -1}; }
+#define SELF_BUDGET 1024   /* --spec self's default --self-budget */
+
+void cli_draft_init(cli_draft *d) { *d = (cli_draft){.n_draft = -1, .self_budget = -1}; }
+
+void cli_draft_session(const cli_draft *d, hachi_session_params *sp) {
+    const char *kind = d->spec ? d->spec : "";
+    sp->draft_budget = !strcmp(kind, "self") ? (int32_t)(d->self_budget >= 0 ? d->self_budget : SELF_BUDGET)
+                       : !strcmp(kind, "auto") && d->self_budget > 0 ? (int32_t)d->self_budget : 0;
+}
 
 int cli_draft_parse(const char *cmd, cli_draft *d, int argc, char **argv, int *i) {
     const char *a = argv[*i];
@@ -16,6 +24,15 @@ int cli_draft_parse(const char *cmd, cli_draft *d, int argc, char **argv, int *i
     }
     if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) return (d->md_path = cli_value(cmd, argc, argv, i)) ? 1 : -1;
     if (!strcmp(a, "--draft-sample")) { d->sample = true; return 1; }
+    if (!strcmp(a, "--self-budget")) {
+        const char *v = cli_value(cmd, argc, argv, i);
+        if (!v || !cli_int(cmd, a, v, 48, 16384, &d->self_budget)) return -1;
+        if (d->self_budget % 16) {
+            cli_error(cmd, "--self-budget %ld: expected a multiple of 16 (pages of 16 keys)", d->self_budget);
+            return -1;
+        }
+        return 1;
+    }
     if (!strcmp(a, "--spec-costs")) {
         const char *v = cli_value(cmd, argc, argv, i);
         if (!v) return -1;
@@ -37,8 +54,8 @@ int cli_draft_parse(const char *cmd, cli_draft *d, int argc, char **argv, int *i
     if (!strcmp(a, "--spec")) {
         const char *v = cli_value(cmd, argc, argv, i);
         if (!v) return -1;
-        if (strcmp(v, "none") && strcmp(v, "lookup") && strcmp(v, "model") && strcmp(v, "auto")) {
-            cli_error(cmd, "--spec expects none, lookup, model or auto, got '%s'", v);
+        if (strcmp(v, "none") && strcmp(v, "lookup") && strcmp(v, "model") && strcmp(v, "self") && strcmp(v, "auto")) {
+            cli_error(cmd, "--spec expects none, lookup, model, self or auto, got '%s'", v);
             return -1;
         }
         d->spec = v;
@@ -51,7 +68,7 @@ static bool open_trace(const char *cmd, cli_draft *d, const hachi_spec_params *s
     if (!d->trace_path) return true;
     FILE *f = fopen(d->trace_path, "w");
     if (!f) { cli_error(cmd, "cannot write the trace '%s': %s", d->trace_path, strerror(errno)); return false; }
-    static const char *kinds[] = {"none", "lookup", "model", "auto"};
+    static const char *kinds[] = {"none", "lookup", "model", "auto", "self"};
     fprintf(f, "# hachi spec trace: per forward, tokens drafted and kept (drafter %s, n_draft %d)\n",
             kinds[spp->drafter], (int)spp->n_draft);
     d->trace = f;
@@ -78,8 +95,16 @@ bool cli_draft_setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_
 
 static bool setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_spec_params *spp) {
     *spp = hachi_spec_default_params();
-    if (d->sample && !d->md_path) { cli_error(cmd, "--draft-sample needs a drafter model (-md FILE)"); return false; }
     const char *kind = d->spec ? d->spec : "";
+    const bool self = !strcmp(kind, "self");
+    if (d->sample && !d->md_path && !self) {
+        cli_error(cmd, "--draft-sample needs a drafter model (-md FILE) or --spec self");
+        return false;
+    }
+    if (d->self_budget >= 0 && !self && strcmp(kind, "auto")) {
+        cli_error(cmd, "--self-budget needs --spec self or --spec auto");
+        return false;
+    }
     if (!strcmp(kind, "none")) {
         if (d->n_draft > 0 || d->md_path) { cli_error(cmd, "--spec none takes no --draft or -md"); return false; }
         d->n_draft = 0;
@@ -88,9 +113,19 @@ static bool setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_spe
         return true;
     }
     if (!strcmp(kind, "model") && !d->md_path) { cli_error(cmd, "--spec model needs a drafter model (-md FILE)"); return false; }
-    if (!strcmp(kind, "lookup") && d->md_path) { cli_error(cmd, "--spec lookup takes no -md (use --spec auto for both)"); return false; }
+    if ((!strcmp(kind, "lookup") || self) && d->md_path) {
+        cli_error(cmd, "--spec %s takes no -md (use --spec auto for both)", kind);
+        return false;
+    }
     if ((*kind) && d->n_draft == 0) { cli_error(cmd, "--draft 0 with --spec %s: it needs 1..%d drafts", kind, HACHI_DRAFT_MAX); return false; }
     if (!strcmp(kind, "lookup") && d->n_draft < 0) d->n_draft = spp->n_draft;
+    if (self) {
+        if (d->n_draft < 0) d->n_draft = 3;
+        spp->drafter = HACHI_DRAFTER_SELF;
+        spp->n_draft = (int32_t)d->n_draft;
+        spp->sample_drafts = d->sample;
+        return true;
+    }
     if (d->n_costs && strcmp(kind, "auto")) { cli_error(cmd, "--spec-costs needs --spec auto"); return false; }
     if (!strcmp(kind, "auto")) {
         if (d->n_draft < 0) d->n_draft = spp->n_draft;
@@ -122,9 +157,10 @@ static bool setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_spe
 void cli_draft_print(void *file, const cli_draft *d, const hachi_spec_stats *ss, int n_gen) {
     FILE *f = file;
     if (d->n_draft <= 0 && !d->md_path) return;
-    if (ss->lookup_forwards && d->md_path)
-        fprintf(f, "draft: %lld of %lld forwards with drafts drafted by prompt lookup, the rest by -md\n",
-                (long long)ss->lookup_forwards, (long long)ss->draft_forwards);
+    if ((ss->lookup_forwards && (d->md_path || ss->self_forwards)) || (ss->self_forwards && d->md_path))
+        fprintf(f, "draft: %lld of %lld forwards with drafts drafted by prompt lookup, %lld by self-speculation, "
+                "the rest by -md\n", (long long)ss->lookup_forwards, (long long)ss->draft_forwards,
+                (long long)ss->self_forwards);
     fprintf(f, "draft: %lld drafted, %lld accepted (%.0f%%), %lld forwards for %d tokens\n", (long long)ss->drafted,
             (long long)ss->accepted, ss->drafted ? 100.0 * ss->accepted / ss->drafted : 0.0, (long long)ss->forwards,
             n_gen);
