@@ -140,6 +140,13 @@ TEST(cli_gemma4_micro_draft_passkey) {
     CHECKF(rc == 0 && !strcmp(out, plain), "--draft 8 answers otherwise: %s", out + (strlen(out) > 200 ? strlen(out) - 200 : 0));
     char *e = test_read_file(err, &len);
     CHECKF(e && draft_stats(e, &d, &a, &fw, &n) && a >= 5 && fw < n, "stats: %s", e ? e : "(none)");
+    free(e); free(out);
+    /* self-speculation, its draft steps attending 3 pages of the ~1.6K-token context */
+    out = test_sh(&rc, "%s run -m %s -f %s -n 12 --temp 0 --spec self --self-budget 48 2>%s", test_hachi_bin(), model,
+                  path, err);
+    CHECKF(rc == 0 && !strcmp(out, plain), "--spec self answers otherwise: %s", out + (strlen(out) > 200 ? strlen(out) - 200 : 0));
+    e = test_read_file(err, &len);
+    CHECKF(e && draft_stats(e, &d, &a, &fw, &n) && a >= 1 && fw < n, "--spec self stats: %s", e ? e : "(none)");
     free(e); free(out); free(plain); free(t);
 }
 
@@ -298,6 +305,10 @@ TEST(cli_errors_are_one_line) {
         {"run -m %s --temp -1", "--temp must be in", true},
         {"run -m %s --top-p 2", "--top-p must be in", true},
         {"run -m %s --draft 16", "--draft must be in", true},
+        {"run -m %s --spec self --self-budget 40", "--self-budget must be in", true},
+        {"run -m %s --spec self --self-budget 100", "multiple of 16", true},
+        {"run -m %s --self-budget 64", "--self-budget needs --spec self", true},
+        {"run -m %s --spec self -md /nonexistent.gguf", "takes no -md", true},
         {"run -m %s -c 1000", "context mode", true},
         {"run -m %s -t 0", "-t must be in", true},
         {"run -m %s --bogus", "unknown option '--bogus'", true},

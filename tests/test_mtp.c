@@ -587,15 +587,17 @@ TEST(mtp_cli_run) {
     err = test_sh(&rc, "%s run -m %s --draft-sample %s 2>&1 >/dev/null", bin, mpath, p);
     CHECKF(rc == 1 && strstr(err, "-md"), "%s", err);
     free(err);
-    /* --spec: auto (lookup and -md, adaptive) and lookup give plain decoding's text; misuse is one line */
-    const char *kinds[] = {"--spec auto -md", "--spec auto --draft 8", "--spec lookup", "--spec model -md"};
-    for (int k = 0; k < 4; k++) {
+    /* --spec: auto (lookup, -md and self-speculation, adaptive), lookup, model and self give plain
+     * decoding's text; misuse is one line */
+    const char *kinds[] = {"--spec auto -md", "--spec auto --draft 8", "--spec lookup", "--spec model -md",
+                           "--spec self --self-budget 48", "--spec auto --self-budget 48 -md"};
+    for (int k = 0; k < 6; k++) {
         const bool with_md = strstr(kinds[k], "-md") != NULL;
         char *out = test_sh(&rc, "%s run -m %s %s %s %s 2>/dev/null", bin, mpath, kinds[k], with_md ? apath : "", p);
         CHECKF(rc == 0 && plain && !strcmp(out, plain), "%s changed the text:\n%s\n---\n%s", kinds[k], out, plain);
         free(out);
     }
-    const char *bad[] = {"--spec self", "--spec model", "--spec lookup --draft 0", "--spec none --draft 4",
+    const char *bad[] = {"--spec selfish", "--spec model", "--spec lookup --draft 0", "--spec none --draft 4",
                          "--draft 16", "--spec"};
     for (int k = 0; k < 6; k++) {
         err = test_sh(&rc, "%s run -m %s %s %s 2>&1 >/dev/null", bin, mpath, p, bad[k]);
