@@ -200,6 +200,25 @@ TEST(bench_spec_replay_tiny) {
     out = test_sh(&rc, "%s bench --synth tiny --spec-replay '%s' 2>&1", bin, bad);
     CHECKF(rc == 1 && !strncmp(out, "hachi bench: ", 13) && strstr(out, "line 2") && count(out, "\n") == 1, "%s", out);
     free(out);
+    /* self-speculation's trace: its draft steps replayed on a session with a draft budget */
+    if ((f = fopen(trace, "w"))) {
+        fputs("3 2 3\n0 0\n2 2 2\n", f);
+        fclose(f);
+    }
+    out = test_sh(&rc, "HACHI_BENCH_CACHE='%s/bench-cache' %s bench --synth tiny --depth 40 --fill fast -t 1 --bw-mb 16 "
+                  "-r 1 --self-budget 48 --spec-replay '%s' 2>&1", dir, bin, trace);
+    snprintf(want, sizeof want, "replay %s at depth 40: 3 forwards for 7 tokens (5 drafted, 4 kept: acceptance 0.800, "
+             "mean accepted length 3.00; self-speculative draft steps replayed)", trace);
+    CHECKF(rc == 0 && strstr(out, want) && strstr(out, "a self-speculative draft step (budget 48 keys)") &&
+           strstr(out, "self-speculative draft steps page-sparse (budget 48"), "self trace (rc %d):\n%s", rc, out);
+    free(out);
+    if ((g = fopen(bad, "w"))) {
+        fputs("2 1 1\n", g);   /* draft steps but not one per draft */
+        fclose(g);
+    }
+    out = test_sh(&rc, "%s bench --synth tiny --spec-replay '%s' 2>&1", bin, bad);
+    CHECKF(rc == 1 && strstr(out, "line 1") && count(out, "\n") == 1, "%s", out);
+    free(out);
     out = test_sh(&rc, "%s bench --synth tiny --spec-replay '%s/none.trace' 2>&1", bin, dir);
     CHECKF(rc == 1 && strstr(out, "none.trace") && count(out, "\n") == 1, "%s", out);
     free(out);
@@ -230,6 +249,26 @@ TEST(bench_spec_replay_tiny) {
                   "--no-verify --spec-replay '%s' 2>&1", dir, bin, trace);
     snprintf(want, sizeof want, "%d forwards for %d tokens", forwards, tokens);
     CHECKF(rc == 0 && strstr(out, want), "want '%s':\n%s", want, out);
+    free(out);
+    /* --spec self's trace: every line "k r k"; it replays with its draft steps */
+    out = test_sh(&rc, "%s run -m %s -p 'Once upon a time, there was a little girl. Once upon a time, there' -n 40 "
+                  "--temp 0 -t 1 --spec self --self-budget 48 --spec-trace '%s' 2>&1 >/dev/null", bin, mpath, trace);
+    free(out);
+    forwards = tokens = bad_lines = 0;
+    f = fopen(trace, "r");
+    while (f && fgets(line, sizeof line, f)) {
+        int d = -1;
+        if (line[0] == '#') continue;
+        if (sscanf(line, "%d %d %d", &k, &r, &d) == 3 && r >= 0 && r <= k && d == k) { forwards++; tokens += r + 1; }   // NOLINT(cert-err34-c): the CLI's own trace; a bad line is counted
+        else bad_lines++;
+    }
+    if (f) fclose(f);
+    CHECKF(rc == 0 && tokens == 39 && !bad_lines, "run --spec self --spec-trace: rc %d, %d tokens, %d bad lines", rc,
+           tokens, bad_lines);
+    out = test_sh(&rc, "HACHI_BENCH_CACHE='%s/bench-cache' %s bench --synth tiny --depth 16 --fill fast -t 1 --bw-mb 16 "
+                  "--no-verify --spec-replay '%s' 2>&1", dir, bin, trace);
+    snprintf(want, sizeof want, "%d forwards for %d tokens", forwards, tokens);
+    CHECKF(rc == 0 && strstr(out, want) && strstr(out, "draft steps replayed"), "want '%s':\n%s", want, out);
     free(out);
 }
 

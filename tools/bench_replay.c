@@ -5,8 +5,9 @@
  * rows, as the verifier asks for, then a rewind past the r + 1 tokens it gave, beside plain
  * decoding of as many tokens one at a time. The two alternate in segments of 16 forwards, so
  * drift on a shared machine falls on both; each goes on from where the last left (the depth
- * grows by twice the trace's tokens). Drafting time is not replayed (prompt lookup's is ~1 us
- * per token). Also the token and median helpers of hachi bench's other measurements. */
+ * grows by twice the trace's tokens). Self-speculation's draft steps are replayed (a draft step
+ * per drafted token, then a rewind, before the forward that verifies); other drafting time is
+ * not (prompt lookup's is ~1 us per token). Also the token and median helpers of hachi bench's other measurements. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,22 +26,26 @@ bool replay_load(const char *cmd, const char *path, replay_trace *t) {
     while (ok && fgets(line, sizeof line, f)) {
         no++;
         if (line[0] == '#' || line[0] == '\n') continue;
-        char *e1, *e2;
+        char *e1, *e2, *e3;
         const long k = strtol(line, &e1, 10), r = strtol(e1, &e2, 10);
-        while (*e2 == ' ' || *e2 == '\t' || *e2 == '\r' || *e2 == '\n') e2++;
-        if (e1 == line || e2 == e1 || *e2 || k < 0 || k > HACHI_DRAFT_MAX || r < 0 || r > k) {
-            ok = cli_error(cmd, "'%s' line %d: expected 'drafted kept' with 0 <= kept <= drafted <= %d", path, no,
-                           HACHI_DRAFT_MAX) == 0;
+        long d = strtol(e2, &e3, 10);
+        if (e3 == e2) d = 0;   /* no third field: no draft steps */
+        while (*e3 == ' ' || *e3 == '\t' || *e3 == '\r' || *e3 == '\n') e3++;
+        if (e1 == line || e2 == e1 || *e3 || k < 0 || k > HACHI_DRAFT_MAX || r < 0 || r > k || (d && d != k)) {
+            ok = cli_error(cmd, "'%s' line %d: expected 'drafted kept [draft_steps]' with 0 <= kept <= drafted <= %d "
+                           "and draft steps 0 or as many as drafted", path, no, HACHI_DRAFT_MAX) == 0;
             break;
         }
         if (t->n == cap) {
             cap = cap ? 2 * cap : 256;
-            uint8_t(*nk)[2] = realloc(t->kr, sizeof *t->kr * (size_t)cap);
+            uint8_t(*nk)[3] = realloc(t->kr, sizeof *t->kr * (size_t)cap);
             if (!nk) { ok = cli_error(cmd, "out of memory") == 0; break; }
             t->kr = nk;
         }
         t->kr[t->n][0] = (uint8_t)k;
         t->kr[t->n][1] = (uint8_t)r;
+        t->kr[t->n][2] = (uint8_t)d;
+        t->draft_steps += (int)d;
         t->n++;
     }
     fclose(f);
@@ -94,11 +99,13 @@ static double segment(const char *cmd, hachi_session *s, const replay_trace *t, 
     hachi_status st = HACHI_OK;
     const double t0 = cli_time_ms();
     for (int i = a; i < b && !st; i++) {
-        const int k = t->kr[i][0], r = t->kr[i][1];
+        const int k = t->kr[i][0], r = t->kr[i][1], d = t->kr[i][2];
         if (spec) {
             const int32_t base = hachi_session_pos(s);
             bench_tokens(toks, k + 1, nv, rng);
-            st = hachi_session_eval(s, toks, k + 1, k ? rows : NULL);
+            for (int j = 0; j < d && !st; j++) st = hachi_session_eval_draft(s, toks + j, 1);
+            if (d && !st) st = hachi_session_rewind(s, base);
+            if (!st) st = hachi_session_eval(s, toks, k + 1, k ? rows : NULL);
             if (!st && r < k) st = hachi_session_rewind(s, base + r + 1);
         } else {
             for (int j = 0; j <= r && !st; j++) {
@@ -153,8 +160,9 @@ bool replay_run(const char *cmd, hachi_session *s, const replay_trace *t, uint64
 void replay_print(const replay_trace *t, int depth, const replay_result *r) {
     const double spec = r->tokens / (r->spec_ms / 1000.0), plain = r->tokens / (r->plain_ms / 1000.0);
     printf("replay %s at depth %d: %d forwards for %d tokens (%d drafted, %d kept: acceptance %.3f, mean accepted "
-           "length %.2f)\n  speculative %.2f tok/s, plain %.2f tok/s: %.2fx (median of %d segments %.2fx)\n",
+           "length %.2f%s)\n  speculative %.2f tok/s, plain %.2f tok/s: %.2fx (median of %d segments %.2fx)\n",
            t->path, depth, r->forwards, r->tokens, r->drafted, r->kept, r->drafted ? (double)r->kept / r->drafted : 0.0,
-           r->draft_forwards ? 1.0 + (double)r->kept / r->draft_forwards : 0.0, spec, plain, spec / plain,
+           r->draft_forwards ? 1.0 + (double)r->kept / r->draft_forwards : 0.0,
+           t->draft_steps ? "; self-speculative draft steps replayed" : "", spec, plain, spec / plain,
            (t->n + SEGMENT - 1) / SEGMENT, r->median_ratio);
 }

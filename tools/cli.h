@@ -100,7 +100,8 @@ int  cli_draft_parse(const char *cmd, cli_draft *d, int argc, char **argv, int *
 void cli_draft_session(const cli_draft *d, hachi_session_params *sp);
 /* Load -md (checked against the target m) and fill spp; false with the error printed. */
 bool cli_draft_setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_spec_params *spp);
-/* --spec-trace: after a step, the line "k r" (k drafted, r of them kept) when it ran a forward;
+/* --spec-trace: after a step, the line "k r" (k drafted, r of them kept; "k r k" when the k drafts
+ * took k self-speculative draft steps) when it ran a forward;
  * before: the stats before the step. A write error is printed once and the trace dropped. */
 void cli_draft_trace(const char *cmd, cli_draft *d, const hachi_spec_stats *before, const hachi_spec_stats *after);
 /* "draft: ..." lines of the stats (nothing without a drafter). */
@@ -130,7 +131,8 @@ void cli_draft_free(cli_draft *d);
 typedef struct replay_trace {
     const char *path;
     int n;                  /* forwards */
-    uint8_t (*kr)[2];       /* [n] drafted, kept */
+    uint8_t (*kr)[3];       /* [n] drafted, kept, draft steps (self-speculation's: as many as drafted) */
+    int draft_steps;        /* of all forwards */
 } replay_trace;
 
 typedef struct replay_result {
@@ -139,13 +141,13 @@ typedef struct replay_result {
     double median_ratio;        /* of plain / speculative time per segment */
 } replay_result;
 
-/* Parse a trace ("drafted kept" per line, '#' comments); false with the error printed. */
+/* Parse a trace ("drafted kept [draft_steps]" per line, '#' comments); false with the error printed. */
 bool replay_load(const char *cmd, const char *path, replay_trace *t);
 void replay_free(replay_trace *t);
 /* Positions a replay of t takes past the session's position (both arms and the warm-up). */
 int replay_positions(const replay_trace *t);
 /* Replay t from the session's position (replay_positions further on at most); false with
- * the error printed. */
+ * the error printed. A trace with draft steps needs a session with a draft_budget. */
 bool replay_run(const char *cmd, hachi_session *s, const replay_trace *t, uint64_t seed, replay_result *out);
 void replay_print(const replay_trace *t, int depth, const replay_result *r);
 /* What hachi bench's measurements share: n pseudo-random token ids in [4, n_vocab) (never

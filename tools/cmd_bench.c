@@ -106,7 +106,9 @@ static void usage(FILE *f) {
             "              went (matmuls, attention, the rest of the layers, inputs, head)\n"
             "  --spec-replay  instead of the decode table, at each depth: the forwards of each trace\n"
             "              (hachi run --spec-trace: drafted and kept tokens per forward) on this model,\n"
-            "              alternated with plain decoding of as many tokens: tok/s of both and the ratio\n"
+            "              alternated with plain decoding of as many tokens: tok/s of both and the ratio;\n"
+            "              a trace of --spec self replays its draft steps (page-sparse, budget 1024)\n"
+            "  --self-budget  keys a replayed self-speculative draft step attends (default 1024)\n"
             "  --bw-mb     buffer of the bandwidth measurement in MiB (default 1024)\n"
             "  --json      also write the results as one JSON object to FILE\n"
             CLI_MODE_USAGE);
@@ -360,7 +362,28 @@ static bool replay_cost_table(hachi_session *s, int reps, uint64_t *rng) {
     printf("\n  as --spec-costs: ");
     for (int i = 0; i < ROWS; i++) printf("%s%.3f", i ? "," : "", ms[i] / ms[0]);
     printf("\n");
-    return true;
+    if (!hachi_session_draft_budget(s)) return true;
+    /* a self-speculative draft step: one token page-sparse, rewound */
+    double *t = malloc(sizeof *t * (size_t)reps);
+    const int32_t nv = hachi_model_n_vocab(hachi_session_model(s)), base = hachi_session_pos(s);
+    hachi_status st = t ? HACHI_OK : HACHI_ERR_NOMEM;
+    for (int i = 0; i < reps && !st; i++) {
+        int32_t tok;
+        bench_tokens(&tok, 1, nv, rng);
+        const double t0 = cli_time_ms();
+        st = hachi_session_eval_draft(s, &tok, 1);
+        t[i] = cli_time_ms() - t0;
+        if (!st) st = hachi_session_rewind(s, base);
+    }
+    if (!st) {
+        const double med = bench_median(t, reps);
+        printf("  a self-speculative draft step (budget %d keys): %.1f ms, %.3f of a one-row forward\n",
+               hachi_session_draft_budget(s), med, med / ms[0]);
+    } else {
+        cli_lib_error(CMD, st, "draft step failed");
+    }
+    free(t);
+    return !st;
 }
 
 /* Time to first token: for each length a real prefill from position 0 in a session created
@@ -580,6 +603,10 @@ static bool parse_args(bench_opts *b, int argc, char **argv, bool *help) {
         else if (!strcmp(a, "--spec-replay")) {
             VAL();
             b->replay = val;
+        } else if (!strcmp(a, "--self-budget")) {
+            VAL();
+            if (!cli_int(CMD, a, val, 48, 16384, &v)) return false;
+            b->o.sp.draft_budget = (int32_t)v;   /* checked (a multiple of 16) by the session */
         } else if (!strcmp(a, "--ttft")) {
             VAL();
             if (!parse_lengths(a, val, HACHI_CTX_MAX, b->ttft, &b->n_ttft)) return false;
@@ -619,6 +646,8 @@ int cmd_bench(int argc, char **argv) {
         n_traces++;
     }
     if (b.replay && !n_traces) { cli_error(CMD, "--spec-replay: no trace given"); goto free_traces; }
+    for (int i = 0; i < n_traces; i++)   /* self-speculation's draft steps: the session's, at 1024 keys unless given */
+        if (traces[i].draft_steps && !b.o.sp.draft_budget) b.o.sp.draft_budget = 1024;
     rc = bench(&b, traces, n_traces);
 free_traces:
     for (int i = 0; i < n_traces; i++) replay_free(&traces[i]);
@@ -683,6 +712,7 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
            hachi_model_weight_bytes(m) / 1e6, hachi_model_repacked_bytes(m) / 1e6, n_ctx, r.plan_bytes / 1e6);
     printf("mode: kv %s, attention %s", hachi_kv_type_name(b.o.sp.kv_type), b.o.sp.sparse_budget ? "page-sparse" : "dense");
     if (b.o.sp.sparse_budget) printf(" (budget %d positions)", b.o.sp.sparse_budget);
+    if (b.o.sp.draft_budget) printf(", self-speculative draft steps page-sparse (budget %d positions)", b.o.sp.draft_budget);
     if (b.o.sp.heads)
         printf(", %d streaming heads (sink %d, window %d)", hachi_heads_count(b.o.sp.heads),
                hachi_heads_sink(b.o.sp.heads), hachi_heads_window(b.o.sp.heads));

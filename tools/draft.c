@@ -69,7 +69,8 @@ static bool open_trace(const char *cmd, cli_draft *d, const hachi_spec_params *s
     FILE *f = fopen(d->trace_path, "w");
     if (!f) { cli_error(cmd, "cannot write the trace '%s': %s", d->trace_path, strerror(errno)); return false; }
     static const char *kinds[] = {"none", "lookup", "model", "auto", "self"};
-    fprintf(f, "# hachi spec trace: per forward, tokens drafted and kept (drafter %s, n_draft %d)\n",
+    fprintf(f, "# hachi spec trace: per forward, tokens drafted and kept, and self-speculative draft steps "
+               "(drafter %s, n_draft %d)\n",
             kinds[spp->drafter], (int)spp->n_draft);
     d->trace = f;
     d->cmd = cmd;
@@ -79,8 +80,9 @@ static bool open_trace(const char *cmd, cli_draft *d, const hachi_spec_params *s
 void cli_draft_trace(const char *cmd, cli_draft *d, const hachi_spec_stats *before, const hachi_spec_stats *after) {
     FILE *f = d->trace;
     if (!f || after->forwards == before->forwards) return;
-    if (fprintf(f, "%lld %lld\n", (long long)(after->drafted - before->drafted),
-                (long long)(after->accepted - before->accepted)) < 0) {
+    const long long k = after->drafted - before->drafted, r = after->accepted - before->accepted;
+    if ((after->self_forwards > before->self_forwards ? fprintf(f, "%lld %lld %lld\n", k, r, k)
+                                                      : fprintf(f, "%lld %lld\n", k, r)) < 0) {
         cli_error(cmd, "cannot write the trace '%s': %s (trace stopped)", d->trace_path, strerror(errno));
         fclose(f);
         d->trace = NULL;
