@@ -330,7 +330,8 @@ typedef struct hachi_spec_params {
      * change. */
     bool adaptive;
     /* adaptive: NULL (measure), or [n_draft + 1] fixed costs of forwards of 1..n_draft + 1 rows
-     * in any unit (e.g. ms), borrowed for the spec's life; draft steps then cost nothing. */
+     * in any unit (e.g. ms), borrowed for the spec's life; the assistant's draft steps then cost
+     * nothing, self-speculation's each a one-row forward. */
     const float *forward_cost;
 } hachi_spec_params;
 

@@ -309,7 +309,9 @@ static double forward_cost(const hachi_spec *sp, int32_t rows) {
  * of cost; the rate it promises in *rate. */
 static int32_t best_length(const hachi_spec *sp, int src, int32_t cap, double *rate) {
     const double a = sp->kept[src] / (sp->kept[src] + sp->lost[src]);
-    const double step = sp->p.forward_cost ? 0.0 : sp->tok_ms[src];
+    /* a draft step: measured; with fixed costs the assistant's is free and self-speculation's
+     * costs a one-row forward (the same weights: at most that) */
+    const double step = !sp->p.forward_cost ? sp->tok_ms[src] : src == SRC_SELF ? sp->p.forward_cost[0] : 0.0;
     double tokens = 1.0, ak = 1.0;
     int32_t best = 0;
     *rate = 1.0 / forward_cost(sp, 1);

@@ -159,10 +159,11 @@ static bool setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_spe
 void cli_draft_print(void *file, const cli_draft *d, const hachi_spec_stats *ss, int n_gen) {
     FILE *f = file;
     if (d->n_draft <= 0 && !d->md_path) return;
-    if ((ss->lookup_forwards && (d->md_path || ss->self_forwards)) || (ss->self_forwards && d->md_path))
-        fprintf(f, "draft: %lld of %lld forwards with drafts drafted by prompt lookup, %lld by self-speculation, "
-                "the rest by -md\n", (long long)ss->lookup_forwards, (long long)ss->draft_forwards,
-                (long long)ss->self_forwards);
+    const long long md = ss->draft_forwards - ss->lookup_forwards - ss->self_forwards;
+    if ((ss->lookup_forwards > 0) + (ss->self_forwards > 0) + (md > 0) > 1)
+        fprintf(f, "draft: of %lld forwards with drafts, %lld drafted by prompt lookup, %lld by self-speculation, "
+                "%lld by -md\n", (long long)ss->draft_forwards, (long long)ss->lookup_forwards,
+                (long long)ss->self_forwards, md);
     fprintf(f, "draft: %lld drafted, %lld accepted (%.0f%%), %lld forwards for %d tokens\n", (long long)ss->drafted,
             (long long)ss->accepted, ss->drafted ? 100.0 * ss->accepted / ss->drafted : 0.0, (long long)ss->forwards,
             n_gen);
