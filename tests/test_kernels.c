@@ -437,6 +437,18 @@ TEST(kernels_neon) {
         for (size_t i = 0; i < sizeof x8 / sizeof x8[0]; i++)
             CHECKF(K->t[x8[i]].vec_dot_x8 != NULL, "neon: no %s vec_dot_x8", hachi_type_name(x8[i]));
     }
+    /* with i8mm (qemu -cpu max has it) Q4_0 and Q8_0 take smmla kernels; the sdot table stays
+     * testable (check_x8 runs both bitwise against ref) */
+    const hachi_kernels *S = hachi_kernels_neon_sdot();
+    const bool i8mm = (getauxval(AT_HWCAP2) & (1 << 13)) != 0;   /* HWCAP2_I8MM */
+    CHECKF((S != NULL) == (i8mm && K->t[HACHI_TYPE_Q4_0].vec_dot_x8), "neon: the sdot table %s with i8mm %d",
+           S ? "exists" : "is missing", (int)i8mm);
+    if (S) {
+        check_own_entries(S);
+        CHECKF(S->t[HACHI_TYPE_Q4_0].vec_dot_x8 != K->t[HACHI_TYPE_Q4_0].vec_dot_x8 &&
+               S->t[HACHI_TYPE_Q8_0].vec_dot_x8 != K->t[HACHI_TYPE_Q8_0].vec_dot_x8 &&
+               S->t[HACHI_TYPE_Q4_K].vec_dot_x8 == K->t[HACHI_TYPE_Q4_K].vec_dot_x8, "neon: i8mm x8 kernels not installed");
+    }
 #else
     SKIP("not an aarch64 build");
 #endif
@@ -496,8 +508,8 @@ static int check_x8(uint32_t type, int64_t n, const char *w, int64_t rb, const c
             bad_ref += !(fabsf(want[8 * t + j] - d) <= KERNEL_EPS * norm);
         }
     CHECKF(bad_ref == 0, "ref %s x8 n=%lld variant %d: %d sums off ref's vec_dot", name, (long long)n, variant, bad_ref);
-    for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
-        const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
+    for (int isa = 0; isa <= HACHI_ISA_COUNT; isa++) {   /* and NEON's sdot table where i8mm replaced it */
+        const hachi_kernels *K = isa < HACHI_ISA_COUNT ? hachi_kernels_get((hachi_isa)isa) : hachi_kernels_neon_sdot();
         if (!K || !K->t[type].vec_dot_x8) continue;
         x86 += isa == HACHI_ISA_AVX2 || isa == HACHI_ISA_AVX512 || isa == HACHI_ISA_AVXVNNI;
         const hachi_type_kernels *kt = &K->t[type];

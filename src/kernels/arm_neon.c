@@ -4,7 +4,8 @@
  * float, fp16 and attention kernels (fp16 and int8 KV rows; plain ASIMD) are still used.
  * vec_dot_multi unpacks each weight block once for all rows for Q4_0, Q8_0, Q4_K, Q6_K,
  * F16, F32; other types loop the dot. With sdot, Q4_0, Q8_0, Q4_K, Q5_K and Q6_K also get
- * vec_dot_x8 (rows interleaved by 8, so the loader repacks them). */
+ * vec_dot_x8 (rows interleaved by 8, so the loader repacks them); with i8mm (smmla) too, the
+ * Q4_0 and Q8_0 x8 kernels take forwards of several rows two at a time. */
 #include "kernels/kernels.h"
 
 #if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
@@ -214,6 +215,98 @@ static ALWAYS_INLINE void x8_rows_q8_0(int64_t n, float *s, const void *vw, cons
     }
 }
 ROWS_FROM(x8_q8_0, x8_rows_q8_0, 8)
+
+/* i8mm (FEAT_I8MM, smmla): vmmlaq_s32(m, a, b) adds the 2x2 products of two rows of 8 s8 in a
+ * (a[0..7], a[8..15]) with two rows of 8 in b: m += [a0.b0, a0.b1, a1.b0, a1.b1]. Forwards of
+ * two or more activation rows take them in pairs: b holds 8 consecutive values of two weight
+ * rows, which zip1 / zip2 of the 32-bit lanes of two x8 chunks (bytes 4c..4c+3 and 4c+4..4c+7
+ * of rows 4h..4h+3) give for rows 4h, 4h+1 and 4h+2, 4h+3; a holds the same 8 elements of the
+ * two activation rows. Two smmla cover 16 values of two weight rows for two tokens, where sdot
+ * takes four. Each (token, row) sum is exact in int32 and the float steps per block are the
+ * sdot kernels', so the results are theirs (and ref's) bit for bit. A row left over goes
+ * through the sdot kernel. */
+#define I8MM __attribute__((target("+i8mm")))
+
+static ALWAYS_INLINE int8x16_t rows_even(int8x16_t x0, int8x16_t x1) {
+    return vreinterpretq_s8_s32(vzip1q_s32(vreinterpretq_s32_s8(x0), vreinterpretq_s32_s8(x1)));
+}
+static ALWAYS_INLINE int8x16_t rows_odd(int8x16_t x0, int8x16_t x1) {
+    return vreinterpretq_s8_s32(vzip2q_s32(vreinterpretq_s32_s8(x0), vreinterpretq_s32_s8(x1)));
+}
+static ALWAYS_INLINE int8x16_t act_pair(const int8_t *a0, const int8_t *a1) { return vcombine_s8(vld1_s8(a0), vld1_s8(a1)); }
+
+/* m[q] = [t0.w(2q), t0.w(2q+1), t1.w(2q), t1.w(2q+1)], one block's sums of rows 2q, 2q+1 ->
+ * each token's rows 0..3 and 4..7, then acc = fma(dw*da, sum, acc) as the sdot kernels do */
+static ALWAYS_INLINE void mm_accumulate(const int32x4_t m[4], float32x4_t d0, float32x4_t d1,
+                                        const block_q8_0 *const a[2], float32x4_t acc[2][2]) {
+    const int64x2_t m0 = vreinterpretq_s64_s32(m[0]), m1 = vreinterpretq_s64_s32(m[1]);
+    const int64x2_t m2 = vreinterpretq_s64_s32(m[2]), m3 = vreinterpretq_s64_s32(m[3]);
+    const int32x4_t v[2][2] = {{vreinterpretq_s32_s64(vzip1q_s64(m0, m1)), vreinterpretq_s32_s64(vzip1q_s64(m2, m3))},
+                               {vreinterpretq_s32_s64(vzip2q_s64(m0, m1)), vreinterpretq_s32_s64(vzip2q_s64(m2, m3))}};
+    UNROLL for (int t = 0; t < 2; t++) {
+        const float32x4_t da = vcvt_f32_f16(vreinterpret_f16_u16(vld1_dup_u16(&a[t]->d)));   /* exact */
+        acc[t][0] = vfmaq_f32(acc[t][0], vmulq_f32(d0, da), vcvtq_f32_s32(v[t][0]));
+        acc[t][1] = vfmaq_f32(acc[t][1], vmulq_f32(d1, da), vcvtq_f32_s32(v[t][1]));
+    }
+}
+
+/* P pairs of activation rows (P = 1 or 2) against a group of 8 interleaved rows of
+ * block_q4_0x8 (q4 true: chunks c = 2e, 2e+1 hold bytes 8e..8e+7, whose low nibbles are
+ * elements 8e.. and high nibbles 16 + 8e.., sign-extended after x ^ 0x88 as in x8_rows_q4_0)
+ * or block_q8_0x8 (chunks 2o, 2o+1: values 8o..8o+7, stored + 128) */
+I8MM static ALWAYS_INLINE void x8_mm_rows(int64_t n, float *s, const void *vw, const bool q4, const char *va,
+                                          size_t stride, const int P) {
+    const size_t bsz = q4 ? sizeof(block_q4_0x8) : sizeof(block_q8_0x8);
+    const int8x16_t flip = vdupq_n_s8((int8_t)(q4 ? 0x88 : 0x80));
+    float32x4_t acc[4][2];   /* [token][rows 0..3, 4..7] */
+    UNROLL for (int t = 0; t < 2 * P; t++) acc[t][0] = acc[t][1] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < n / QK8_0; b++) {
+        const char *wb = (const char *)vw + (size_t)b * bsz;
+        const int8_t *qs = (const int8_t *)(wb + 8 * sizeof(uint16_t));   /* after d[8] */
+        const block_q8_0 *a[4];
+        UNROLL for (int t = 0; t < 2 * P; t++) a[t] = (const block_q8_0 *)(va + (size_t)t * stride) + b;
+        int32x4_t m[2][4];
+        UNROLL for (int q = 0; q < 8; q++) m[q / 4][q % 4] = vdupq_n_s32(0);
+        UNROLL for (int oh = 0; oh < 8; oh++) {
+            if (q4 && oh >= 4) break;   /* 4 chunk pairs of q4_0 (each byte two values), 8 of q8_0 */
+            const int o = oh / 2, h = oh % 2;
+            const int8x16_t x0 = veorq_s8(vld1q_s8(qs + 64 * o + 16 * h), flip);
+            const int8x16_t x1 = veorq_s8(vld1q_s8(qs + 64 * o + 32 + 16 * h), flip);
+            const int8x16_t z[2] = {rows_even(x0, x1), rows_odd(x0, x1)};   /* rows 4h, 4h+1 / 4h+2, 4h+3 */
+            UNROLL for (int e = 0; e < 2; e++) {
+                const int8x16_t lo = q4 ? vshrq_n_s8(vshlq_n_s8(z[e], 4), 4) : z[e];
+                UNROLL for (int p = 0; p < P; p++) {
+                    int32x4_t *mq = &m[p][2 * h + e];
+                    *mq = vmmlaq_s32(*mq, act_pair(a[2 * p]->qs + 8 * o, a[2 * p + 1]->qs + 8 * o), lo);
+                    if (q4)
+                        *mq = vmmlaq_s32(*mq, act_pair(a[2 * p]->qs + 16 + 8 * o, a[2 * p + 1]->qs + 16 + 8 * o),
+                                         vshrq_n_s8(z[e], 4));
+                }
+            }
+        }
+        const float32x4_t d0 = load_f16((const uint16_t *)(const void *)wb), d1 = load_f16((const uint16_t *)(const void *)wb + 4);
+        UNROLL for (int p = 0; p < P; p++) mm_accumulate(m[p], d0, d1, &a[2 * p], &acc[2 * p]);
+    }
+    UNROLL for (int t = 0; t < 2 * P; t++) {
+        vst1q_f32(s + 8 * t, acc[t][0]);
+        vst1q_f32(s + 8 * t + 4, acc[t][1]);
+    }
+}
+
+/* vec_dot_x8 by smmla: 4 rows (two pairs) at a time, then a pair, then a single row by sdot */
+#define X8_MM_FROM(name, q4, sdot_rows)                                                        \
+    I8MM static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
+        const char *a = va;                                                                  \
+        int r = 0;                                                                           \
+        for (; r + 4 <= na; r += 4) x8_mm_rows(n, s + 8 * r, w, q4, a + (size_t)r * stride, stride, 2); \
+        if (r + 2 <= na) {                                                                   \
+            x8_mm_rows(n, s + 8 * r, w, q4, a + (size_t)r * stride, stride, 1);              \
+            r += 2;                                                                          \
+        }                                                                                    \
+        if (r < na) sdot_rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1);           \
+    }
+X8_MM_FROM(x8_mm_q4_0, true, x8_rows_q4_0)
+X8_MM_FROM(x8_mm_q8_0, false, x8_rows_q8_0)
 
 /* 8 interleaved q4_K rows (block_q4_Kx8) against R activation rows. Per block the 8 rows'
  * 6-bit scales and mins are decoded once for all R rows: scales[k] holds byte k of the 8
@@ -722,7 +815,7 @@ static void set(hachi_kernels *t, uint32_t type, hachi_vec_dot_fn dot, hachi_vec
 }
 
 /* on a copy of ref's table: cold entries (and int8 dots without sdot) stay ref's */
-int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod) {
+int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) {
     t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = NULL;   /* without sdot: keep the file's layout */
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = NULL;
     t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = NULL;
@@ -754,9 +847,13 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod) {
         set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_neon, multi_q6_K);
         t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = x8_q6_K;
     }
+    if (dotprod && i8mm) {   /* forwards of several rows by smmla (one row stays sdot's) */
+        t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_mm_q4_0;
+        t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = x8_mm_q8_0;
+    }
     return 1;
 }
 
 #else
-int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod) { (void)t; (void)dotprod; return 0; }
+int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) { (void)t; (void)dotprod; (void)i8mm; return 0; }
 #endif

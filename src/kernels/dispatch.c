@@ -22,6 +22,9 @@
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20)
 #endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1 << 13)
+#endif
 #endif
 
 static const char *const isa_names[HACHI_ISA_COUNT] = {"ref", "avx2", "avx512", "neon", "avxvnni"};
@@ -85,7 +88,17 @@ static int has_dotprod(void) {
 #endif
 }
 
+static int has_i8mm(void) {
+#if defined(__aarch64__)
+    return (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
+#else
+    return 0;
+#endif
+}
+
 static hachi_kernels tables[HACHI_ISA_COUNT];
+static hachi_kernels neon_sdot;             /* the NEON table without i8mm, where the CPU has it */
+static const hachi_kernels *neon_sdot_avail;
 static const hachi_kernels *avail[HACHI_ISA_COUNT];   /* NULL: not compiled in or not on this CPU */
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
@@ -106,7 +119,13 @@ static void assemble(hachi_isa isa, hachi_isa base) {
         if (ok && has_amx()) hachi_kernels_fill_amx(t);
 #endif
         break;
-    case HACHI_ISA_NEON: ok = hachi_kernels_fill_neon(t, has_dotprod()); break;
+    case HACHI_ISA_NEON:
+        if (has_dotprod() && has_i8mm()) {
+            neon_sdot = *t;
+            if (hachi_kernels_fill_neon(&neon_sdot, 1, 0)) neon_sdot_avail = &neon_sdot;
+        }
+        ok = hachi_kernels_fill_neon(t, has_dotprod(), has_i8mm());
+        break;
     default: break;
     }
     if (ok) avail[isa] = t;
@@ -131,6 +150,11 @@ const hachi_kernels *hachi_kernels_get(hachi_isa isa) {
 }
 
 const hachi_kernels *hachi_kernels_ref(void) { return hachi_kernels_get(HACHI_ISA_REF); }
+
+const hachi_kernels *hachi_kernels_neon_sdot(void) {
+    pthread_once(&tables_once, build_tables);
+    return neon_sdot_avail;
+}
 
 static const hachi_kernels *best;
 static pthread_once_t best_once = PTHREAD_ONCE_INIT;

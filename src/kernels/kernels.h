@@ -111,7 +111,11 @@ int hachi_kernels_fill_avx2(hachi_kernels *t);
 int hachi_kernels_fill_avxvnni(hachi_kernels *t);
 int hachi_kernels_fill_avx512(hachi_kernels *t);
 int hachi_kernels_fill_amx(hachi_kernels *t);   /* AVX-512 table's AMX GEMM, where the CPU has AMX */
-int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod);   /* dotprod: the CPU has sdot (ASIMDDP) */
+/* dotprod: the CPU has sdot (ASIMDDP); i8mm: it has smmla (HWCAP2_I8MM) */
+int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm);
+/* The NEON table as on a CPU without i8mm (its x8 kernels all sdot's), where the running CPU has
+ * i8mm: the kernel test checks both; NULL elsewhere. */
+const hachi_kernels *hachi_kernels_neon_sdot(void);
 
 /* Kernels the ISA files share. ref.c's scalar softmax (also the AVX2 one's fallback);
  * x86_avx2_attn.c's register-blocked attention tiles, used by the AVX2 and AVX-512 tables:
