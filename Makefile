@@ -178,7 +178,7 @@ $(LINT_DIR)/src/kernels/x86_avxvnni.txt: LINT_FLAGS = $(FLAGS_avxvnni)
 $(LINT_DIR)/src/kernels/x86_amx.txt: LINT_DEFS = $(X86_DEFS_avx512) -D__AMX_TILE__ -D__AMX_INT8__
 $(LINT_DIR)/src/kernels/x86_amx.txt: LINT_FLAGS = $(FLAGS_amx)
 $(LINT_DIR)/src/kernels/arm_neon.txt: LINT_DEFS = -D__aarch64__ -D__ARM_NEON -D__ARM_FEATURE_DOTPROD -D__ARM_FEATURE_FP16_VECTOR_ARITHMETIC
-$(LINT_DIR)/src/kernels/arm_neon.txt: LINT_FLAGS = $(if $(wildcard /usr/aarch64-linux-gnu/include/stdio.h),--target=aarch64-linux-gnu -march=armv8.2-a+dotprod+fp16)
+$(LINT_DIR)/src/kernels/arm_neon.txt: LINT_FLAGS = $(if $(wildcard /usr/aarch64-linux-gnu/include/stdio.h),--target=aarch64-linux-gnu -march=armv8.2-a+dotprod+fp16+i8mm)
 
 LINT_OUT := $(LINT_FILES:%.c=$(LINT_DIR)/%.txt)
 

@@ -225,6 +225,10 @@ ROWS_FROM(x8_q8_0, x8_rows_q8_0, 8)
  * takes four. Each (token, row) sum is exact in int32 and the float steps per block are the
  * sdot kernels', so the results are theirs (and ref's) bit for bit. A row left over goes
  * through the sdot kernel. */
+#if defined(__ARM_FEATURE_MATMUL_INT8) || !defined(__clang__)
+/* GCC compiles these for i8mm alone (the target attribute); clang 14's arm_neon.h declares
+ * vmmlaq_s32 only where the whole file targets i8mm, so its builds go without them */
+#define HAVE_I8MM 1
 #define I8MM __attribute__((target("+i8mm")))
 
 static ALWAYS_INLINE int8x16_t rows_even(int8x16_t x0, int8x16_t x1) {
@@ -307,6 +311,7 @@ I8MM static ALWAYS_INLINE void x8_mm_rows(int64_t n, float *s, const void *vw, c
     }
 X8_MM_FROM(x8_mm_q4_0, true, x8_rows_q4_0)
 X8_MM_FROM(x8_mm_q8_0, false, x8_rows_q8_0)
+#endif
 
 /* 8 interleaved q4_K rows (block_q4_Kx8) against R activation rows. Per block the 8 rows'
  * 6-bit scales and mins are decoded once for all R rows: scales[k] holds byte k of the 8
@@ -847,10 +852,14 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) {
         set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_neon, multi_q6_K);
         t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = x8_q6_K;
     }
+#ifdef HAVE_I8MM
     if (dotprod && i8mm) {   /* forwards of several rows by smmla (one row stays sdot's) */
         t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_mm_q4_0;
         t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = x8_mm_q8_0;
     }
+#else
+    (void)i8mm;
+#endif
     return 1;
 }
 
