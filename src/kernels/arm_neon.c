@@ -4,8 +4,8 @@
  * float, fp16 and attention kernels (fp16 and int8 KV rows; plain ASIMD) are still used.
  * vec_dot_multi unpacks each weight block once for all rows for Q4_0, Q8_0, Q4_K, Q6_K,
  * F16, F32; other types loop the dot. With sdot, Q4_0, Q8_0, Q4_K, Q5_K and Q6_K also get
- * vec_dot_x8 (rows interleaved by 8, so the loader repacks them); with i8mm (smmla) too, the
- * Q4_0 and Q8_0 x8 kernels take forwards of several rows two at a time. */
+ * vec_dot_x8 (rows interleaved by 8, so the loader repacks them); with i8mm (smmla) too, these
+ * x8 kernels take forwards of several rows two at a time. */
 #include "kernels/kernels.h"
 
 #if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
@@ -297,20 +297,27 @@ I8MM static ALWAYS_INLINE void x8_mm_rows(int64_t n, float *s, const void *vw, c
     }
 }
 
+I8MM static ALWAYS_INLINE void x8_mm_rows_q4_0(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int P) {
+    x8_mm_rows(n, s, vw, true, va, stride, P);
+}
+I8MM static ALWAYS_INLINE void x8_mm_rows_q8_0(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int P) {
+    x8_mm_rows(n, s, vw, false, va, stride, P);
+}
+
 /* vec_dot_x8 by smmla: 4 rows (two pairs) at a time, then a pair, then a single row by sdot */
-#define X8_MM_FROM(name, q4, sdot_rows)                                                        \
+#define X8_MM_FROM(name, mm_rows, sdot_rows)                                                   \
     I8MM static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
         const char *a = va;                                                                  \
         int r = 0;                                                                           \
-        for (; r + 4 <= na; r += 4) x8_mm_rows(n, s + 8 * r, w, q4, a + (size_t)r * stride, stride, 2); \
+        for (; r + 4 <= na; r += 4) mm_rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 2); \
         if (r + 2 <= na) {                                                                   \
-            x8_mm_rows(n, s + 8 * r, w, q4, a + (size_t)r * stride, stride, 1);              \
+            mm_rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1);                     \
             r += 2;                                                                          \
         }                                                                                    \
         if (r < na) sdot_rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1);           \
     }
-X8_MM_FROM(x8_mm_q4_0, true, x8_rows_q4_0)
-X8_MM_FROM(x8_mm_q8_0, false, x8_rows_q8_0)
+X8_MM_FROM(x8_mm_q4_0, x8_mm_rows_q4_0, x8_rows_q4_0)
+X8_MM_FROM(x8_mm_q8_0, x8_mm_rows_q8_0, x8_rows_q8_0)
 #endif
 
 /* 8 interleaved q4_K rows (block_q4_Kx8) against R activation rows. Per block the 8 rows'
@@ -339,25 +346,30 @@ static ALWAYS_INLINE int32x4_t x8_mins_q4_K(const uint8_t *mn, int h, int16x8_t 
     v = vmlal_laneq_s16(v, m[6], p, 6);
     return vmlal_laneq_s16(v, m[7], p, 7);
 }
+/* the 8 rows' 6-bit scales and mins of a block: sc[8j + r], mn[8j + r] (row r, sub-block j) */
+static ALWAYS_INLINE void kx8_scales(const block_q4_Kx8 *w, uint8_t sc[64], uint8_t mn[64]) {
+    const uint8x16_t m6 = vdupq_n_u8(0x3F);
+    uint8x16_t v[6];   /* v[i]: bytes 2i, 2i+1 of the 8 rows' scales */
+    UNROLL for (int i = 0; i < 6; i++) v[i] = vld1q_u8(w->scales[2 * i]);
+    vst1q_u8(sc, vandq_u8(v[0], m6));
+    vst1q_u8(sc + 16, vandq_u8(v[1], m6));
+    vst1q_u8(sc + 32, vsliq_n_u8(v[4], vshrq_n_u8(v[0], 6), 4));
+    vst1q_u8(sc + 48, vsliq_n_u8(v[5], vshrq_n_u8(v[1], 6), 4));
+    vst1q_u8(mn, vandq_u8(v[2], m6));
+    vst1q_u8(mn + 16, vandq_u8(v[3], m6));
+    vst1q_u8(mn + 32, vsliq_n_u8(vshrq_n_u8(v[4], 4), vshrq_n_u8(v[2], 6), 4));
+    vst1q_u8(mn + 48, vsliq_n_u8(vshrq_n_u8(v[5], 4), vshrq_n_u8(v[3], 6), 4));
+}
 static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const size_t bsz, const bool high,
                                       const char *va, size_t stride, const int R) {
-    const uint8x16_t m4 = vdupq_n_u8(0xF), m6 = vdupq_n_u8(0x3F), m10 = vdupq_n_u8(0x10);
+    const uint8x16_t m4 = vdupq_n_u8(0xF), m10 = vdupq_n_u8(0x10);
     float32x4_t acc[2][ROWS_MAX];   /* [h][r]: rows 4h..4h+3 */
     UNROLL for (int r = 0; r < R; r++) acc[0][r] = acc[1][r] = vdupq_n_f32(0);
     for (int64_t b = 0; b < n / QK_K; b++) {
         const block_q4_Kx8 *w = (const block_q4_Kx8 *)(const void *)(vw + (size_t)b * bsz);
         const uint8_t *qh = (const uint8_t *)w + offsetof(block_q5_Kx8, qh);
-        uint8x16_t v[6];   /* v[i]: bytes 2i, 2i+1 of the 8 rows' scales */
-        UNROLL for (int i = 0; i < 6; i++) v[i] = vld1q_u8(w->scales[2 * i]);
         uint8_t sc[64], mn[64];
-        vst1q_u8(sc, vandq_u8(v[0], m6));
-        vst1q_u8(sc + 16, vandq_u8(v[1], m6));
-        vst1q_u8(sc + 32, vsliq_n_u8(v[4], vshrq_n_u8(v[0], 6), 4));
-        vst1q_u8(sc + 48, vsliq_n_u8(v[5], vshrq_n_u8(v[1], 6), 4));
-        vst1q_u8(mn, vandq_u8(v[2], m6));
-        vst1q_u8(mn + 16, vandq_u8(v[3], m6));
-        vst1q_u8(mn + 32, vsliq_n_u8(vshrq_n_u8(v[4], 4), vshrq_n_u8(v[2], 6), 4));
-        vst1q_u8(mn + 48, vsliq_n_u8(vshrq_n_u8(v[5], 4), vshrq_n_u8(v[3], 6), 4));
+        kx8_scales(w, sc, mn);
         UNROLL for (int h = 0; h < 2; h++) {
             int32x4_t sumi[ROWS_MAX];
             UNROLL for (int r = 0; r < R; r++) sumi[r] = vdupq_n_s32(0);
@@ -458,6 +470,157 @@ static ALWAYS_INLINE void x8_rows_q6_K(int64_t n, float *s, const void *vw, cons
     }
 }
 ROWS_FROM(x8_q6_K, x8_rows_q6_K, 8)
+
+#ifdef HAVE_I8MM
+/* i8mm for the 256-element types: per sub-block the same zipped row pairs and smmla as
+ * x8_mm_rows, whose int32 sums [t0.w(2q), t0.w(2q+1), t1.w(2q), t1.w(2q+1)] take the rows'
+ * scales as [s(2q), s(2q+1), s(2q), s(2q+1)] (sc_pair) into sumi, exact in int32 as in the
+ * sdot kernels; then per token and half the sdot kernels' float steps, bit for bit theirs. */
+static ALWAYS_INLINE int32x4_t sc_pair(int16x8_t sc, int q) {   /* sc: the 8 rows' scales as s16 */
+    const int32x4_t v = vreinterpretq_s32_s16(sc);
+    int32x2_t d;
+    switch (q) {   /* lane q: constant after unrolling */
+    case 0: d = vdup_laneq_s32(v, 0); break;
+    case 1: d = vdup_laneq_s32(v, 1); break;
+    case 2: d = vdup_laneq_s32(v, 2); break;
+    default: d = vdup_laneq_s32(v, 3); break;
+    }
+    return vmovl_s16(vreinterpret_s16_s32(d));
+}
+/* [pair sums of row pairs 2h, 2h+1] -> token t's (0 or 1) rows 4h..4h+3 */
+static ALWAYS_INLINE int32x4_t token_rows(int32x4_t m0, int32x4_t m1, int t) {
+    const int64x2_t a = vreinterpretq_s64_s32(m0), b = vreinterpretq_s64_s32(m1);
+    return vreinterpretq_s32_s64(t ? vzip2q_s64(a, b) : vzip1q_s64(a, b));
+}
+
+/* q4_K / q5_K (block_q4_Kx8, block_q5_Kx8): sub-block j's chunks k = 2o, 2o+1 (values
+ * 8o..8o+7 of rows 4h..4h+3; nibbles and 5th bits as in x8_rows_kx8) zipped into row pairs */
+I8MM static ALWAYS_INLINE void x8_mm_rows_kx8(int64_t n, float *s, const char *vw, const size_t bsz, const bool high,
+                                              const char *va, size_t stride, const int P) {
+    const uint8x16_t m4 = vdupq_n_u8(0xF), m10 = vdupq_n_u8(0x10);
+    float32x4_t acc[4][2];   /* [token][h] */
+    UNROLL for (int t = 0; t < 2 * P; t++) acc[t][0] = acc[t][1] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        const block_q4_Kx8 *w = (const block_q4_Kx8 *)(const void *)(vw + (size_t)b * bsz);
+        const uint8_t *qh = (const uint8_t *)w + offsetof(block_q5_Kx8, qh);
+        const block_q8_K *a[4];
+        UNROLL for (int t = 0; t < 2 * P; t++) a[t] = (const block_q8_K *)(va + (size_t)t * stride) + b;
+        uint8_t sc[64], mn[64];
+        kx8_scales(w, sc, mn);
+        int32x4_t sumi[2][4];   /* [pair][row pair] */
+        UNROLL for (int q = 0; q < 8; q++) sumi[q / 4][q % 4] = vdupq_n_s32(0);
+        for (int j = 0; j < 8; j++) {
+            const int8x16_t sh = vdupq_n_s8((int8_t)(-4 * (j % 2))), shh = vdupq_n_s8((int8_t)(4 - j));
+            const int16x8_t scs = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(sc + 8 * j)));
+            int32x4_t m[2][4];
+            UNROLL for (int q = 0; q < 8; q++) m[q / 4][q % 4] = vdupq_n_s32(0);
+            UNROLL for (int oh = 0; oh < 8; oh++) {
+                const int o = oh / 2, h = oh % 2;
+                int8x16_t u[2];   /* chunks 2o, 2o+1 */
+                UNROLL for (int e = 0; e < 2; e++) {
+                    const int k = 2 * o + e;
+                    uint8x16_t x = vandq_u8(vshlq_u8(vld1q_u8(w->qs + 256 * (j / 2) + 32 * k + 16 * h), sh), m4);
+                    if (high) x = vorrq_u8(x, vandq_u8(vshlq_u8(vld1q_u8(qh + 32 * k + 16 * h), shh), m10));
+                    u[e] = vreinterpretq_s8_u8(x);
+                }
+                const int8x16_t z[2] = {rows_even(u[0], u[1]), rows_odd(u[0], u[1])};
+                UNROLL for (int p = 0; p < P; p++) {
+                    const int8x16_t y = act_pair(a[2 * p]->qs + 32 * j + 8 * o, a[2 * p + 1]->qs + 32 * j + 8 * o);
+                    m[p][2 * h] = vmmlaq_s32(m[p][2 * h], y, z[0]);
+                    m[p][2 * h + 1] = vmmlaq_s32(m[p][2 * h + 1], y, z[1]);
+                }
+            }
+            UNROLL for (int q = 0; q < 4; q++) {
+                const int32x4_t scq = sc_pair(scs, q);
+                UNROLL for (int p = 0; p < P; p++) sumi[p][q] = vmlaq_s32(sumi[p][q], m[p][q], scq);
+            }
+        }
+        UNROLL for (int h = 0; h < 2; h++) {
+            const float32x4_t dw = load_f16(w->d + 4 * h), dmw = load_f16(w->dmin + 4 * h);
+            UNROLL for (int t = 0; t < 2 * P; t++) {
+                const int16x8_t pb = vpaddq_s16(vld1q_s16(a[t]->bsums), vld1q_s16(a[t]->bsums + 8));
+                const float32x4_t da = vdupq_n_f32(a[t]->d);
+                const int32x4_t v = token_rows(sumi[t / 2][2 * h], sumi[t / 2][2 * h + 1], t % 2);
+                acc[t][h] = vfmaq_f32(acc[t][h], vmulq_f32(dw, da), vcvtq_f32_s32(v));
+                acc[t][h] = vfmsq_f32(acc[t][h], vmulq_f32(dmw, da), vcvtq_f32_s32(x8_mins_q4_K(mn, h, pb)));
+            }
+        }
+    }
+    UNROLL for (int t = 0; t < 2 * P; t++) {
+        vst1q_f32(s + 8 * t, acc[t][0]);
+        vst1q_f32(s + 8 * t + 4, acc[t][1]);
+    }
+}
+I8MM static ALWAYS_INLINE void x8_mm_rows_q4_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int P) {
+    x8_mm_rows_kx8(n, s, vw, sizeof(block_q4_Kx8), false, va, stride, P);
+}
+I8MM static ALWAYS_INLINE void x8_mm_rows_q5_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int P) {
+    x8_mm_rows_kx8(n, s, vw, sizeof(block_q5_Kx8), true, va, stride, P);
+}
+
+/* q6_K (block_q6_Kx8): sub-block j's 16 values are chunks c = 2o, 2o+1 (o = 0, 1: values
+ * 8o..8o+7; 6-bit values as in x8_rows_q6_K) zipped into row pairs; each pair's sums start
+ * from -32*bsums[j] of its two tokens */
+I8MM static ALWAYS_INLINE void x8_mm_rows_q6_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int P) {
+    const block_q6_Kx8 *w = vw;
+    const uint8x16_t m4 = vdupq_n_u8(0xF), m30 = vdupq_n_u8(0x30);
+    float32x4_t acc[4][2];   /* [token][h] */
+    UNROLL for (int t = 0; t < 2 * P; t++) acc[t][0] = acc[t][1] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        const block_q8_K *a[4];
+        UNROLL for (int t = 0; t < 2 * P; t++) a[t] = (const block_q8_K *)(va + (size_t)t * stride) + b;
+        int32x4_t sumi[2][4];   /* [pair][row pair] */
+        UNROLL for (int q = 0; q < 8; q++) sumi[q / 4][q % 4] = vdupq_n_s32(0);
+        for (int j = 0; j < QK_K / 16; j++) {
+            const int u = j / 2, sb = j % 2;
+            int32x4_t m[2][4];
+            UNROLL for (int p = 0; p < P; p++) {   /* [b0, b0, b1, b1]: -32*bsums[j] of the pair's tokens */
+                const int32x4_t b0 = vdupq_n_s32(-32 * a[2 * p]->bsums[j]), b1 = vdupq_n_s32(-32 * a[2 * p + 1]->bsums[j]);
+                const int32x4_t init = vreinterpretq_s32_s64(vzip1q_s64(vreinterpretq_s64_s32(b0), vreinterpretq_s64_s32(b1)));
+                UNROLL for (int q = 0; q < 4; q++) m[p][q] = init;
+            }
+            UNROLL for (int h = 0; h < 2; h++) {
+                const uint8x16_t hb = vld1q_u8(w[b].qh + 64 * u + 32 * sb + 16 * h);
+                const uint8x16_t tb[4] = {vshlq_n_u8(hb, 4), vshlq_n_u8(hb, 2), hb, vshrq_n_u8(hb, 2)};
+                int8x16_t q6[4];
+                UNROLL for (int c = 0; c < 4; c++) {
+                    const uint8x16_t l = vld1q_u8(w[b].ql + 128 * u + 32 * c + 16 * h);
+                    const uint8x16_t nib = sb ? vshrq_n_u8(l, 4) : vandq_u8(l, m4);
+                    q6[c] = vreinterpretq_s8_u8(vorrq_u8(nib, vandq_u8(tb[c], m30)));
+                }
+                UNROLL for (int o = 0; o < 2; o++) {
+                    const int8x16_t z[2] = {rows_even(q6[2 * o], q6[2 * o + 1]), rows_odd(q6[2 * o], q6[2 * o + 1])};
+                    UNROLL for (int p = 0; p < P; p++) {
+                        const int8x16_t y = act_pair(a[2 * p]->qs + 16 * j + 8 * o, a[2 * p + 1]->qs + 16 * j + 8 * o);
+                        m[p][2 * h] = vmmlaq_s32(m[p][2 * h], y, z[0]);
+                        m[p][2 * h + 1] = vmmlaq_s32(m[p][2 * h + 1], y, z[1]);
+                    }
+                }
+            }
+            const int16x8_t scs = vmovl_s8(vld1_s8(w[b].scales[j]));
+            UNROLL for (int q = 0; q < 4; q++) {
+                const int32x4_t scq = sc_pair(scs, q);
+                UNROLL for (int p = 0; p < P; p++) sumi[p][q] = vmlaq_s32(sumi[p][q], m[p][q], scq);
+            }
+        }
+        UNROLL for (int h = 0; h < 2; h++) {
+            const float32x4_t dw = load_f16(w[b].d + 4 * h);
+            UNROLL for (int t = 0; t < 2 * P; t++) {
+                const float32x4_t da = vdupq_n_f32(a[t]->d);
+                const int32x4_t v = token_rows(sumi[t / 2][2 * h], sumi[t / 2][2 * h + 1], t % 2);
+                acc[t][h] = vfmaq_f32(acc[t][h], vmulq_f32(dw, da), vcvtq_f32_s32(v));
+            }
+        }
+    }
+    UNROLL for (int t = 0; t < 2 * P; t++) {
+        vst1q_f32(s + 8 * t, acc[t][0]);
+        vst1q_f32(s + 8 * t + 4, acc[t][1]);
+    }
+}
+X8_MM_FROM(x8_mm_q4_K, x8_mm_rows_q4_K, x8_rows_q4_K)
+X8_MM_FROM(x8_mm_q5_K, x8_mm_rows_q5_K, x8_rows_q5_K)
+X8_MM_FROM(x8_mm_q6_K, x8_mm_rows_q6_K, x8_rows_q6_K)
+#endif
 
 /* q4_1: d*da*sum(q*qa) + m*da*sum(qa); nibbles 0..15 are valid s8 operands */
 void hachi_vec_dot_q4_1_q8_0_neon(int64_t n, float *s, const void *vw, const void *va) {
@@ -856,6 +1019,9 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) {
     if (dotprod && i8mm) {   /* forwards of several rows by smmla (one row stays sdot's) */
         t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_mm_q4_0;
         t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = x8_mm_q8_0;
+        t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_mm_q4_K;
+        t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = x8_mm_q5_K;
+        t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = x8_mm_q6_K;
     }
 #else
     (void)i8mm;
