@@ -34,10 +34,37 @@
 enum { SRC_LOOKUP, SRC_ASSISTANT, SRC_SELF, N_SRC };   /* where a forward's drafts came from */
 #define COST_PRIOR_SLOPE 0.1   /* a forward's cost per extra row, in one-row forwards, until measured */
 #define ACCEPT_DECAY 0.9       /* weight of a drafter's older forwards in its running acceptance */
+#define PAY_MARGIN 1.1         /* a draft must promise 10% more tokens per unit of cost than plain
+                                  decoding: the estimates are noisy, and a draft that does not pay
+                                  costs more than one not tried */
 #define PROBE_MIN 16           /* forwards without drafts between two one-token probes: at first, */
 #define PROBE_MAX 256          /* and at most (the gap doubles with each probe rejected) */
 #define PLAIN_EVERY 64         /* the most forwards between two of one row (the unit the others are
                                   weighed against), when the costs are measured */
+
+/* The last TIMING_N times of something, whose median is its cost: on a shared machine a forward
+ * now and then takes several times its usual time, which a running mean would carry for long
+ * enough to mislead the choices (a slow one-row forward makes every draft look cheap). */
+#define TIMING_N 8
+typedef struct timing {
+    double v[TIMING_N];
+    int n, next;
+} timing;
+
+static double timing_add(timing *t, double ms) {
+    t->v[t->next] = ms;
+    t->next = (t->next + 1) % TIMING_N;
+    if (t->n < TIMING_N) t->n++;
+    double s[TIMING_N];
+    memcpy(s, t->v, sizeof s);
+    for (int i = 1; i < t->n; i++)   /* insertion sort of at most 8 */
+        for (int j = i; j > 0 && s[j - 1] > s[j]; j--) {
+            const double x = s[j];
+            s[j] = s[j - 1];
+            s[j - 1] = x;
+        }
+    return t->n % 2 ? s[t->n / 2] : 0.5 * (s[t->n / 2 - 1] + s[t->n / 2]);
+}
 
 struct hachi_spec {
     const hachi_model *model;
@@ -58,8 +85,10 @@ struct hachi_spec {
     int32_t pending;        /* the last token returned, at position hachi_session_pos, not evaluated; -1: none */
     hachi_spec_stats stats;
     /* adaptive */
-    double fwd_ms[HACHI_DRAFT_MAX + 2];   /* [rows] running time of a forward of that many rows; 0: not yet */
-    double tok_ms[N_SRC];                 /* running time of one draft step (prompt lookup: 0) */
+    double fwd_ms[HACHI_DRAFT_MAX + 2];   /* [rows] time of a forward of that many rows (the median of
+                                             its recent ones); 0: not yet */
+    double tok_ms[N_SRC];                 /* the same of one draft step (prompt lookup: 0) */
+    timing fwd_t[HACHI_DRAFT_MAX + 2], tok_t[N_SRC];   /* their recent samples */
     int n_src, srcs[N_SRC];               /* the drafters at hand, in the order they are probed */
     double kept[N_SRC], lost[N_SRC];      /* decayed counts: drafts kept, forwards that rejected one */
     int32_t idle, probe_gap;              /* forwards since the last draft that could have had one; the gap */
@@ -314,7 +343,7 @@ static int32_t best_length(const hachi_spec *sp, int src, int32_t cap, double *r
     const double step = !sp->p.forward_cost ? sp->tok_ms[src] : src == SRC_SELF ? sp->p.forward_cost[0] : 0.0;
     double tokens = 1.0, ak = 1.0;
     int32_t best = 0;
-    *rate = 1.0 / forward_cost(sp, 1);
+    *rate = PAY_MARGIN / forward_cost(sp, 1);
     for (int32_t k = 1; k <= cap; k++) {
         ak *= a;
         tokens += ak;   /* (1 - a^(k+1)) / (1 - a): the draft's first i kept with probability a^i */
@@ -369,14 +398,13 @@ static int32_t propose(hachi_spec *sp, int32_t base, int32_t max, int32_t *draft
 static void learn(hachi_spec *sp, int src, int32_t k, int32_t r, double fwd_ms, double draft_ms) {
     if (!sp->p.adaptive) return;
     sp->since_plain = k ? sp->since_plain + 1 : 0;
-    double *t = &sp->fwd_ms[k + 1];
-    *t = *t > 0 ? 0.75 * *t + 0.25 * fwd_ms : fwd_ms;
+    sp->fwd_ms[k + 1] = timing_add(&sp->fwd_t[k + 1], fwd_ms);
     if (!k) return;
     sp->kept[src] = ACCEPT_DECAY * sp->kept[src] + r;
     sp->lost[src] = ACCEPT_DECAY * sp->lost[src] + (r < k);
     if (src != SRC_LOOKUP) {
         const double per = draft_ms / k;
-        sp->tok_ms[src] = sp->tok_ms[src] > 0 ? 0.75 * sp->tok_ms[src] + 0.25 * per : per;
+        sp->tok_ms[src] = timing_add(&sp->tok_t[src], per);
     }
     if (sp->probing) sp->probe_gap = r ? PROBE_MIN : HACHI_MIN(2 * sp->probe_gap, PROBE_MAX);
     else sp->idle = 0;

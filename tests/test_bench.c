@@ -50,6 +50,18 @@ TEST(bench_json_tiny) {
         CHECKF(strstr(out, "roofline") && strstr(out, "[profile]") && strstr(out, "verify"),
                "table, verify or profile line missing:\n%s", out);
         CHECKF(strstr(out, "synthesizing"), "no progress line while synthesizing:\n%s", out);
+        /* the expected speed-up of drafts kept at a = 0.3 .. 0.9: at least 1 (k = 0), never less
+         * for a higher a */
+        const char *e = strstr(out, "expected speed-up over plain decoding");
+        double prev = 0;
+        int n_a = 0;
+        for (const char *p = e; p && (p = strstr(p, " a=0.")) && p < strchr(e, '\n'); p += 5, n_a++) {
+            double a, x;
+            int k;
+            if (sscanf(p, " a=%lf %lfx (k=%d)", &a, &x, &k) != 3 || x < 1.0 || x < prev || k < 0 || k > 15) break;   // NOLINT(cert-err34-c): the CLI's own output; a bad parse fails the check
+            prev = x;
+        }
+        CHECKF(e && n_a == 7, "expected speed-up line: %d good entries:\n%s", n_a, out);
     }
     free(out);
     if (rc != 0) return;
@@ -272,11 +284,40 @@ TEST(bench_spec_replay_tiny) {
     free(out);
 }
 
+/* --spec TEXT: every drafter end to end on gemma4-micro with workloads from a held-out text, each
+ * row's tokens equal to plain decoding's (the command fails otherwise), the assistant and
+ * self-speculation rows when asked for; a text too short for the depth is one line naming it. */
+TEST(bench_spec_micro) {
+    NEED_SHARED(mpath, "models/gemma4-micro.gguf");
+    NEED_SHARED(apath, "models/gemma4-micro-assistant.gguf");
+    NEED_SHARED(text, "models/heldout/heldout_stories.txt");
+    int rc;
+    char *out = test_sh(&rc, "%s bench -m %s --spec %s -md %s --self-budget 64 --depth 512 -n 24 -r 2 -t 1 --bw-mb 16 2>&1",
+                        test_hachi_bin(), mpath, text, apath);
+    static const char *rows[] = {"quote     none", "quote     lookup", "quote     model", "quote     self", "quote     auto",
+                                 "doc       none", "doc       model", "free      self", "free      auto"};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const char *l = strstr(out, rows[i]), *nl = l ? strchr(l, '\n') : NULL;
+        CHECKF(rc == 0 && l && nl && nl - l > 4 && !strncmp(nl - 3, "yes", 3), "--spec: row '%s' missing or not the "
+               "same tokens (rc %d):\n%s", rows[i], rc, out);
+    }
+    CHECKF(!strstr(out, "tok/s median"), "--spec printed the decode table:\n%s", out);
+    free(out);
+    const char *tiny = test_tmp("spec_tiny.txt");
+    FILE *f = fopen(tiny, "w");
+    if (f) { fputs("Once upon a time there was a cat.", f); fclose(f); }
+    out = test_sh(&rc, "%s bench -m %s --spec %s --depth 512 -n 8 -r 1 --bw-mb 16 2>&1", test_hachi_bin(), mpath, tiny);
+    CHECKF(rc == 1 && strstr(out, "the text has") && strstr(out, "depth 512"), "short text: rc %d\n%s", rc, out);
+    free(out);
+}
+
 TEST(bench_bad_flags) {
     static const char *bad[] = {"--synth tiny --depth x", "--synth tiny -n 0", "--synth huge", "--depth 16",
                                 "--synth tiny --fill slow", "--synth tiny --bogus", "--synth tiny -m x.gguf",
                                 "--synth tiny --depth 140000", "--synth tiny --ttft 0", "--synth tiny --ttft 64,x",
-                                "--synth tiny --spec-replay", "--synth tiny --spec-replay ,", "--synth tiny --ttft 64 --spec-replay x"};
+                                "--synth tiny --spec-replay", "--synth tiny --spec-replay ,", "--synth tiny --ttft 64 --spec-replay x",
+                                "--synth tiny -md x.gguf", "--synth tiny --draft 3", "--synth tiny --spec x --ttft 64",
+                                "--synth tiny --spec /nonexistent.txt"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char cmd[1024];
         snprintf(cmd, sizeof cmd, "%s bench %s 2>&1", test_hachi_bin(), bad[i]);

@@ -152,6 +152,22 @@ bool replay_run(const char *cmd, hachi_session *s, const replay_trace *t, uint64
 void replay_print(const replay_trace *t, int depth, const replay_result *r);
 /* What hachi bench's measurements share: n pseudo-random token ids in [4, n_vocab) (never
  * BOS/EOS/PAD on Gemma vocabularies) from the xorshift state x; the median of v[0..n) (sorts v). */
+/* hachi bench --spec TEXT (tools/bench_spec.c): every drafter end to end on workloads made from
+ * TEXT (quote, doc, free) at each depth, beside plain decoding in the same run. */
+#define SPEC_BENCH_REPS_MAX 32
+typedef struct spec_bench_opts {
+    const char *text_path;
+    const hachi_model *assistant;   /* -md; NULL: no assistant rows */
+    int32_t self_budget;            /* self-speculation's draft budget; 0: no self rows */
+    long n, reps, n_draft;          /* tokens a run, runs, drafts (-1: 4 lookup and auto, 3 model and self) */
+    const int *depths;
+    int n_depths;
+    hachi_session_params sp;        /* threads, batch, KV type ... (the context is set per run) */
+} spec_bench_opts;
+bool spec_bench_run(const char *cmd, const hachi_model *m, const spec_bench_opts *o);
+/* The expected speed-up table from verify costs ms[i] of forwards of rows[i] rows (rows[0] = 1). */
+void spec_expected(const int *rows, const double *ms, int n, int max_draft);
+
 void bench_tokens(int32_t *t, int n, int32_t n_vocab, uint64_t *x);
 double bench_median(double *v, int n);
 

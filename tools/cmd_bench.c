@@ -48,6 +48,8 @@ typedef struct bench_opts {
     long auto_real_max;             /* --fill auto: real prefill up to this depth, fast beyond */
     bool verify, prefill, profile;
     const char *replay;             /* --spec-replay: trace files, comma-separated */
+    const char *spec_text, *md_path;   /* --spec TEXT, -md FILE */
+    long n_draft;                   /* --draft N (--spec); -1: not given */
 } bench_opts;
 
 typedef struct depth_result {
@@ -91,6 +93,7 @@ static void usage(FILE *f) {
             "                   [-n 32] [-r 3] [-t THREADS] [-c CTX] [--fill real|fast|auto] [--json FILE]\n"
             "                   [--no-verify] [--no-prefill] [--no-profile] [--prefill-n 512] [--bw-mb 1024]\n"
             "                   [--ttft 2048,8192,32768] [--spec-replay TRACE[,TRACE...]]\n"
+            "                   [--spec TEXT [-md FILE] [--draft N] [--self-budget N]]\n"
             "  --synth     generate a random-weight model of that shape once into $HACHI_BENCH_CACHE\n"
             "              (default bench/cache/) and reuse it; --type q4_0 (default), q4_k_m, q5_k_m, q8_0, f16, ...\n"
             "  --depth     KV-cache depths to decode at (comma-separated)\n"
@@ -108,7 +111,13 @@ static void usage(FILE *f) {
             "              (hachi run --spec-trace: drafted and kept tokens per forward) on this model,\n"
             "              alternated with plain decoding of as many tokens: tok/s of both and the ratio;\n"
             "              a trace of --spec self replays its draft steps (page-sparse, budget 1024)\n"
-            "  --self-budget  keys a replayed self-speculative draft step attends (default 1024)\n"
+            "  --self-budget  keys a self-speculative draft step attends (--spec-replay, --spec; default 1024)\n"
+            "  --spec TEXT instead of the decode table, at each depth: workloads made from TEXT's tokens\n"
+            "              (quote: the text, then its first 48 tokens again; doc: a pass key in its middle,\n"
+            "              asked for at its end; free: the text), each decoded -n tokens greedily -r times\n"
+            "              by every drafter (none, lookup, -md FILE's assistant, self with --self-budget N,\n"
+            "              auto; --draft N):\n"
+            "              tok/s, the ratio to plain decoding, acceptance, and that the tokens are the same\n"
             "  --bw-mb     buffer of the bandwidth measurement in MiB (default 1024)\n"
             "  --json      also write the results as one JSON object to FILE\n"
             CLI_MODE_USAGE);
@@ -571,6 +580,7 @@ static bool parse_args(bench_opts *b, int argc, char **argv, bool *help) {
     b->prefill_n = 512;
     b->fill = FILL_REAL;
     b->auto_real_max = 512;
+    b->n_draft = -1;
     b->verify = b->prefill = b->profile = true;
     parse_depths(b, "128,2048,8192");
     long v;
@@ -603,6 +613,15 @@ static bool parse_args(bench_opts *b, int argc, char **argv, bool *help) {
         else if (!strcmp(a, "--spec-replay")) {
             VAL();
             b->replay = val;
+        } else if (!strcmp(a, "--spec")) {
+            VAL();
+            b->spec_text = val;
+        } else if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) {
+            VAL();
+            b->md_path = val;
+        } else if (!strcmp(a, "--draft")) {
+            VAL();
+            if (!cli_int(CMD, a, val, 1, HACHI_DRAFT_MAX, &b->n_draft)) return false;
         } else if (!strcmp(a, "--self-budget")) {
             VAL();
             if (!cli_int(CMD, a, val, 48, 16384, &v)) return false;
@@ -621,6 +640,14 @@ static bool parse_args(bench_opts *b, int argc, char **argv, bool *help) {
     if (!b->o.model && !b->synth_shape) { cli_error(CMD, "no model: give -m MODEL.gguf or --synth e2b|tiny"); return false; }
     if (b->o.model && b->synth_shape) { cli_error(CMD, "give either -m or --synth, not both"); return false; }
     if (!b->prefill) b->fill = FILL_FAST;
+    if ((b->md_path || b->n_draft > 0) && !b->spec_text) { cli_error(CMD, "-md and --draft need --spec TEXT"); return false; }
+    if (b->spec_text && (b->replay || b->n_ttft)) { cli_error(CMD, "give one of --spec, --spec-replay and --ttft"); return false; }
+    if (b->spec_text && b->reps > SPEC_BENCH_REPS_MAX) { cli_error(CMD, "--spec: at most %d runs (-r)", SPEC_BENCH_REPS_MAX); return false; }
+    if (b->spec_text) {   /* before anything is loaded */
+        FILE *f = fopen(b->spec_text, "rb");
+        if (!f) { cli_error(CMD, "--spec: cannot read the text '%s': %s", b->spec_text, strerror(errno)); return false; }
+        fclose(f);
+    }
     return true;
 }
 
@@ -720,6 +747,22 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
     fflush(stdout);
 
     uint64_t rng = 0x2545F4914F6CDD1Dull ^ b.seed;
+    if (b.spec_text) {   /* every drafter end to end on real text (no decode table) */
+        hachi_model *am = NULL;
+        if (b.md_path && ((st = hachi_model_load(b.md_path, NULL, &am)) || (st = hachi_assistant_check(m, am)))) {
+            cli_lib_error(CMD, st, "cannot use the drafter (-md)");
+            hachi_model_free(am);
+            goto out;
+        }
+        const spec_bench_opts so = {.text_path = b.spec_text, .assistant = am,
+                                    .self_budget = b.o.sp.draft_budget, .n = b.n,
+                                    .reps = b.reps, .n_draft = b.n_draft, .depths = b.depths, .n_depths = b.n_depths,
+                                    .sp = b.o.sp};
+        const bool ok = spec_bench_run(CMD, m, &so);
+        hachi_model_free(am);
+        if (!ok) goto out;
+        goto done;
+    }
     if (b.n_ttft) {
         if (!ttft_runs(s, &b, &r, &rng)) goto out;
         goto done;
@@ -809,6 +852,7 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
         for (int i = 0; i < N_VERIFY; i++)
             printf("%sk=%d %.2fx (%.1f ms)", i ? ", " : "", verify_k[i], r.verify_ms[i] / r.verify_ms[0], r.verify_ms[i]);
         printf("\n");
+        spec_expected(verify_k, r.verify_ms, N_VERIFY, HACHI_DRAFT_MAX);
     }
     fflush(stdout);
 
