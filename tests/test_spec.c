@@ -111,14 +111,18 @@ static hachi_model *stories(bool dot_eog, int32_t *dot) {
     return m;
 }
 
-static hachi_session *session(const hachi_model *m) {
+/* A session of 2048 positions on one thread; with self-speculation's draft steps at budget
+ * positions when budget > 0. */
+static hachi_session *self_session(const hachi_model *m, int budget) {
     hachi_session_params p = hachi_session_default_params();
     p.n_ctx = 2048;
     p.n_threads = 1;
+    p.draft_budget = budget;
     hachi_session *s = NULL;
     CHECKF(hachi_session_create(m, &p, &s) == HACHI_OK, "session: %s", hachi_last_error());
     return s;
 }
+static hachi_session *session(const hachi_model *m) { return self_session(m, 0); }
 
 static hachi_sampler *sampler(bool sampled) {
     hachi_sampler_params p = hachi_sampler_default_params();
@@ -506,17 +510,6 @@ TEST(spec_adaptive) {
         }
     }
     hachi_model_free(m);
-}
-
-/* A session with self-speculation's draft steps at the given budget (positions). */
-static hachi_session *self_session(const hachi_model *m, int budget) {
-    hachi_session_params p = hachi_session_default_params();
-    p.n_ctx = 2048;
-    p.n_threads = 1;
-    p.draft_budget = budget;
-    hachi_session *s = NULL;
-    CHECKF(hachi_session_create(m, &p, &s) == HACHI_OK, "session: %s", hachi_last_error());
-    return s;
 }
 
 /* Draft steps (hachi_session_eval_draft) really attend page-sparse and leave no trace: on

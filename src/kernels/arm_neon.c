@@ -425,9 +425,19 @@ ROWS_FROM(x8_q5_K, x8_rows_q5_K, 8)
  * values, from -32*bsums[j], leave each row's exact sum((v - 32)*y) in its lane; sumi += that
  * * the rows' scales (|sumi| < 2^28). Then acc = fma(dw*da, sumi, acc): ref's order, bit for
  * bit, whatever R. */
+/* q[c]: the unsigned 6-bit values 4c..4c+3 of rows 4h..4h+3 in sub-block 2u + sb of a block */
+static ALWAYS_INLINE void q6x8_values(const block_q6_Kx8 *w, int u, int sb, int h, int8x16_t q[4]) {
+    const uint8x16_t m4 = vdupq_n_u8(0xF), m30 = vdupq_n_u8(0x30);
+    const uint8x16_t hb = vld1q_u8(w->qh + 64 * u + 32 * sb + 16 * h);
+    const uint8x16_t t[4] = {vshlq_n_u8(hb, 4), vshlq_n_u8(hb, 2), hb, vshrq_n_u8(hb, 2)};
+    UNROLL for (int c = 0; c < 4; c++) {
+        const uint8x16_t l = vld1q_u8(w->ql + 128 * u + 32 * c + 16 * h);
+        const uint8x16_t nib = sb ? vshrq_n_u8(l, 4) : vandq_u8(l, m4);
+        q[c] = vreinterpretq_s8_u8(vorrq_u8(nib, vandq_u8(t[c], m30)));
+    }
+}
 static ALWAYS_INLINE void x8_rows_q6_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
     const block_q6_Kx8 *w = vw;
-    const uint8x16_t m4 = vdupq_n_u8(0xF), m30 = vdupq_n_u8(0x30);
     float32x4_t acc[2][ROWS_MAX];   /* [h][r]: rows 4h..4h+3 */
     UNROLL for (int r = 0; r < R; r++) acc[0][r] = acc[1][r] = vdupq_n_f32(0);
     for (int64_t b = 0; b < n / QK_K; b++) {
@@ -436,14 +446,8 @@ static ALWAYS_INLINE void x8_rows_q6_K(int64_t n, float *s, const void *vw, cons
             UNROLL for (int r = 0; r < R; r++) sumi[r] = vdupq_n_s32(0);
             for (int j = 0; j < QK_K / 16; j++) {
                 const int u = j / 2, sb = j % 2;
-                const uint8x16_t hb = vld1q_u8(w[b].qh + 64 * u + 32 * sb + 16 * h);
-                const uint8x16_t t[4] = {vshlq_n_u8(hb, 4), vshlq_n_u8(hb, 2), hb, vshrq_n_u8(hb, 2)};
                 int8x16_t q[4];
-                UNROLL for (int c = 0; c < 4; c++) {
-                    const uint8x16_t l = vld1q_u8(w[b].ql + 128 * u + 32 * c + 16 * h);
-                    const uint8x16_t nib = sb ? vshrq_n_u8(l, 4) : vandq_u8(l, m4);
-                    q[c] = vreinterpretq_s8_u8(vorrq_u8(nib, vandq_u8(t[c], m30)));
-                }
+                q6x8_values(&w[b], u, sb, h, q);
                 const int16x8_t sc16 = vmovl_s8(vld1_s8(w[b].scales[j]));
                 const int32x4_t scv = vmovl_s16(h ? vget_high_s16(sc16) : vget_low_s16(sc16));
                 UNROLL for (int r = 0; r < R; r++) {
@@ -563,7 +567,6 @@ I8MM static ALWAYS_INLINE void x8_mm_rows_q5_K(int64_t n, float *s, const void *
  * from -32*bsums[j] of its two tokens */
 I8MM static ALWAYS_INLINE void x8_mm_rows_q6_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int P) {
     const block_q6_Kx8 *w = vw;
-    const uint8x16_t m4 = vdupq_n_u8(0xF), m30 = vdupq_n_u8(0x30);
     float32x4_t acc[4][2];   /* [token][h] */
     UNROLL for (int t = 0; t < 2 * P; t++) acc[t][0] = acc[t][1] = vdupq_n_f32(0);
     for (int64_t b = 0; b < n / QK_K; b++) {
@@ -580,14 +583,8 @@ I8MM static ALWAYS_INLINE void x8_mm_rows_q6_K(int64_t n, float *s, const void *
                 UNROLL for (int q = 0; q < 4; q++) m[p][q] = init;
             }
             UNROLL for (int h = 0; h < 2; h++) {
-                const uint8x16_t hb = vld1q_u8(w[b].qh + 64 * u + 32 * sb + 16 * h);
-                const uint8x16_t tb[4] = {vshlq_n_u8(hb, 4), vshlq_n_u8(hb, 2), hb, vshrq_n_u8(hb, 2)};
                 int8x16_t q6[4];
-                UNROLL for (int c = 0; c < 4; c++) {
-                    const uint8x16_t l = vld1q_u8(w[b].ql + 128 * u + 32 * c + 16 * h);
-                    const uint8x16_t nib = sb ? vshrq_n_u8(l, 4) : vandq_u8(l, m4);
-                    q6[c] = vreinterpretq_s8_u8(vorrq_u8(nib, vandq_u8(tb[c], m30)));
-                }
+                q6x8_values(&w[b], u, sb, h, q6);
                 UNROLL for (int o = 0; o < 2; o++) {
                     const int8x16_t z[2] = {rows_even(q6[2 * o], q6[2 * o + 1]), rows_odd(q6[2 * o], q6[2 * o + 1])};
                     UNROLL for (int p = 0; p < P; p++) {
