@@ -378,17 +378,16 @@ static int32_t propose(hachi_spec *sp, int32_t base, int32_t max, int32_t *draft
         if (kc && (!k || r > best)) { k = kc; best = r; *src = c; }
     }
     if (!k) {
-        if (!sp->n_src || (sp->n_src == 1 && sp->lookup && !n_look)) return 0;   /* nothing to draft with: no probe due */
-        if (++sp->idle < sp->probe_gap) return 0;
-        sp->idle = 0;
-        sp->probing = true;
-        k = 1;
         int next = 0, c = -1;   /* the drafter after the last probed that can draft now */
         for (int i = 0; i < sp->n_src; i++)
             if (sp->srcs[i] == sp->probe_src) next = i + 1;
         for (int i = 0; i < sp->n_src && c < 0; i++)
             if (sp->srcs[(next + i) % sp->n_src] != SRC_LOOKUP || n_look) c = sp->srcs[(next + i) % sp->n_src];
-        if (c < 0) return 0;   /* prompt lookup alone, and it has no match */
+        if (c < 0) return 0;   /* nothing to draft with: no probe due */
+        if (++sp->idle < sp->probe_gap) return 0;
+        sp->idle = 0;
+        sp->probing = true;
+        k = 1;
         *src = sp->probe_src = c;
     }
     return *src == SRC_LOOKUP ? k : model_propose(sp, *src, base, sp->pending, k, draft);
