@@ -353,7 +353,7 @@ void hachi_session_print_plan(const hachi_session *s, void *file) {
     fprintf(f, "  kv plan by type (held and pending rows) at context %d:", s->n_ctx);
     for (int t = HACHI_KV_F16; t <= HACHI_KV_INT8; t++)
         fprintf(f, " %s %zu bytes", hachi_kv_type_name((hachi_kv_type)t),
-                kv_plan_bytes(m, s->n_ctx, s->n_batch, (hachi_kv_type)t, s->sparse_pages > 0));
+                kv_plan_bytes(m, s->n_ctx, s->n_batch, (hachi_kv_type)t, s->sparse_pages > 0 || s->draft_pages > 0));
     fputc('\n', f);
     if (s->n_stream)
         fprintf(f, "  streaming heads: %d (sink %d, window %d)\n", s->n_stream, s->stream_sink, s->stream_window);

@@ -7,7 +7,8 @@
  * drift on a shared machine falls on both; each goes on from where the last left (the depth
  * grows by twice the trace's tokens). Self-speculation's draft steps are replayed (a draft step
  * per drafted token, then a rewind, before the forward that verifies); other drafting time is
- * not (prompt lookup's is ~1 us per token). Also the token and median helpers of hachi bench's other measurements. */
+ * not (prompt lookup's is ~1 us per token). Also the token and median helpers of hachi bench's
+ * other measurements. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
