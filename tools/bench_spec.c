@@ -8,7 +8,6 @@
  * decoding of the same repetition, acceptance, tokens per verifying forward, and whether the
  * tokens equal plain decoding's. Also the expected speed-up table that hachi bench prints from
  * its measured verify costs (spec_expected). */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
