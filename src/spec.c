@@ -91,8 +91,6 @@ struct hachi_spec {
     timing fwd_t[HACHI_DRAFT_MAX + 2], tok_t[N_SRC];   /* their recent samples */
     int n_src, srcs[N_SRC];               /* the drafters at hand, in the order they are probed */
     double kept[N_SRC], lost[N_SRC];      /* decayed counts: drafts kept, forwards that rejected one */
-    double got_tok[N_SRC], got_ms[N_SRC]; /* decayed: tokens a drafter's forwards gave, and their time
-                                             with its drafting (what drafting with it really yields) */
     int32_t idle, probe_gap;              /* forwards since the last draft that could have had one; the gap */
     int32_t since_plain;                  /* forwards since the last of one row */
     bool probing;                         /* this forward's one draft is a probe */
@@ -355,15 +353,6 @@ static int32_t best_length(const hachi_spec *sp, int src, int32_t cap, double *r
     return best;
 }
 
-/* Whether drafting with src has really yielded more tokens per ms than plain decoding's one-row
- * forwards do: the model of best_length assumes each draft kept independently with probability
- * a, but acceptance comes in runs (a passage copied, then not), so the rate it promises can be
- * off; measured costs only (with fixed costs there is nothing to compare). No evidence: yes. */
-static bool pays(const hachi_spec *sp, int src) {
-    if (sp->p.forward_cost || !(sp->got_ms[src] > 0) || !(sp->fwd_ms[1] > 0)) return true;
-    return sp->got_tok[src] / sp->got_ms[src] >= 1.0 / sp->fwd_ms[1];
-}
-
 /* The drafts of the next forward (after the pending token, at most max) into draft and their
  * source in *src: prompt lookup, then a model (the assistant or the target's draft steps);
  * adaptive: the drafter and length that promise the most, or a one-token probe once in a while
@@ -386,7 +375,7 @@ static int32_t propose(hachi_spec *sp, int32_t base, int32_t max, int32_t *draft
         const int c = sp->srcs[i];
         double r = 0;
         const int32_t kc = c == SRC_LOOKUP ? (n_look ? best_length(sp, c, n_look, &r) : 0) : best_length(sp, c, max, &r);
-        if (kc && pays(sp, c) && (!k || r > best)) { k = kc; best = r; *src = c; }
+        if (kc && (!k || r > best)) { k = kc; best = r; *src = c; }
     }
     if (!k) {
         int next = 0, c = -1;   /* the drafter after the last probed that can draft now */
@@ -412,8 +401,6 @@ static void learn(hachi_spec *sp, int src, int32_t k, int32_t r, double fwd_ms, 
     if (!k) return;
     sp->kept[src] = ACCEPT_DECAY * sp->kept[src] + r;
     sp->lost[src] = ACCEPT_DECAY * sp->lost[src] + (r < k);
-    sp->got_tok[src] = ACCEPT_DECAY * sp->got_tok[src] + r + 1;
-    sp->got_ms[src] = ACCEPT_DECAY * sp->got_ms[src] + fwd_ms + draft_ms;
     if (src != SRC_LOOKUP) {
         const double per = draft_ms / k;
         sp->tok_ms[src] = timing_add(&sp->tok_t[src], per);
