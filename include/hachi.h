@@ -324,10 +324,10 @@ typedef struct hachi_spec_params {
      * expected tokens per forward, (1 - a^(k+1)) / (1 - a) for a drafter whose drafts are kept
      * with running probability a (each drafter its own, from its recent forwards), over the
      * forward's cost: the time of a forward of k + 1 rows (measured while decoding, or
-     * forward_cost) plus k draft steps (the assistant's or self-speculation's, measured). k = 0 (no draft) where
-     * drafting does not pay; then one forward in 16..256 (doubling while they fail) still
-     * drafts one token (the drafters in turn) to follow one that gets better. The tokens do not
-     * change. */
+     * forward_cost) plus k draft steps (the assistant's or self-speculation's, measured; costs
+     * are medians of recent timings). k = 0 (no draft) where drafting does not promise 10% over
+     * plain decoding; then one forward in 16..256 (doubling while they fail) still drafts one
+     * token (the drafters in turn) to follow one that gets better. The tokens do not change. */
     bool adaptive;
     /* adaptive: NULL (measure), or [n_draft + 1] fixed costs of forwards of 1..n_draft + 1 rows
      * in any unit (e.g. ms), borrowed for the spec's life; the assistant's draft steps then cost
@@ -344,7 +344,7 @@ typedef struct hachi_spec_stats {
     int64_t accepted_at[HACHI_DRAFT_MAX];   /* forwards that kept draft i (0: the first) */
     double draft_ms;            /* time spent drafting */
     int64_t lookup_forwards;    /* AUTO: draft forwards whose drafts came from prompt lookup */
-    int64_t self_forwards;      /* AUTO: draft forwards whose drafts came from self-speculation */
+    int64_t self_forwards;      /* draft forwards whose drafts came from self-speculation */
 } hachi_spec_stats;
 
 /* Whether assistant (a gemma4-assistant model) can draft for target: architectures, the width
