@@ -263,6 +263,18 @@ void hachi_mat_row(const hachi_kernels *k, const hachi_mat *W, int64_t r, float 
     k->t[W->type].to_float((const char *)W->data + r * W->row_bytes, out, W->cols);
 }
 
+bool hachi_mat_read_ahead(const hachi_mat *W, size_t chunk, const atomic_bool *stop) {
+    if (W->x8 || !W->data) return true;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)W->data;
+    const uintptr_t lo = a / page * page, hi = (a + (uintptr_t)(W->rows * W->row_bytes) + page - 1) / page * page;
+    chunk = (chunk + page - 1) / page * page;
+    for (uintptr_t c = lo; c < hi; c += chunk) {
+        if (stop && atomic_load_explicit(stop, memory_order_relaxed)) return false;
+        madvise((void *)c, HACHI_MIN(chunk, hi - c), MADV_WILLNEED);   // NOLINT(performance-no-int-to-ptr): page rounding is integer arithmetic
+    }
+    return true;
+}
+
 void hachi_mat_prefetch_rows(const hachi_mat *W, const int32_t *rows, int n) {
     if (W->x8 || !W->data) return;   /* interleaved rows were copied into memory at load */
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);

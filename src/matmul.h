@@ -4,6 +4,7 @@
  * (vec_dot_multi); larger n_tok is tiled so a weight tile stays in cache. */
 #ifndef HACHI_MATMUL_H
 #define HACHI_MATMUL_H
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -41,5 +42,9 @@ void hachi_mat_row(const hachi_kernels *k, const hachi_mat *W, int64_t r, float 
  * W is still the file's mapping: a row read later then does not wait on the disk. Any row id out
  * of [0, rows) is skipped. */
 void hachi_mat_prefetch_rows(const hachi_mat *W, const int32_t *rows, int n);
+/* The same for all of W's rows still in the file, chunk bytes per request (Linux reads at most
+ * its readahead window, ~2 MB, per request); stops early (false) once *stop is set. Blocks while
+ * the kernel queues the reads: for a background thread. */
+bool hachi_mat_read_ahead(const hachi_mat *W, size_t chunk, const atomic_bool *stop);
 
 #endif

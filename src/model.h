@@ -5,6 +5,9 @@
  * released. 1-D vectors (norm weights, rope_freqs) are small owned f32 copies. */
 #ifndef HACHI_MODEL_H
 #define HACHI_MODEL_H
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include "hachi.h"
 #include "gguf.h"
 #include "matmul.h"
@@ -68,6 +71,9 @@ struct hachi_model {
     size_t weight_bytes;               /* bytes of all matrices read per token (excl. embeddings rows) */
     void *x8;                          /* the interleaved copies of the repacked matrices (anonymous map) */
     size_t x8_bytes;
+    pthread_t read_ahead;              /* reads the row-lookup tables into the page cache (model.c) */
+    bool reading_ahead;                /* that thread runs (joined by hachi_model_free) */
+    atomic_bool stop_read_ahead;
 };
 
 const hachi_tokenizer *hachi_model_tokenizer(const hachi_model *model);

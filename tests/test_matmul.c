@@ -280,6 +280,55 @@ out:
 /* hachi_mat_prefetch_rows starts reading the asked rows of a matrix still in its file, and only
  * them: a file of 64 one-page rows, its pages dropped from the page cache (posix_fadvise), then
  * mincore until the asked rows' pages are resident (the reads are asynchronous: up to 10 s). */
+/* hachi_mat_read_ahead reads all the rows of a matrix in the file, chunk by chunk (Linux reads at
+ * most its readahead window per request), and stops at once when asked to; a model's row-lookup
+ * tables get it at load in a thread (hachi_model_load), joined by hachi_model_free. */
+TEST(mat_read_ahead) {
+    const long page = sysconf(_SC_PAGESIZE);
+    enum { R = 64 };
+    const char *path = test_tmp("read_ahead.bin");
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    char *row = hachi_malloc((size_t)page);
+    memset(row, 7, (size_t)page);
+    for (int r = 0; r < R; r++) CHECK(fwrite(row, (size_t)page, 1, f) == 1);
+    hachi_free(row);
+    CHECK(fflush(f) == 0 && fsync(fileno(f)) == 0);
+    fclose(f);
+    const int fd = open(path, O_RDONLY);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    void *map = mmap(NULL, (size_t)(R * page), PROT_READ, MAP_PRIVATE, fd, 0);
+    CHECK(map != MAP_FAILED);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
+    if (map == MAP_FAILED) return;
+    unsigned char in[R];
+    CHECK(mincore(map, (size_t)(R * page), in) == 0);
+    int resident = 0;
+    for (int r = 0; r < R; r++) resident += in[r] & 1;
+    if (resident) {
+        munmap(map, (size_t)(R * page));
+        SKIP("this file system kept %d of the file's %d pages cached after POSIX_FADV_DONTNEED", resident, R);
+    }
+    hachi_mat W = {.type = HACHI_TYPE_F32, .rows = R, .cols = page / 4, .data = map, .row_bytes = (uint64_t)page};
+    atomic_bool stop;
+    atomic_init(&stop, true);
+    CHECK(!hachi_mat_read_ahead(&W, 4 * (size_t)page, &stop));   /* stopped before its first request */
+    atomic_store(&stop, false);
+    CHECK(hachi_mat_read_ahead(&W, 4 * (size_t)page, &stop));
+    for (int i = 0; i < 1000 && resident < R; i++) {
+        CHECK(mincore(map, (size_t)(R * page), in) == 0);
+        resident = 0;
+        for (int r = 0; r < R; r++) resident += in[r] & 1;
+        if (resident < R) usleep(10000);
+    }
+    munmap(map, (size_t)(R * page));
+    if (!resident) SKIP("madvise(MADV_WILLNEED) read nothing here within 10 s (an emulator?)");
+    CHECKF(resident == R, "%d of %d pages resident after a read-ahead in chunks of 4 pages", resident, R);
+}
+
 TEST(mat_prefetch_rows) {
     const long page = sysconf(_SC_PAGESIZE);
     const int R = 64;
