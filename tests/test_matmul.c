@@ -280,38 +280,54 @@ out:
 /* hachi_mat_prefetch_rows starts reading the asked rows of a matrix still in its file, and only
  * them: a file of 64 one-page rows, its pages dropped from the page cache (posix_fadvise), then
  * mincore until the asked rows' pages are resident (the reads are asynchronous: up to 10 s). */
-/* hachi_mat_read_ahead reads all the rows of a matrix in the file, chunk by chunk (Linux reads at
- * most its readahead window per request), and stops at once when asked to; a model's row-lookup
- * tables get it at load in a thread (hachi_model_load), joined by hachi_model_free. */
-TEST(mat_read_ahead) {
+/* The pages of map (R of them, R <= 64) in the page cache: in[r] & 1, and how many. */
+static int resident_pages(void *map, int R, unsigned char *in) {
+    CHECK(mincore(map, (size_t)R * (size_t)sysconf(_SC_PAGESIZE), in) == 0);
+    int n = 0;
+    for (int r = 0; r < R; r++) n += in[r] & 1;
+    return n;
+}
+
+/* R pages (R <= 64) written to the test's file name and mapped read-only, their page cache
+ * dropped (NULL when that fails: checked). *cached: the pages still resident after the drop (a
+ * file system that keeps them: the caller skips). */
+static void *cold_pages(const char *name, int R, int *cached) {
     const long page = sysconf(_SC_PAGESIZE);
-    enum { R = 64 };
-    const char *path = test_tmp("read_ahead.bin");
+    const char *path = test_tmp(name);
     FILE *f = fopen(path, "wb");
     CHECK(f != NULL);
-    if (!f) return;
-    char *row = hachi_malloc((size_t)page);
-    memset(row, 7, (size_t)page);
+    if (!f) return NULL;
+    float *row = hachi_malloc((size_t)page);
+    for (long i = 0; i < page / 4; i++) row[i] = (float)i;
     for (int r = 0; r < R; r++) CHECK(fwrite(row, (size_t)page, 1, f) == 1);
     hachi_free(row);
     CHECK(fflush(f) == 0 && fsync(fileno(f)) == 0);
     fclose(f);
     const int fd = open(path, O_RDONLY);
     CHECK(fd >= 0);
-    if (fd < 0) return;
+    if (fd < 0) return NULL;
     void *map = mmap(NULL, (size_t)(R * page), PROT_READ, MAP_PRIVATE, fd, 0);
     CHECK(map != MAP_FAILED);
     posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     close(fd);
-    if (map == MAP_FAILED) return;
-    unsigned char in[R];
-    CHECK(mincore(map, (size_t)(R * page), in) == 0);
+    if (map == MAP_FAILED) return NULL;
+    unsigned char in[64];
+    *cached = resident_pages(map, R, in);
+    if (*cached) munmap(map, (size_t)(R * page));
+    return *cached ? NULL : map;
+}
+
+/* hachi_mat_read_ahead reads all the rows of a matrix in the file, chunk by chunk (Linux reads at
+ * most its readahead window per request), and stops at once when asked to; a model's row-lookup
+ * tables get it at load in a thread (hachi_model_load), joined by hachi_model_free. */
+TEST(mat_read_ahead) {
+    const long page = sysconf(_SC_PAGESIZE);
+    enum { R = 64 };
     int resident = 0;
-    for (int r = 0; r < R; r++) resident += in[r] & 1;
-    if (resident) {
-        munmap(map, (size_t)(R * page));
-        SKIP("this file system kept %d of the file's %d pages cached after POSIX_FADV_DONTNEED", resident, R);
-    }
+    void *map = cold_pages("read_ahead.bin", R, &resident);
+    if (resident) SKIP("this file system kept %d of the file's %d pages cached after POSIX_FADV_DONTNEED", resident, R);
+    if (!map) return;
+    unsigned char in[R];
     hachi_mat W = {.type = HACHI_TYPE_F32, .rows = R, .cols = page / 4, .data = map, .row_bytes = (uint64_t)page};
     atomic_bool stop;
     atomic_init(&stop, true);
@@ -319,9 +335,7 @@ TEST(mat_read_ahead) {
     atomic_store(&stop, false);
     CHECK(hachi_mat_read_ahead(&W, 4 * (size_t)page, &stop));
     for (int i = 0; i < 1000 && resident < R; i++) {
-        CHECK(mincore(map, (size_t)(R * page), in) == 0);
-        resident = 0;
-        for (int r = 0; r < R; r++) resident += in[r] & 1;
+        resident = resident_pages(map, R, in);
         if (resident < R) usleep(10000);
     }
     munmap(map, (size_t)(R * page));
@@ -332,32 +346,11 @@ TEST(mat_read_ahead) {
 TEST(mat_prefetch_rows) {
     const long page = sysconf(_SC_PAGESIZE);
     const int R = 64;
-    const char *path = test_tmp("prefetch.bin");
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    if (!f) return;
-    float *row = hachi_malloc((size_t)page);
-    for (long i = 0; i < page / 4; i++) row[i] = (float)i;
-    for (int r = 0; r < R; r++) CHECK(fwrite(row, (size_t)page, 1, f) == 1);
-    hachi_free(row);
-    CHECK(fflush(f) == 0 && fsync(fileno(f)) == 0);
-    fclose(f);
-    const int fd = open(path, O_RDONLY);
-    CHECK(fd >= 0);
-    if (fd < 0) return;
-    void *map = mmap(NULL, (size_t)(R * page), PROT_READ, MAP_PRIVATE, fd, 0);
-    CHECK(map != MAP_FAILED);
-    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    close(fd);
-    if (map == MAP_FAILED) return;
-    unsigned char in[64];
-    CHECK(mincore(map, (size_t)(R * page), in) == 0);
     int resident = 0;
-    for (int r = 0; r < R; r++) resident += in[r] & 1;
-    if (resident) {
-        munmap(map, (size_t)(R * page));
-        SKIP("this file system kept %d of the file's %d pages cached after POSIX_FADV_DONTNEED", resident, R);
-    }
+    void *map = cold_pages("prefetch.bin", R, &resident);
+    if (resident) SKIP("this file system kept %d of the file's %d pages cached after POSIX_FADV_DONTNEED", resident, R);
+    if (!map) return;
+    unsigned char in[64];
     hachi_mat W = {.type = HACHI_TYPE_F32, .rows = R, .cols = page / 4, .data = map, .row_bytes = (uint64_t)page};
     W.x8 = true;   /* interleaved rows live in memory: nothing to read */
     hachi_mat_prefetch_rows(&W, (const int32_t[]){5}, 1);
@@ -368,7 +361,7 @@ TEST(mat_prefetch_rows) {
     madvise((char *)map + 50 * page, (size_t)page, MADV_WILLNEED);
     bool asked = false, probe = false;
     for (int i = 0; i < 1000 && !(asked && probe); i++) {
-        CHECK(mincore(map, (size_t)(R * page), in) == 0);
+        resident = resident_pages(map, R, in);
         probe = in[50] & 1;
         asked = (in[3] & in[10] & in[40] & 1) != 0;
         if (!(asked && probe)) usleep(10000);
@@ -378,8 +371,6 @@ TEST(mat_prefetch_rows) {
         SKIP("madvise(MADV_WILLNEED) read nothing here within 10 s (an emulator?)");
     }
     CHECKF(asked, "rows 3, 10, 40 not read after 10 s: %d %d %d", in[3] & 1, in[10] & 1, in[40] & 1);
-    resident = 0;
-    for (int r = 0; r < R; r++) resident += in[r] & 1;
     CHECKF(resident == 4 && !(in[5] & 1), "%d pages resident (row 5: %d), 3 asked for and the probe", resident, in[5] & 1);
     munmap(map, (size_t)(R * page));
 }
