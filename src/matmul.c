@@ -19,7 +19,11 @@
  * Chunks are claimed from atomic counters rather than split statically: on
  * a loaded machine a descheduled thread then delays a call by at most the
  * chunk it holds, not by its whole share (measured: statically split, two
- * threads were slower than one under load). Nothing is allocated here. */
+ * threads were slower than one under load). Each thread claims from its own
+ * contiguous range of chunks first and then from the others' (from their
+ * fronts): its reads stay one sequential stream that the hardware prefetcher
+ * follows across chunks (decode of E2B Q4_0: 16.9 -> 20.3 tok/s against chunks
+ * dealt out alternately from one counter). Nothing is allocated here. */
 #include "matmul.h"
 #include "util.h"
 #include <sched.h>
@@ -37,6 +41,7 @@
 #define MATMUL_L2_TILE_BYTES (256 * 1024)
 #endif
 #define MATMUL_CONV_ELEMS 512            /* activations per conversion chunk */
+#define MATMUL_RANGES_MAX 16             /* threads past this share ranges */
 
 typedef struct matmul_ctx {
     const hachi_type_kernels *kt;        /* W's kernels */
@@ -55,7 +60,9 @@ typedef struct matmul_ctx {
     int64_t row_chunk, row_chunks;
     bool gemm;                           /* prefill through the ISA's GEMM (kt->gemm_x8) */
     _Alignas(64) atomic_int_fast64_t conv_next;          /* chunk counters, off the read-mostly line */
-    atomic_int_fast64_t conv_done, row_next;
+    atomic_int_fast64_t conv_done;
+    int n_ranges;                        /* row chunks: range r is [range[r].next, range[r].end) */
+    struct { _Alignas(64) atomic_int_fast64_t next; int64_t end; } range[MATMUL_RANGES_MAX];
 } matmul_ctx;
 
 /* bytes between activation rows in scratch: the quantized row, then the ISA's extras */
@@ -120,11 +127,24 @@ static void matmul_rows(const matmul_ctx *c, int64_t r0, int64_t r1, int t0, int
     }
 }
 
+/* The next row chunk for thread ith: from its own range, else from the first other range with
+ * chunks left; row_chunks when none is. */
+static int64_t claim_row_chunk(matmul_ctx *c, int ith) {
+    for (int k = 0; k < c->n_ranges; k++) {
+        int r = (ith + k) % c->n_ranges;
+        if (atomic_load_explicit(&c->range[r].next, memory_order_relaxed) >= c->range[r].end) continue;
+        int64_t i = atomic_fetch_add_explicit(&c->range[r].next, 1, memory_order_relaxed);
+        if (i < c->range[r].end) return i;
+    }
+    return c->row_chunks;
+}
+
 static void matmul_task(void *arg, int ith, int nth) {
     matmul_ctx *c = arg;
+    (void)nth;
     if (c->vdt != HACHI_TYPE_F32) matmul_convert(c);
     for (;;) {
-        int64_t i = atomic_fetch_add_explicit(&c->row_next, 1, memory_order_relaxed);
+        int64_t i = claim_row_chunk(c, ith);
         if (i >= c->row_chunks) break;
         int64_t r0 = i * c->row_chunk, r1 = HACHI_MIN(r0 + c->row_chunk, c->W->rows);
         if (c->gemm) {   /* prefill GEMM: the chunk's groups for each token tile */
@@ -181,7 +201,11 @@ void hachi_matmul(hachi_pool *pool, const hachi_kernels *k, const hachi_mat *W,
     c.row_chunks = (W->rows + c.row_chunk - 1) / c.row_chunk;
     atomic_init(&c.conv_next, 0);
     atomic_init(&c.conv_done, 0);
-    atomic_init(&c.row_next, 0);
+    c.n_ranges = HACHI_MIN(hachi_pool_size(pool), MATMUL_RANGES_MAX);
+    for (int r = 0; r < c.n_ranges; r++) {
+        atomic_init(&c.range[r].next, c.row_chunks * r / c.n_ranges);
+        c.range[r].end = c.row_chunks * (r + 1) / c.n_ranges;
+    }
     hachi_pool_run(pool, matmul_task, &c);
 }
 

@@ -59,6 +59,8 @@ typedef struct depth_result {
     double fill_tps;
     double tps_med, tps_min, tps_max;
     double weight_bytes, kv_bytes;  /* per token */
+    /* each rep's GB/s over the bandwidth probed just before it: median; the probes' range */
+    double roof_med, probe_min, probe_max;
 } depth_result;
 
 typedef struct ttft_result {
@@ -308,7 +310,11 @@ static double prefill(hachi_session *s, int n, uint64_t *rng, const char *what) 
 }
 
 /* -r repetitions of -n decode steps; tok/s per repetition into tps[]. */
-static bool decode_reps(hachi_session *s, int n, int reps, uint64_t *rng, double *tps) {
+/* tps[r]: rep r's tok/s; where probe is set, probe[r] is the read bandwidth measured (in a
+ * child, probe_mb) just before rep r: the bandwidth of a shared host drifts within seconds, so
+ * a rep is judged against its own probe, not the run's first. */
+static bool decode_reps(hachi_session *s, int n, int reps, uint64_t *rng, double *tps, double *probe, int threads,
+                        long probe_mb) {
     const hachi_model *m = hachi_session_model(s);
     int32_t tok;
     for (int w = 0; w < WARMUP_STEPS; w++) {
@@ -317,6 +323,7 @@ static bool decode_reps(hachi_session *s, int n, int reps, uint64_t *rng, double
         if (st) { cli_lib_error(CMD, st, "decode failed"); return false; }
     }
     for (int r = 0; r < reps; r++) {
+        if (probe) probe[r] = measure_bandwidth(threads, probe_mb);
         double t0 = cli_time_ms();
         for (int i = 0; i < n; i++) {
             bench_tokens(&tok, 1, hachi_model_n_vocab(m), rng);
@@ -511,7 +518,9 @@ static bool write_json(const char *path, const bench_result *r, const bench_opts
         fprintf(f, ", \"bytes_per_token\": %.0f, \"weight_bytes_per_token\": %.0f, \"kv_bytes_per_token\": %.0f",
                 bytes, d->weight_bytes, d->kv_bytes);
         fprintf(f, ", \"achieved_gbs\": "); json_num(f, gbs);
-        fprintf(f, ", \"roofline_pct\": "); json_num(f, r->bw_gbs > 0 ? 100.0 * gbs / r->bw_gbs : NAN);
+        fprintf(f, ", \"roofline_pct\": "); json_num(f, d->roof_med);
+        fprintf(f, ", \"probe_gbs_min\": "); json_num(f, d->probe_min);
+        fprintf(f, ", \"probe_gbs_max\": "); json_num(f, d->probe_max);
         fputc('}', f);
     }
     fprintf(f, "\n  ],\n  \"prefill_tokens\": %d,\n  \"prefill_tps\": ", r->prefill_tokens);
@@ -775,7 +784,7 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
         if (r.prefill_tps < 0 || hachi_session_rewind(s, 0)) goto out;
     }
 
-    double *tps = malloc(sizeof(double) * b.reps);
+    double *tps = malloc(sizeof(double) * 3 * b.reps), *probe = tps + b.reps, *roof = probe + b.reps;
     if (!tps) { cli_error(CMD, "out of memory"); goto out; }
     for (int i = 0; i < b.n_depths; i++) {
         depth_result *d = &r.d[r.n_depths];
@@ -803,7 +812,7 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
         }
         if (n_traces) continue;
         fprintf(stderr, "hachi bench: decoding at depth %d (%ld x %ld steps)...\n", d->depth, b.reps, b.n);
-        if (!decode_reps(s, (int)b.n, (int)b.reps, &rng, tps)) { free(tps); goto out; }
+        if (!decode_reps(s, (int)b.n, (int)b.reps, &rng, tps, probe, r.threads, b.bw_mb)) { free(tps); goto out; }
         d->tps_min = d->tps_max = tps[0];   // NOLINT(clang-analyzer-core.uninitialized.Assign): decode_reps wrote tps[0..reps), reps >= 1
         for (int k = 1; k < b.reps; k++) {
             d->tps_min = fmin(d->tps_min, tps[k]);
@@ -812,6 +821,13 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
         d->tps_med = bench_median(tps, (int)b.reps);
         d->weight_bytes = (double)hachi_model_weight_bytes(m);
         d->kv_bytes = (double)hachi_session_kv_bytes_read(s, d->depth);
+        d->probe_min = d->probe_max = probe[0];
+        for (int k = 0; k < b.reps; k++) {
+            d->probe_min = fmin(d->probe_min, probe[k]);
+            d->probe_max = fmax(d->probe_max, probe[k]);
+            roof[k] = probe[k] > 0 ? 100.0 * (d->weight_bytes + d->kv_bytes) * tps[k] / 1e9 / probe[k] : NAN;
+        }
+        d->roof_med = d->probe_min > 0 ? bench_median(roof, (int)b.reps) : NAN;
         r.n_depths++;
         if (i == 0 && b.verify) {
             fprintf(stderr, "hachi bench: timing forwards of k = 1..16 tokens at depth %d...\n", hachi_session_pos(s));
@@ -830,10 +846,11 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
     for (int i = 0; i < r.n_depths; i++) {
         const depth_result *d = &r.d[i];
         double bytes = d->weight_bytes + d->kv_bytes, gbs = bytes * d->tps_med / 1e9;
-        printf("  %5d  %-4s  %12.2f %6.2f %6.2f  %9.2f  %9.1f  %7.1f  %5.1f  %7.1f%%\n", d->depth, d->fast ? "fast" : "real",
-               d->tps_med, d->tps_min, d->tps_max, 1000.0 / d->tps_med, bytes / 1e6, d->kv_bytes / 1e6, gbs,
-               r.bw_gbs > 0 ? 100.0 * gbs / r.bw_gbs : 0.0);
+        printf("  %5d  %-4s  %12.2f %6.2f %6.2f  %9.2f  %9.1f  %7.1f  %5.1f  %7.1f%%  (probes %.1f-%.1f GB/s)\n", d->depth,
+               d->fast ? "fast" : "real", d->tps_med, d->tps_min, d->tps_max, 1000.0 / d->tps_med, bytes / 1e6,
+               d->kv_bytes / 1e6, gbs, d->roof_med, d->probe_min, d->probe_max);
     }
+    printf("  (roofline: each rep's GB/s over the read bandwidth probed just before that rep, the median)\n");
     bool any_fast = false;
     for (int i = 0; i < r.n_depths; i++) any_fast |= r.d[i].fast;
     if (any_fast) printf("  (fill: fast, K/V rows not computed: written by hachi_session_fill_synthetic)\n");
@@ -871,8 +888,7 @@ done:;
      * bandwidth drifted while the numbers above were taken (shared hosts drift a lot) */
     fprintf(stderr, "hachi bench: measuring read bandwidth again...\n");
     r.bw_end_gbs = hachi_measure_read_bandwidth(r.threads, (size_t)b.bw_mb << 20, 5);
-    printf("read bandwidth at the end %.1f GB/s (start %.1f GB/s, which the roofline column uses)\n", r.bw_end_gbs,
-           r.bw_gbs);
+    printf("read bandwidth at the end %.1f GB/s (start %.1f GB/s)\n", r.bw_end_gbs, r.bw_gbs);
     if (b.json) {
         if (!write_json(b.json, &r, &b)) goto out;
         printf("json: %s\n", b.json);

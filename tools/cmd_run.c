@@ -25,7 +25,8 @@ static void usage(void) {
             "              the rest; when nothing was restored, save the prompt's state to FILE\n");
 }
 
-/* "[profile] emb=.. ple=.. c1=.. .. head=.. total=.. ms (.. tok/s)  attn: c1=..% .." averaged per step */
+/* "[profile] emb=.. ple=.. c1=.. .. head=.. total=.. ms (.. tok/s)  attn: c1=..% ..  matmul: c1=..% .."
+ * averaged per step */
 void cli_print_profile(FILE *f, const hachi_session *s) {
     const hachi_profile *p = hachi_session_profile(s);
     if (p->steps == 0) return;
@@ -36,6 +37,9 @@ void cli_print_profile(FILE *f, const hachi_session *s) {
     fprintf(f, " head=%.2f total=%.2f ms (%.2f tok/s)  attn:", p->head_ms * k, total * k, 1000.0 / (total * k));
     for (int c = 0; c < p->n_chunks; c++)
         fprintf(f, " c%d=%.0f%%", c + 1, p->chunk_ms[c] > 0 ? 100.0 * p->attn_ms[c] / p->chunk_ms[c] : 0.0);
+    fputs("  matmul:", f);
+    for (int c = 0; c < p->n_chunks; c++)
+        fprintf(f, " c%d=%.0f%%", c + 1, p->chunk_ms[c] > 0 ? 100.0 * p->matmul_ms[c] / p->chunk_ms[c] : 0.0);
     fputc('\n', f);
 }
 
