@@ -285,8 +285,8 @@ static ALWAYS_INLINE void gemm2_q4_0(int64_t n, float *y, int64_t ldy, const blo
     UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         UNROLL for (int l = 0; l < 3; l++) {
-            _mm_prefetch((const char *)(g0 + b) + X8_PF_DIST + 64 * l, _MM_HINT_T0);
-            _mm_prefetch((const char *)(g1 + b) + X8_PF_DIST + 64 * l, _MM_HINT_T0);
+            _mm_prefetch((const char *)(g0 + b) + X8_PF_DIST + 64 * l, X8_PF_HINT);
+            _mm_prefetch((const char *)(g1 + b) + X8_PF_DIST + 64 * l, X8_PF_HINT);
         }
         const __m512 dw = load_ph_pair(g0[b].d, g1[b].d);
         __m512i lo[4], hi[4];
@@ -324,8 +324,8 @@ static ALWAYS_INLINE void gemm2_q8_0(int64_t n, float *y, int64_t ldy, const blo
     UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         UNROLL for (int l = 0; l < 5; l++) {
-            _mm_prefetch((const char *)(g0 + b) + X8_PF_DIST + 64 * l, _MM_HINT_T0);
-            _mm_prefetch((const char *)(g1 + b) + X8_PF_DIST + 64 * l, _MM_HINT_T0);
+            _mm_prefetch((const char *)(g0 + b) + X8_PF_DIST + 64 * l, X8_PF_HINT);
+            _mm_prefetch((const char *)(g1 + b) + X8_PF_DIST + 64 * l, X8_PF_HINT);
         }
         const __m512 dw = load_ph_pair(g0[b].d, g1[b].d);
         __m512i q[8];
@@ -367,8 +367,8 @@ static ALWAYS_INLINE void gemm2_kx8(int64_t n, float *y, int64_t ldy, const char
         UNROLL for (int j = 0; j < 8; j++) {
             UNROLL for (int l = 0; l < 3; l++) {   /* the next block, bsz / 8 bytes per sub-block */
                 if (l == 2 && !high) break;
-                _mm_prefetch((const char *)g0 + bsz + bsz / 8 * j + 64 * l, _MM_HINT_T0);
-                _mm_prefetch((const char *)g1 + bsz + bsz / 8 * j + 64 * l, _MM_HINT_T0);
+                _mm_prefetch((const char *)g0 + bsz + bsz / 8 * j + 64 * l, X8_PF_HINT);
+                _mm_prefetch((const char *)g1 + bsz + bsz / 8 * j + 64 * l, X8_PF_HINT);
             }
             const __m128i s8 = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(sc0 + 8 * j)),
                                                   _mm_loadl_epi64((const __m128i *)(sc1 + 8 * j)));
@@ -471,8 +471,8 @@ static ALWAYS_INLINE void gemm2_q6_K(int64_t n, float *y, int64_t ldy, const blo
         __m512i sumi[8];
         for (int j = 0; j < QK_K / 16; j++) {
             UNROLL for (int l = 0; l < 2; l++) {
-                _mm_prefetch((const char *)(g0 + b) + X8_PF_DIST + 128 * j + 64 * l, _MM_HINT_T0);
-                _mm_prefetch((const char *)(g1 + b) + X8_PF_DIST + 128 * j + 64 * l, _MM_HINT_T0);
+                _mm_prefetch((const char *)(g0 + b) + X8_PF_DIST + 128 * j + 64 * l, X8_PF_HINT);
+                _mm_prefetch((const char *)(g1 + b) + X8_PF_DIST + 128 * j + 64 * l, X8_PF_HINT);
             }
             __m512i q[4];
 #define LOAD_G01(p) load_pair((p), (const uint8_t *)(p) + d1)
@@ -534,10 +534,10 @@ static ALWAYS_INLINE void rows_q6_K(int64_t n, float *s, const void *vw, const c
     UNROLL for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const char *pf = (const char *)(w + i) + Q6_PF_DIST;
-        _mm_prefetch(pf, _MM_HINT_T0);
-        _mm_prefetch(pf + 64, _MM_HINT_T0);
-        _mm_prefetch(pf + 128, _MM_HINT_T0);
-        _mm_prefetch(pf + 192, _MM_HINT_T0);
+        _mm_prefetch(pf, X8_PF_HINT);
+        _mm_prefetch(pf + 64, X8_PF_HINT);
+        _mm_prefetch(pf + 128, X8_PF_HINT);
+        _mm_prefetch(pf + 192, X8_PF_HINT);
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
         const __m512i sc = _mm512_zextsi256_si512(sc16);
         __m512i sumi[Q6_ROWS];

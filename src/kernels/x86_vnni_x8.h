@@ -17,10 +17,15 @@
 #include "kernels/x86_q4k_x8.h"
 #include "quant.h"
 
-/* weight prefetch distance: 4 KiB ahead streamed 1 token from DRAM at 20.3-21.9 GB/s on 2
- * threads against 17.3-19.1 at 1 KiB (Sapphire Rapids class, bench/RESULTS.md) */
+/* weight prefetch distance and level: 4 KiB ahead streamed 1 token from DRAM at 20.3-21.9 GB/s on
+ * 2 threads against 17.3-19.1 at 1 KiB (Sapphire Rapids class); 8 KiB ahead into L2 (T1) then
+ * decoded E2B Q4_0 at a median 20.5 tok/s against 19.4 at 4 KiB into L1 (Zen 4, 7 alternated
+ * rounds, bench/RESULTS.md): L2 holds more misses in flight than L1 */
 #ifndef X8_PF_DIST
-#define X8_PF_DIST 4096
+#define X8_PF_DIST 8192
+#endif
+#ifndef X8_PF_HINT
+#define X8_PF_HINT _MM_HINT_T1
 #endif
 
 /* Block b's activation extras in a q8_0 row of nb blocks (AVX2's act_prep_q4_0, whose tables
@@ -55,9 +60,9 @@ static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, cons
     __m256 acc[VNNI_ROWS];
     UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        _mm_prefetch((const char *)(w + b) + X8_PF_DIST, _MM_HINT_T0);
-        _mm_prefetch((const char *)(w + b) + X8_PF_DIST + 64, _MM_HINT_T0);
-        _mm_prefetch((const char *)(w + b) + X8_PF_DIST + 128, _MM_HINT_T0);
+        _mm_prefetch((const char *)(w + b) + X8_PF_DIST, X8_PF_HINT);
+        _mm_prefetch((const char *)(w + b) + X8_PF_DIST + 64, X8_PF_HINT);
+        _mm_prefetch((const char *)(w + b) + X8_PF_DIST + 128, X8_PF_HINT);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
         __m256i lo[4], hi[4];
         UNROLL for (int c = 0; c < 4; c++) {
@@ -114,10 +119,10 @@ static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const
         __m256i sumi[VNNI_ROWS];
         UNROLL for (int j = 0; j < 8; j++) {
             if (high) {   /* 176 bytes of the next block per sub-block */
-                UNROLL for (int l = 0; l < 3; l++) _mm_prefetch(next + 176 * j + 64 * l, _MM_HINT_T0);
+                UNROLL for (int l = 0; l < 3; l++) _mm_prefetch(next + 176 * j + 64 * l, X8_PF_HINT);
             } else {
-                _mm_prefetch(next + 128 * j, _MM_HINT_T0);
-                _mm_prefetch(next + 128 * j + 64, _MM_HINT_T0);
+                _mm_prefetch(next + 128 * j, X8_PF_HINT);
+                _mm_prefetch(next + 128 * j + 64, X8_PF_HINT);
             }
             const __m256i scv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8 * j)));
             const uint8_t *qj = w->qs + 256 * (j / 2);
@@ -139,8 +144,8 @@ static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const
             }
         }
         if (!high) {
-            _mm_prefetch(next + 1024, _MM_HINT_T0);
-            _mm_prefetch(next + 1088, _MM_HINT_T0);
+            _mm_prefetch(next + 1024, X8_PF_HINT);
+            _mm_prefetch(next + 1088, X8_PF_HINT);
         }
         __m256i mv[4];
         q4k_x8_mins(w->scales, mv);
@@ -194,7 +199,7 @@ static ALWAYS_INLINE void x8_rows_q8_0(int64_t n, float *s, const void *vw, cons
     __m256 acc[VNNI_ROWS];
     UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        UNROLL for (int l = 0; l < 5; l++) _mm_prefetch((const char *)(w + b) + X8_PF_DIST + 64 * l, _MM_HINT_T0);
+        UNROLL for (int l = 0; l < 5; l++) _mm_prefetch((const char *)(w + b) + X8_PF_DIST + 64 * l, X8_PF_HINT);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
         __m256i q[8];
         UNROLL for (int c = 0; c < 8; c++) q[c] = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
@@ -283,8 +288,8 @@ static ALWAYS_INLINE void x8_rows_q6_K(int64_t n, float *s, const void *vw, cons
     for (int64_t b = 0; b < nb; b++) {
         __m256i sumi[VNNI_ROWS];
         for (int j = 0; j < QK_K / 16; j++) {
-            _mm_prefetch((const char *)(w + b) + X8_PF_DIST + 128 * j, _MM_HINT_T0);
-            _mm_prefetch((const char *)(w + b) + X8_PF_DIST + 128 * j + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)(w + b) + X8_PF_DIST + 128 * j, X8_PF_HINT);
+            _mm_prefetch((const char *)(w + b) + X8_PF_DIST + 128 * j + 64, X8_PF_HINT);
             __m256i q[4];
             Q6X8_VALUES(__m256i, v256, load256, w[b].ql, w[b].qh, j / 2, j % 2, q);
             const __m256i scv = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)w[b].scales[j]));
