@@ -4,7 +4,7 @@
  * hachi_session_fill_synthetic), then time -r repetitions of -n single-token decode
  * steps and report tok/s (median, min, max), bytes read per token (weights +
  * KV at that depth), the achieved GB/s and its fraction of the machine's
- * measured read bandwidth. Also: prefill tok/s, the cost of one forward of
+ * read bandwidth (probed before each repetition: the median of the ratios). Also: prefill tok/s, the cost of one forward of
  * k = 1..16 tokens relative to k = 1 (speculative verification), a per-chunk
  * profile from a separate profiled session, peak RSS. --synth makes (once, into
  * a cache directory) a random-weight model of a real shape to run on.
@@ -309,10 +309,9 @@ static double prefill(hachi_session *s, int n, uint64_t *rng, const char *what) 
     return ms > 0 ? n / (ms / 1000.0) : INFINITY;
 }
 
-/* -r repetitions of -n decode steps; tok/s per repetition into tps[]. */
-/* tps[r]: rep r's tok/s; where probe is set, probe[r] is the read bandwidth measured (in a
- * child, probe_mb) just before rep r: the bandwidth of a shared host drifts within seconds, so
- * a rep is judged against its own probe, not the run's first. */
+/* -r repetitions of -n decode steps: rep r's tok/s into tps[r], and into probe[r] the read
+ * bandwidth measured (in a child, probe_mb) just before it: the bandwidth of a shared host
+ * drifts within seconds, so a rep is judged against its own probe, not the run's first. */
 static bool decode_reps(hachi_session *s, int n, int reps, uint64_t *rng, double *tps, double *probe, int threads,
                         long probe_mb) {
     const hachi_model *m = hachi_session_model(s);
@@ -323,7 +322,7 @@ static bool decode_reps(hachi_session *s, int n, int reps, uint64_t *rng, double
         if (st) { cli_lib_error(CMD, st, "decode failed"); return false; }
     }
     for (int r = 0; r < reps; r++) {
-        if (probe) probe[r] = measure_bandwidth(threads, probe_mb);
+        probe[r] = measure_bandwidth(threads, probe_mb);
         double t0 = cli_time_ms();
         for (int i = 0; i < n; i++) {
             bench_tokens(&tok, 1, hachi_model_n_vocab(m), rng);
