@@ -783,8 +783,9 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
         if (r.prefill_tps < 0 || hachi_session_rewind(s, 0)) goto out;
     }
 
-    double *tps = malloc(sizeof(double) * 3 * b.reps), *probe = tps + b.reps, *roof = probe + b.reps;
+    double *tps = malloc(sizeof(double) * 3 * b.reps);
     if (!tps) { cli_error(CMD, "out of memory"); goto out; }
+    double *probe = tps + b.reps, *roof = probe + b.reps;
     for (int i = 0; i < b.n_depths; i++) {
         depth_result *d = &r.d[r.n_depths];
         d->depth = b.depths[i];
