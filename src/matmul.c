@@ -141,7 +141,6 @@ static int64_t claim_row_chunk(matmul_ctx *c, int ith) {
 
 static void matmul_task(void *arg, int ith, int nth) {
     matmul_ctx *c = arg;
-    (void)nth;
     if (c->vdt != HACHI_TYPE_F32) matmul_convert(c);
     for (;;) {
         int64_t i = claim_row_chunk(c, ith);

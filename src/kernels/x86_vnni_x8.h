@@ -17,10 +17,11 @@
 #include "kernels/x86_q4k_x8.h"
 #include "quant.h"
 
-/* weight prefetch distance and level: 4 KiB ahead streamed 1 token from DRAM at 20.3-21.9 GB/s on
- * 2 threads against 17.3-19.1 at 1 KiB (Sapphire Rapids class); 8 KiB ahead into L2 (T1) then
- * decoded E2B Q4_0 at a median 20.5 tok/s against 19.4 at 4 KiB into L1 (Zen 4, 7 alternated
- * rounds, bench/RESULTS.md): L2 holds more misses in flight than L1 */
+/* weight prefetch distance and level (these kernels and x86_avx512.c's GEMM): 4 KiB ahead streamed
+ * 1 token from DRAM at 20.3-21.9 GB/s on 2 threads against 17.3-19.1 at 1 KiB (Sapphire Rapids
+ * class); 8 KiB ahead into L2 (T1) then decoded E2B Q4_0 at a median 20.5 tok/s against 19.4 at
+ * 4 KiB into L1 (Zen 4, 7 alternated rounds), and the GEMM's verify forwards were faster with it in
+ * 7 of 7 rounds, its prefill no different beyond the noise (bench/RESULTS.md) */
 #ifndef X8_PF_DIST
 #define X8_PF_DIST 8192
 #endif
