@@ -813,20 +813,18 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
         if (n_traces) continue;
         fprintf(stderr, "hachi bench: decoding at depth %d (%ld x %ld steps)...\n", d->depth, b.reps, b.n);
         if (!decode_reps(s, (int)b.n, (int)b.reps, &rng, tps, probe, r.threads, b.bw_mb)) { free(tps); goto out; }
-        d->tps_min = d->tps_max = tps[0];   // NOLINT(clang-analyzer-core.uninitialized.Assign): decode_reps wrote tps[0..reps), reps >= 1
-        for (int k = 1; k < b.reps; k++) {
-            d->tps_min = fmin(d->tps_min, tps[k]);
-            d->tps_max = fmax(d->tps_max, tps[k]);
-        }
-        d->tps_med = bench_median(tps, (int)b.reps);
         d->weight_bytes = (double)hachi_model_weight_bytes(m);
         d->kv_bytes = (double)hachi_session_kv_bytes_read(s, d->depth);
+        d->tps_min = d->tps_max = tps[0];   // NOLINT(clang-analyzer-core.uninitialized.Assign): decode_reps wrote tps[0..reps), reps >= 1
         d->probe_min = d->probe_max = probe[0];
-        for (int k = 0; k < b.reps; k++) {
+        for (int k = 0; k < b.reps; k++) {   /* rep k against its own probe: before bench_median sorts tps */
+            d->tps_min = fmin(d->tps_min, tps[k]);
+            d->tps_max = fmax(d->tps_max, tps[k]);
             d->probe_min = fmin(d->probe_min, probe[k]);
             d->probe_max = fmax(d->probe_max, probe[k]);
             roof[k] = probe[k] > 0 ? 100.0 * (d->weight_bytes + d->kv_bytes) * tps[k] / 1e9 / probe[k] : NAN;
         }
+        d->tps_med = bench_median(tps, (int)b.reps);
         d->roof_med = d->probe_min > 0 ? bench_median(roof, (int)b.reps) : NAN;
         r.n_depths++;
         if (i == 0 && b.verify) {
