@@ -286,10 +286,17 @@ void hachi_mat_row(const hachi_kernels *k, const hachi_mat *W, int64_t r, float 
     k->t[W->type].to_float((const char *)W->data + r * W->row_bytes, out, W->cols);
 }
 
+/* [*lo, *hi): the whole pages holding the len bytes at a */
+static void page_span(uintptr_t a, uintptr_t len, uintptr_t page, uintptr_t *lo, uintptr_t *hi) {
+    *lo = a / page * page;
+    *hi = (a + len + page - 1) / page * page;
+}
+
 bool hachi_mat_read_ahead(const hachi_mat *W, size_t chunk, const atomic_bool *stop) {
     if (W->x8 || !W->data) return true;
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)W->data;
-    const uintptr_t lo = a / page * page, hi = (a + (uintptr_t)(W->rows * W->row_bytes) + page - 1) / page * page;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo, hi;
+    page_span((uintptr_t)W->data, (uintptr_t)(W->rows * W->row_bytes), page, &lo, &hi);
     chunk = (chunk + page - 1) / page * page;
     for (uintptr_t c = lo; c < hi; c += chunk) {
         if (stop && atomic_load_explicit(stop, memory_order_relaxed)) return false;
@@ -304,8 +311,8 @@ void hachi_mat_prefetch_rows(const hachi_mat *W, const int32_t *rows, int n) {
     uintptr_t plo = 0, phi = 0;   /* the pages last asked for (a repeated token asks once) */
     for (int i = 0; i < n; i++) {
         if (rows[i] < 0 || rows[i] >= W->rows) continue;
-        const uintptr_t a = (uintptr_t)W->data + (uintptr_t)rows[i] * W->row_bytes;
-        const uintptr_t lo = a / page * page, hi = (a + W->row_bytes + page - 1) / page * page;
+        uintptr_t lo, hi;
+        page_span((uintptr_t)W->data + (uintptr_t)rows[i] * W->row_bytes, W->row_bytes, page, &lo, &hi);
         if (lo >= plo && hi <= phi) continue;
         madvise((void *)lo, hi - lo, MADV_WILLNEED);   // NOLINT(performance-no-int-to-ptr): page rounding is integer arithmetic
         plo = lo;

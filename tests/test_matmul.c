@@ -277,9 +277,6 @@ out:
     hachi_free(wf); hachi_free(x); hachi_free(y1); hachi_free(y); hachi_free(wq); hachi_free(w8); hachi_free(scratch);
 }
 
-/* hachi_mat_prefetch_rows starts reading the asked rows of a matrix still in its file, and only
- * them: a file of 64 one-page rows, its pages dropped from the page cache (posix_fadvise), then
- * mincore until the asked rows' pages are resident (the reads are asynchronous: up to 10 s). */
 /* The pages of map (R of them, R <= 64) in the page cache: in[r] & 1, and how many. */
 static int resident_pages(void *map, int R, unsigned char *in) {
     CHECK(mincore(map, (size_t)R * (size_t)sysconf(_SC_PAGESIZE), in) == 0);
@@ -343,6 +340,9 @@ TEST(mat_read_ahead) {
     CHECKF(resident == R, "%d of %d pages resident after a read-ahead in chunks of 4 pages", resident, R);
 }
 
+/* hachi_mat_prefetch_rows starts reading the asked rows of a matrix still in its file, and only
+ * them: a file of 64 one-page rows, its pages dropped from the page cache (posix_fadvise), then
+ * mincore until the asked rows' pages are resident (the reads are asynchronous: up to 10 s). */
 TEST(mat_prefetch_rows) {
     const long page = sysconf(_SC_PAGESIZE);
     const int R = 64;

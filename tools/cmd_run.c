@@ -25,6 +25,13 @@ static void usage(void) {
             "              the rest; when nothing was restored, save the prompt's state to FILE\n");
 }
 
+/* "  name: c1=..% c2=..% ..": part[c] as a share of each chunk's time */
+static void print_shares(FILE *f, const char *name, const double *part, const hachi_profile *p) {
+    fprintf(f, "  %s:", name);
+    for (int c = 0; c < p->n_chunks; c++)
+        fprintf(f, " c%d=%.0f%%", c + 1, p->chunk_ms[c] > 0 ? 100.0 * part[c] / p->chunk_ms[c] : 0.0);
+}
+
 /* "[profile] emb=.. ple=.. c1=.. .. head=.. total=.. ms (.. tok/s)  attn: c1=..% ..  matmul: c1=..% .."
  * averaged per step */
 void cli_print_profile(FILE *f, const hachi_session *s) {
@@ -34,12 +41,9 @@ void cli_print_profile(FILE *f, const hachi_session *s) {
     for (int c = 0; c < p->n_chunks; c++) total += p->chunk_ms[c];
     fprintf(f, "[profile] emb=%.2f ple=%.2f", p->emb_ms * k, p->ple_ms * k);
     for (int c = 0; c < p->n_chunks; c++) fprintf(f, " c%d=%.2f", c + 1, p->chunk_ms[c] * k);
-    fprintf(f, " head=%.2f total=%.2f ms (%.2f tok/s)  attn:", p->head_ms * k, total * k, 1000.0 / (total * k));
-    for (int c = 0; c < p->n_chunks; c++)
-        fprintf(f, " c%d=%.0f%%", c + 1, p->chunk_ms[c] > 0 ? 100.0 * p->attn_ms[c] / p->chunk_ms[c] : 0.0);
-    fputs("  matmul:", f);
-    for (int c = 0; c < p->n_chunks; c++)
-        fprintf(f, " c%d=%.0f%%", c + 1, p->chunk_ms[c] > 0 ? 100.0 * p->matmul_ms[c] / p->chunk_ms[c] : 0.0);
+    fprintf(f, " head=%.2f total=%.2f ms (%.2f tok/s)", p->head_ms * k, total * k, 1000.0 / (total * k));
+    print_shares(f, "attn", p->attn_ms, p);
+    print_shares(f, "matmul", p->matmul_ms, p);
     fputc('\n', f);
 }
 
