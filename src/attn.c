@@ -235,10 +235,10 @@ static int key_pos(const int *r, int nr, int j) {
     return r[2 * nr - 1];
 }
 
-/* Calls the scores (pass 0) or values (1) of the set's keys in positions [p, p + T): the
- * segments where its runs (within its keys [a, b)) meet the tile, in order; their scores at
- * sc. Returns the keys. The cursor moves past runs that end before p. */
-static int tile_keys(const attn_job *jb, tile_set *ts, int g, int p, int T, float *sc, int pass) {
+/* Calls the scores (pass 0) or values (1; hot: the tile's V rows are in cache) of the set's keys
+ * in positions [p, p + T): the segments where its runs (within its keys [a, b)) meet the tile, in
+ * order; their scores at sc. Returns the keys. The cursor moves past runs that end before p. */
+static int tile_keys(const attn_job *jb, tile_set *ts, int g, int p, int T, float *sc, int pass, bool hot) {
     const hachi_attn_args *A = jb->a;
     const int *r = ts->h->r, nr = ts->h->nr, hd = A->head_dim;
     while (ts->ci < nr && (r[2 * ts->ci + 1] <= p || ts->cf + r[2 * ts->ci + 1] - r[2 * ts->ci] <= ts->a)) {
@@ -252,7 +252,7 @@ static int tile_keys(const attn_job *jb, tile_set *ts, int g, int p, int T, floa
         for (int j = lo; j < hi;) {
             hachi_kv_run run = hachi_kv_segment(A->kv, j, hi, A->p0);
             float *sj = sc + (size_t)m * ts->Gs;
-            if (pass) hachi_kv_values(A->kv, jb->kern, &run, g, hd, sj, ts->Gs, ts->acc);
+            if (pass) hachi_kv_values(A->kv, jb->kern, &run, g, hd, sj, ts->Gs, ts->acc, hot);
             else hachi_kv_scores(A->kv, jb->kern, &run, g, hd, ts->q, ts->Gs, sj);
             j += run.n;
             m += run.n;
@@ -269,7 +269,8 @@ static int tile_keys(const attn_job *jb, tile_set *ts, int g, int p, int T, floa
  * tile, their softmax against the tile's max, the merge into the set's running max, sum and
  * value sums (the sums so far rescaled when the max grows, the tile's weights when it does
  * not), then the value sums. Tile by tile every token of the group reads the tile while it is in
- * cache, so a forward of k tokens reads each K/V row from memory once, not k times. A token's
+ * cache, so a forward of k tokens reads each K/V row from memory once, not k times; the value
+ * sums of a set whose tile rows an earlier set mostly read go through the kernels' hot entry. A token's
  * arithmetic depends only on its position, its keys and the thread count, never on the other
  * tokens of the forward: bit for bit the same in a decode step, a verify forward or a prefill
  * chunk. */
@@ -320,9 +321,9 @@ static void attn_task(void *ctx, int ith, int nth) {
             }
         }
         for (int p = first / T * T; p < end; p += T)
-            for (int e = 0; e < nts; e++) {
+            for (int e = 0, seen = 0; e < nts; e++) {   /* seen: the most keys of the tile a set read */
                 tile_set *x = &ts[e];
-                const int m = tile_keys(jb, x, g, p, T, sc, 0), Gs = x->Gs;
+                const int m = tile_keys(jb, x, g, p, T, sc, 0, false), Gs = x->Gs;
                 if (!m) continue;
                 float *mx = x->acc + (size_t)Gs * hd, *sum = mx + Gs, mt[64], lt[64];
                 jb->kern->attn_softmax(sc, m, Gs, A->scale, mt, lt);
@@ -341,7 +342,8 @@ static void attn_task(void *ctx, int ith, int nth) {
                     mx[c] = M;
                     sum[c] += lt[c];
                 }
-                tile_keys(jb, x, g, p, T, sc, 1);
+                tile_keys(jb, x, g, p, T, sc, 1, 2 * seen >= m);   /* most of its rows already read */
+                seen = HACHI_MAX(seen, m);
             }
         for (int e = 0; e < nts; e++) {   /* whole sets to the output, split ones to their partials */
             const tile_set *x = &ts[e];

@@ -350,7 +350,7 @@ void hachi_kv_scores(const hachi_kv *kv, const hachi_kernels *kern, const hachi_
 }
 
 void hachi_kv_values(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,
-                     const float *p, int G, float *out) {
+                     const float *p, int G, float *out, bool hot) {
     const int64_t stride = kv->dim;
     if (kv->type == HACHI_KV_F32) {
         for (int j = 0; j < r->n; j++) {
@@ -362,6 +362,7 @@ void hachi_kv_values(const hachi_kv *kv, const hachi_kernels *kern, const hachi_
         kern->attn_values_i8(hd, r->n, (const int8_t *)r->v + (int64_t)g * hd, stride, r->vs + g, kv->n_scales, p, G,
                              out);
     } else {
-        kern->attn_values_f16(hd, r->n, (const uint16_t *)r->v + (int64_t)g * hd, stride, p, G, out);
+        (hot && kern->attn_values_f16_hot ? kern->attn_values_f16_hot : kern->attn_values_f16)(
+            hd, r->n, (const uint16_t *)r->v + (int64_t)g * hd, stride, p, G, out);
     }
 }

@@ -121,11 +121,13 @@ void hachi_kv_fill_fast(hachi_kv *kv, int pos, int n, uint64_t *rng);
 
 /* Scores and value sums over one run of rows for G query heads of KV head g (head dim hd):
  * s[j*G + h] = dot(q + h*hd, key j); out[h*hd + d] += sum_j p[j*G + h] * value j [d]
- * (int8: the kernel table's attn_scores_i8 / attn_values_i8 with the rows' scales). */
+ * (int8: the kernel table's attn_scores_i8 / attn_values_i8 with the rows' scales). hot: the
+ * value rows were just read by another token of the forward (in cache): the kernel table's
+ * attn_values_f16_hot where it has one, the same sums bit for bit. */
 void hachi_kv_scores(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,
                      const float *q, int G, float *s);
 void hachi_kv_values(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,
-                     const float *p, int G, float *out);
+                     const float *p, int G, float *out, bool hot);
 /* Page scores of KV head g over pages [p0, p1): out[p - p0] = qpos . kmax_p + qneg . kmin_p.
  * With qpos_d = sum_h max(q_hd, 0) and qneg_d = sum_h min(q_hd, 0) over the G query heads this
  * is sum_h sum_d max(q_hd kmax_d, q_hd kmin_d), the upper bound of the heads' q.k on the page

@@ -207,7 +207,7 @@ static void attend(hachi_mtp *d, const hachi_kv *kv, int hd, int lo) {
             for (int j = lo; j < P;) {
                 hachi_kv_run run = hachi_kv_segment(kv, j, P, P);
                 float *sj = d->scores + (size_t)(j - lo) * G;
-                if (pass) hachi_kv_values(kv, kern, &run, g, hd, sj, G, o);
+                if (pass) hachi_kv_values(kv, kern, &run, g, hd, sj, G, o, false);
                 else hachi_kv_scores(kv, kern, &run, g, hd, q, G, sj);
                 j += run.n;
             }

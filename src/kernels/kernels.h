@@ -76,6 +76,11 @@ typedef struct hachi_kernels {
     void (*attn_scores_f16)(int64_t hd, int nk, const uint16_t *k, int64_t k_stride, const float *q, int G, float *s);
     /* out[h*hd + d] += sum_j p[j*G + h] * v[j*v_stride + d] for h < G, d < hd */
     void (*attn_values_f16)(int64_t hd, int nk, const uint16_t *v, int64_t v_stride, const float *p, int G, float *out);
+    /* the same sums bit for bit (each out element grows key after key), for V rows already in cache
+     * (a tile that another token of the forward has just read): the accumulators stay in registers
+     * across all nk keys instead of a tile of keys streamed with prefetches. NULL: attn_values_f16 */
+    void (*attn_values_f16_hot)(int64_t hd, int nk, const uint16_t *v, int64_t v_stride, const float *p, int G,
+                                float *out);
     /* int8 KV rows: key j is ks[j*ks_stride] * (its hd int8 values at k + j*k_stride), value j
      * likewise; the queries and weights stay f32, the int8 values are converted exactly.
      * s[j*G + h] = ks_j * dot(q + h*hd, k_j) for j < nk, h < G */
@@ -126,6 +131,8 @@ void hachi_attn_scores_f16_avx2(hachi_dot_f16_multi_fn rows, int64_t hd, int nk,
                                 const float *q, int G, float *s);
 void hachi_attn_values_f16_avx2(hachi_axpy_f16_multi_fn rows, int64_t hd, int nk, const uint16_t *v, int64_t v_stride,
                                 const float *p, int G, float *out);
+void hachi_attn_values_f16_hot_avx2(hachi_axpy_f16_multi_fn rows, int64_t hd, int nk, const uint16_t *v,
+                                    int64_t v_stride, const float *p, int G, float *out);
 void hachi_attn_softmax_avx2(float *x, int n, int G, float scale, float *mx, float *sum);
 /* k/v rows at stride ks/vs, their per-row scales sc at stride ss */
 void hachi_attn_scores_i8_avx2(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss,

@@ -721,6 +721,10 @@ static void attn_values_f16(int64_t hd, int nk, const uint16_t *v, int64_t vs, c
     hachi_attn_values_f16_avx2(axpy_f16_multi, hd, nk, v, vs, p, G, out);
 }
 
+static void attn_values_f16_hot(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, float *out) {
+    hachi_attn_values_f16_hot_avx2(axpy_f16_multi, hd, nk, v, vs, p, G, out);
+}
+
 /* ---------------- activations ---------------- */
 
 /* tanh (Cephes tanhf): |x| < 0.625 an odd polynomial, else 1 - 2 / (e^2|x| + 1); sign restored */
@@ -805,6 +809,7 @@ int hachi_kernels_fill_avx2(hachi_kernels *t) {
     t->axpy_f16_multi = axpy_f16_multi;
     t->attn_scores_f16 = attn_scores_f16;
     t->attn_values_f16 = attn_values_f16;
+    t->attn_values_f16_hot = attn_values_f16_hot;
     t->attn_scores_i8 = hachi_attn_scores_i8_avx2;   /* AVX-512 keeps these */
     t->attn_values_i8 = hachi_attn_values_i8_avx2;
     t->attn_softmax = hachi_attn_softmax_avx2;

@@ -99,39 +99,47 @@ void hachi_attn_scores_f16_avx2(hachi_dot_f16_multi_fn rows, int64_t hd, int nk,
     else attn_scores_rows(rows, hd, nk, k, ks, q, G, s);
 }
 
-/* out rows h0..h0+3 += p[j*G + h] * v_j over one tile of keys. The nn rows at next
- * (the next tile) are prefetched a few lines per 16 dims, spread over the pass:
- * issuing the whole tile's prefetches at once stalled on the outstanding misses
- * (0.79 -> 0.56 ms for 4096 keys x 512 dims x 8 heads from DRAM, 2 threads). */
+/* out rows h0..h0+3, dims [d, d+16) += p[j*G + h] * v_j for keys j < n in order: 8 accumulators
+ * loaded from out and stored back */
+static inline void values_4heads_dims(int64_t hd, int64_t d, int n, const uint16_t *v, int64_t vs, const float *p,
+                                      int G, int h0, float *out) {
+    float *o0 = out + (size_t)h0 * hd + d, *o1 = o0 + hd, *o2 = o1 + hd, *o3 = o2 + hd;
+    __m256 a0 = _mm256_loadu_ps(o0), b0 = _mm256_loadu_ps(o0 + 8);
+    __m256 a1 = _mm256_loadu_ps(o1), b1 = _mm256_loadu_ps(o1 + 8);
+    __m256 a2 = _mm256_loadu_ps(o2), b2 = _mm256_loadu_ps(o2 + 8);
+    __m256 a3 = _mm256_loadu_ps(o3), b3 = _mm256_loadu_ps(o3 + 8);
+    for (int j = 0; j < n; j++) {
+        const uint16_t *vr = v + (size_t)j * vs + d;
+        const float *pj = p + (size_t)j * G + h0;
+        const __m256 x = ld16(vr), y = ld16(vr + 8);
+        __m256 w = _mm256_broadcast_ss(pj);
+        a0 = _mm256_fmadd_ps(w, x, a0); b0 = _mm256_fmadd_ps(w, y, b0);
+        w = _mm256_broadcast_ss(pj + 1);
+        a1 = _mm256_fmadd_ps(w, x, a1); b1 = _mm256_fmadd_ps(w, y, b1);
+        w = _mm256_broadcast_ss(pj + 2);
+        a2 = _mm256_fmadd_ps(w, x, a2); b2 = _mm256_fmadd_ps(w, y, b2);
+        w = _mm256_broadcast_ss(pj + 3);
+        a3 = _mm256_fmadd_ps(w, x, a3); b3 = _mm256_fmadd_ps(w, y, b3);
+    }
+    _mm256_storeu_ps(o0, a0); _mm256_storeu_ps(o0 + 8, b0);
+    _mm256_storeu_ps(o1, a1); _mm256_storeu_ps(o1 + 8, b1);
+    _mm256_storeu_ps(o2, a2); _mm256_storeu_ps(o2 + 8, b2);
+    _mm256_storeu_ps(o3, a3); _mm256_storeu_ps(o3 + 8, b3);
+}
+
+/* out rows h0..h0+3 += p[j*G + h] * v_j over one tile of keys, 16 dims at a time (so the sums
+ * grow key after key in out whatever the tiles). The nn rows at next (the next tile) are
+ * prefetched a few lines per 16 dims, spread over the pass: issuing the whole tile's prefetches
+ * at once stalled on the outstanding misses (0.79 -> 0.56 ms for 4096 keys x 512 dims x 8 heads
+ * from DRAM, 2 threads). */
 static void values_4heads(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, int h0,
                           float *out, const uint16_t *next, int nn) {
-    float *o0 = out + (size_t)h0 * hd, *o1 = o0 + hd, *o2 = o1 + hd, *o3 = o2 + hd;
     const int64_t row_lines = (hd + 31) / 32, lines = nn * row_lines, per_step = (lines + hd / 16 - 1) / (hd / 16);
     int64_t line = 0;
     for (int64_t d = 0; d < hd; d += 16) {
         for (int64_t e = line + per_step; line < e && line < lines; line++)
             _mm_prefetch((const char *)(next + (size_t)(line / row_lines) * vs + (line % row_lines) * 32), _MM_HINT_T0);
-        __m256 a0 = _mm256_loadu_ps(o0 + d), b0 = _mm256_loadu_ps(o0 + d + 8);
-        __m256 a1 = _mm256_loadu_ps(o1 + d), b1 = _mm256_loadu_ps(o1 + d + 8);
-        __m256 a2 = _mm256_loadu_ps(o2 + d), b2 = _mm256_loadu_ps(o2 + d + 8);
-        __m256 a3 = _mm256_loadu_ps(o3 + d), b3 = _mm256_loadu_ps(o3 + d + 8);
-        for (int j = 0; j < nk; j++) {
-            const uint16_t *vr = v + (size_t)j * vs + d;
-            const float *pj = p + (size_t)j * G + h0;
-            const __m256 x = ld16(vr), y = ld16(vr + 8);
-            __m256 w = _mm256_broadcast_ss(pj);
-            a0 = _mm256_fmadd_ps(w, x, a0); b0 = _mm256_fmadd_ps(w, y, b0);
-            w = _mm256_broadcast_ss(pj + 1);
-            a1 = _mm256_fmadd_ps(w, x, a1); b1 = _mm256_fmadd_ps(w, y, b1);
-            w = _mm256_broadcast_ss(pj + 2);
-            a2 = _mm256_fmadd_ps(w, x, a2); b2 = _mm256_fmadd_ps(w, y, b2);
-            w = _mm256_broadcast_ss(pj + 3);
-            a3 = _mm256_fmadd_ps(w, x, a3); b3 = _mm256_fmadd_ps(w, y, b3);
-        }
-        _mm256_storeu_ps(o0 + d, a0); _mm256_storeu_ps(o0 + d + 8, b0);
-        _mm256_storeu_ps(o1 + d, a1); _mm256_storeu_ps(o1 + d + 8, b1);
-        _mm256_storeu_ps(o2 + d, a2); _mm256_storeu_ps(o2 + d + 8, b2);
-        _mm256_storeu_ps(o3 + d, a3); _mm256_storeu_ps(o3 + d + 8, b3);
+        values_4heads_dims(hd, d, nk, v, vs, p, G, h0, out);
     }
 }
 
@@ -145,6 +153,15 @@ void hachi_attn_values_f16_avx2(hachi_axpy_f16_multi_fn rows, int64_t hd, int nk
             values_4heads(hd, n, tile, vs, p + (size_t)j0 * G, G, h0, out, tile + (size_t)n * vs,
                           h0 ? 0 : left < VTILE ? left : VTILE);
     }
+}
+
+/* V rows in cache (attn_values_f16_hot): all nk keys per 16 dims, out loaded and stored once per
+ * call instead of once per tile; nothing to prefetch (see the AVX-512 values_g8_hot) */
+void hachi_attn_values_f16_hot_avx2(hachi_axpy_f16_multi_fn rows, int64_t hd, int nk, const uint16_t *v, int64_t vs,
+                                    const float *p, int G, float *out) {
+    if (hd % 16 || (G != 4 && G != 8)) { attn_values_rows(rows, hd, nk, v, vs, p, G, out); return; }
+    for (int h0 = 0; h0 < G; h0 += 4)
+        for (int64_t d = 0; d < hd; d += 16) values_4heads_dims(hd, d, nk, v, vs, p, G, h0, out);
 }
 
 /* ---- int8 K/V rows ---------------------------------------------------------------------- */
