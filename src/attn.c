@@ -261,52 +261,10 @@ static int tile_keys(const attn_job *jb, tile_set *ts, int g, int p, int T, floa
     return m;
 }
 
-/* out = sum_k e^(m_k - M) acc_k / sum_k e^(m_k - M) l_k over the threads' partials of query
- * head h of token t (slot i) */
-static void merge_partials(const hachi_attn_args *a, int t, int i, int h, int nth) {
-    const int hd = a->head_dim, H = a->n_head;
-    const float *part = a->partial + (size_t)i * nth * H * (hd + 2);
-    float M = -FLT_MAX, den = 0.0f;
-    float *out = a->out + (size_t)t * H * hd + (size_t)h * hd;
-    for (int k = 0; k < nth; k++) {
-        const float *p = part + (size_t)k * H * (hd + 2) + (size_t)h * (hd + 2);
-        if (p[hd + 1] > 0.0f && p[hd] > M) M = p[hd];
-    }
-    memset(out, 0, hd * sizeof(float));
-    for (int k = 0; k < nth; k++) {
-        const float *p = part + (size_t)k * H * (hd + 2) + (size_t)h * (hd + 2);
-        if (p[hd + 1] <= 0.0f) continue;
-        float w = expf(p[hd] - M);
-        den += w * p[hd + 1];
-        for (int d = 0; d < hd; d++) out[d] += w * p[d];
-    }
-    for (int d = 0; d < hd; d++) out[d] /= den;
-}
-
-/* The heads of split sets, shared out over the threads once all partials are in (thread ith
- * merges every nth one), so no thread waits while one merges them all. */
-static void merge_group(const attn_job *jb, int ith, int nth) {
-    const hachi_attn_args *a = jb->a;
-    const int G = a->n_head / a->n_head_kv;
-    hachi_pool_barrier(jb->pool);
-    for (int i = 0, c = 0; i < jb->n; i++) {
-        const int pos = a->p0 + jb->t0 + i;
-        int dense[2], sr[4], ntok;
-        const int *tok = token_runs(a, i, pos, dense, &ntok);
-        for (int g = 0; g < a->n_head_kv; g++) {
-            head_set hs[2];
-            const int ns = head_sets(a, g, pos, tok, ntok, sr, hs);
-            for (int s = 0; s < ns; s++)
-                for (int j = 0; split_keys(hs[s].k, nth) && j < G; j++)
-                    if (hs[s].heads >> j & 1 && c++ % nth == ith) merge_partials(a, jb->t0 + i, i, g * G + j, nth);
-        }
-    }
-}
-
 /* Tokens t0..t0+n-1 of the forward, flash-attention style. Per KV head, each token's query
  * heads form one or two head sets (streaming heads see other keys); a set's keys are split
- * over the threads when there are enough of them (their partials merged at the end by
- * merge_group), else the set runs whole on thread i % nth. A thread sweeps the positions it reads in
+ * over the threads when there are enough of them (the partials of slot i left for the
+ * caller), else the set runs whole on thread i % nth. A thread sweeps the positions it reads in
  * tiles aligned to ATTN_TILE_KEYS, and per tile and set: the scores of the set's keys in the
  * tile, their softmax against the tile's max, the merge into the set's running max, sum and
  * value sums (the sums so far rescaled when the max grows, the tile's weights when it does
@@ -325,7 +283,6 @@ static void attn_task(void *ctx, int ith, int nth) {
     head_set hs[HACHI_ATTN_GROUP][2];
     tile_set ts[2 * HACHI_ATTN_GROUP];
 
-    bool split = false;   /* a set of the group has its keys split over the threads */
     if (A->sparse_pages) select_group(jb, ith, nth);
     for (int g = 0; g < Hkv; g++) {
         int nts = 0, first = INT32_MAX, end = 0;   /* the sets on this thread, the positions they read */
@@ -342,7 +299,6 @@ static void attn_task(void *ctx, int ith, int nth) {
                 tile_set *x = &ts[nts];
                 *x = (tile_set){.i = i, .h = h, .Gs = Gs, .split = split_keys(h->k, nth), .acc = st};
                 st += (size_t)Gs * (hd + 2);
-                split |= x->split;
                 if (x->split) {
                     int64_t a, b;
                     hachi_split(h->k, 1, ith, nth, &a, &b);
@@ -410,12 +366,47 @@ static void attn_task(void *ctx, int ith, int nth) {
             }
         }
     }
-    if (split) merge_group(jb, ith, nth);
+}
+
+/* out = sum_k e^(m_k - M) acc_k / sum_k e^(m_k - M) l_k over the threads' partials of query
+ * head h of token t (slot i) */
+static void merge_partials(const hachi_attn_args *a, int t, int i, int h, int nth) {
+    const int hd = a->head_dim, H = a->n_head;
+    const float *part = a->partial + (size_t)i * nth * H * (hd + 2);
+    float M = -FLT_MAX, den = 0.0f;
+    float *out = a->out + (size_t)t * H * hd + (size_t)h * hd;
+    for (int k = 0; k < nth; k++) {
+        const float *p = part + (size_t)k * H * (hd + 2) + (size_t)h * (hd + 2);
+        if (p[hd + 1] > 0.0f && p[hd] > M) M = p[hd];
+    }
+    memset(out, 0, hd * sizeof(float));
+    for (int k = 0; k < nth; k++) {
+        const float *p = part + (size_t)k * H * (hd + 2) + (size_t)h * (hd + 2);
+        if (p[hd + 1] <= 0.0f) continue;
+        float w = expf(p[hd] - M);
+        den += w * p[hd + 1];
+        for (int d = 0; d < hd; d++) out[d] += w * p[d];
+    }
+    for (int d = 0; d < hd; d++) out[d] /= den;
 }
 
 void hachi_attention(hachi_pool *pool, const hachi_kernels *kern, const hachi_attn_args *a) {
+    const int nth = hachi_pool_size(pool);
     for (int t0 = 0; t0 < a->n; t0 += HACHI_ATTN_GROUP) {
         attn_job jb = {a, kern, pool, t0, HACHI_MIN(HACHI_ATTN_GROUP, a->n - t0)};
         hachi_pool_run(pool, attn_task, &jb);
+        const int G = a->n_head / a->n_head_kv;
+        for (int i = 0; i < jb.n; i++) {
+            const int pos = a->p0 + t0 + i;
+            int dense[2], sr[4], ntok;
+            const int *tok = token_runs(a, i, pos, dense, &ntok);
+            for (int g = 0; g < a->n_head_kv; g++) {
+                head_set hs[2];
+                const int ns = head_sets(a, g, pos, tok, ntok, sr, hs);
+                for (int s = 0; s < ns; s++)
+                    for (int j = 0; split_keys(hs[s].k, nth) && j < G; j++)
+                        if (hs[s].heads >> j & 1) merge_partials(a, t0 + i, i, g * G + j, nth);
+            }
+        }
     }
 }
