@@ -2,7 +2,8 @@
  * int8 attn_scores_i8, attn_values_i8) of every table this CPU runs against the scalar
  * reference table (ref.c: per-row double-precision dots, libm expf) and a double-precision
  * sum computed here, over every G and head dim the register-blocked tiles take and some they
- * hand to the per-row kernels. A table other than ref's must have its own entries (a fallback
+ * hand to the per-row kernels; attn_values_f16_hot, where a table has it, bit for bit its
+ * attn_values_f16. A table other than ref's must have its own entries (a fallback
  * to ref's would compare ref with itself). Then int8 K/V end to end through kv.c: staging
  * quantizes by the rule, and attention over int8 rows stays within the bound the two
  * quantizations (int8, fp16) allow of attention over fp16 rows. */
