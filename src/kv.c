@@ -359,8 +359,8 @@ void hachi_kv_values(const hachi_kv *kv, const hachi_kernels *kern, const hachi_
                 for (int i = 0; i < hd; i++) out[(int64_t)h * hd + i] += p[(size_t)j * G + h] * v[i];
         }
     } else if (kv->type == HACHI_KV_INT8) {
-        kern->attn_values_i8(hd, r->n, (const int8_t *)r->v + (int64_t)g * hd, stride, r->vs + g, kv->n_scales, p, G,
-                             out);
+        (hot && kern->attn_values_i8_hot ? kern->attn_values_i8_hot : kern->attn_values_i8)(
+            hd, r->n, (const int8_t *)r->v + (int64_t)g * hd, stride, r->vs + g, kv->n_scales, p, G, out);
     } else {
         (hot && kern->attn_values_f16_hot ? kern->attn_values_f16_hot : kern->attn_values_f16)(
             hd, r->n, (const uint16_t *)r->v + (int64_t)g * hd, stride, p, G, out);

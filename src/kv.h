@@ -123,7 +123,7 @@ void hachi_kv_fill_fast(hachi_kv *kv, int pos, int n, uint64_t *rng);
  * s[j*G + h] = dot(q + h*hd, key j); out[h*hd + d] += sum_j p[j*G + h] * value j [d]
  * (int8: the kernel table's attn_scores_i8 / attn_values_i8 with the rows' scales). hot: the
  * value rows were just read by another token of the forward (in cache): the kernel table's
- * attn_values_f16_hot where it has one, the same sums bit for bit. */
+ * attn_values_f16_hot / attn_values_i8_hot where it has one, the same sums bit for bit. */
 void hachi_kv_scores(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,
                      const float *q, int G, float *s);
 void hachi_kv_values(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,

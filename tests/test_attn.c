@@ -2,8 +2,8 @@
  * int8 attn_scores_i8, attn_values_i8) of every table this CPU runs against the scalar
  * reference table (ref.c: per-row double-precision dots, libm expf) and a double-precision
  * sum computed here, over every G and head dim the register-blocked tiles take and some they
- * hand to the per-row kernels; attn_values_f16_hot, where a table has it, bit for bit its
- * attn_values_f16. A table other than ref's must have its own entries (a fallback
+ * hand to the per-row kernels; attn_values_f16_hot / attn_values_i8_hot, where a table has them,
+ * bit for bit its attn_values_f16 / attn_values_i8. A table other than ref's must have its own entries (a fallback
  * to ref's would compare ref with itself). Then int8 K/V end to end through kv.c: staging
  * quantizes by the rule, and attention over int8 rows stays within the bound the two
  * quantizations (int8, fp16) allow of attention over fp16 rows. */
@@ -205,6 +205,14 @@ static int check_case_i8(const hachi_kernels *K, const hachi_kernels *R, int G, 
         test_fail(__FILE__, __LINE__, "%s int8 values G %d hd %d nk %d: worst index %d %.9g, ref %.9g (%.2f x tol)", isa,
                   G, hd, nk, at, ok[at], or[at], worst);
         good = 0;
+    }
+    if (K->attn_values_i8_hot) {   /* the hot entry: the same sums bit for bit */
+        memcpy(or, o0, sizeof *o0 * G * hd);
+        K->attn_values_i8_hot(hd, nk, v, stride, vs, ss, p, G, or);
+        if (memcmp(or, ok, sizeof *ok * G * hd)) {
+            test_fail(__FILE__, __LINE__, "%s int8 values_hot G %d hd %d nk %d differ from attn_values_i8", isa, G, hd, nk);
+            good = 0;
+        }
     }
     free(k); free(v); free(ks); free(vs); free(q); free(p); free(sr); free(sk); free(o0); free(or); free(ok);
     return good;

@@ -90,6 +90,9 @@ typedef struct hachi_kernels {
      * for h < G, d < hd */
     void (*attn_values_i8)(int64_t hd, int nk, const int8_t *v, int64_t v_stride, const float *vs, int64_t vs_stride,
                            const float *p, int G, float *out);
+    /* attn_values_i8 for rows in cache, as attn_values_f16_hot is for fp16 ones. NULL: attn_values_i8 */
+    void (*attn_values_i8_hot)(int64_t hd, int nk, const int8_t *v, int64_t v_stride, const float *vs,
+                               int64_t vs_stride, const float *p, int G, float *out);
     /* x[j*G + h] *= scale, then mx[h] = max_j x[j*G + h], x[j*G + h] = exp(x[j*G + h] - mx[h]),
      * sum[h] = sum_j x[j*G + h], for j < n (n >= 1), h < G */
     void (*attn_softmax)(float *x, int n, int G, float scale, float *mx, float *sum);
@@ -139,5 +142,7 @@ void hachi_attn_scores_i8_avx2(int64_t hd, int nk, const int8_t *k, int64_t ks, 
                                const float *q, int G, float *s);
 void hachi_attn_values_i8_avx2(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
                                const float *p, int G, float *out);
+void hachi_attn_values_i8_hot_avx2(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
+                                   const float *p, int G, float *out);
 
 #endif

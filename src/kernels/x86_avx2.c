@@ -812,6 +812,7 @@ int hachi_kernels_fill_avx2(hachi_kernels *t) {
     t->attn_values_f16_hot = attn_values_f16_hot;
     t->attn_scores_i8 = hachi_attn_scores_i8_avx2;   /* AVX-512 keeps these */
     t->attn_values_i8 = hachi_attn_values_i8_avx2;
+    t->attn_values_i8_hot = hachi_attn_values_i8_hot_avx2;
     t->attn_softmax = hachi_attn_softmax_avx2;
     t->gelu_mul = gelu_mul;
     t->softcap = softcap;

@@ -286,37 +286,43 @@ void hachi_attn_scores_i8_avx2(int64_t hd, int nk, const int8_t *k, int64_t ks, 
     else scores_i8_any(hd, nk, k, ks, sc, ss, q, G, s);
 }
 
-/* values_4heads with int8 rows and the tile's weights w[j*G + h] (scales folded in) */
+/* values_4heads_dims with int8 rows and the weights w[j*G + h] (scales folded in) */
+static inline void values_i8_4heads_dims(int64_t hd, int64_t d, int n, const int8_t *v, int64_t vs, const float *w,
+                                         int G, int h0, float *out) {
+    float *o0 = out + (size_t)h0 * hd + d, *o1 = o0 + hd, *o2 = o1 + hd, *o3 = o2 + hd;
+    __m256 a0 = _mm256_loadu_ps(o0), b0 = _mm256_loadu_ps(o0 + 8);
+    __m256 a1 = _mm256_loadu_ps(o1), b1 = _mm256_loadu_ps(o1 + 8);
+    __m256 a2 = _mm256_loadu_ps(o2), b2 = _mm256_loadu_ps(o2 + 8);
+    __m256 a3 = _mm256_loadu_ps(o3), b3 = _mm256_loadu_ps(o3 + 8);
+    for (int j = 0; j < n; j++) {
+        const __m128i b = _mm_loadu_si128((const __m128i *)(v + (size_t)j * vs + d));
+        const __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+        const __m256 y = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
+        const float *wj = w + (size_t)j * G + h0;
+        __m256 c = _mm256_broadcast_ss(wj);
+        a0 = _mm256_fmadd_ps(c, x, a0); b0 = _mm256_fmadd_ps(c, y, b0);
+        c = _mm256_broadcast_ss(wj + 1);
+        a1 = _mm256_fmadd_ps(c, x, a1); b1 = _mm256_fmadd_ps(c, y, b1);
+        c = _mm256_broadcast_ss(wj + 2);
+        a2 = _mm256_fmadd_ps(c, x, a2); b2 = _mm256_fmadd_ps(c, y, b2);
+        c = _mm256_broadcast_ss(wj + 3);
+        a3 = _mm256_fmadd_ps(c, x, a3); b3 = _mm256_fmadd_ps(c, y, b3);
+    }
+    _mm256_storeu_ps(o0, a0); _mm256_storeu_ps(o0 + 8, b0);
+    _mm256_storeu_ps(o1, a1); _mm256_storeu_ps(o1 + 8, b1);
+    _mm256_storeu_ps(o2, a2); _mm256_storeu_ps(o2 + 8, b2);
+    _mm256_storeu_ps(o3, a3); _mm256_storeu_ps(o3 + 8, b3);
+}
+
+/* values_4heads with int8 rows and the tile's weights w (scales folded in) */
 static void values_i8_4heads(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *w, int G, int h0,
                              float *out, const int8_t *next, int nn) {
-    float *o0 = out + (size_t)h0 * hd, *o1 = o0 + hd, *o2 = o1 + hd, *o3 = o2 + hd;
     const int64_t row_lines = (hd + 63) / 64, lines = nn * row_lines, per_step = (lines + hd / 16 - 1) / (hd / 16);
     int64_t line = 0;
     for (int64_t d = 0; d < hd; d += 16) {
         for (int64_t e = line + per_step; line < e && line < lines; line++)
             _mm_prefetch((const char *)(next + (size_t)(line / row_lines) * vs + (line % row_lines) * 64), _MM_HINT_T0);
-        __m256 a0 = _mm256_loadu_ps(o0 + d), b0 = _mm256_loadu_ps(o0 + d + 8);
-        __m256 a1 = _mm256_loadu_ps(o1 + d), b1 = _mm256_loadu_ps(o1 + d + 8);
-        __m256 a2 = _mm256_loadu_ps(o2 + d), b2 = _mm256_loadu_ps(o2 + d + 8);
-        __m256 a3 = _mm256_loadu_ps(o3 + d), b3 = _mm256_loadu_ps(o3 + d + 8);
-        for (int j = 0; j < nk; j++) {
-            const __m128i b = _mm_loadu_si128((const __m128i *)(v + (size_t)j * vs + d));
-            const __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
-            const __m256 y = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
-            const float *wj = w + (size_t)j * G + h0;
-            __m256 c = _mm256_broadcast_ss(wj);
-            a0 = _mm256_fmadd_ps(c, x, a0); b0 = _mm256_fmadd_ps(c, y, b0);
-            c = _mm256_broadcast_ss(wj + 1);
-            a1 = _mm256_fmadd_ps(c, x, a1); b1 = _mm256_fmadd_ps(c, y, b1);
-            c = _mm256_broadcast_ss(wj + 2);
-            a2 = _mm256_fmadd_ps(c, x, a2); b2 = _mm256_fmadd_ps(c, y, b2);
-            c = _mm256_broadcast_ss(wj + 3);
-            a3 = _mm256_fmadd_ps(c, x, a3); b3 = _mm256_fmadd_ps(c, y, b3);
-        }
-        _mm256_storeu_ps(o0 + d, a0); _mm256_storeu_ps(o0 + d + 8, b0);
-        _mm256_storeu_ps(o1 + d, a1); _mm256_storeu_ps(o1 + d + 8, b1);
-        _mm256_storeu_ps(o2 + d, a2); _mm256_storeu_ps(o2 + d + 8, b2);
-        _mm256_storeu_ps(o3 + d, a3); _mm256_storeu_ps(o3 + d + 8, b3);
+        values_i8_4heads_dims(hd, d, nk, v, vs, w, G, h0, out);
     }
 }
 
@@ -349,6 +355,23 @@ void hachi_attn_values_i8_avx2(int64_t hd, int nk, const int8_t *v, int64_t vs, 
         for (int h0 = 0; h0 < G; h0 += 4)   /* the first pass prefetches the next tile */
             values_i8_4heads(hd, n, tile, vs, w, G, h0, out, tile + (size_t)n * vs,
                              h0 ? 0 : left < VTILE ? left : VTILE);
+    }
+}
+
+/* int8 rows in cache (attn_values_i8_hot): the weights folded for I8_HOT_KEYS keys at a time,
+ * then out's accumulators held over those keys, 16 dims and 4 heads at a time (the weights are
+ * the same float products and each sum grows key after key: attn_values_i8's bit for bit) */
+#define I8_HOT_KEYS 64
+void hachi_attn_values_i8_hot_avx2(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
+                                   const float *p, int G, float *out) {
+    if (hd % 16 || (G != 4 && G != 8)) { values_i8_any(hd, nk, v, vs, sc, ss, p, G, out); return; }
+    float w[I8_HOT_KEYS * 8];
+    for (int j0 = 0; j0 < nk; j0 += I8_HOT_KEYS) {
+        const int n = nk - j0 < I8_HOT_KEYS ? nk - j0 : I8_HOT_KEYS;
+        for (int j = 0; j < n; j++)
+            for (int h = 0; h < G; h++) w[j * G + h] = p[(size_t)(j0 + j) * G + h] * sc[(size_t)(j0 + j) * ss];
+        for (int h0 = 0; h0 < G; h0 += 4)
+            for (int64_t d = 0; d < hd; d += 16) values_i8_4heads_dims(hd, d, n, v + (size_t)j0 * vs, vs, w, G, h0, out);
     }
 }
 
