@@ -7,7 +7,10 @@
  * Build by hand, after `make`:
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc -pthread bench/bench_attn.c \
  *       build/libhachi.a -o /tmp/bench_attn -lm
- * Run: /tmp/bench_attn [rounds=5] [head_dim=512]   ($HACHI_ISA picks a table) */
+ * Run: /tmp/bench_attn [rounds=5] [head_dim=512] [f16|int8]   ($HACHI_ISA picks a table)
+ * int8: the int8 K/V entries (attn_scores_i8, attn_values_i8, attn_values_i8_hot) over the same
+ * bytes read as int8 rows of twice the length' worth, with a scale per row. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,20 +22,42 @@
 #define DRAM_BYTES ((size_t)256 << 20)
 
 typedef void (*values_fn)(int64_t, int, const uint16_t *, int64_t, const float *, int, float *);
+typedef void (*values_i8_fn)(int64_t, int, const int8_t *, int64_t, const float *, int64_t, const float *, int, float *);
+
+static const float *scales;   /* int8: one scale per row */
+
+static void scores(const hachi_kernels *k, bool i8, int hd, const uint16_t *rows, const float *q, float *s) {
+    if (i8) k->attn_scores_i8(hd, NK, (const int8_t *)rows, hd, scales, 1, q, G, s);
+    else k->attn_scores_f16(hd, NK, rows, hd, q, G, s);
+}
+
+static void values(const hachi_kernels *k, bool i8, bool hot, int hd, const uint16_t *rows, const float *p, float *o) {
+    if (i8) {
+        const values_i8_fn f = hot && k->attn_values_i8_hot ? k->attn_values_i8_hot : k->attn_values_i8;
+        f(hd, NK, (const int8_t *)rows, hd, scales, 1, p, G, o);
+    } else {
+        const values_fn f = hot && k->attn_values_f16_hot ? k->attn_values_f16_hot : k->attn_values_f16;
+        f(hd, NK, rows, hd, p, G, o);
+    }
+}
 
 int main(int argc, char **argv) {
     const int rounds = argc > 1 ? atoi(argv[1]) : 5, hd = argc > 2 ? atoi(argv[2]) : 512;
+    const bool i8 = argc > 3 && !strcmp(argv[3], "int8");
     const hachi_kernels *k = hachi_kernels_best();
     if (rounds < 1 || hd < 32 || hd % 32) { fprintf(stderr, "usage: bench_attn [rounds] [head_dim: a multiple of 32]\n"); return 2; }
     const size_t tile = (size_t)NK * hd, tiles = DRAM_BYTES / (tile * 2 * sizeof(uint16_t));
     uint16_t *kv = malloc(DRAM_BYTES);
     float *q = malloc(sizeof *q * G * hd), *s = malloc(sizeof *s * NK * G), *o = calloc((size_t)G * hd, sizeof *o);
-    if (!kv || !q || !s || !o) { fprintf(stderr, "out of memory\n"); return 1; }
+    float *sc = malloc(sizeof *sc * NK);
+    if (!kv || !q || !s || !o || !sc) { fprintf(stderr, "out of memory\n"); return 1; }
+    for (int j = 0; j < NK; j++) sc[j] = 0.01f;
+    scales = sc;
     for (size_t i = 0; i < DRAM_BYTES / sizeof(uint16_t); i++) kv[i] = hachi_f32_to_f16((float)(i % 61) / 61.0f - 0.5f);
     for (int i = 0; i < G * hd; i++) q[i] = (float)(i % 7) * 0.01f;
     for (int i = 0; i < NK * G; i++) s[i] = 1.0f / (float)(1 + i % 5);
-    const values_fn values[2] = {k->attn_values_f16, k->attn_values_f16_hot ? k->attn_values_f16_hot : k->attn_values_f16};
-    printf("kernels %s, %d heads x %d dims, tiles of %d keys; G FMA/s (1 thread)\n", k->name, G, hd, NK);
+    printf("kernels %s, %s K/V, %d heads x %d dims, tiles of %d keys; G FMA/s (1 thread)\n", k->name, i8 ? "int8" : "f16",
+           G, hd, NK);
     printf("  round   scores cache   values cache   values_hot cache   scores dram   values dram   values_hot dram\n");
     const double fma = (double)NK * G * hd;
     for (int r = 0; r < rounds; r++) {
@@ -42,20 +67,20 @@ int main(int argc, char **argv) {
             double t0 = hachi_time_ms();
             for (int i = 0; i < it; i++) {
                 const uint16_t *kt = kv + (dram ? (size_t)i * 2 * tile : 0);
-                k->attn_scores_f16(hd, NK, kt, hd, q, G, s);
+                scores(k, i8, hd, kt, q, s);
             }
             g[dram * 3] = fma * it / ((hachi_time_ms() - t0) * 1e6);
             for (int v = 0; v < 2; v++) {
                 t0 = hachi_time_ms();
                 for (int i = 0; i < it; i++) {
                     const uint16_t *vt = kv + (dram ? (size_t)i * 2 * tile + tile : tile);
-                    values[v](hd, NK, vt, hd, s, G, o);
+                    values(k, i8, v, hd, vt, s, o);
                 }
                 g[dram * 3 + 1 + v] = fma * it / ((hachi_time_ms() - t0) * 1e6);
             }
         }
         printf("  %5d   %12.1f   %12.1f   %16.1f   %11.1f   %11.1f   %15.1f\n", r + 1, g[0], g[1], g[2], g[3], g[4], g[5]);
     }
-    free(kv); free(q); free(s); free(o);
+    free(kv); free(q); free(s); free(o); free(sc);
     return 0;
 }
