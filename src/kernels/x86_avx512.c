@@ -240,8 +240,8 @@ static void values_g8(int64_t hd, int nk, const uint16_t *v, int64_t vs, const f
 
 /* V rows in cache (attn_values_f16_hot): all nk keys per 32 dims, so out is loaded and stored
  * once per call instead of once per tile of 8 keys; nothing to prefetch. One Zen 4 core, 128 keys
- * x 512 dims x 8 heads in L2: 47-50 G FMA/s against 30-43 for values_g8 (which keeps the lead
- * from DRAM with two threads streaming: 23-25 against 16-20). */
+ * x 512 dims x 8 heads (bench/bench_attn.c): in L2 47-50 G FMA/s against 31-40 for values_g8,
+ * which keeps the lead from DRAM (24-29 against 14-21). */
 static void values_g8_hot(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, float *out) {
     for (int64_t d = 0; d < hd; d += 32) values_g8_dims(hd, d, nk, v, vs, p, out);
 }
