@@ -42,7 +42,7 @@ static void values(const hachi_kernels *k, bool i8, bool hot, int hd, const uint
 }
 
 int main(int argc, char **argv) {
-    const int rounds = argc > 1 ? atoi(argv[1]) : 5, hd = argc > 2 ? atoi(argv[2]) : 512;
+    const int rounds = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 5, hd = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 512;
     const bool i8 = argc > 3 && !strcmp(argv[3], "int8");
     const hachi_kernels *k = hachi_kernels_best();
     if (rounds < 1 || hd < 32 || hd % 32) { fprintf(stderr, "usage: bench_attn [rounds] [head_dim: a multiple of 32]\n"); return 2; }
@@ -50,7 +50,11 @@ int main(int argc, char **argv) {
     uint16_t *kv = malloc(DRAM_BYTES);
     float *q = malloc(sizeof *q * G * hd), *s = malloc(sizeof *s * NK * G), *o = calloc((size_t)G * hd, sizeof *o);
     float *sc = malloc(sizeof *sc * NK);
-    if (!kv || !q || !s || !o || !sc) { fprintf(stderr, "out of memory\n"); return 1; }
+    if (!kv || !q || !s || !o || !sc) {
+        fprintf(stderr, "out of memory\n");
+        free(kv); free(q); free(s); free(o); free(sc);
+        return 1;
+    }
     for (int j = 0; j < NK; j++) sc[j] = 0.01f;
     scales = sc;
     for (size_t i = 0; i < DRAM_BYTES / sizeof(uint16_t); i++) kv[i] = hachi_f32_to_f16((float)(i % 61) / 61.0f - 0.5f);
