@@ -99,32 +99,32 @@ void hachi_attn_scores_f16_avx2(hachi_dot_f16_multi_fn rows, int64_t hd, int nk,
     else attn_scores_rows(rows, hd, nk, k, ks, q, G, s);
 }
 
-/* out rows h0..h0+3, dims [d, d+16) += p[j*G + h] * v_j for keys j < n in order: 8 accumulators
- * loaded from out and stored back */
+/* The value tiles' accumulators: rows o, o + hd, o + 2hd, o + 3hd (4 heads), 16 dims each (a: the
+ * first 8, b: the next 8); x and y the key's 16 value dims, w its 4 heads' weights. */
+static inline void acc4_load(const float *o, int64_t hd, __m256 *a, __m256 *b) {
+    UNROLL for (int h = 0; h < 4; h++) { a[h] = _mm256_loadu_ps(o + h * hd); b[h] = _mm256_loadu_ps(o + h * hd + 8); }
+}
+static inline void acc4_store(float *o, int64_t hd, const __m256 *a, const __m256 *b) {
+    UNROLL for (int h = 0; h < 4; h++) { _mm256_storeu_ps(o + h * hd, a[h]); _mm256_storeu_ps(o + h * hd + 8, b[h]); }
+}
+static inline void acc4_fma(const float *w, __m256 x, __m256 y, __m256 *a, __m256 *b) {
+    UNROLL for (int h = 0; h < 4; h++) {
+        const __m256 c = _mm256_broadcast_ss(w + h);
+        a[h] = _mm256_fmadd_ps(c, x, a[h]);
+        b[h] = _mm256_fmadd_ps(c, y, b[h]);
+    }
+}
+
+/* out rows h0..h0+3, dims [d, d+16) += p[j*G + h] * v_j for keys j < n in order */
 static inline void values_4heads_dims(int64_t hd, int64_t d, int n, const uint16_t *v, int64_t vs, const float *p,
                                       int G, int h0, float *out) {
-    float *o0 = out + (size_t)h0 * hd + d, *o1 = o0 + hd, *o2 = o1 + hd, *o3 = o2 + hd;
-    __m256 a0 = _mm256_loadu_ps(o0), b0 = _mm256_loadu_ps(o0 + 8);
-    __m256 a1 = _mm256_loadu_ps(o1), b1 = _mm256_loadu_ps(o1 + 8);
-    __m256 a2 = _mm256_loadu_ps(o2), b2 = _mm256_loadu_ps(o2 + 8);
-    __m256 a3 = _mm256_loadu_ps(o3), b3 = _mm256_loadu_ps(o3 + 8);
+    __m256 a[4], b[4];
+    acc4_load(out + (size_t)h0 * hd + d, hd, a, b);
     for (int j = 0; j < n; j++) {
         const uint16_t *vr = v + (size_t)j * vs + d;
-        const float *pj = p + (size_t)j * G + h0;
-        const __m256 x = ld16(vr), y = ld16(vr + 8);
-        __m256 w = _mm256_broadcast_ss(pj);
-        a0 = _mm256_fmadd_ps(w, x, a0); b0 = _mm256_fmadd_ps(w, y, b0);
-        w = _mm256_broadcast_ss(pj + 1);
-        a1 = _mm256_fmadd_ps(w, x, a1); b1 = _mm256_fmadd_ps(w, y, b1);
-        w = _mm256_broadcast_ss(pj + 2);
-        a2 = _mm256_fmadd_ps(w, x, a2); b2 = _mm256_fmadd_ps(w, y, b2);
-        w = _mm256_broadcast_ss(pj + 3);
-        a3 = _mm256_fmadd_ps(w, x, a3); b3 = _mm256_fmadd_ps(w, y, b3);
+        acc4_fma(p + (size_t)j * G + h0, ld16(vr), ld16(vr + 8), a, b);
     }
-    _mm256_storeu_ps(o0, a0); _mm256_storeu_ps(o0 + 8, b0);
-    _mm256_storeu_ps(o1, a1); _mm256_storeu_ps(o1 + 8, b1);
-    _mm256_storeu_ps(o2, a2); _mm256_storeu_ps(o2 + 8, b2);
-    _mm256_storeu_ps(o3, a3); _mm256_storeu_ps(o3 + 8, b3);
+    acc4_store(out + (size_t)h0 * hd + d, hd, a, b);
 }
 
 /* out rows h0..h0+3 += p[j*G + h] * v_j over one tile of keys, 16 dims at a time (so the sums
@@ -289,29 +289,15 @@ void hachi_attn_scores_i8_avx2(int64_t hd, int nk, const int8_t *k, int64_t ks, 
 /* values_4heads_dims with int8 rows and the weights w[j*G + h] (scales folded in) */
 static inline void values_i8_4heads_dims(int64_t hd, int64_t d, int n, const int8_t *v, int64_t vs, const float *w,
                                          int G, int h0, float *out) {
-    float *o0 = out + (size_t)h0 * hd + d, *o1 = o0 + hd, *o2 = o1 + hd, *o3 = o2 + hd;
-    __m256 a0 = _mm256_loadu_ps(o0), b0 = _mm256_loadu_ps(o0 + 8);
-    __m256 a1 = _mm256_loadu_ps(o1), b1 = _mm256_loadu_ps(o1 + 8);
-    __m256 a2 = _mm256_loadu_ps(o2), b2 = _mm256_loadu_ps(o2 + 8);
-    __m256 a3 = _mm256_loadu_ps(o3), b3 = _mm256_loadu_ps(o3 + 8);
+    __m256 a[4], b[4];
+    acc4_load(out + (size_t)h0 * hd + d, hd, a, b);
     for (int j = 0; j < n; j++) {
-        const __m128i b = _mm_loadu_si128((const __m128i *)(v + (size_t)j * vs + d));
-        const __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
-        const __m256 y = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
-        const float *wj = w + (size_t)j * G + h0;
-        __m256 c = _mm256_broadcast_ss(wj);
-        a0 = _mm256_fmadd_ps(c, x, a0); b0 = _mm256_fmadd_ps(c, y, b0);
-        c = _mm256_broadcast_ss(wj + 1);
-        a1 = _mm256_fmadd_ps(c, x, a1); b1 = _mm256_fmadd_ps(c, y, b1);
-        c = _mm256_broadcast_ss(wj + 2);
-        a2 = _mm256_fmadd_ps(c, x, a2); b2 = _mm256_fmadd_ps(c, y, b2);
-        c = _mm256_broadcast_ss(wj + 3);
-        a3 = _mm256_fmadd_ps(c, x, a3); b3 = _mm256_fmadd_ps(c, y, b3);
+        const __m128i r = _mm_loadu_si128((const __m128i *)(v + (size_t)j * vs + d));
+        const __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(r));
+        const __m256 y = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(r, 8)));
+        acc4_fma(w + (size_t)j * G + h0, x, y, a, b);
     }
-    _mm256_storeu_ps(o0, a0); _mm256_storeu_ps(o0 + 8, b0);
-    _mm256_storeu_ps(o1, a1); _mm256_storeu_ps(o1 + 8, b1);
-    _mm256_storeu_ps(o2, a2); _mm256_storeu_ps(o2 + 8, b2);
-    _mm256_storeu_ps(o3, a3); _mm256_storeu_ps(o3 + 8, b3);
+    acc4_store(out + (size_t)h0 * hd + d, hd, a, b);
 }
 
 /* values_4heads with int8 rows and the tile's weights w (scales folded in) */
