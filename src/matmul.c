@@ -13,9 +13,10 @@
  *           n_tok > 16: a chunk of rows that fits in L2 is swept by token
  *           tiles of 16, so weights come from DRAM once per chunk.
  *           Where the ISA has a GEMM for W's interleaved type (AVX-512 VNNI's
- *           16 rows per zmm, AMX's tiles), forwards of the table's gemm_min
- *           tokens or more send each chunk's row groups through it instead,
- *           token tile by token tile (bitwise the same sums).
+ *           16 rows per zmm, AMX's tiles) or for its float rows (AVX-512's
+ *           register-blocked F32 / F16 / BF16), forwards of the table's
+ *           gemm_min tokens or more send each chunk's rows through it
+ *           instead, token tile by token tile (bitwise the same sums).
  * Chunks are claimed from atomic counters rather than split statically: on
  * a loaded machine a descheduled thread then delays a call by at most the
  * chunk it holds, not by its whole share (measured: statically split, two
@@ -58,7 +59,8 @@ typedef struct matmul_ctx {
     size_t act_stride;                   /* bytes between activation rows */
     int64_t conv_chunk_blocks, conv_chunks_per_row, conv_chunks;
     int64_t row_chunk, row_chunks;
-    bool gemm;                           /* prefill through the ISA's GEMM (kt->gemm_x8) */
+    bool gemm;                           /* prefill through the ISA's GEMM (kt->gemm_x8, or kt->gemm for rows
+                                          * in the file's layout) */
     _Alignas(64) atomic_int_fast64_t conv_next;          /* chunk counters, off the read-mostly line */
     atomic_int_fast64_t conv_done;
     int n_ranges;                        /* row chunks: range r is [range[r].next, range[r].end) */
@@ -146,11 +148,15 @@ static void matmul_task(void *arg, int ith, int nth) {
         int64_t i = claim_row_chunk(c, ith);
         if (i >= c->row_chunks) break;
         int64_t r0 = i * c->row_chunk, r1 = HACHI_MIN(r0 + c->row_chunk, c->W->rows);
-        if (c->gemm) {   /* prefill GEMM: the chunk's groups for each token tile */
+        if (c->gemm) {   /* prefill GEMM: the chunk's rows (x8: groups) for each token tile */
             const char *w = (const char *)c->W->data + r0 * c->W->row_bytes;
-            for (int t0 = 0; t0 < c->n_tok; t0 += MATMUL_MULTI_MAX)
-                c->kt->gemm_x8(c->W->cols, c->y + t0 * c->ldy + r0, c->ldy, w, (int)((r1 - r0) / 8),
-                               c->act + (size_t)t0 * c->act_stride, c->act_stride, HACHI_MIN(MATMUL_MULTI_MAX, c->n_tok - t0));
+            for (int t0 = 0; t0 < c->n_tok; t0 += MATMUL_MULTI_MAX) {
+                float *y = c->y + t0 * c->ldy + r0;
+                const char *a = c->act + (size_t)t0 * c->act_stride;
+                const int nt = HACHI_MIN(MATMUL_MULTI_MAX, c->n_tok - t0);
+                if (c->W->x8) c->kt->gemm_x8(c->W->cols, y, c->ldy, w, (int)((r1 - r0) / 8), a, c->act_stride, nt);
+                else c->kt->gemm(c->W->cols, y, c->ldy, w, c->W->row_bytes, (int)(r1 - r0), a, c->act_stride, nt);
+            }
             continue;
         }
         if (c->n_tok <= MATMUL_MULTI_MAX) {
@@ -169,7 +175,7 @@ static int64_t matmul_row_chunk(const hachi_mat *W, int n_tok, int nth, bool gem
     uint64_t rb = W->row_bytes ? W->row_bytes : 1;
     int64_t chunk = (int64_t)((n_tok <= MATMUL_MULTI_MAX ? MATMUL_CHUNK_BYTES : MATMUL_L2_TILE_BYTES) / rb);
     int64_t balance = (W->rows + 4 * nth - 1) / (4 * nth);
-    const int64_t align = gemm ? 16 : W->x8 ? 8 : MATMUL_ROW_ALIGN;   /* the GEMM takes groups in pairs */
+    const int64_t align = gemm && W->x8 ? 16 : W->x8 ? 8 : MATMUL_ROW_ALIGN;   /* the x8 GEMM takes groups in pairs */
     if (chunk > balance) chunk = balance;
     chunk = (chunk + align - 1) / align * align;
     return chunk > 0 ? chunk : align;
@@ -194,8 +200,8 @@ void hachi_matmul(hachi_pool *pool, const hachi_kernels *k, const hachi_mat *W,
         if (kt->act_prep) c.conv_chunk_blocks = (c.conv_chunk_blocks + 3) / 4 * 4;   /* act_prep: b0 % 4 == 0 */
         c.conv_chunks_per_row = (nb + c.conv_chunk_blocks - 1) / c.conv_chunk_blocks;
         c.conv_chunks = c.conv_chunks_per_row * n_tok;
-        c.gemm = W->x8 && kt->gemm_x8 && n_tok >= kt->gemm_min;
     }
+    c.gemm = (W->x8 ? kt->gemm_x8 != NULL : kt->gemm != NULL) && n_tok >= kt->gemm_min;
     c.row_chunk = matmul_row_chunk(W, n_tok, hachi_pool_size(pool), c.gemm);
     c.row_chunks = (W->rows + c.row_chunk - 1) / c.row_chunk;
     atomic_init(&c.conv_next, 0);

@@ -591,6 +591,64 @@ static void check_gemm_3groups(uint32_t type, int64_t n, const char *w, int64_t 
     free(w24); free(w8);
 }
 
+/* The float GEMM (gemm, rows in the file's layout: F32, F16, BF16) of every table that has one:
+ * for 1..7 rows and 1..16 tokens at sizes with every tail of its loops (a 64-element body, then
+ * 16 at a time, then scalar), each output bitwise the same table's vec_dot on that row and
+ * token, and nothing written past the rows and tokens asked for. Returns how many tables ran. */
+static int check_float_gemm(uint32_t type, int64_t n) {
+    enum { ROWS = 7, LDY = 9, NT = 16 };
+    const size_t rb = (size_t)row_bytes(type, n), ab = (size_t)n * sizeof(float);
+    char *w = malloc(rb * ROWS);
+    float *a = malloc(ab * NT), *x = malloc(ab), want[ROWS][NT], y[NT * LDY];
+    const hachi_kernels *R = hachi_kernels_ref();
+    for (int r = 0; r < ROWS; r++) {
+        fill(x, n, 0);
+        R->t[type].from_float(x, w + r * rb, n);
+    }
+    for (int t = 0; t < NT; t++) fill(a + (size_t)t * n, n, 0);
+    int ran = 0;
+    for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
+        const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
+        if (!K || !K->t[type].gemm) continue;
+        const hachi_type_kernels *kt = &K->t[type];
+        ran++;
+        for (int r = 0; r < ROWS; r++)
+            for (int t = 0; t < NT; t++) kt->vec_dot(n, &want[r][t], w + r * rb, a + (size_t)t * n);
+        int bad = 0, at = -1;
+        for (int nt = 1; nt <= NT; nt++)
+            for (int nr = 1; nr <= ROWS; nr++) {
+                for (int i = 0; i < NT * LDY; i++) y[i] = NAN;
+                kt->gemm(n, y, LDY, w, rb, nr, a, ab, nt);
+                for (int t = 0; t < NT; t++)
+                    for (int r = 0; r < LDY; r++) {
+                        const float *g = &y[t * LDY + r];
+                        const int in = t < nt && r < nr;
+                        const int ok = in ? !memcmp(g, &want[r][t], sizeof(float)) : isnan(*g);   // NOLINT(bugprone-suspicious-memory-comparison): bitwise equality is what is tested
+                        if (!ok) { bad++; if (at < 0) at = 10000 * nt + 100 * nr + r; }
+                    }
+            }
+        CHECKF(bad == 0, "%s %s gemm n=%lld: %d outputs not bitwise vec_dot's or written out of range (first nt*10000+rows*100+row %d)",
+               K->name, hachi_type_name(type), (long long)n, bad, at);
+    }
+    free(w); free(a); free(x);
+    return ran;
+}
+
+TEST(kernels_float_gemm) {
+    static const uint32_t types[] = {HACHI_TYPE_F32, HACHI_TYPE_F16, HACHI_TYPE_BF16};
+    static const int64_t sizes[] = {13, 64, 64 + 32 + 5, 1536};
+    for (size_t ti = 0; ti < 3; ti++) {
+        int ran = 0;
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) ran = check_float_gemm(types[ti], sizes[si]);
+        printf("    %s gemm: %d table(s) have it\n", hachi_type_name(types[ti]), ran);
+    }
+#if defined(__x86_64__)
+    const hachi_kernels *K = hachi_kernels_get(HACHI_ISA_AVX512);
+    if (K) CHECKF(K->t[HACHI_TYPE_F16].gemm && K->t[HACHI_TYPE_BF16].gemm && K->t[HACHI_TYPE_F32].gemm,
+                  "avx512: a float type has no GEMM");
+#endif
+}
+
 /* Interleaved q4_0 rows (block_q4_0x8), check_x8 on variants 0 random, 1, 2 the int16
  * extremes (all nibbles 15 against all +127 / -127); check_gemm on 3 groups of random rows. */
 TEST(kernels_q4_0_x8) {

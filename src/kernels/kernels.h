@@ -58,7 +58,12 @@ typedef struct hachi_type_kernels {
      * vec_dot_x8's. */
     void (*gemm_x8)(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
                     int nt);
-    int gemm_min;                     /* forwards of this many tokens or more use gemm_x8 (measured per ISA) */
+    /* Prefill GEMM over rows in the file's layout (the float types; NULL where this ISA has none):
+     * y[t*ldy + r] for the n_rows rows at w (row_bytes apart) and the nt <= 16 activation rows at
+     * a (a_stride apart), each bit for bit this ISA's vec_dot. */
+    void (*gemm)(int64_t n, float *y, int64_t ldy, const void *w, size_t row_bytes, int n_rows, const void *a,
+                 size_t a_stride, int nt);
+    int gemm_min;                     /* forwards of this many tokens or more use gemm_x8 / gemm (measured per ISA) */
 } hachi_type_kernels;
 
 typedef struct hachi_kernels {
