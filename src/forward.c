@@ -7,10 +7,15 @@
 
 /* ---- small vector ops (per row, in the caller's thread) ---------------------------- */
 
+/* The sum of squares in double, in 4 interleaved partial sums (one chain of dependent adds
+ * made it 3% of a prefill), added pairwise at the end. */
 static void rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
-    double ss = 0.0;
-    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
-    float r = (float)(1.0 / sqrt(ss / n + eps));
+    double ss[4] = {0.0, 0.0, 0.0, 0.0};
+    int i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int k = 0; k < 4; k++) ss[k] += (double)x[i + k] * x[i + k];
+    for (; i < n; i++) ss[0] += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(((ss[0] + ss[1]) + (ss[2] + ss[3])) / n + eps));
     if (w) for (int i = 0; i < n; i++) out[i] = x[i] * r * w[i];
     else   for (int i = 0; i < n; i++) out[i] = x[i] * r;
 }
