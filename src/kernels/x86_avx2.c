@@ -122,6 +122,71 @@ MULTI_FROM_ROWS(multi_f32, rows_f32)
 MULTI_FROM_ROWS(multi_f16, rows_f16)
 MULTI_FROM_ROWS(multi_bf16, rows_bf16)
 
+/* The float GEMM (prefill): FLOAT_ROWS's arithmetic on tiles of 2 weight rows x 2 activation
+ * rows. The 8 weight vectors of a 32-element step stay in registers for both tokens, and each
+ * activation vector, loaded one at a time, serves both rows (15 of the 16 ymm: 8 weights, 4
+ * accumulators, 2 partial sums, 1 activation), so a prefill reads its activations from L2 half
+ * as often as multi does. Per (row, token) the operations and their order are FLOAT_ROWS's:
+ * every output equals vec_dot's bit for bit. */
+#define FLOAT_GEMM(name, wtype, load, scalar)                                                \
+    static ALWAYS_INLINE void name##_tile(int64_t n, float *y, int64_t ldy, const char *vw, size_t rb, \
+                                          const char *va, size_t stride, const int R, const int T) { \
+        __m256 acc[2][2];                                                                    \
+        UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps(); \
+        int64_t i = 0;                                                                       \
+        for (; i + 32 <= n; i += 32) {                                                       \
+            __m256 w[2][4];                                                                  \
+            UNROLL for (int r = 0; r < R; r++) {                                             \
+                const wtype *wr = (const wtype *)(const void *)(vw + (size_t)r * rb) + i;    \
+                UNROLL for (int k = 0; k < 4; k++) w[r][k] = load(wr + 8 * k);               \
+            }                                                                                \
+            UNROLL for (int t = 0; t < T; t++) {                                             \
+                const float *a = (const float *)(const void *)(va + (size_t)t * stride) + i; \
+                __m256 s[2];                                                                 \
+                UNROLL for (int k = 0; k < 4; k++) {                                         \
+                    __m256 ak = _mm256_loadu_ps(a + 8 * k);                                  \
+                    __asm__("" : "+x"(ak));   /* one load for both rows, not one per FMA */  \
+                    UNROLL for (int r = 0; r < R; r++)                                       \
+                        s[r] = k ? _mm256_fmadd_ps(w[r][k], ak, s[r]) : _mm256_mul_ps(w[r][0], ak); \
+                }                                                                            \
+                UNROLL for (int r = 0; r < R; r++) acc[r][t] = _mm256_add_ps(acc[r][t], s[r]); \
+            }                                                                                \
+        }                                                                                    \
+        for (; i + 8 <= n; i += 8)                                                           \
+            UNROLL for (int r = 0; r < R; r++) {                                             \
+                const __m256 w0 = load((const wtype *)(const void *)(vw + (size_t)r * rb) + i); \
+                UNROLL for (int t = 0; t < T; t++)                                           \
+                    acc[r][t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps((const float *)(const void *)(va + (size_t)t * stride) + i), acc[r][t]); \
+            }                                                                                \
+        UNROLL for (int r = 0; r < R; r++) {                                                 \
+            const wtype *wr = (const wtype *)(const void *)(vw + (size_t)r * rb);            \
+            UNROLL for (int t = 0; t < T; t++) {                                             \
+                const float *a = (const float *)(const void *)(va + (size_t)t * stride);     \
+                float sum = hsum_ps(acc[r][t]);                                              \
+                for (int64_t k = i; k < n; k++) sum += scalar(wr[k]) * a[k];                 \
+                y[(size_t)t * ldy + r] = sum;                                                \
+            }                                                                                \
+        }                                                                                    \
+    }                                                                                        \
+    static void name(int64_t n, float *y, int64_t ldy, const void *w, size_t rb, int n_rows, const void *a, \
+                     size_t stride, int nt) {                                                \
+        for (int r0 = 0; r0 < n_rows; r0 += 2)                                               \
+            for (int t0 = 0; t0 < nt; t0 += 2) {                                             \
+                const char *wr = (const char *)w + (size_t)r0 * rb, *at = (const char *)a + (size_t)t0 * stride; \
+                float *yt = y + (size_t)t0 * ldy + r0;                                       \
+                if (r0 + 2 <= n_rows && t0 + 2 <= nt) name##_tile(n, yt, ldy, wr, rb, at, stride, 2, 2); \
+                else if (r0 + 2 <= n_rows) name##_tile(n, yt, ldy, wr, rb, at, stride, 2, 1);  \
+                else if (t0 + 2 <= nt) name##_tile(n, yt, ldy, wr, rb, at, stride, 1, 2);      \
+                else name##_tile(n, yt, ldy, wr, rb, at, stride, 1, 1);                       \
+            }                                                                                \
+    }
+// cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
+FLOAT_GEMM(gemm_f32, float, load_f32, id_f32)
+// cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
+FLOAT_GEMM(gemm_f16, uint16_t, load_f16, h2f)
+// cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
+FLOAT_GEMM(gemm_bf16, uint16_t, load_bf16, bf2f)
+
 /* ---------------- 32-element blocks x q8_0 ---------------- */
 
 /* |x| . sign(y, x) of one q8_0 activation block: 8 int32 sums of 4 products */
@@ -787,6 +852,10 @@ int hachi_kernels_fill_avx2(hachi_kernels *t) {
     set(t, HACHI_TYPE_F32, hachi_vec_dot_f32_avx2, multi_f32);
     set(t, HACHI_TYPE_F16, hachi_vec_dot_f16_avx2, multi_f16);
     set(t, HACHI_TYPE_BF16, hachi_vec_dot_bf16_avx2, multi_bf16);
+    t->t[HACHI_TYPE_F32].gemm = gemm_f32;
+    t->t[HACHI_TYPE_F16].gemm = gemm_f16;
+    t->t[HACHI_TYPE_BF16].gemm = gemm_bf16;
+    t->t[HACHI_TYPE_F32].gemm_min = t->t[HACHI_TYPE_F16].gemm_min = t->t[HACHI_TYPE_BF16].gemm_min = 17;
     set(t, HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_avx2, multi_q4_0);
     t->t[HACHI_TYPE_Q4_0].act_extra = act_extra_q4_0;
     t->t[HACHI_TYPE_Q4_0].act_prep = act_prep_q4_0;
