@@ -1,7 +1,8 @@
 /* kernels/x86_avx2: AVX2+FMA+F16C kernels, the hot path of decode on most x86 CPUs.
  * Accelerated: vec_dot of every weight type; vec_dot_multi that unpacks each weight block
  * once for all rows (Q4_0, Q8_0, Q4_K, Q6_K, F16, F32; Q4_1, Q5_0, Q5_K, BF16 loop the
- * single dot); vec_dot_x8 over rows interleaved 8 by 8 (Q4_0, Q4_K); fp16 conversion and
+ * single dot); vec_dot_x8 over rows interleaved 8 by 8 (Q4_0, Q4_K); the prefill GEMM of
+ * the float types (2 rows x 2 tokens a tile); fp16 conversion and
  * the fp16 and int8 attention kernels (x86_avx2_attn.c). Quantizers and the other
  * dequantizers are ref's (cold).
  * Integer dots use the maddubs/madd pattern: u8 x s8 pairs into int16, pairs of int16 into

@@ -1,5 +1,5 @@
 /* kernels/x86_avx512: the kernels that are really 512-bit: the float weight dots (F32, F16,
- * BF16; 16 lanes), fp16 conversion and the per-row fp16 attention kernels, on which the AVX2
+ * BF16; 16 lanes) and their prefill GEMM (3 rows x 4 tokens a tile), fp16 conversion and the per-row fp16 attention kernels, on which the AVX2
  * attention tiles fall back; Q6_K's dot; the VNNI kernels of interleaved int4 rows (x8: one
  * group of 8 rows in ymm, x86_vnni_x8.h) and the GEMM of forwards of 2 tokens or more (two
  * groups, 16 rows, per zmm). Every other entry is the AVX2 table's (dispatch.c starts this
