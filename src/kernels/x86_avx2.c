@@ -75,70 +75,25 @@ static inline __m256 load_bf16(const uint16_t *p) {
 }
 static inline __m256 load_f32(const float *p) { return _mm256_loadu_ps(p); }
 
-/* float weights, per row: per 32 elements t = w0*a0 (+ w1*a1 + w2*a2 + w3*a3 by fma),
- * acc += t; then 8 at a time acc = fma(w, a, acc); hsum; scalar tail in order. */
-#define FLOAT_ROWS(name, wtype, load, scalar)                                                \
-    static ALWAYS_INLINE void name(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) { \
-        const wtype *w = vw;                                                                 \
-        __m256 acc[ROWS_MAX];                                                                \
-        UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();                     \
-        int64_t i = 0;                                                                       \
-        for (; i + 32 <= n; i += 32) {                                                       \
-            PREFETCH(w + i);                                                                 \
-            PREFETCH(w + i + 16);                                                            \
-            const __m256 w0 = load(w + i), w1 = load(w + i + 8), w2 = load(w + i + 16), w3 = load(w + i + 24); \
-            UNROLL for (int r = 0; r < R; r++) {                                             \
-                const float *a = (const float *)(va + (size_t)r * stride) + i;               \
-                __m256 t = _mm256_mul_ps(w0, _mm256_loadu_ps(a));                            \
-                t = _mm256_fmadd_ps(w1, _mm256_loadu_ps(a + 8), t);                          \
-                t = _mm256_fmadd_ps(w2, _mm256_loadu_ps(a + 16), t);                         \
-                t = _mm256_fmadd_ps(w3, _mm256_loadu_ps(a + 24), t);                         \
-                acc[r] = _mm256_add_ps(acc[r], t);                                           \
-            }                                                                                \
-        }                                                                                    \
-        for (; i + 8 <= n; i += 8) {                                                         \
-            const __m256 w0 = load(w + i);                                                   \
-            UNROLL for (int r = 0; r < R; r++)                                               \
-                acc[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps((const float *)(va + (size_t)r * stride) + i), acc[r]); \
-        }                                                                                    \
-        UNROLL for (int r = 0; r < R; r++) {                                                 \
-            const float *a = (const float *)(va + (size_t)r * stride);                       \
-            float sum = hsum_ps(acc[r]);                                                     \
-            for (int64_t k = i; k < n; k++) sum += scalar(w[k]) * a[k];                      \
-            s[r] = sum;                                                                      \
-        }                                                                                    \
-    }
-static inline float id_f32(float x) { return x; }
-static inline float bf2f(uint16_t h) { return hachi_bf16_to_f32(h); }
-// cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
-FLOAT_ROWS(rows_f32, float, load_f32, id_f32)
-// cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
-FLOAT_ROWS(rows_f16, uint16_t, load_f16, h2f)
-// cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
-FLOAT_ROWS(rows_bf16, uint16_t, load_bf16, bf2f)
-void hachi_vec_dot_f32_avx2(int64_t n, float *s, const void *w, const void *a) { rows_f32(n, s, w, a, 0, 1); }
-void hachi_vec_dot_f16_avx2(int64_t n, float *s, const void *w, const void *a) { rows_f16(n, s, w, a, 0, 1); }
-void hachi_vec_dot_bf16_avx2(int64_t n, float *s, const void *w, const void *a) { rows_bf16(n, s, w, a, 0, 1); }
-MULTI_FROM_ROWS(multi_f32, rows_f32)
-MULTI_FROM_ROWS(multi_f16, rows_f16)
-MULTI_FROM_ROWS(multi_bf16, rows_bf16)
-
-/* The float GEMM (prefill): FLOAT_ROWS's arithmetic on tiles of 2 weight rows x 2 activation
- * rows. The 8 weight vectors of a 32-element step stay in registers for both tokens, and each
- * activation vector, loaded one at a time, serves both rows (15 of the 16 ymm: 8 weights, 4
- * accumulators, 2 partial sums, 1 activation), so a prefill reads its activations from L2 half
- * as often as multi does. Per (row, token) the operations and their order are FLOAT_ROWS's:
- * every output equals vec_dot's bit for bit. */
-#define FLOAT_GEMM(name, wtype, load, scalar)                                                \
-    static ALWAYS_INLINE void name##_tile(int64_t n, float *y, int64_t ldy, const char *vw, size_t rb, \
-                                          const char *va, size_t stride, const int R, const int T) { \
-        __m256 acc[2][2];                                                                    \
+/* Float weights: a tile of R weight rows x T activation rows (R <= 2, T <= 4, R*T <= 4). Per
+ * (row, token): per 32 elements s = w0*a0 (+ w1*a1 + w2*a2 + w3*a3 by fma), acc += s; then 8 at
+ * a time acc = fma(w, a, acc); hsum; scalar tail in order; the result to y[t*ldy + r]. vec_dot and
+ * multi are the tile of one weight row (rows_*), the prefill GEMM tiles of 2 rows x 2 tokens, so
+ * all of them give the same sums bit for bit. In a 2 x 2 tile the 8 weight vectors of a step serve
+ * both tokens and each activation vector, loaded one at a time, both rows (15 of the 16 ymm), so a
+ * prefill reads its activations from L2 half as often as multi does. */
+#define FLOAT_KERNELS(sfx, wtype, load, scalar)                                              \
+    static ALWAYS_INLINE void tile_##sfx(int64_t n, float *y, int64_t ldy, const char *vw, size_t rb, \
+                                         const char *va, size_t stride, const int R, const int T) { \
+        __m256 acc[2][ROWS_MAX];                                                             \
         UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps(); \
         int64_t i = 0;                                                                       \
         for (; i + 32 <= n; i += 32) {                                                       \
             __m256 w[2][4];                                                                  \
             UNROLL for (int r = 0; r < R; r++) {                                             \
                 const wtype *wr = (const wtype *)(const void *)(vw + (size_t)r * rb) + i;    \
+                PREFETCH(wr);                                                                \
+                PREFETCH(wr + 16);                                                           \
                 UNROLL for (int k = 0; k < 4; k++) w[r][k] = load(wr + 8 * k);               \
             }                                                                                \
             UNROLL for (int t = 0; t < T; t++) {                                             \
@@ -146,7 +101,7 @@ MULTI_FROM_ROWS(multi_bf16, rows_bf16)
                 __m256 s[2];                                                                 \
                 UNROLL for (int k = 0; k < 4; k++) {                                         \
                     __m256 ak = _mm256_loadu_ps(a + 8 * k);                                  \
-                    __asm__("" : "+x"(ak));   /* one load for both rows, not one per FMA */  \
+                    if (R > 1) __asm__("" : "+x"(ak));   /* one load for both rows */         \
                     UNROLL for (int r = 0; r < R; r++)                                       \
                         s[r] = k ? _mm256_fmadd_ps(w[r][k], ak, s[r]) : _mm256_mul_ps(w[r][0], ak); \
                 }                                                                            \
@@ -169,24 +124,31 @@ MULTI_FROM_ROWS(multi_bf16, rows_bf16)
             }                                                                                \
         }                                                                                    \
     }                                                                                        \
-    static void name(int64_t n, float *y, int64_t ldy, const void *w, size_t rb, int n_rows, const void *a, \
-                     size_t stride, int nt) {                                                \
+    static ALWAYS_INLINE void rows_##sfx(int64_t n, float *s, const void *w, const char *va, size_t stride, const int R) { \
+        tile_##sfx(n, s, 1, w, 0, va, stride, 1, R);                                         \
+    }                                                                                        \
+    void hachi_vec_dot_##sfx##_avx2(int64_t n, float *s, const void *w, const void *a) { rows_##sfx(n, s, w, a, 0, 1); } \
+    MULTI_FROM_ROWS(multi_##sfx, rows_##sfx)                                                 \
+    static void gemm_##sfx(int64_t n, float *y, int64_t ldy, const void *w, size_t rb, int n_rows, const void *a, \
+                           size_t stride, int nt) {                                          \
         for (int r0 = 0; r0 < n_rows; r0 += 2)                                               \
             for (int t0 = 0; t0 < nt; t0 += 2) {                                             \
                 const char *wr = (const char *)w + (size_t)r0 * rb, *at = (const char *)a + (size_t)t0 * stride; \
                 float *yt = y + (size_t)t0 * ldy + r0;                                       \
-                if (r0 + 2 <= n_rows && t0 + 2 <= nt) name##_tile(n, yt, ldy, wr, rb, at, stride, 2, 2); \
-                else if (r0 + 2 <= n_rows) name##_tile(n, yt, ldy, wr, rb, at, stride, 2, 1);  \
-                else if (t0 + 2 <= nt) name##_tile(n, yt, ldy, wr, rb, at, stride, 1, 2);      \
-                else name##_tile(n, yt, ldy, wr, rb, at, stride, 1, 1);                       \
+                if (r0 + 2 <= n_rows && t0 + 2 <= nt) tile_##sfx(n, yt, ldy, wr, rb, at, stride, 2, 2); \
+                else if (r0 + 2 <= n_rows) tile_##sfx(n, yt, ldy, wr, rb, at, stride, 2, 1);  \
+                else if (t0 + 2 <= nt) tile_##sfx(n, yt, ldy, wr, rb, at, stride, 1, 2);      \
+                else tile_##sfx(n, yt, ldy, wr, rb, at, stride, 1, 1);                       \
             }                                                                                \
     }
+static inline float id_f32(float x) { return x; }
+static inline float bf2f(uint16_t h) { return hachi_bf16_to_f32(h); }
 // cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
-FLOAT_GEMM(gemm_f32, float, load_f32, id_f32)
+FLOAT_KERNELS(f32, float, load_f32, id_f32)
 // cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
-FLOAT_GEMM(gemm_f16, uint16_t, load_f16, h2f)
+FLOAT_KERNELS(f16, uint16_t, load_f16, h2f)
 // cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
-FLOAT_GEMM(gemm_bf16, uint16_t, load_bf16, bf2f)
+FLOAT_KERNELS(bf16, uint16_t, load_bf16, bf2f)
 
 /* ---------------- 32-element blocks x q8_0 ---------------- */
 

@@ -32,63 +32,19 @@ static inline __m512 load16_f32(const float *p) { return _mm512_loadu_ps(p); }
 static inline float id_f32(float x) { return x; }
 static inline float bf2f(uint16_t h) { return hachi_bf16_to_f32(h); }
 
-/* float weights, per row: per 64 elements t = w0*a0 (+ w1*a1 + w2*a2 + w3*a3 by fma),
- * acc += t; then 16 at a time acc = fma(w, a, acc); reduce; scalar tail in order. */
-#define FLOAT_ROWS(name, wtype, load, scalar)                                                \
-    static ALWAYS_INLINE void name(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) { \
-        const wtype *w = vw;                                                                 \
-        __m512 acc[ROWS_MAX];                                                                \
-        UNROLL for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();                     \
-        int64_t i = 0;                                                                       \
-        for (; i + 64 <= n; i += 64) {                                                       \
-            PREFETCH(w + i);                                                                 \
-            PREFETCH(w + i + 32);                                                            \
-            const __m512 w0 = load(w + i), w1 = load(w + i + 16), w2 = load(w + i + 32), w3 = load(w + i + 48); \
-            UNROLL for (int r = 0; r < R; r++) {                                             \
-                const float *a = (const float *)(va + (size_t)r * stride) + i;               \
-                __m512 t = _mm512_mul_ps(w0, _mm512_loadu_ps(a));                            \
-                t = _mm512_fmadd_ps(w1, _mm512_loadu_ps(a + 16), t);                         \
-                t = _mm512_fmadd_ps(w2, _mm512_loadu_ps(a + 32), t);                         \
-                t = _mm512_fmadd_ps(w3, _mm512_loadu_ps(a + 48), t);                         \
-                acc[r] = _mm512_add_ps(acc[r], t);                                           \
-            }                                                                                \
-        }                                                                                    \
-        for (; i + 16 <= n; i += 16) {                                                       \
-            const __m512 w0 = load(w + i);                                                   \
-            UNROLL for (int r = 0; r < R; r++)                                               \
-                acc[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps((const float *)(va + (size_t)r * stride) + i), acc[r]); \
-        }                                                                                    \
-        UNROLL for (int r = 0; r < R; r++) {                                                 \
-            const float *a = (const float *)(va + (size_t)r * stride);                       \
-            float sum = _mm512_reduce_add_ps(acc[r]);                                        \
-            for (int64_t k = i; k < n; k++) sum += scalar(w[k]) * a[k];                      \
-            s[r] = sum;                                                                      \
-        }                                                                                    \
-    }
-// cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
-FLOAT_ROWS(rows_f32, float, load16_f32, id_f32)
-// cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
-FLOAT_ROWS(rows_f16, uint16_t, load16_f16, h2f)
-// cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
-FLOAT_ROWS(rows_bf16, uint16_t, load16_bf16, bf2f)
-void hachi_vec_dot_f32_avx512(int64_t n, float *s, const void *w, const void *a) { rows_f32(n, s, w, a, 0, 1); }
-void hachi_vec_dot_f16_avx512(int64_t n, float *s, const void *w, const void *a) { rows_f16(n, s, w, a, 0, 1); }
-void hachi_vec_dot_bf16_avx512(int64_t n, float *s, const void *w, const void *a) { rows_bf16(n, s, w, a, 0, 1); }
-MULTI_FROM_ROWS(multi_f32, rows_f32)
-MULTI_FROM_ROWS(multi_f16, rows_f16)
-MULTI_FROM_ROWS(multi_bf16, rows_bf16)
-
-/* The float GEMM (prefill): FLOAT_ROWS's arithmetic on a tile of R weight rows x T activation
- * rows, so each weight vector is converted once for T tokens and each activation vector loaded
- * once for R rows (the 12 accumulators, 12 weight and 4 activation vectors fit the 32 zmm).
- * multi, one weight row against 4 activation rows, loads an activation vector per FMA, from L2
- * in a prefill. Per (row, token) the operations and their order are FLOAT_ROWS's, so every
- * output equals vec_dot's bit for bit. */
+/* Float weights: a tile of R weight rows x T activation rows (R <= 3, T <= 4). Per (row, token):
+ * per 64 elements s = w0*a0 (+ w1*a1 + w2*a2 + w3*a3 by fma), acc += s; then 16 at a time
+ * acc = fma(w, a, acc); reduce; scalar tail in order; the result to y[t*ldy + r]. vec_dot and
+ * multi are the tile of one weight row (rows_*), the prefill GEMM tiles of 3 rows x 4 tokens, so
+ * all of them give the same sums bit for bit. In a 3 x 4 tile each weight vector is converted once
+ * for 4 tokens and each activation vector loaded once for 3 rows (12 accumulators, 12 weight and 4
+ * activation vectors: 29 of the 32 zmm); multi, one weight row against 4 activation rows, loads an
+ * activation vector per FMA, from L2 in a prefill. */
 #define FGEMM_R 3
 #define FGEMM_T 4
-#define FLOAT_GEMM(name, wtype, load, scalar)                                                \
-    static ALWAYS_INLINE void name##_tile(int64_t n, float *y, int64_t ldy, const char *vw, size_t rb, \
-                                          const char *va, size_t stride, const int R, const int T) { \
+#define FLOAT_KERNELS(sfx, wtype, load, scalar)                                              \
+    static ALWAYS_INLINE void tile_##sfx(int64_t n, float *y, int64_t ldy, const char *vw, size_t rb, \
+                                         const char *va, size_t stride, const int R, const int T) { \
         __m512 acc[FGEMM_R][FGEMM_T];                                                        \
         UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps(); \
         int64_t i = 0;                                                                       \
@@ -96,14 +52,16 @@ MULTI_FROM_ROWS(multi_bf16, rows_bf16)
             __m512 w[FGEMM_R][4];                                                            \
             UNROLL for (int r = 0; r < R; r++) {                                             \
                 const wtype *wr = (const wtype *)(const void *)(vw + (size_t)r * rb) + i;    \
+                PREFETCH(wr);                                                                \
+                PREFETCH(wr + 32);                                                           \
                 UNROLL for (int k = 0; k < 4; k++) w[r][k] = load(wr + 16 * k);              \
             }                                                                                \
             UNROLL for (int t = 0; t < T; t++) {                                             \
                 const float *a = (const float *)(const void *)(va + (size_t)t * stride) + i; \
                 __m512 a0 = _mm512_loadu_ps(a), a1 = _mm512_loadu_ps(a + 16);                \
                 __m512 a2 = _mm512_loadu_ps(a + 32), a3 = _mm512_loadu_ps(a + 48);           \
-                /* in registers: gcc otherwise folds a load into every FMA, one per FMA */   \
-                __asm__("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3));                        \
+                /* in registers for several rows: gcc otherwise folds a load into every FMA */ \
+                if (R > 1) __asm__("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3));             \
                 UNROLL for (int r = 0; r < R; r++) {                                         \
                     __m512 s = _mm512_mul_ps(w[r][0], a0);                                   \
                     s = _mm512_fmadd_ps(w[r][1], a1, s);                                     \
@@ -129,9 +87,14 @@ MULTI_FROM_ROWS(multi_bf16, rows_bf16)
             }                                                                                \
         }                                                                                    \
     }                                                                                        \
-    /* tiles of FGEMM_R rows x FGEMM_T tokens; the rows and tokens left over one at a time */ \
-    static void name(int64_t n, float *y, int64_t ldy, const void *w, size_t rb, int n_rows, const void *a, \
-                     size_t stride, int nt) {                                                \
+    static ALWAYS_INLINE void rows_##sfx(int64_t n, float *s, const void *w, const char *va, size_t stride, const int R) { \
+        tile_##sfx(n, s, 1, w, 0, va, stride, 1, R);                                         \
+    }                                                                                        \
+    void hachi_vec_dot_##sfx##_avx512(int64_t n, float *s, const void *w, const void *a) { rows_##sfx(n, s, w, a, 0, 1); } \
+    MULTI_FROM_ROWS(multi_##sfx, rows_##sfx)                                                 \
+    /* the GEMM: tiles of FGEMM_R rows x FGEMM_T tokens; the rows and tokens left over one at a time */ \
+    static void gemm_##sfx(int64_t n, float *y, int64_t ldy, const void *w, size_t rb, int n_rows, const void *a, \
+                           size_t stride, int nt) {                                          \
         for (int r0 = 0; r0 < n_rows; r0 += FGEMM_R) {                                       \
             const bool rfull = r0 + FGEMM_R <= n_rows;                                       \
             for (int t0 = 0; t0 < nt; t0 += FGEMM_T) {                                       \
@@ -139,23 +102,23 @@ MULTI_FROM_ROWS(multi_bf16, rows_bf16)
                 const char *wr = (const char *)w + (size_t)r0 * rb, *at = (const char *)a + (size_t)t0 * stride; \
                 float *yt = y + (size_t)t0 * ldy + r0;                                       \
                 if (rfull && tfull) {                                                        \
-                    name##_tile(n, yt, ldy, wr, rb, at, stride, FGEMM_R, FGEMM_T);            \
+                    tile_##sfx(n, yt, ldy, wr, rb, at, stride, FGEMM_R, FGEMM_T);            \
                     continue;                                                                \
                 }                                                                            \
                 for (int r = 0; r < (rfull ? FGEMM_R : n_rows - r0); r++) {                  \
-                    if (tfull) name##_tile(n, yt + r, ldy, wr + (size_t)r * rb, rb, at, stride, 1, FGEMM_T); \
+                    if (tfull) tile_##sfx(n, yt + r, ldy, wr + (size_t)r * rb, rb, at, stride, 1, FGEMM_T); \
                     else for (int t = 0; t < nt - t0; t++)                                   \
-                        name##_tile(n, yt + (size_t)t * ldy + r, ldy, wr + (size_t)r * rb, rb, at + (size_t)t * stride, stride, 1, 1); \
+                        tile_##sfx(n, yt + (size_t)t * ldy + r, ldy, wr + (size_t)r * rb, rb, at + (size_t)t * stride, stride, 1, 1); \
                 }                                                                            \
             }                                                                                \
         }                                                                                    \
     }
 // cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
-FLOAT_GEMM(gemm_f32, float, load16_f32, id_f32)
+FLOAT_KERNELS(f32, float, load16_f32, id_f32)
 // cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
-FLOAT_GEMM(gemm_f16, uint16_t, load16_f16, h2f)
+FLOAT_KERNELS(f16, uint16_t, load16_f16, h2f)
 // cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
-FLOAT_GEMM(gemm_bf16, uint16_t, load16_bf16, bf2f)
+FLOAT_KERNELS(bf16, uint16_t, load16_bf16, bf2f)
 
 /* ---------------- fp16 KV cache (512-bit) ---------------- */
 
