@@ -13,8 +13,8 @@
  *           n_tok > 16: a chunk of rows that fits in L2 is swept by token
  *           tiles of 16, so weights come from DRAM once per chunk.
  *           Where the ISA has a GEMM for W's interleaved type (AVX-512 VNNI's
- *           16 rows per zmm, AMX's tiles) or for its float rows (AVX-512's
- *           register-blocked F32 / F16 / BF16), forwards of the table's
+ *           16 rows per zmm, AMX's tiles) or for its float rows (AVX2's and
+ *           AVX-512's register-blocked F32 / F16 / BF16), forwards of the table's
  *           gemm_min tokens or more send each chunk's rows through it
  *           instead, token tile by token tile (bitwise the same sums).
  * Chunks are claimed from atomic counters rather than split statically: on
