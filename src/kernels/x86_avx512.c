@@ -691,22 +691,22 @@ int hachi_kernels_fill_avx512(hachi_kernels *t) {
      * 1.94-2.18x with x8_q4_0, prefill 2048 121-127 against 88 tok/s); one token gains nothing
      * measurable (decode 15.2-17.4 against 17.1-17.6 tok/s), so decode stays on x8_q4_0 */
     t->t[HACHI_TYPE_Q4_0].gemm_x8 = gemm_q4_0;
-    t->t[HACHI_TYPE_Q4_0].gemm_min = 17;
+    t->t[HACHI_TYPE_Q4_0].gemm_min = 2;
     t->t[HACHI_TYPE_Q4_K].gemm_x8 = gemm_q4_K;
-    t->t[HACHI_TYPE_Q4_K].gemm_min = 17;
+    t->t[HACHI_TYPE_Q4_K].gemm_min = 2;
     t->t[HACHI_TYPE_Q8_0].act_extra = act_extra_q8_0;
     t->t[HACHI_TYPE_Q8_0].act_prep = act_prep_q8_0;
     t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = x8_q8_0;
     t->t[HACHI_TYPE_Q8_0].gemm_x8 = gemm_q8_0;
-    t->t[HACHI_TYPE_Q8_0].gemm_min = 17;
+    t->t[HACHI_TYPE_Q8_0].gemm_min = 2;
     t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = x8_q5_K;
     t->t[HACHI_TYPE_Q5_K].gemm_x8 = gemm_q5_K;
-    t->t[HACHI_TYPE_Q5_K].gemm_min = 17;
+    t->t[HACHI_TYPE_Q5_K].gemm_min = 2;
     t->t[HACHI_TYPE_Q6_K].act_extra = act_extra_q6_K;
     t->t[HACHI_TYPE_Q6_K].act_prep = act_prep_q6_K;
     t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = x8_q6_K;
     t->t[HACHI_TYPE_Q6_K].gemm_x8 = gemm_q6_K;
-    t->t[HACHI_TYPE_Q6_K].gemm_min = 17;
+    t->t[HACHI_TYPE_Q6_K].gemm_min = 2;
     return 1;
 }
 
