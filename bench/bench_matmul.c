@@ -7,7 +7,7 @@
  * Build by hand, after `make` (links the kernels with their ISA flags):
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc -pthread bench/bench_matmul.c \
  *       build/libhachi.a -o /tmp/bench_matmul -lm
- * Run: /tmp/bench_matmul [type=q4_0] [rows=6144] [cols=1536] [max_threads=2] [only_n_tok] [x8=1]
+ * Run: /tmp/bench_matmul [type=q4_0] [rows=6144] [cols=1536] [max_threads=2] [only_n_tok: any count] [x8=1]
  * x8: rows interleaved 8 by 8 as the model loader does (0: the file's layout).
  * ns/block/thread: the best time per weight block and thread (hot rows of a small W, one
  * thread: the in-cache cost of the dot kernel, e.g. `/tmp/bench_matmul q4_0 128 1536 1 1`). */
@@ -55,6 +55,7 @@ int main(int argc, char **argv) {
     int64_t rows = argc > 2 ? atoll(argv[2]) : 6144, cols = argc > 3 ? atoll(argv[3]) : 1536;
     int max_threads = argc > 4 ? atoi(argv[4]) : 2, only_tok = argc > 5 ? atoi(argv[5]) : 0;
     int want_x8 = argc > 6 ? atoi(argv[6]) : 1;
+    if (only_tok < 0 || only_tok > 64) { fprintf(stderr, "bench_matmul: only_n_tok must be 0..64\n"); return 1; }
     const hachi_kernels *k = hachi_kernels_best();
     if (type < 0 || !k->t[type].vec_dot) { fprintf(stderr, "bench_matmul: type not runnable\n"); return 1; }
     uint64_t row_bytes = hachi_row_size((uint32_t)type, cols);
@@ -100,9 +101,8 @@ int main(int argc, char **argv) {
         if (hachi_pool_create(nth, &pool) != HACHI_OK) { fprintf(stderr, "%s\n", hachi_last_error()); return 1; }
         double gbs_read = read_bandwidth(pool, bw, bw_n);
         printf("threads %d: read bandwidth %.1f GB/s\n", nth, gbs_read);
-        for (size_t ti = 0; ti < sizeof toks / sizeof toks[0]; ti++) {
-            int n_tok = toks[ti];
-            if (only_tok && n_tok != only_tok) continue;
+        for (size_t ti = 0; ti < (only_tok ? 1 : sizeof toks / sizeof toks[0]); ti++) {
+            int n_tok = only_tok ? only_tok : toks[ti];
             for (int cold = 1; cold >= 0; cold--) {
                 int iters = cold ? n_copies : 16;
                 double t[REPS];

@@ -361,6 +361,27 @@ static ALWAYS_INLINE __m512 load_ph_pair(const hachi_half *h0, const hachi_half 
     return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1));
 }
 
+/* Where a GEMM over a pair of row groups (g1 = g0 + S bytes, both read side by side, block by
+ * block) prefetches: GEMM_PF_DIST bytes ahead in each stream, inside the pair while it lasts,
+ * then in the pairs after it (the next gemm2 call's, from g0 + 2S). at() is the byte of g0's
+ * stream that far ahead; the same byte of g1's stream is at() + S. (Before, each group was
+ * prefetched at its own address + 8 KiB, which for a group shorter than that lands in data
+ * already read and never reaches the next pair's second group: the Q6_K head (262144 x 1536,
+ * groups of 10 KB) for 9 tokens took 37 ms from DRAM on 2 threads, 17 ms now; 16 KiB against 8
+ * and 32: bench/RESULTS.md.) */
+#ifndef GEMM_PF_DIST
+#define GEMM_PF_DIST 16384
+#endif
+typedef struct { const char *g0; size_t S, k, r; } pair_pf;
+static ALWAYS_INLINE pair_pf pair_pf_init(const void *g0, size_t S) {
+    return (pair_pf){(const char *)g0, S, GEMM_PF_DIST / S, GEMM_PF_DIST % S};
+}
+static ALWAYS_INLINE const char *pair_pf_at(const pair_pf *p) { return p->g0 + 2 * p->k * p->S + p->r; }
+static ALWAYS_INLINE void pair_pf_next(pair_pf *p, size_t blk) {
+    p->r += blk;
+    if (p->r >= p->S) { p->r -= p->S; p->k++; }
+}
+
 /* y[t*ldy + j] for the 16 rows of groups g0 (j < 8) and g1 (j >= 8) and tokens t < NT */
 static ALWAYS_INLINE void gemm2_q4_0(int64_t n, float *y, int64_t ldy, const block_q4_0x8 *g0, const block_q4_0x8 *g1,
                                      const char *a, size_t a_stride, const int NT) {
@@ -368,10 +389,11 @@ static ALWAYS_INLINE void gemm2_q4_0(int64_t n, float *y, int64_t ldy, const blo
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 acc[16];
     UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
+    pair_pf pf = pair_pf_init(g0, (size_t)nb * sizeof *g0);
+    for (int64_t b = 0; b < nb; b++, pair_pf_next(&pf, sizeof *g0)) {
         UNROLL for (int l = 0; l < 3; l++) {
-            _mm_prefetch((const char *)(g0 + b) + X8_PF_DIST + 64 * l, X8_PF_HINT);
-            _mm_prefetch((const char *)(g1 + b) + X8_PF_DIST + 64 * l, X8_PF_HINT);
+            _mm_prefetch(pair_pf_at(&pf) + 64 * l, X8_PF_HINT);
+            _mm_prefetch(pair_pf_at(&pf) + pf.S + 64 * l, X8_PF_HINT);
         }
         const __m512 dw = load_ph_pair(g0[b].d, g1[b].d);
         __m512i lo[4], hi[4];
@@ -407,10 +429,11 @@ static ALWAYS_INLINE void gemm2_q8_0(int64_t n, float *y, int64_t ldy, const blo
     const int64_t nb = n / QK8_0;
     __m512 acc[16];
     UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
+    pair_pf pf = pair_pf_init(g0, (size_t)nb * sizeof *g0);
+    for (int64_t b = 0; b < nb; b++, pair_pf_next(&pf, sizeof *g0)) {
         UNROLL for (int l = 0; l < 5; l++) {
-            _mm_prefetch((const char *)(g0 + b) + X8_PF_DIST + 64 * l, X8_PF_HINT);
-            _mm_prefetch((const char *)(g1 + b) + X8_PF_DIST + 64 * l, X8_PF_HINT);
+            _mm_prefetch(pair_pf_at(&pf) + 64 * l, X8_PF_HINT);
+            _mm_prefetch(pair_pf_at(&pf) + pf.S + 64 * l, X8_PF_HINT);
         }
         const __m512 dw = load_ph_pair(g0[b].d, g1[b].d);
         __m512i q[8];
@@ -441,7 +464,8 @@ static ALWAYS_INLINE void gemm2_kx8(int64_t n, float *y, int64_t ldy, const char
     const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
     __m512 acc[8];
     UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < n / QK_K; b++) {
+    pair_pf pf = pair_pf_init(g0b, (size_t)(n / QK_K) * bsz);
+    for (int64_t b = 0; b < n / QK_K; b++, pair_pf_next(&pf, bsz)) {
         const block_q4_Kx8 *g0 = (const block_q4_Kx8 *)(const void *)(g0b + (size_t)b * bsz);
         const block_q4_Kx8 *g1 = (const block_q4_Kx8 *)(const void *)(g1b + (size_t)b * bsz);
         const uint8_t *qh0 = (const uint8_t *)g0 + offsetof(block_q5_Kx8, qh), *qh1 = (const uint8_t *)g1 + offsetof(block_q5_Kx8, qh);
@@ -450,10 +474,10 @@ static ALWAYS_INLINE void gemm2_kx8(int64_t n, float *y, int64_t ldy, const char
         q4k_x8_scales(g1->scales, sc1);
         __m512i sumi[8];
         UNROLL for (int j = 0; j < 8; j++) {
-            UNROLL for (int l = 0; l < 3; l++) {   /* the next block, bsz / 8 bytes per sub-block */
+            UNROLL for (int l = 0; l < 3; l++) {   /* bsz / 8 bytes per sub-block */
                 if (l == 2 && !high) break;
-                _mm_prefetch((const char *)g0 + bsz + bsz / 8 * j + 64 * l, X8_PF_HINT);
-                _mm_prefetch((const char *)g1 + bsz + bsz / 8 * j + 64 * l, X8_PF_HINT);
+                _mm_prefetch(pair_pf_at(&pf) + bsz / 8 * j + 64 * l, X8_PF_HINT);
+                _mm_prefetch(pair_pf_at(&pf) + pf.S + bsz / 8 * j + 64 * l, X8_PF_HINT);
             }
             const __m128i s8 = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(sc0 + 8 * j)),
                                                   _mm_loadl_epi64((const __m128i *)(sc1 + 8 * j)));
@@ -544,20 +568,23 @@ GEMM_FROM_PAIRS(gemm_q8_0, gemm2_q8_0, block_q8_0x8, QK8_0, x8_q8_0, 16, GEMM_CA
 #define v512_slli _mm512_slli_epi16
 
 /* x8_rows_q6_K's work (x86_vnni_x8.h) for 16 rows (groups g0, g1, one per 256-bit half) and NT
- * <= 8 tokens: each lane is exactly its computation. */
+ * <= 16 tokens: each lane is exactly its computation. The tokens' sums stay in registers for the
+ * block (16 zmm), their float accumulators in an L1 array (one load and store a block): one pass
+ * of up to 16 tokens unpacks each sub-block's values once. */
 static ALWAYS_INLINE void gemm2_q6_K(int64_t n, float *y, int64_t ldy, const block_q6_Kx8 *g0, const block_q6_Kx8 *g1,
                                      const char *a, size_t a_stride, const int NT) {
     const int64_t nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     const ptrdiff_t d1 = (const char *)g1 - (const char *)g0;   /* g1's arrays at g0's + d1 */
-    __m512 acc[8];
-    UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        __m512i sumi[8];
+    _Alignas(64) float acc[16][16];
+    UNROLL for (int t = 0; t < NT; t++) _mm512_store_ps(acc[t], _mm512_setzero_ps());
+    pair_pf pf = pair_pf_init(g0, (size_t)nb * sizeof *g0);
+    for (int64_t b = 0; b < nb; b++, pair_pf_next(&pf, sizeof *g0)) {
+        __m512i sumi[16];
         for (int j = 0; j < QK_K / 16; j++) {
-            UNROLL for (int l = 0; l < 2; l++) {
-                _mm_prefetch((const char *)(g0 + b) + X8_PF_DIST + 128 * j + 64 * l, X8_PF_HINT);
-                _mm_prefetch((const char *)(g1 + b) + X8_PF_DIST + 128 * j + 64 * l, X8_PF_HINT);
+            UNROLL for (int l = 0; l < 2; l++) {   /* 2048 bytes over the block's 1680 */
+                _mm_prefetch(pair_pf_at(&pf) + 128 * j + 64 * l, X8_PF_HINT);
+                _mm_prefetch(pair_pf_at(&pf) + pf.S + 128 * j + 64 * l, X8_PF_HINT);
             }
             __m512i q[4];
 #define LOAD_G01(p) load_pair((p), (const uint8_t *)(p) + d1)
@@ -577,12 +604,13 @@ static ALWAYS_INLINE void gemm2_q6_K(int64_t n, float *y, int64_t ldy, const blo
         const __m512 dw = load_ph_pair(g0[b].d, g1[b].d);
         UNROLL for (int t = 0; t < NT; t++) {
             const block_q8_K *ab = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
-            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(ab->d)), _mm512_cvtepi32_ps(sumi[t]), acc[t]);
+            _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(ab->d)), _mm512_cvtepi32_ps(sumi[t]),
+                                                    _mm512_load_ps(acc[t])));
         }
     }
-    UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
+    UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, _mm512_load_ps(acc[t]));
 }
-GEMM_FROM_PAIRS(gemm_q6_K, gemm2_q6_K, block_q6_Kx8, QK_K, x8_q6_K, 8, GEMM_CASES7)
+GEMM_FROM_PAIRS(gemm_q6_K, gemm2_q6_K, block_q6_Kx8, QK_K, x8_q6_K, 16, GEMM_CASES15)
 
 /* ---------------- interleaved q5_K rows: the q4_K GEMM with the values' 5th bit ---------------- */
 
