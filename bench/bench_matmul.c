@@ -7,7 +7,7 @@
  * Build by hand, after `make` (links the kernels with their ISA flags):
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc -pthread bench/bench_matmul.c \
  *       build/libhachi.a -o /tmp/bench_matmul -lm
- * Run: /tmp/bench_matmul [type=q4_0] [rows=6144] [cols=1536] [max_threads=2] [only_n_tok: any count] [x8=1]
+ * Run: /tmp/bench_matmul [type=q4_0] [rows=6144] [cols=1536] [max_threads=2] [only_n_tok: 1..64] [x8=1]
  * x8: rows interleaved 8 by 8 as the model loader does (0: the file's layout).
  * ns/block/thread: the best time per weight block and thread (hot rows of a small W, one
  * thread: the in-cache cost of the dot kernel, e.g. `/tmp/bench_matmul q4_0 128 1536 1 1`). */
