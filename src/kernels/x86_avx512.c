@@ -231,32 +231,37 @@ static inline __m256 hsum8x16(const __m512 *a) {
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-/* Scores of two keys at a time against the 8 heads: 16 accumulators, each query load used
- * twice (8 query loads per 16 FMAs: one query load per FMA made it load-bound); a key's
- * sums never depend on its partner, so a lone last key gets the same result. K rows 4 keys
- * ahead are prefetched line by line. */
-static void scores_g8(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, float *s) {
-    for (int j = 0; j < nk; j += 2) {
-        const bool two = j + 1 < nk;
-        const uint16_t *k0 = k + (size_t)j * ks, *k1 = two ? k0 + ks : k0;
-        const uint16_t *ahead = j + 4 + 1 < nk ? k0 + 4 * ks : NULL;
-        __m512 a[8], b[8];
-        UNROLL for (int h = 0; h < 8; h++) a[h] = b[h] = _mm512_setzero_ps();
-        for (int64_t d = 0; d < hd; d += 16) {
-            if (ahead && d % 32 == 0) {
-                _mm_prefetch((const char *)(ahead + d), _MM_HINT_T0);
-                _mm_prefetch((const char *)(ahead + ks + d), _MM_HINT_T0);
-            }
-            const __m512 x0 = load16_f16(k0 + d), x1 = load16_f16(k1 + d);
-            UNROLL for (int h = 0; h < 8; h++) {
-                const __m512 qh = _mm512_loadu_ps(q + (size_t)h * hd + d);
-                a[h] = _mm512_fmadd_ps(x0, qh, a[h]);
-                b[h] = _mm512_fmadd_ps(x1, qh, b[h]);
-            }
+/* Scores of NK <= 3 keys against the 8 heads: 8 * NK accumulators, each query load used NK
+ * times. Zen 4 issues about one 512-bit load a cycle beside its FMA: with one query load per
+ * FMA the kernel was load-bound, with two keys (8 query and 2 key loads per 16 FMAs) still
+ * ~75% of the FMA rate in cache, with three 11 loads per 24 FMAs. A key's sums never depend on
+ * its partners (each accumulator sums over d in the same order), so every key gets the same
+ * result whichever pass computes it. ahead: NK K rows prefetched line by line, or NULL. */
+static ALWAYS_INLINE void scores_g8_keys(int64_t hd, const uint16_t *k, int64_t ks, const float *q, float *s,
+                                         const uint16_t *ahead, const int NK) {
+    __m512 a[3][8];
+    UNROLL for (int i = 0; i < NK; i++) UNROLL for (int h = 0; h < 8; h++) a[i][h] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < hd; d += 16) {
+        if (ahead && d % 32 == 0)
+            UNROLL for (int i = 0; i < NK; i++) _mm_prefetch((const char *)(ahead + i * ks + d), _MM_HINT_T0);
+        __m512 x[3];
+        UNROLL for (int i = 0; i < NK; i++) x[i] = load16_f16(k + i * ks + d);
+        UNROLL for (int h = 0; h < 8; h++) {
+            __m512 qh = _mm512_loadu_ps(q + (size_t)h * hd + d);
+            __asm__("" : "+v"(qh));   /* one load into a register: gcc would fold it into every FMA */
+            UNROLL for (int i = 0; i < NK; i++) a[i][h] = _mm512_fmadd_ps(x[i], qh, a[i][h]);
         }
-        _mm256_storeu_ps(s + (size_t)j * 8, hsum8x16(a));
-        if (two) _mm256_storeu_ps(s + (size_t)(j + 1) * 8, hsum8x16(b));
     }
+    UNROLL for (int i = 0; i < NK; i++) _mm256_storeu_ps(s + (size_t)i * 8, hsum8x16(a[i]));
+}
+
+/* Three keys a pass (K rows two passes ahead prefetched), the last one or two keys in one pass */
+static void scores_g8(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, float *s) {
+    int j = 0;
+    for (; j + 3 <= nk; j += 3)
+        scores_g8_keys(hd, k + (size_t)j * ks, ks, q, s + (size_t)j * 8, j + 9 <= nk ? k + (size_t)(j + 6) * ks : NULL, 3);
+    if (nk - j == 2) scores_g8_keys(hd, k + (size_t)j * ks, ks, q, s + (size_t)j * 8, NULL, 2);
+    else if (nk - j == 1) scores_g8_keys(hd, k + (size_t)j * ks, ks, q, s + (size_t)j * 8, NULL, 1);
 }
 
 static void attn_scores_f16(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, int G, float *s) {
