@@ -269,32 +269,30 @@ static void attn_scores_f16(int64_t hd, int nk, const uint16_t *k, int64_t ks, c
     else hachi_attn_scores_f16_avx2(dot_f16_multi, hd, nk, k, ks, q, G, s);
 }
 
-/* out[h][d..d+32) += p[j*8 + h] * v_j[d..d+32) for the 8 heads over keys j < n in order: 16
- * accumulators loaded from out and stored back, the weights broadcast from memory */
-static inline void values_g8_dims(int64_t hd, int64_t d, int n, const uint16_t *v, int64_t vs, const float *p,
-                                  float *out) {
-    __m512 a[8], b[8];
-    UNROLL for (int h = 0; h < 8; h++) {
-        a[h] = _mm512_loadu_ps(out + (size_t)h * hd + d);
-        b[h] = _mm512_loadu_ps(out + (size_t)h * hd + d + 16);
-    }
+/* out[h][d..d + 16 NZ) += p[j*8 + h] * v_j[d..d + 16 NZ) for the 8 heads over keys j < n in
+ * order: 8 NZ accumulators loaded from out and stored back, each weight broadcast once into a
+ * register. With NZ = 3 a key costs 3 row loads and 8 broadcasts for 24 FMAs (2 and 8 for 16
+ * with NZ = 2: Zen 4 issues about one 512-bit load a cycle beside its FMA). */
+static ALWAYS_INLINE void values_g8_dims(int64_t hd, int64_t d, int n, const uint16_t *v, int64_t vs, const float *p,
+                                         float *out, const int NZ) {
+    __m512 a[8][3];
+    UNROLL for (int h = 0; h < 8; h++) UNROLL for (int z = 0; z < NZ; z++) a[h][z] = _mm512_loadu_ps(out + (size_t)h * hd + d + 16 * z);
     for (int j = 0; j < n; j++) {
         const uint16_t *vr = v + (size_t)j * vs + d;
-        const __m512 x = load16_f16(vr), y = load16_f16(vr + 16);
+        __m512 x[3];
+        UNROLL for (int z = 0; z < NZ; z++) x[z] = load16_f16(vr + 16 * z);
         UNROLL for (int h = 0; h < 8; h++) {
             const __m512 w = _mm512_set1_ps(p[(size_t)j * 8 + h]);
-            a[h] = _mm512_fmadd_ps(w, x, a[h]);
-            b[h] = _mm512_fmadd_ps(w, y, b[h]);
+            UNROLL for (int z = 0; z < NZ; z++) a[h][z] = _mm512_fmadd_ps(w, x[z], a[h][z]);
         }
     }
-    UNROLL for (int h = 0; h < 8; h++) {
-        _mm512_storeu_ps(out + (size_t)h * hd + d, a[h]);
-        _mm512_storeu_ps(out + (size_t)h * hd + d + 16, b[h]);
-    }
+    UNROLL for (int h = 0; h < 8; h++) UNROLL for (int z = 0; z < NZ; z++) _mm512_storeu_ps(out + (size_t)h * hd + d + 16 * z, a[h][z]);
 }
 
 /* V rows streamed from memory: keys in tiles of 8, 32 dims at a time per tile (so the sums grow
- * key after key in out whatever the tiles), the next tile prefetched a few lines per 32 dims */
+ * key after key in out whatever the tiles), the next tile prefetched a few lines per 32 dims.
+ * (Passes of 48 dims, as the hot kernel's, were 10% slower here at head dim 256 and no faster at
+ * 512: bench/RESULTS.md.) */
 #define VTILE16 8
 static void values_g8(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, float *out) {
     const int64_t row_lines = (hd + 31) / 32;
@@ -306,17 +304,22 @@ static void values_g8(int64_t hd, int nk, const uint16_t *v, int64_t vs, const f
         for (int64_t d = 0; d < hd; d += 32) {
             for (int64_t e = line + per_step; line < e && line < lines; line++)
                 _mm_prefetch((const char *)(next + (size_t)(line / row_lines) * vs + (line % row_lines) * 32), _MM_HINT_T0);
-            values_g8_dims(hd, d, n, tile, vs, p + (size_t)j0 * 8, out);
+            values_g8_dims(hd, d, n, tile, vs, p + (size_t)j0 * 8, out, 2);
         }
     }
 }
 
-/* V rows in cache (attn_values_f16_hot): all nk keys per 32 dims, so out is loaded and stored
- * once per call instead of once per tile of 8 keys; nothing to prefetch. One Zen 4 core, 128 keys
- * x 512 dims x 8 heads (bench/bench_attn.c): in L2 47-50 G FMA/s against 31-40 for values_g8,
- * which keeps the lead from DRAM (24-29 against 14-21). */
+/* V rows in cache (attn_values_f16_hot): all nk keys per pass of dims, so out is loaded and
+ * stored once per call instead of once per tile of 8 keys; nothing to prefetch. Passes of 48
+ * dims while they last (64 left go as two of 32). One Zen 4 core, 128 keys x 8 heads
+ * (bench/bench_attn.c), in L2: 53-55 G FMA/s at head dim 512 and 51-53 at 256, against 47-50
+ * and 48-50 with passes of 32, and 31-40 for values_g8. */
 static void values_g8_hot(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, float *out) {
-    for (int64_t d = 0; d < hd; d += 32) values_g8_dims(hd, d, nk, v, vs, p, out);
+    for (int64_t d = 0; d < hd;) {
+        const int64_t left = hd - d;
+        if (left >= 48 && left != 64) { values_g8_dims(hd, d, nk, v, vs, p, out, 3); d += 48; }
+        else { values_g8_dims(hd, d, nk, v, vs, p, out, 2); d += 32; }
+    }
 }
 
 static void attn_values_f16(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, float *out) {
