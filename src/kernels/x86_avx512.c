@@ -269,24 +269,41 @@ static void attn_scores_f16(int64_t hd, int nk, const uint16_t *k, int64_t ks, c
     else hachi_attn_scores_f16_avx2(dot_f16_multi, hd, nk, k, ks, q, G, s);
 }
 
+/* 16 values of a V row as floats: fp16, or int8 (whose scale is folded into the weights) */
+static ALWAYS_INLINE __m512 load16_row(const void *row, int64_t i, const bool i8) {
+    if (i8) return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)((const int8_t *)row + i))));
+    return load16_f16((const uint16_t *)row + i);
+}
+
 /* out[h][d..d + 16 NZ) += p[j*8 + h] * v_j[d..d + 16 NZ) for the 8 heads over keys j < n in
- * order: 8 NZ accumulators loaded from out and stored back, each weight broadcast once into a
- * register. With NZ = 3 a key costs 3 row loads and 8 broadcasts for 24 FMAs (2 and 8 for 16
- * with NZ = 2: Zen 4 issues about one 512-bit load a cycle beside its FMA). */
-static ALWAYS_INLINE void values_g8_dims(int64_t hd, int64_t d, int n, const uint16_t *v, int64_t vs, const float *p,
-                                         float *out, const int NZ) {
+ * order (rows vs elements apart, fp16 or int8): 8 NZ accumulators loaded from out and stored
+ * back, each weight broadcast once into a register. With NZ = 3 a key costs 3 row loads and 8
+ * broadcasts for 24 FMAs (2 and 8 for 16 with NZ = 2: Zen 4 issues about one 512-bit load a
+ * cycle beside its FMA). */
+static ALWAYS_INLINE void values_g8_dims(int64_t hd, int64_t d, int n, const void *v, int64_t vs, const float *p,
+                                         float *out, const int NZ, const bool i8) {
     __m512 a[8][3];
     UNROLL for (int h = 0; h < 8; h++) UNROLL for (int z = 0; z < NZ; z++) a[h][z] = _mm512_loadu_ps(out + (size_t)h * hd + d + 16 * z);
     for (int j = 0; j < n; j++) {
-        const uint16_t *vr = v + (size_t)j * vs + d;
         __m512 x[3];
-        UNROLL for (int z = 0; z < NZ; z++) x[z] = load16_f16(vr + 16 * z);
+        UNROLL for (int z = 0; z < NZ; z++) x[z] = load16_row(v, (int64_t)j * vs + d + 16 * z, i8);
         UNROLL for (int h = 0; h < 8; h++) {
             const __m512 w = _mm512_set1_ps(p[(size_t)j * 8 + h]);
             UNROLL for (int z = 0; z < NZ; z++) a[h][z] = _mm512_fmadd_ps(w, x[z], a[h][z]);
         }
     }
     UNROLL for (int h = 0; h < 8; h++) UNROLL for (int z = 0; z < NZ; z++) _mm512_storeu_ps(out + (size_t)h * hd + d + 16 * z, a[h][z]);
+}
+
+/* All of a hot kernel's dims over its n keys: passes of 48 while they last (64 left go as two of
+ * 32); hd % 32 == 0 */
+static ALWAYS_INLINE void values_g8_hot_passes(int64_t hd, int n, const void *v, int64_t vs, const float *p, float *out,
+                                               const bool i8) {
+    for (int64_t d = 0; d < hd;) {
+        const int64_t left = hd - d;
+        if (left >= 48 && left != 64) { values_g8_dims(hd, d, n, v, vs, p, out, 3, i8); d += 48; }
+        else { values_g8_dims(hd, d, n, v, vs, p, out, 2, i8); d += 32; }
+    }
 }
 
 /* V rows streamed from memory: keys in tiles of 8, 32 dims at a time per tile (so the sums grow
@@ -304,7 +321,7 @@ static void values_g8(int64_t hd, int nk, const uint16_t *v, int64_t vs, const f
         for (int64_t d = 0; d < hd; d += 32) {
             for (int64_t e = line + per_step; line < e && line < lines; line++)
                 _mm_prefetch((const char *)(next + (size_t)(line / row_lines) * vs + (line % row_lines) * 32), _MM_HINT_T0);
-            values_g8_dims(hd, d, n, tile, vs, p + (size_t)j0 * 8, out, 2);
+            values_g8_dims(hd, d, n, tile, vs, p + (size_t)j0 * 8, out, 2, false);
         }
     }
 }
@@ -315,11 +332,7 @@ static void values_g8(int64_t hd, int nk, const uint16_t *v, int64_t vs, const f
  * (bench/bench_attn.c), in L2: 53-55 G FMA/s at head dim 512 and 51-53 at 256, against 47-50
  * and 48-50 with passes of 32, and 31-40 for values_g8. */
 static void values_g8_hot(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, float *out) {
-    for (int64_t d = 0; d < hd;) {
-        const int64_t left = hd - d;
-        if (left >= 48 && left != 64) { values_g8_dims(hd, d, nk, v, vs, p, out, 3); d += 48; }
-        else { values_g8_dims(hd, d, nk, v, vs, p, out, 2); d += 32; }
-    }
+    values_g8_hot_passes(hd, nk, v, vs, p, out, false);
 }
 
 static void attn_values_f16(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, float *out) {
@@ -330,6 +343,81 @@ static void attn_values_f16(int64_t hd, int nk, const uint16_t *v, int64_t vs, c
 static void attn_values_f16_hot(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, float *out) {
     if (G == 8 && hd % 32 == 0) values_g8_hot(hd, nk, v, vs, p, out);
     else hachi_attn_values_f16_hot_avx2(axpy_f16_multi, hd, nk, v, vs, p, G, out);
+}
+
+/* ---- int8 K/V rows: the fp16 kernels' forms, a row's scale applied once per key ---- */
+
+/* scores_g8_keys over int8 K rows, each key's 8 sums times its scale */
+static ALWAYS_INLINE void scores_i8_g8_keys(int64_t hd, const int8_t *k, int64_t ks, const float *sc, int64_t ss,
+                                            const float *q, float *s, const int8_t *ahead, const int NK) {
+    __m512 a[3][8];
+    UNROLL for (int i = 0; i < NK; i++) UNROLL for (int h = 0; h < 8; h++) a[i][h] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < hd; d += 16) {
+        if (ahead && d % 64 == 0)
+            UNROLL for (int i = 0; i < NK; i++) _mm_prefetch((const char *)(ahead + i * ks + d), _MM_HINT_T0);
+        __m512 x[3];
+        UNROLL for (int i = 0; i < NK; i++) x[i] = load16_row(k, i * ks + d, true);
+        UNROLL for (int h = 0; h < 8; h++) {
+            __m512 qh = _mm512_loadu_ps(q + (size_t)h * hd + d);
+            __asm__("" : "+v"(qh));   /* one load into a register, as scores_g8_keys */
+            UNROLL for (int i = 0; i < NK; i++) a[i][h] = _mm512_fmadd_ps(x[i], qh, a[i][h]);
+        }
+    }
+    UNROLL for (int i = 0; i < NK; i++)
+        _mm256_storeu_ps(s + (size_t)i * 8, _mm256_mul_ps(hsum8x16(a[i]), _mm256_set1_ps(sc[(size_t)i * ss])));
+}
+
+static void attn_scores_i8(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss, const float *q,
+                           int G, float *s) {
+    if (G != 8 || hd % 16) { hachi_attn_scores_i8_avx2(hd, nk, k, ks, sc, ss, q, G, s); return; }
+    int j = 0;
+    for (; j + 3 <= nk; j += 3)
+        scores_i8_g8_keys(hd, k + (size_t)j * ks, ks, sc + (size_t)j * ss, ss, q, s + (size_t)j * 8,
+                          j + 9 <= nk ? k + (size_t)(j + 6) * ks : NULL, 3);
+    if (nk - j == 2) scores_i8_g8_keys(hd, k + (size_t)j * ks, ks, sc + (size_t)j * ss, ss, q, s + (size_t)j * 8, NULL, 2);
+    else if (nk - j == 1) scores_i8_g8_keys(hd, k + (size_t)j * ks, ks, sc + (size_t)j * ss, ss, q, s + (size_t)j * 8, NULL, 1);
+}
+
+/* w[j*8 + h] = p[(j0+j)*8 + h] * sc[(j0+j)*ss] for j < n: the weights with the rows' scales folded
+ * in, one float product each, as AVX2's kernels fold them (the streaming and the hot kernel
+ * alike, so their sums agree bit for bit) */
+static void fold_weights8(const float *p, const float *sc, int64_t ss, int j0, int n, float *w) {
+    for (int j = 0; j < n; j++)
+        for (int h = 0; h < 8; h++) w[j * 8 + h] = p[(size_t)(j0 + j) * 8 + h] * sc[(size_t)(j0 + j) * ss];
+}
+
+/* values_g8 over int8 rows: tiles of 8 keys, their weights folded, 32 dims a pass, the next
+ * tile prefetched a few lines per pass */
+static void attn_values_i8(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss, const float *p,
+                           int G, float *out) {
+    if (G != 8 || hd % 32) { hachi_attn_values_i8_avx2(hd, nk, v, vs, sc, ss, p, G, out); return; }
+    const int64_t row_lines = (hd + 63) / 64;
+    float w[VTILE16 * 8];
+    for (int j0 = 0; j0 < nk; j0 += VTILE16) {
+        const int n = HACHI_MIN(VTILE16, nk - j0), nn = HACHI_MIN(VTILE16, nk - j0 - n);
+        const int8_t *tile = v + (size_t)j0 * vs, *next = tile + (size_t)n * vs;
+        const int64_t lines = nn * row_lines, per_step = (lines + hd / 32 - 1) / (hd / 32);
+        int64_t line = 0;
+        fold_weights8(p, sc, ss, j0, n, w);
+        for (int64_t d = 0; d < hd; d += 32) {
+            for (int64_t e = line + per_step; line < e && line < lines; line++)
+                _mm_prefetch((const char *)(next + (size_t)(line / row_lines) * vs + (line % row_lines) * 64), _MM_HINT_T0);
+            values_g8_dims(hd, d, n, tile, vs, w, out, 2, true);
+        }
+    }
+}
+
+/* int8 rows in cache: the weights folded for I8_HOT_KEYS8 keys at a time, then the hot passes */
+#define I8_HOT_KEYS8 64
+static void attn_values_i8_hot(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
+                               const float *p, int G, float *out) {
+    if (G != 8 || hd % 32) { hachi_attn_values_i8_hot_avx2(hd, nk, v, vs, sc, ss, p, G, out); return; }
+    float w[I8_HOT_KEYS8 * 8];
+    for (int j0 = 0; j0 < nk; j0 += I8_HOT_KEYS8) {
+        const int n = HACHI_MIN(I8_HOT_KEYS8, nk - j0);
+        fold_weights8(p, sc, ss, j0, n, w);
+        values_g8_hot_passes(hd, n, v + (size_t)j0 * vs, vs, w, out, true);
+    }
 }
 
 /* ---------------- interleaved int4 rows (VNNI) ---------------- */
@@ -720,6 +808,9 @@ int hachi_kernels_fill_avx512(hachi_kernels *t) {
     t->attn_scores_f16 = attn_scores_f16;   /* the softmax stays AVX2's */
     t->attn_values_f16 = attn_values_f16;
     t->attn_values_f16_hot = attn_values_f16_hot;
+    t->attn_scores_i8 = attn_scores_i8;
+    t->attn_values_i8 = attn_values_i8;
+    t->attn_values_i8_hot = attn_values_i8_hot;
     set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx512, multi_q6_K);
     t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;   /* with AVX2's activation extras */
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;
