@@ -236,14 +236,14 @@ static inline __m256 hsum8x16(const __m512 *a) {
  * FMA the kernel was load-bound, with two keys (8 query and 2 key loads per 16 FMAs) still
  * ~75% of the FMA rate in cache, with three 11 loads per 24 FMAs. A key's sums never depend on
  * its partners (each accumulator sums over d in the same order), so every key gets the same
- * result whichever pass computes it. ahead: NK K rows prefetched line by line, or NULL. */
+ * result whichever pass computes it. ahead: NK K rows prefetched into L2 line by line, or NULL. */
 static ALWAYS_INLINE void scores_g8_keys(int64_t hd, const uint16_t *k, int64_t ks, const float *q, float *s,
                                          const uint16_t *ahead, const int NK) {
     __m512 a[3][8];
     UNROLL for (int i = 0; i < NK; i++) UNROLL for (int h = 0; h < 8; h++) a[i][h] = _mm512_setzero_ps();
     for (int64_t d = 0; d < hd; d += 16) {
         if (ahead && d % 32 == 0)
-            UNROLL for (int i = 0; i < NK; i++) _mm_prefetch((const char *)(ahead + i * ks + d), _MM_HINT_T0);
+            UNROLL for (int i = 0; i < NK; i++) _mm_prefetch((const char *)(ahead + i * ks + d), _MM_HINT_T1);
         __m512 x[3];
         UNROLL for (int i = 0; i < NK; i++) x[i] = load16_f16(k + i * ks + d);
         UNROLL for (int h = 0; h < 8; h++) {
@@ -255,11 +255,15 @@ static ALWAYS_INLINE void scores_g8_keys(int64_t hd, const uint16_t *k, int64_t 
     UNROLL for (int i = 0; i < NK; i++) _mm256_storeu_ps(s + (size_t)i * 8, hsum8x16(a[i]));
 }
 
-/* Three keys a pass (K rows two passes ahead prefetched), the last one or two keys in one pass */
+/* Three keys a pass, the last one or two keys in one pass. The K rows 4 passes (12 keys) ahead
+ * are prefetched into L2: from DRAM, one thread, 128-key tiles (bench_attn), 35-44 G FMA/s
+ * against 24-36 with the rows 2 passes ahead into L1, 22 with none. */
+#define SCORES_AHEAD 12
 static void scores_g8(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, float *s) {
     int j = 0;
     for (; j + 3 <= nk; j += 3)
-        scores_g8_keys(hd, k + (size_t)j * ks, ks, q, s + (size_t)j * 8, j + 9 <= nk ? k + (size_t)(j + 6) * ks : NULL, 3);
+        scores_g8_keys(hd, k + (size_t)j * ks, ks, q, s + (size_t)j * 8,
+                       j + SCORES_AHEAD + 3 <= nk ? k + (size_t)(j + SCORES_AHEAD) * ks : NULL, 3);
     if (nk - j == 2) scores_g8_keys(hd, k + (size_t)j * ks, ks, q, s + (size_t)j * 8, NULL, 2);
     else if (nk - j == 1) scores_g8_keys(hd, k + (size_t)j * ks, ks, q, s + (size_t)j * 8, NULL, 1);
 }
@@ -347,7 +351,9 @@ static void attn_values_f16_hot(int64_t hd, int nk, const uint16_t *v, int64_t v
 
 /* ---- int8 K/V rows: the fp16 kernels' forms, a row's scale applied once per key ---- */
 
-/* scores_g8_keys over int8 K rows, each key's 8 sums times its scale */
+/* scores_g8_keys over int8 K rows, each key's 8 sums times its scale; the rows 2 passes ahead
+ * prefetched into L1 (half an fp16 row's bytes: 46-48 G FMA/s from DRAM, against 40-46 with
+ * the fp16 kernel's 12 keys into L2) */
 static ALWAYS_INLINE void scores_i8_g8_keys(int64_t hd, const int8_t *k, int64_t ks, const float *sc, int64_t ss,
                                             const float *q, float *s, const int8_t *ahead, const int NK) {
     __m512 a[3][8];
