@@ -338,6 +338,8 @@ static void check_own_entries(const hachi_kernels *K) {
                    "avx512 %s: vec_dot is AVX2's", hachi_type_name(wide[t]));
         CHECKF(K->dot_f16_multi != A->dot_f16_multi && K->axpy_f16_multi != A->axpy_f16_multi &&
                K->attn_scores_f16 != A->attn_scores_f16, "avx512: fp16 kernels are AVX2's");
+        CHECKF(K->attn_scores_i8 && K->attn_scores_i8 != A->attn_scores_i8 && K->attn_values_i8 != A->attn_values_i8 &&
+               K->attn_values_i8_hot != A->attn_values_i8_hot, "avx512: int8 attention tiles are AVX2's");
         CHECKF(K->t[HACHI_TYPE_Q4_0].vec_dot_x8 != A->t[HACHI_TYPE_Q4_0].vec_dot_x8 &&
                K->t[HACHI_TYPE_Q4_K].vec_dot_x8 != A->t[HACHI_TYPE_Q4_K].vec_dot_x8, "avx512: x8 kernels are AVX2's");
         CHECKF(K->t[HACHI_TYPE_Q6_K].vec_dot != A->t[HACHI_TYPE_Q6_K].vec_dot &&
