@@ -133,7 +133,8 @@ const hachi_kernels *hachi_kernels_neon_sdot(void);
 /* Kernels the ISA files share. ref.c's scalar softmax (also the AVX2 one's fallback);
  * x86_avx2_attn.c's register-blocked attention tiles, used by the AVX2 and AVX-512 tables:
  * the fp16 shapes they do not take go to the table's own per-row kernel given as rows (the
- * int8 ones to that file's own per-key loops; AVX-512 inherits the int8 entries). */
+ * int8 ones to that file's own per-key loops; AVX-512 has its own for 8 heads and hands it the
+ * other shapes). */
 void hachi_attn_softmax_ref(float *x, int n, int G, float scale, float *mx, float *sum);
 void hachi_attn_scores_f16_avx2(hachi_dot_f16_multi_fn rows, int64_t hd, int nk, const uint16_t *k, int64_t k_stride,
                                 const float *q, int G, float *s);
@@ -149,5 +150,9 @@ void hachi_attn_values_i8_avx2(int64_t hd, int nk, const int8_t *v, int64_t vs, 
                                const float *p, int G, float *out);
 void hachi_attn_values_i8_hot_avx2(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
                                    const float *p, int G, float *out);
+/* w[j*G + h] = p[(j0+j)*G + h] * sc[(j0+j)*ss] for j < n: int8 values' weights with the rows'
+ * scales folded in, one float product each (every int8 values kernel folds them so, and so its
+ * streaming and hot forms agree bit for bit) */
+void hachi_attn_fold_weights(const float *p, const float *sc, int64_t ss, int j0, int n, int G, float *w);
 
 #endif

@@ -329,10 +329,7 @@ static void values_i8_any(int64_t hd, int nk, const int8_t *v, int64_t vs, const
     }
 }
 
-/* w[j*G + h] = p[(j0+j)*G + h] * sc[(j0+j)*ss] for j < n: the weights of keys j0.. with their
- * scales folded in, one float product each (the streaming and the hot kernel fold alike, so their
- * sums agree bit for bit) */
-static inline void fold_weights(const float *p, const float *sc, int64_t ss, int j0, int n, int G, float *w) {
+void hachi_attn_fold_weights(const float *p, const float *sc, int64_t ss, int j0, int n, int G, float *w) {
     for (int j = 0; j < n; j++)
         for (int h = 0; h < G; h++) w[j * G + h] = p[(size_t)(j0 + j) * G + h] * sc[(size_t)(j0 + j) * ss];
 }
@@ -344,7 +341,7 @@ void hachi_attn_values_i8_avx2(int64_t hd, int nk, const int8_t *v, int64_t vs, 
     for (int j0 = 0; j0 < nk; j0 += VTILE) {
         const int n = nk - j0 < VTILE ? nk - j0 : VTILE, left = nk - j0 - n;
         const int8_t *tile = v + (size_t)j0 * vs;
-        fold_weights(p, sc, ss, j0, n, G, w);
+        hachi_attn_fold_weights(p, sc, ss, j0, n, G, w);
         for (int h0 = 0; h0 < G; h0 += 4)   /* the first pass prefetches the next tile */
             values_i8_4heads(hd, n, tile, vs, w, G, h0, out, tile + (size_t)n * vs,
                              h0 ? 0 : left < VTILE ? left : VTILE);
@@ -361,7 +358,7 @@ void hachi_attn_values_i8_hot_avx2(int64_t hd, int nk, const int8_t *v, int64_t 
     float w[I8_HOT_KEYS * 8];
     for (int j0 = 0; j0 < nk; j0 += I8_HOT_KEYS) {
         const int n = nk - j0 < I8_HOT_KEYS ? nk - j0 : I8_HOT_KEYS;
-        fold_weights(p, sc, ss, j0, n, G, w);
+        hachi_attn_fold_weights(p, sc, ss, j0, n, G, w);
         for (int h0 = 0; h0 < G; h0 += 4)
             for (int64_t d = 0; d < hd; d += 16) values_i8_4heads_dims(hd, d, n, v + (size_t)j0 * vs, vs, w, G, h0, out);
     }

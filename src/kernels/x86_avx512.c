@@ -231,52 +231,65 @@ static inline __m256 hsum8x16(const __m512 *a) {
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-/* Scores of NK <= 3 keys against the 8 heads: 8 * NK accumulators, each query load used NK
- * times. Zen 4 issues about one 512-bit load a cycle beside its FMA: with one query load per
- * FMA the kernel was load-bound, with two keys (8 query and 2 key loads per 16 FMAs) still
- * ~75% of the FMA rate in cache, with three 11 loads per 24 FMAs. A key's sums never depend on
- * its partners (each accumulator sums over d in the same order), so every key gets the same
- * result whichever pass computes it. ahead: NK K rows prefetched into L2 line by line, or NULL. */
-static ALWAYS_INLINE void scores_g8_keys(int64_t hd, const uint16_t *k, int64_t ks, const float *q, float *s,
-                                         const uint16_t *ahead, const int NK) {
+/* 16 elements i.. of a K or V row as floats: fp16, or int8 (whose row scale is applied apart) */
+static ALWAYS_INLINE __m512 load16_row(const void *row, int64_t i, const bool i8) {
+    if (i8) return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)((const int8_t *)row + i))));
+    return load16_f16((const uint16_t *)row + i);
+}
+
+/* Scores of NK <= 3 keys against the 8 heads, K rows fp16 or int8 (each key's 8 sums then times
+ * its scale sc[i * ss]): 8 * NK accumulators, each query load used NK times. Zen 4 issues about
+ * one 512-bit load a cycle beside its FMA: with one query load per FMA the kernel was
+ * load-bound, with two keys (8 query and 2 key loads per 16 FMAs) still ~75% of the FMA rate in
+ * cache, with three 11 loads per 24 FMAs. A key's sums never depend on its partners (each
+ * accumulator sums over d in the same order), so every key gets the same result whichever pass
+ * computes it. ahead: NK K rows prefetched line by line (fp16 into L2, int8 into L1), or NULL. */
+static ALWAYS_INLINE void scores_g8_keys(int64_t hd, const void *k, int64_t ks, const float *sc, int64_t ss,
+                                         const float *q, float *s, const char *ahead, const int NK, const bool i8) {
+    const int64_t es = i8 ? 1 : 2;   /* bytes an element */
     __m512 a[3][8];
     UNROLL for (int i = 0; i < NK; i++) UNROLL for (int h = 0; h < 8; h++) a[i][h] = _mm512_setzero_ps();
     for (int64_t d = 0; d < hd; d += 16) {
-        if (ahead && d % 32 == 0)
-            UNROLL for (int i = 0; i < NK; i++) _mm_prefetch((const char *)(ahead + i * ks + d), _MM_HINT_T1);
+        if (ahead && d * es % 64 == 0)
+            UNROLL for (int i = 0; i < NK; i++) {
+                if (i8) _mm_prefetch(ahead + i * ks + d, _MM_HINT_T0);
+                else _mm_prefetch(ahead + 2 * (i * ks + d), _MM_HINT_T1);
+            }
         __m512 x[3];
-        UNROLL for (int i = 0; i < NK; i++) x[i] = load16_f16(k + i * ks + d);
+        UNROLL for (int i = 0; i < NK; i++) x[i] = load16_row(k, i * ks + d, i8);
         UNROLL for (int h = 0; h < 8; h++) {
             __m512 qh = _mm512_loadu_ps(q + (size_t)h * hd + d);
             __asm__("" : "+v"(qh));   /* one load into a register: gcc would fold it into every FMA */
             UNROLL for (int i = 0; i < NK; i++) a[i][h] = _mm512_fmadd_ps(x[i], qh, a[i][h]);
         }
     }
-    UNROLL for (int i = 0; i < NK; i++) _mm256_storeu_ps(s + (size_t)i * 8, hsum8x16(a[i]));
+    UNROLL for (int i = 0; i < NK; i++) {
+        const __m256 r = hsum8x16(a[i]);
+        _mm256_storeu_ps(s + (size_t)i * 8, i8 ? _mm256_mul_ps(r, _mm256_set1_ps(sc[(size_t)i * ss])) : r);
+    }
 }
 
-/* Three keys a pass, the last one or two keys in one pass. The K rows 4 passes (12 keys) ahead
+/* Three keys a pass, the last one or two keys in one pass. fp16 K rows 4 passes (12 keys) ahead
  * are prefetched into L2: from DRAM, one thread, 128-key tiles (bench_attn), 35-44 G FMA/s
- * against 24-36 with the rows 2 passes ahead into L1, 22 with none. */
-#define SCORES_AHEAD 12
-static void scores_g8(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, float *s) {
-    int j = 0;
-    for (; j + 3 <= nk; j += 3)
-        scores_g8_keys(hd, k + (size_t)j * ks, ks, q, s + (size_t)j * 8,
-                       j + SCORES_AHEAD + 3 <= nk ? k + (size_t)(j + SCORES_AHEAD) * ks : NULL, 3);
-    if (nk - j == 2) scores_g8_keys(hd, k + (size_t)j * ks, ks, q, s + (size_t)j * 8, NULL, 2);
-    else if (nk - j == 1) scores_g8_keys(hd, k + (size_t)j * ks, ks, q, s + (size_t)j * 8, NULL, 1);
+ * against 24-36 with the rows 2 passes ahead into L1, 22 with none. int8 rows (half the bytes)
+ * 2 passes ahead into L1: 46-48 against 40-46 with 12 keys into L2. */
+static ALWAYS_INLINE void scores_g8(int64_t hd, int nk, const void *k, int64_t ks, const float *sc, int64_t ss,
+                                    const float *q, float *s, const bool i8) {
+    const int64_t es = i8 ? 1 : 2, ahead = i8 ? 6 : 12;
+    const char *kb = k;
+    for (int j = 0; j < nk; j += 3) {
+        const char *kj = kb + j * ks * es, *pf = j + ahead + 3 <= nk ? kb + (j + ahead) * ks * es : NULL;
+        const float *scj = sc ? sc + (size_t)j * ss : NULL;   /* int8 rows only */
+        float *sj = s + (size_t)j * 8;
+        if (nk - j >= 3) scores_g8_keys(hd, kj, ks, scj, ss, q, sj, pf, 3, i8);
+        else if (nk - j == 2) scores_g8_keys(hd, kj, ks, scj, ss, q, sj, NULL, 2, i8);
+        else scores_g8_keys(hd, kj, ks, scj, ss, q, sj, NULL, 1, i8);
+    }
 }
 
 static void attn_scores_f16(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, int G, float *s) {
-    if (G == 8 && hd % 16 == 0) scores_g8(hd, nk, k, ks, q, s);
+    if (G == 8 && hd % 16 == 0) scores_g8(hd, nk, k, ks, NULL, 0, q, s, false);
     else hachi_attn_scores_f16_avx2(dot_f16_multi, hd, nk, k, ks, q, G, s);
-}
-
-/* 16 values of a V row as floats: fp16, or int8 (whose scale is folded into the weights) */
-static ALWAYS_INLINE __m512 load16_row(const void *row, int64_t i, const bool i8) {
-    if (i8) return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)((const int8_t *)row + i))));
-    return load16_f16((const uint16_t *)row + i);
 }
 
 /* out[h][d..d + 16 NZ) += p[j*8 + h] * v_j[d..d + 16 NZ) for the 8 heads over keys j < n in
@@ -310,22 +323,30 @@ static ALWAYS_INLINE void values_g8_hot_passes(int64_t hd, int n, const void *v,
     }
 }
 
-/* V rows streamed from memory: keys in tiles of 8, 32 dims at a time per tile (so the sums grow
- * key after key in out whatever the tiles), the next tile prefetched a few lines per 32 dims.
- * (Passes of 48 dims, as the hot kernel's, were 10% slower here at head dim 256 and no faster at
- * 512: bench/RESULTS.md.) */
+/* V rows streamed from memory, fp16 or int8 (then the tile's weights folded with the rows'
+ * scales sc): keys in tiles of 8, 32 dims at a time per tile (so the sums grow key after key in
+ * out whatever the tiles), the next tile prefetched a few lines per 32 dims. (Passes of 48 dims,
+ * as the hot kernel's, were 10% slower here at head dim 256 and no faster at 512:
+ * bench/RESULTS.md.) */
 #define VTILE16 8
-static void values_g8(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, float *out) {
-    const int64_t row_lines = (hd + 31) / 32;
+static ALWAYS_INLINE void values_g8(int64_t hd, int nk, const void *v, int64_t vs, const float *sc, int64_t ss,
+                                    const float *p, float *out, const bool i8) {
+    const int64_t es = i8 ? 1 : 2, row_lines = (hd * es + 63) / 64;
+    float w[VTILE16 * 8];
     for (int j0 = 0; j0 < nk; j0 += VTILE16) {
         const int n = HACHI_MIN(VTILE16, nk - j0), nn = HACHI_MIN(VTILE16, nk - j0 - n);
-        const uint16_t *tile = v + (size_t)j0 * vs, *next = tile + (size_t)n * vs;
+        const char *tile = (const char *)v + j0 * vs * es, *next = tile + n * vs * es;
         const int64_t lines = nn * row_lines, per_step = (lines + hd / 32 - 1) / (hd / 32);
         int64_t line = 0;
+        const float *wt = p + (size_t)j0 * 8;
+        if (i8) {
+            hachi_attn_fold_weights(p, sc, ss, j0, n, 8, w);
+            wt = w;
+        }
         for (int64_t d = 0; d < hd; d += 32) {
             for (int64_t e = line + per_step; line < e && line < lines; line++)
-                _mm_prefetch((const char *)(next + (size_t)(line / row_lines) * vs + (line % row_lines) * 32), _MM_HINT_T0);
-            values_g8_dims(hd, d, n, tile, vs, p + (size_t)j0 * 8, out, 2, false);
+                _mm_prefetch(next + line / row_lines * vs * es + line % row_lines * 64, _MM_HINT_T0);
+            values_g8_dims(hd, d, n, tile, vs, wt, out, 2, i8);
         }
     }
 }
@@ -340,7 +361,7 @@ static void values_g8_hot(int64_t hd, int nk, const uint16_t *v, int64_t vs, con
 }
 
 static void attn_values_f16(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, float *out) {
-    if (G == 8 && hd % 32 == 0) values_g8(hd, nk, v, vs, p, out);
+    if (G == 8 && hd % 32 == 0) values_g8(hd, nk, v, vs, NULL, 0, p, out, false);
     else hachi_attn_values_f16_avx2(axpy_f16_multi, hd, nk, v, vs, p, G, out);
 }
 
@@ -349,68 +370,18 @@ static void attn_values_f16_hot(int64_t hd, int nk, const uint16_t *v, int64_t v
     else hachi_attn_values_f16_hot_avx2(axpy_f16_multi, hd, nk, v, vs, p, G, out);
 }
 
-/* ---- int8 K/V rows: the fp16 kernels' forms, a row's scale applied once per key ---- */
-
-/* scores_g8_keys over int8 K rows, each key's 8 sums times its scale; the rows 2 passes ahead
- * prefetched into L1 (half an fp16 row's bytes: 46-48 G FMA/s from DRAM, against 40-46 with
- * the fp16 kernel's 12 keys into L2) */
-static ALWAYS_INLINE void scores_i8_g8_keys(int64_t hd, const int8_t *k, int64_t ks, const float *sc, int64_t ss,
-                                            const float *q, float *s, const int8_t *ahead, const int NK) {
-    __m512 a[3][8];
-    UNROLL for (int i = 0; i < NK; i++) UNROLL for (int h = 0; h < 8; h++) a[i][h] = _mm512_setzero_ps();
-    for (int64_t d = 0; d < hd; d += 16) {
-        if (ahead && d % 64 == 0)
-            UNROLL for (int i = 0; i < NK; i++) _mm_prefetch((const char *)(ahead + i * ks + d), _MM_HINT_T0);
-        __m512 x[3];
-        UNROLL for (int i = 0; i < NK; i++) x[i] = load16_row(k, i * ks + d, true);
-        UNROLL for (int h = 0; h < 8; h++) {
-            __m512 qh = _mm512_loadu_ps(q + (size_t)h * hd + d);
-            __asm__("" : "+v"(qh));   /* one load into a register, as scores_g8_keys */
-            UNROLL for (int i = 0; i < NK; i++) a[i][h] = _mm512_fmadd_ps(x[i], qh, a[i][h]);
-        }
-    }
-    UNROLL for (int i = 0; i < NK; i++)
-        _mm256_storeu_ps(s + (size_t)i * 8, _mm256_mul_ps(hsum8x16(a[i]), _mm256_set1_ps(sc[(size_t)i * ss])));
-}
+/* ---- int8 K/V rows: the fp16 kernels with the rows' scales ---- */
 
 static void attn_scores_i8(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss, const float *q,
                            int G, float *s) {
-    if (G != 8 || hd % 16) { hachi_attn_scores_i8_avx2(hd, nk, k, ks, sc, ss, q, G, s); return; }
-    int j = 0;
-    for (; j + 3 <= nk; j += 3)
-        scores_i8_g8_keys(hd, k + (size_t)j * ks, ks, sc + (size_t)j * ss, ss, q, s + (size_t)j * 8,
-                          j + 9 <= nk ? k + (size_t)(j + 6) * ks : NULL, 3);
-    if (nk - j == 2) scores_i8_g8_keys(hd, k + (size_t)j * ks, ks, sc + (size_t)j * ss, ss, q, s + (size_t)j * 8, NULL, 2);
-    else if (nk - j == 1) scores_i8_g8_keys(hd, k + (size_t)j * ks, ks, sc + (size_t)j * ss, ss, q, s + (size_t)j * 8, NULL, 1);
+    if (G == 8 && hd % 16 == 0) scores_g8(hd, nk, k, ks, sc, ss, q, s, true);
+    else hachi_attn_scores_i8_avx2(hd, nk, k, ks, sc, ss, q, G, s);
 }
 
-/* w[j*8 + h] = p[(j0+j)*8 + h] * sc[(j0+j)*ss] for j < n: the weights with the rows' scales folded
- * in, one float product each, as AVX2's kernels fold them (the streaming and the hot kernel
- * alike, so their sums agree bit for bit) */
-static void fold_weights8(const float *p, const float *sc, int64_t ss, int j0, int n, float *w) {
-    for (int j = 0; j < n; j++)
-        for (int h = 0; h < 8; h++) w[j * 8 + h] = p[(size_t)(j0 + j) * 8 + h] * sc[(size_t)(j0 + j) * ss];
-}
-
-/* values_g8 over int8 rows: tiles of 8 keys, their weights folded, 32 dims a pass, the next
- * tile prefetched a few lines per pass */
 static void attn_values_i8(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss, const float *p,
                            int G, float *out) {
-    if (G != 8 || hd % 32) { hachi_attn_values_i8_avx2(hd, nk, v, vs, sc, ss, p, G, out); return; }
-    const int64_t row_lines = (hd + 63) / 64;
-    float w[VTILE16 * 8];
-    for (int j0 = 0; j0 < nk; j0 += VTILE16) {
-        const int n = HACHI_MIN(VTILE16, nk - j0), nn = HACHI_MIN(VTILE16, nk - j0 - n);
-        const int8_t *tile = v + (size_t)j0 * vs, *next = tile + (size_t)n * vs;
-        const int64_t lines = nn * row_lines, per_step = (lines + hd / 32 - 1) / (hd / 32);
-        int64_t line = 0;
-        fold_weights8(p, sc, ss, j0, n, w);
-        for (int64_t d = 0; d < hd; d += 32) {
-            for (int64_t e = line + per_step; line < e && line < lines; line++)
-                _mm_prefetch((const char *)(next + (size_t)(line / row_lines) * vs + (line % row_lines) * 64), _MM_HINT_T0);
-            values_g8_dims(hd, d, n, tile, vs, w, out, 2, true);
-        }
-    }
+    if (G == 8 && hd % 32 == 0) values_g8(hd, nk, v, vs, sc, ss, p, out, true);
+    else hachi_attn_values_i8_avx2(hd, nk, v, vs, sc, ss, p, G, out);
 }
 
 /* int8 rows in cache: the weights folded for I8_HOT_KEYS8 keys at a time, then the hot passes */
@@ -421,7 +392,7 @@ static void attn_values_i8_hot(int64_t hd, int nk, const int8_t *v, int64_t vs, 
     float w[I8_HOT_KEYS8 * 8];
     for (int j0 = 0; j0 < nk; j0 += I8_HOT_KEYS8) {
         const int n = HACHI_MIN(I8_HOT_KEYS8, nk - j0);
-        fold_weights8(p, sc, ss, j0, n, w);
+        hachi_attn_fold_weights(p, sc, ss, j0, n, 8, w);
         values_g8_hot_passes(hd, n, v + (size_t)j0 * vs, vs, w, out, true);
     }
 }
