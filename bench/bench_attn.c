@@ -25,9 +25,10 @@ typedef void (*values_fn)(int64_t, int, const uint16_t *, int64_t, const float *
 typedef void (*values_i8_fn)(int64_t, int, const int8_t *, int64_t, const float *, int64_t, const float *, int, float *);
 
 static const float *scales;   /* int8: one scale per row */
+static hachi_query_i8 qi;     /* int8: the queries quantized */
 
 static void scores(const hachi_kernels *k, bool i8, int hd, const uint16_t *rows, const float *q, float *s) {
-    if (i8) k->attn_scores_i8(hd, NK, (const int8_t *)rows, hd, scales, 1, q, G, s);
+    if (i8) k->attn_scores_i8(hd, NK, (const int8_t *)rows, hd, scales, 1, &qi, G, s);
     else k->attn_scores_f16(hd, NK, rows, hd, q, G, s);
 }
 
@@ -59,6 +60,11 @@ int main(int argc, char **argv) {
     scales = sc;
     for (size_t i = 0; i < DRAM_BYTES / sizeof(uint16_t); i++) kv[i] = hachi_f32_to_f16((float)(i % 61) / 61.0f - 0.5f);
     for (int i = 0; i < G * hd; i++) q[i] = (float)(i % 7) * 0.01f;
+    static int8_t q8[G * 1024];
+    static float qf[G * 1024], qs[G];
+    for (int i = 0; i < G * hd && i < G * 1024; i++) qf[i] = q8[i] = (int8_t)(i % 7 * 18);
+    for (int h = 0; h < G; h++) qs[h] = 0.06f / 127;
+    qi = (hachi_query_i8){q8, qf, qs};
     for (int i = 0; i < NK * G; i++) s[i] = 1.0f / (float)(1 + i % 5);
     printf("kernels %s, %s K/V, %d heads x %d dims, tiles of %d keys; G FMA/s (1 thread)\n", k->name, i8 ? "int8" : "f16",
            G, hd, NK);

@@ -27,12 +27,15 @@ typedef struct attn_job {
  * in L2 while every token of a group reads them */
 #define ATTN_TILE_KEYS 128
 
-/* Per thread: a tile's scores [ATTN_TILE_KEYS][G], then for each token of a group its gathered
- * queries [G][hd] (head sets that are not all G heads) and its running state [G][hd + 2] (a head
- * set's value sums [Gs][hd], maxima [Gs], sums [Gs], set after set); before that, page
- * selection's two query sums [hd] and its page scores [n_ctx / HACHI_PAGE]. */
+/* Floats of a token's slot in attn_task: its gathered queries [G][hd] (head sets that are not
+ * all G heads), its running state [G][hd + 2] (a head set's value sums [Gs][hd], maxima [Gs],
+ * sums [Gs], set after set) and its queries as the cache's scores take them (kv.h) */
+static size_t token_floats(int G, int hd) { return (size_t)G * (2 * (size_t)hd + 2) + hachi_kv_query_floats(G, hd); }
+
+/* Per thread: a tile's scores [ATTN_TILE_KEYS][G], then a slot for each token of a group; before
+ * that, page selection's two query sums [hd] and its page scores [n_ctx / HACHI_PAGE]. */
 size_t hachi_attn_scores_stride(int n_head, int n_ctx, int hd_max) {
-    const size_t tiles = (size_t)n_head * (ATTN_TILE_KEYS + HACHI_ATTN_GROUP * (2 * (size_t)hd_max + 2));
+    const size_t tiles = (size_t)n_head * ATTN_TILE_KEYS + HACHI_ATTN_GROUP * token_floats(n_head, hd_max);
     return HACHI_MAX(tiles, 2 * (size_t)hd_max + (size_t)n_ctx / HACHI_PAGE);
 }
 
@@ -221,7 +224,7 @@ typedef struct tile_set {
     const head_set *h;
     int Gs, a, b, ci, cf;
     bool split;
-    const float *q;         /* [Gs][hd] */
+    hachi_kv_query q;       /* [Gs][hd] */
     float *acc;             /* [Gs][hd] value sums, then [Gs] maxima, [Gs] sums */
 } tile_set;
 
@@ -253,7 +256,7 @@ static int tile_keys(const attn_job *jb, tile_set *ts, int g, int p, int T, floa
             hachi_kv_run run = hachi_kv_segment(A->kv, j, hi, A->p0);
             float *sj = sc + (size_t)m * ts->Gs;
             if (pass) hachi_kv_values(A->kv, jb->kern, &run, g, hd, sj, ts->Gs, ts->acc, hot);
-            else hachi_kv_scores(A->kv, jb->kern, &run, g, hd, ts->q, ts->Gs, sj);
+            else hachi_kv_scores(A->kv, jb->kern, &run, g, hd, &ts->q, ts->Gs, sj);
             j += run.n;
             m += run.n;
         }
@@ -291,7 +294,8 @@ static void attn_task(void *ctx, int ith, int nth) {
             int ntok;
             const int *tok = token_runs(A, i, pos, dense[i], &ntok);
             const int ns = head_sets(A, g, pos, tok, ntok, sr[i], hs[i]);
-            float *qg = row0 + (size_t)i * G * (2 * hd + 2), *st = qg + (size_t)G * hd;
+            float *qg = row0 + (size_t)i * token_floats(G, hd), *st = qg + (size_t)G * hd;
+            float *qk = st + (size_t)G * (hd + 2);
             const float *q = A->q + (size_t)t * qd + (size_t)g * G * hd;
             for (int s = 0; s < ns; s++) {
                 const head_set *h = &hs[i][s];
@@ -306,13 +310,15 @@ static void attn_task(void *ctx, int ith, int nth) {
                     x->b = (int)b;
                 } else if (i % nth == ith) x->b = h->k;
                 if (x->a >= x->b) continue;
-                if (Gs == G) x->q = q;
-                else {   /* gather the set's queries */
+                const float *qs = q;
+                if (Gs < G) {   /* gather the set's queries */
                     for (int j = 0, c = 0; j < G; j++)
                         if (h->heads >> j & 1) memcpy(qg + (size_t)c++ * hd, q + (size_t)j * hd, hd * sizeof(float));
-                    x->q = qg;
+                    qs = qg;
                     qg += (size_t)Gs * hd;
                 }
+                x->q = hachi_kv_query_prepare(A->kv, qs, Gs, hd, qk);
+                qk += hachi_kv_query_floats(Gs, hd);
                 memset(x->acc, 0, (size_t)Gs * (hd + 2) * sizeof(float));
                 for (int c = 0; c < Gs; c++) x->acc[(size_t)Gs * hd + c] = -INFINITY;
                 first = HACHI_MIN(first, key_pos(h->r, h->nr, x->a));

@@ -47,6 +47,8 @@ static size_t full_row(const hachi_kv *kv) { return kv->row_bytes + (size_t)kv->
 hachi_status hachi_kv_init(hachi_kv *kv, int owner, int n_head_kv, int head_dim, int window, int n_ctx, int n_pending,
                            hachi_kv_type type, bool pages, size_t *bytes) {
     memset(kv, 0, sizeof *kv);
+    if (type == HACHI_KV_INT8 && head_dim > HACHI_KV_INT8_HD_MAX)   /* the exact sums of attn_scores_i8 */
+        return hachi_fail(HACHI_ERR_UNSUPPORTED, "int8 K/V: head dim %d is over %d", head_dim, HACHI_KV_INT8_HD_MAX);
     kv->owner = owner;
     kv->dim = n_head_kv * head_dim;
     kv->n_head_kv = n_head_kv;
@@ -116,9 +118,9 @@ static int8_t quant(float x, float scale) {
     return scale > 0.0f ? (int8_t)fminf(fmaxf(roundf(x / scale), -127.0f), 127.0f) : 0;
 }
 
-static void quantize_row(const hachi_kv *kv, const float *x, int8_t *q, float *sc) {
-    const int hd = kv->dim / kv->n_head_kv;
-    for (int g = 0; g < kv->n_head_kv; g++) {
+/* n heads of hd at x into q, their scales into sc */
+static void quantize_heads(const float *x, int n, int hd, int8_t *q, float *sc) {
+    for (int g = 0; g < n; g++) {
         const float *xg = x + (size_t)g * hd;
         int8_t *qg = q + (size_t)g * hd;
         float mx = 0.0f;
@@ -127,6 +129,24 @@ static void quantize_row(const hachi_kv *kv, const float *x, int8_t *q, float *s
         sc[g] = scale;
         for (int d = 0; d < hd; d++) qg[d] = quant(xg[d], scale);
     }
+}
+
+static void quantize_row(const hachi_kv *kv, const float *x, int8_t *q, float *sc) {
+    quantize_heads(x, kv->n_head_kv, kv->dim / kv->n_head_kv, q, sc);
+}
+
+/* buf: the scales [G], the whole numbers as f32 [G][hd], then the int8 rows [G][hd] */
+size_t hachi_kv_query_floats(int G, int hd) { return (size_t)G * (1 + (size_t)hd + ((size_t)hd + 3) / 4); }
+
+hachi_kv_query hachi_kv_query_prepare(const hachi_kv *kv, const float *q, int G, int hd, float *buf) {
+    hachi_kv_query r = {.f = q};
+    if (kv->type != HACHI_KV_INT8) return r;
+    float *qs = buf, *qf = qs + G;
+    int8_t *q8 = (int8_t *)(qf + (size_t)G * hd);
+    quantize_heads(q, G, hd, q8, qs);
+    for (size_t i = 0; i < (size_t)G * hd; i++) qf[i] = q8[i];
+    r.i8 = (hachi_query_i8){q8, qf, qs};
+    return r;
 }
 
 /* ---- page metadata: per dimension min and max of a page's keys, fp16 ---------------------- */
@@ -330,22 +350,22 @@ void hachi_kv_fill_fast(hachi_kv *kv, int pos, int n, uint64_t *rng) {
 /* ---- attention over one run of rows ------------------------------------------------------- */
 
 void hachi_kv_scores(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,
-                     const float *q, int G, float *s) {
+                     const hachi_kv_query *q, int G, float *s) {
     const int64_t stride = kv->dim;
     if (kv->type == HACHI_KV_F32) {
         for (int j = 0; j < r->n; j++) {
             const float *k = (const float *)r->k + j * stride + (int64_t)g * hd;
             for (int h = 0; h < G; h++) {
                 float acc = 0.0f;
-                for (int i = 0; i < hd; i++) acc += q[(int64_t)h * hd + i] * k[i];
+                for (int i = 0; i < hd; i++) acc += q->f[(int64_t)h * hd + i] * k[i];
                 s[(size_t)j * G + h] = acc;
             }
         }
     } else if (kv->type == HACHI_KV_INT8) {
-        kern->attn_scores_i8(hd, r->n, (const int8_t *)r->k + (int64_t)g * hd, stride, r->ks + g, kv->n_scales, q, G,
-                             s);
+        kern->attn_scores_i8(hd, r->n, (const int8_t *)r->k + (int64_t)g * hd, stride, r->ks + g, kv->n_scales, &q->i8,
+                             G, s);
     } else {
-        kern->attn_scores_f16(hd, r->n, (const uint16_t *)r->k + (int64_t)g * hd, stride, q, G, s);
+        kern->attn_scores_f16(hd, r->n, (const uint16_t *)r->k + (int64_t)g * hd, stride, q->f, G, s);
     }
 }
 

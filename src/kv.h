@@ -21,6 +21,7 @@
 #include "kernels/kernels.h"
 
 #define HACHI_SPEC_SLOTS 16         /* spare ring slots: a rewind of up to 16 tokens stays exact */
+#define HACHI_KV_INT8_HD_MAX 1024    /* kernels.h: int8 scores are exact integer sums */
 #define HACHI_PAGE 16               /* positions per page of the page-sparse metadata */
 
 typedef struct hachi_kv {
@@ -119,13 +120,25 @@ void hachi_kv_ring_restore(hachi_kv *kv, const void *src);
  * positions [pos, pos + n) without computing them (bench --fill fast). */
 void hachi_kv_fill_fast(hachi_kv *kv, int pos, int n, uint64_t *rng);
 
+/* G query heads q[G][hd] as the cache's scores take them: an int8 cache's scores multiply int8
+ * queries, quantized by its rows' rule (per head, scale = max|x| / 127, round(x / scale)) into
+ * buf (hachi_kv_query_floats(G, hd) floats) once per query for all its runs; other types read q
+ * as it is. */
+typedef struct hachi_kv_query {
+    const float *f;
+    hachi_query_i8 i8;
+} hachi_kv_query;
+size_t hachi_kv_query_floats(int G, int hd);
+hachi_kv_query hachi_kv_query_prepare(const hachi_kv *kv, const float *q, int G, int hd, float *buf);
+
 /* Scores and value sums over one run of rows for G query heads of KV head g (head dim hd):
- * s[j*G + h] = dot(q + h*hd, key j); out[h*hd + d] += sum_j p[j*G + h] * value j [d]
- * (int8: the kernel table's attn_scores_i8 / attn_values_i8 with the rows' scales). hot: the
- * value rows were just read by another token of the forward (in cache): the kernel table's
- * attn_values_f16_hot / attn_values_i8_hot where it has one, the same sums bit for bit. */
+ * s[j*G + h] = dot(q_h, key j); out[h*hd + d] += sum_j p[j*G + h] * value j [d] (int8: the
+ * kernel table's attn_scores_i8 over the quantized queries / attn_values_i8, with the rows'
+ * scales). hot: the value rows were just read by another token of the forward (in cache): the
+ * kernel table's attn_values_f16_hot / attn_values_i8_hot where it has one, the same sums bit
+ * for bit. */
 void hachi_kv_scores(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,
-                     const float *q, int G, float *s);
+                     const hachi_kv_query *q, int G, float *s);
 void hachi_kv_values(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,
                      const float *p, int G, float *out, bool hot);
 /* Page scores of KV head g over pages [p0, p1): out[p - p0] = qpos . kmax_p + qneg . kmin_p.

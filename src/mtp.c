@@ -30,6 +30,7 @@ struct hachi_mtp {
     float *h;                       /* [n_embd_out] the hidden row of the next step */
     float *x, *xn, *proj;           /* [n_embd] residual, normed input of a block, a block's output */
     float *q, *attn;                /* [n_head * hd_max] */
+    float *qk;                      /* a KV head's queries as its cache's scores take them (kv.h) */
     float *gate, *up;               /* [ff_max] */
     float *scores;                  /* [n_ctx][G] attention scores of one KV head's G query heads */
     float *logits;                  /* [n_vocab] */
@@ -122,11 +123,11 @@ hachi_status hachi_mtp_create(const hachi_model *a, hachi_session *s, hachi_mtp 
             if (kind && a->rope_freqs) d->inv_freq[kind][i] /= a->rope_freqs[i];
         }
     }
-    float **bufs[] = {&d->cs, &d->in, &d->h, &d->x, &d->xn, &d->proj, &d->q, &d->attn, &d->gate, &d->up,
+    float **bufs[] = {&d->cs, &d->in, &d->h, &d->x, &d->xn, &d->proj, &d->q, &d->attn, &d->qk, &d->gate, &d->up,
                       &d->scores, &d->logits};
     const size_t counts[] = {(size_t)hd_max, 2 * (size_t)Et, (size_t)Et, (size_t)E, (size_t)E, (size_t)E,
-                             (size_t)H * hd_max, (size_t)H * hd_max, (size_t)ff_max, (size_t)ff_max,
-                             (size_t)hachi_session_n_ctx(s) * G, (size_t)a->n_vocab};
+                             (size_t)H * hd_max, (size_t)H * hd_max, hachi_kv_query_floats(G, hd_max), (size_t)ff_max,
+                             (size_t)ff_max, (size_t)hachi_session_n_ctx(s) * G, (size_t)a->n_vocab};
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
         if (!(*bufs[i] = hachi_aligned_alloc(counts[i] * sizeof(float)))) goto nomem;
     const size_t n_kept = a->centroids.data ? (size_t)a->centroid_top_k * (size_t)(a->n_vocab / a->n_centroids) : 0;
@@ -145,7 +146,7 @@ nomem:
 
 void hachi_mtp_free(hachi_mtp *d) {
     if (!d) return;
-    void *bufs[] = {d->inv_freq[0], d->inv_freq[1], d->cs, d->in, d->h, d->x, d->xn, d->proj, d->q, d->attn,
+    void *bufs[] = {d->inv_freq[0], d->inv_freq[1], d->cs, d->in, d->h, d->x, d->xn, d->proj, d->q, d->attn, d->qk,
                     d->gate, d->up, d->scores, d->logits, d->cscore, d->top, d->kept, d->kept_logits,
                     d->mm_scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) hachi_free(bufs[i]);
@@ -200,7 +201,7 @@ static void attend(hachi_mtp *d, const hachi_kv *kv, int hd, int lo) {
     memset(d->attn, 0, (size_t)a->n_head * hd * sizeof(float));
     if (nk <= 0) return;
     for (int g = 0; g < Hkv; g++) {
-        const float *q = d->q + (size_t)g * G * hd;
+        const hachi_kv_query kq = hachi_kv_query_prepare(kv, d->q + (size_t)g * G * hd, G, hd, d->qk);
         float *o = d->attn + (size_t)g * G * hd;
         for (int pass = 0; pass < 2; pass++) {   /* 0: scores, then the softmax; 1: values */
             if (pass) kern->attn_softmax(d->scores, nk, G, a->attn_scale, mx, sum);
@@ -208,7 +209,7 @@ static void attend(hachi_mtp *d, const hachi_kv *kv, int hd, int lo) {
                 hachi_kv_run run = hachi_kv_segment(kv, j, P, P);
                 float *sj = d->scores + (size_t)(j - lo) * G;
                 if (pass) hachi_kv_values(kv, kern, &run, g, hd, sj, G, o, false);
-                else hachi_kv_scores(kv, kern, &run, g, hd, q, G, sj);
+                else hachi_kv_scores(kv, kern, &run, g, hd, &kq, G, sj);
                 j += run.n;
             }
         }

@@ -148,52 +148,55 @@ TEST(attn_tiles_vs_ref) {
 /* ---- int8 K/V rows (kernels.h attn_scores_i8, attn_values_i8) ------------------------------ */
 
 /* One int8 shape on table K against ref's table R: rows hd + 8 apart, scales 3 apart (as in a
- * cache of several K/V heads); the same tolerances as fp16 (a key's scale multiplies its f32
- * dot once more, within the scores' 32 spare units; the values' weights p * scale are the same
- * float product in every kernel). */
+ * cache of several K/V heads). Scores: ref within the two roundings of its two float products of
+ * the exact integer dot, and every table bit for bit ref's (kernels.h); the values' tolerance as
+ * fp16's (the weights p * scale are the same float product in every kernel). */
 static int check_case_i8(const hachi_kernels *K, const hachi_kernels *R, int G, int hd, int nk, uint64_t *seed) {
     const int64_t stride = hd + 8, ss = 3;
-    int8_t *k = malloc((size_t)nk * stride), *v = malloc((size_t)nk * stride);
+    int8_t *k = malloc((size_t)nk * stride), *v = malloc((size_t)nk * stride), *q8 = malloc((size_t)G * hd);
     float *ks = malloc(sizeof *ks * nk * ss), *vs = malloc(sizeof *vs * nk * ss);
-    float *q = malloc(sizeof *q * G * hd), *p = malloc(sizeof *p * nk * G);
+    float *qf = malloc(sizeof *qf * G * hd), *qs = malloc(sizeof *qs * G), *p = malloc(sizeof *p * nk * G);
     float *sr = malloc(sizeof *sr * nk * G), *sk = malloc(sizeof *sk * nk * G);
     float *o0 = malloc(sizeof *o0 * G * hd), *or = malloc(sizeof *or * G * hd), *ok = malloc(sizeof *ok * G * hd);
     for (int i = 0; i < nk * stride; i++) { k[i] = (int8_t)(frand(seed) * 127.5f); v[i] = (int8_t)(frand(seed) * 127.5f); }
+    for (int j = 0; j < nk; j++)   /* a key at the extremes: every product 127 * 127 in size */
+        if (j % 7 == 3) for (int d = 0; d < hd; d++) k[j * stride + d] = d % 3 ? 127 : -127;
     for (int i = 0; i < nk * ss; i++) { ks[i] = 0.02f * (1.5f + frand(seed)); vs[i] = 0.02f * (1.5f + frand(seed)); }
-    for (int i = 0; i < G * hd; i++) { q[i] = frand(seed); o0[i] = frand(seed); }
+    for (int i = 0; i < G * hd; i++) {
+        q8[i] = i / hd == 1 ? (int8_t)(i % 3 ? 127 : -127) : (int8_t)(frand(seed) * 127.5f);
+        qf[i] = q8[i];
+        o0[i] = frand(seed);
+    }
+    for (int h = 0; h < G; h++) qs[h] = 0.01f * (1.5f + frand(seed));
     for (int i = 0; i < nk * G; i++) p[i] = 0.5f * (1.0f + frand(seed));
+    const hachi_query_i8 qi = {q8, qf, qs};
     const char *isa = K->name;
     int good = 1;
 
-    R->attn_scores_i8(hd, nk, k, stride, ks, ss, q, G, sr);
-    K->attn_scores_i8(hd, nk, k, stride, ks, ss, q, G, sk);
-    double worst = 0;
-    int at = 0, ref_off = 0;
+    R->attn_scores_i8(hd, nk, k, stride, ks, ss, &qi, G, sr);
+    K->attn_scores_i8(hd, nk, k, stride, ks, ss, &qi, G, sk);
+    int ref_off = 0;
     for (int j = 0; j < nk; j++)
         for (int h = 0; h < G; h++) {
-            double exact = 0, mag = 0;
-            for (int d = 0; d < hd; d++) {
-                const double x = (double)ks[j * ss] * k[j * stride + d] * q[h * hd + d];
-                exact += x;
-                mag += fabs(x);
-            }
-            ref_off += !(fabs((double)sr[j * G + h] - exact) <= FLT_EPSILON * mag + 1e-30);
-            const double e = fabs((double)sk[j * G + h] - sr[j * G + h]) / SCORES_TOL(hd, mag);
-            if (!(e <= worst)) { worst = e; at = j * G + h; }
+            int64_t dot = 0;
+            for (int d = 0; d < hd; d++) dot += (int64_t)k[j * stride + d] * q8[h * hd + d];
+            const double exact = (double)dot * qs[h] * ks[j * ss];
+            ref_off += !(fabs((double)sr[j * G + h] - exact) <= FLT_EPSILON * fabs(exact));
         }
-    CHECKF(ref_off == 0, "ref int8 scores G %d hd %d nk %d: %d off the double sum", G, hd, nk, ref_off);
-    if (!(worst <= 1.0)) {
-        test_fail(__FILE__, __LINE__, "%s int8 scores G %d hd %d nk %d: worst index %d %.9g, ref %.9g (%.2f x tol)", isa,
-                  G, hd, nk, at, sk[at], sr[at], worst);
+    CHECKF(ref_off == 0, "ref int8 scores G %d hd %d nk %d: %d off the exact dot", G, hd, nk, ref_off);
+    if (memcmp(sr, sk, sizeof *sk * nk * G)) {
+        int at = 0;
+        while (sr[at] == sk[at]) at++;
+        test_fail(__FILE__, __LINE__, "%s int8 scores G %d hd %d nk %d: index %d %.9g, ref %.9g (not ref's bits)", isa, G,
+                  hd, nk, at, sk[at], sr[at]);
         good = 0;
     }
-
     memcpy(or, o0, sizeof *o0 * G * hd);
     memcpy(ok, o0, sizeof *o0 * G * hd);
     R->attn_values_i8(hd, nk, v, stride, vs, ss, p, G, or);
     K->attn_values_i8(hd, nk, v, stride, vs, ss, p, G, ok);
-    worst = 0;
-    at = 0;
+    double worst = 0;
+    int at = 0;
     for (int h = 0; h < G; h++)
         for (int d = 0; d < hd; d++) {
             double mag = fabs((double)o0[h * hd + d]);
@@ -214,13 +217,14 @@ static int check_case_i8(const hachi_kernels *K, const hachi_kernels *R, int G, 
             good = 0;
         }
     }
-    free(k); free(v); free(ks); free(vs); free(q); free(p); free(sr); free(sk); free(o0); free(or); free(ok);
+    free(k); free(v); free(q8); free(ks); free(vs); free(qf); free(qs); free(p); free(sr); free(sk); free(o0); free(or);
+    free(ok);
     return good;
 }
 
 TEST(attn_int8_tiles_vs_ref) {
     const hachi_kernels *R = hachi_kernels_ref();
-    const int Gs[] = {1, 2, 3, 4, 8, 16}, hds[] = {32, 64, 256, 512, 40, 24, 20}, nks[] = {1, 3, 8, 33, 200};
+    const int Gs[] = {1, 2, 3, 4, 8, 16}, hds[] = {32, 64, 256, 512, 1024, 40, 24, 20}, nks[] = {1, 3, 8, 33, 200};
     for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
         const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
         if (!K) continue;
@@ -252,12 +256,13 @@ static void kv_attend(const hachi_kernels *K, hachi_kv_type type, int Hkv, int h
         hachi_kv_commit(&kv, t, 1);
     }
     float *s = malloc(sizeof *s * nk * G), mx[GMAX], sum[GMAX];
+    float *qk = malloc(sizeof *qk * hachi_kv_query_floats(G, hd));
     const hachi_kv_run r = hachi_kv_segment(&kv, 0, nk, nk);
     CHECK(r.n == nk);
     for (int g = 0; g < Hkv; g++) {
-        const float *qg = q + (size_t)g * G * hd;
+        const hachi_kv_query kq = hachi_kv_query_prepare(&kv, q + (size_t)g * G * hd, G, hd, qk);
         float *og = out + (size_t)g * G * hd;
-        hachi_kv_scores(&kv, K, &r, g, hd, qg, G, s);
+        hachi_kv_scores(&kv, K, &r, g, hd, &kq, G, s);
         K->attn_softmax(s, nk, G, scale, mx, sum);
         memset(og, 0, sizeof *og * G * hd);
         hachi_kv_values(&kv, K, &r, g, hd, s, G, og, false);
@@ -265,6 +270,7 @@ static void kv_attend(const hachi_kernels *K, hachi_kv_type type, int Hkv, int h
             for (int d = 0; d < hd; d++) og[h * hd + d] /= sum[h];
     }
     free(s);
+    free(qk);
     if (keep) *keep = kv;
     else hachi_kv_free(&kv);
 }
@@ -294,8 +300,9 @@ static void check_quantized(const hachi_kv *kv, int which, const float *x, int n
 
 /* The same attention over int8 and over fp16 rows of the same f32 K/V differs by what the
  * two roundings of K and V allow. In exact arithmetic, with k8, v8 the stored int8 rows
- * dequantized (scale * q) and k16, v16 the fp16 ones, per query head h:
- *   logits: z8_j - z16_j = attn_scale * sum_d q_hd (k8_jd - k16_jd), at most D_h in size over
+ * dequantized (scale * q), k16, v16 the fp16 ones and q8 the query as the int8 cache's scores
+ * quantize it (dequantized; the same rule), per query head h:
+ *   logits: z8_j - z16_j = attn_scale * sum_d (q8_hd k8_jd - q_hd k16_jd), at most D_h in size over
  *           the keys, plus the two score kernels' rounding (one SCORES_TOL each) and the
  *           exponentials' (2 EXP_REL), so after normalization p8_j / p16_j lies within
  *           e^(+-2 D_h);
@@ -342,17 +349,27 @@ TEST(attn_int8_vs_f16) {
                 const float *vs = (const float *)hachi_kv_rows(&kv8, 1, 1, 0, nk, &n);
 #define F16(x) ((double)hachi_f16_to_f32(hachi_f32_to_f16(x)))
                 double worst = 0;
-                int at = 0;
+                int at = 0, qbad = 0;
+                float *qk = malloc(sizeof *qk * hachi_kv_query_floats(G, hd));
                 for (int g = 0; g < Hkv; g++)
                     for (int h = 0; h < G; h++) {
                         const float *qh = q + (size_t)(g * G + h) * hd;
+                        const hachi_kv_query qq = hachi_kv_query_prepare(&kv8, q + (size_t)g * G * hd, G, hd, qk);
+                        const int8_t *q8 = qq.i8.q8 + (size_t)h * hd;
+                        const float qs = qq.i8.qs[h];
+                        float qmx = 0;
+                        for (int d = 0; d < hd; d++) {
+                            qmx = fmaxf(qmx, fabsf(qh[d]));
+                            qbad += !(fabsf(qh[d] - qs * q8[d]) <= 0.501f * qs) || qq.i8.qf[(size_t)h * hd + d] != q8[d];
+                        }
+                        qbad += qs != qmx / 127.0f;
                         double D = 0, mxs = -1e300, den = 0;
                         for (int j = 0; j < nk; j++) {   /* the exact fp16-row logits and their difference */
                             const size_t r = (size_t)j * dim + (size_t)g * hd;
                             double dz = 0, mag = 0, z = 0;
                             for (int d = 0; d < hd; d++) {
                                 const double k16 = F16(k[r + d]), k8 = (double)ks[j * Hkv + g] * kq[r + d];
-                                dz += qh[d] * (k8 - k16);
+                                dz += (double)qs * q8[d] * k8 - qh[d] * k16;
                                 mag += fabs(qh[d] * k16);
                                 z += qh[d] * k16;
                             }
@@ -378,6 +395,8 @@ TEST(attn_int8_vs_f16) {
                         }
                     }
 #undef F16
+                free(qk);
+                CHECKF(qbad == 0, "%s hd %d G %d: %d query elements or heads off the quantization rule", K->name, hd, G, qbad);
                 printf("    %s int8 vs f16 attention, hd %d G %d: worst %.3f of the bound (index %d: %.6g vs %.6g)\n",
                        K->name, hd, G, worst, at, o8[at], o16[at]);
                 CHECKF(worst <= 1.0, "%s int8 vs f16 attention hd %d G %d: index %d %.9g, f16 %.9g (%.2f x bound)",

@@ -889,7 +889,8 @@ static inline void load_i8(const int8_t *p, float32x4_t *lo, float32x4_t *hi) {
 }
 
 static void attn_scores_i8(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss,
-                           const float *q, int G, float *s) {
+                           const hachi_query_i8 *qi, int G, float *s) {
+    const float *q = qi->qf, *qs = qi->qs;   /* whole numbers: exact f32 sums (kernels.h) */
     for (int j = 0; j < nk; j++) {
         const int8_t *kr = k + (size_t)j * ks;
         const float scale = sc[(size_t)j * ss];
@@ -912,7 +913,8 @@ static void attn_scores_i8(int64_t hd, int nk, const int8_t *k, int64_t ks, cons
                 const float x = (float)kr[d];
                 s0 += x * q0[d]; s1 += x * q1[d]; s2 += x * q2[d]; s3 += x * q3[d];
             }
-            sj[h] = s0 * scale; sj[h + 1] = s1 * scale; sj[h + 2] = s2 * scale; sj[h + 3] = s3 * scale;
+            sj[h] = s0 * qs[h] * scale; sj[h + 1] = s1 * qs[h + 1] * scale;
+            sj[h + 2] = s2 * qs[h + 2] * scale; sj[h + 3] = s3 * qs[h + 3] * scale;
         }
         for (; h < G; h++) {
             const float *qh = q + (size_t)h * hd;
@@ -925,7 +927,48 @@ static void attn_scores_i8(int64_t hd, int nk, const int8_t *k, int64_t ks, cons
             }
             float sum = vaddvq_f32(c);
             for (; d < hd; d++) sum += (float)kr[d] * qh[d];
-            sj[h] = sum * scale;
+            sj[h] = sum * qs[h] * scale;
+        }
+    }
+}
+
+/* attn_scores_i8 by sdot, where the CPU has it: per key, heads by four, 16 dims a step, the
+ * exact integer dots (kernels.h) then the query head's scale and the key's */
+static void attn_scores_i8_sdot(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss,
+                                const hachi_query_i8 *qi, int G, float *s) {
+    const int8_t *q = qi->q8;
+    const float *qs = qi->qs;
+    for (int j = 0; j < nk; j++) {
+        const int8_t *kr = k + (size_t)j * ks;
+        const float scale = sc[(size_t)j * ss];
+        float *sj = s + (size_t)j * G;
+        int h = 0;
+        for (; h + 4 <= G; h += 4) {
+            const int8_t *q0 = q + (size_t)h * hd, *q1 = q0 + hd, *q2 = q1 + hd, *q3 = q2 + hd;
+            int32x4_t c0 = vdupq_n_s32(0), c1 = c0, c2 = c0, c3 = c0;
+            int64_t d = 0;
+            for (; d + 16 <= hd; d += 16) {
+                const int8x16_t x = vld1q_s8(kr + d);
+                c0 = vdotq_s32(c0, x, vld1q_s8(q0 + d));
+                c1 = vdotq_s32(c1, x, vld1q_s8(q1 + d));
+                c2 = vdotq_s32(c2, x, vld1q_s8(q2 + d));
+                c3 = vdotq_s32(c3, x, vld1q_s8(q3 + d));
+            }
+            int32_t s0 = vaddvq_s32(c0), s1 = vaddvq_s32(c1), s2 = vaddvq_s32(c2), s3 = vaddvq_s32(c3);
+            for (; d < hd; d++) {
+                s0 += kr[d] * q0[d]; s1 += kr[d] * q1[d]; s2 += kr[d] * q2[d]; s3 += kr[d] * q3[d];
+            }
+            sj[h] = (float)s0 * qs[h] * scale; sj[h + 1] = (float)s1 * qs[h + 1] * scale;
+            sj[h + 2] = (float)s2 * qs[h + 2] * scale; sj[h + 3] = (float)s3 * qs[h + 3] * scale;
+        }
+        for (; h < G; h++) {
+            const int8_t *qh = q + (size_t)h * hd;
+            int32x4_t c = vdupq_n_s32(0);
+            int64_t d = 0;
+            for (; d + 16 <= hd; d += 16) c = vdotq_s32(c, vld1q_s8(kr + d), vld1q_s8(qh + d));
+            int32_t sum = vaddvq_s32(c);
+            for (; d < hd; d++) sum += kr[d] * qh[d];
+            sj[h] = (float)sum * qs[h] * scale;
         }
     }
 }
@@ -999,6 +1042,7 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) {
     t->attn_scores_i8 = attn_scores_i8;
     t->attn_values_i8 = attn_values_i8;
     if (dotprod) {
+        t->attn_scores_i8 = attn_scores_i8_sdot;
         set(t, HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_neon, multi_q4_0);
         t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;   /* the loader repacks Q4_0 rows by 8 */
         set(t, HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_neon, multi_q4_1);

@@ -43,6 +43,15 @@ typedef void (*hachi_dot_f16_multi_fn)(int64_t n, float *s, const uint16_t *k, c
 /* y_j += a[j] * v for j < m: one fp16 value row into m f32 rows (stride y_stride) */
 typedef void (*hachi_axpy_f16_multi_fn)(int64_t n, const float *a, const uint16_t *v, float *y, int64_t y_stride, int m);
 
+/* A query of G heads quantized for int8 K rows (kv.c, the keys' rule): head h is qs[h] times
+ * the int8 row q8 + h*hd, whose whole numbers qf + h*hd also holds as f32 (tables that multiply
+ * in f32 use those: |q| and |k| <= 127 and hd <= 1024 keep every product and partial sum below
+ * 2^24, so f32 sums of them are the exact integer dot in any order). */
+typedef struct hachi_query_i8 {
+    const int8_t *q8;
+    const float *qf, *qs;
+} hachi_query_i8;
+
 typedef struct hachi_type_kernels {
     uint32_t vec_dot_type;            /* what activations are converted to: F32, Q8_0 or Q8_K */
     hachi_to_float_fn to_float;       /* dequantize */
@@ -87,10 +96,12 @@ typedef struct hachi_kernels {
     void (*attn_values_f16_hot)(int64_t hd, int nk, const uint16_t *v, int64_t v_stride, const float *p, int G,
                                 float *out);
     /* int8 KV rows: key j is ks[j*ks_stride] * (its hd int8 values at k + j*k_stride), value j
-     * likewise; the queries and weights stay f32, the int8 values are converted exactly.
-     * s[j*G + h] = ks_j * dot(q + h*hd, k_j) for j < nk, h < G */
+     * likewise. Scores take the queries quantized as the keys are (hachi_query_i8):
+     * s[j*G + h] = (float)dot(q_h, k_j) * qs[h] * ks_j, the dot an exact integer sum and the two
+     * products in that order, so every table gives ref's bits. Values: the weights stay f32, the
+     * int8 values are converted exactly. */
     void (*attn_scores_i8)(int64_t hd, int nk, const int8_t *k, int64_t k_stride, const float *ks, int64_t ks_stride,
-                           const float *q, int G, float *s);
+                           const hachi_query_i8 *q, int G, float *s);
     /* out[h*hd + d] += sum_j w_jh * v_j[d], w_jh = p[j*G + h] * vs[j*vs_stride] (a float product),
      * for h < G, d < hd */
     void (*attn_values_i8)(int64_t hd, int nk, const int8_t *v, int64_t v_stride, const float *vs, int64_t vs_stride,
@@ -145,7 +156,7 @@ void hachi_attn_values_f16_hot_avx2(hachi_axpy_f16_multi_fn rows, int64_t hd, in
 void hachi_attn_softmax_avx2(float *x, int n, int G, float scale, float *mx, float *sum);
 /* k/v rows at stride ks/vs, their per-row scales sc at stride ss */
 void hachi_attn_scores_i8_avx2(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss,
-                               const float *q, int G, float *s);
+                               const hachi_query_i8 *q, int G, float *s);
 void hachi_attn_values_i8_avx2(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
                                const float *p, int G, float *out);
 void hachi_attn_values_i8_hot_avx2(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,

@@ -343,16 +343,16 @@ void hachi_axpy_f16_multi_ref(int64_t n, const float *a, const uint16_t *v, floa
 
 ATTN_ROWS_FROM(attn_scores_f16_ref, attn_values_f16_ref, hachi_dot_f16_multi_ref, hachi_axpy_f16_multi_ref)
 
-/* int8 KV rows: a double-precision dot, rounded once after the scale */
+/* int8 KV rows: an integer dot, then its query head's scale and the key's */
 static void attn_scores_i8_ref(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *kscale, int64_t kss,
-                               const float *q, int G, float *s) {
+                               const hachi_query_i8 *q, int G, float *s) {
     for (int j = 0; j < nk; j++) {
         const int8_t *kr = k + (size_t)j * ks;
         for (int h = 0; h < G; h++) {
-            const float *qh = q + (size_t)h * hd;
-            double sum = 0;
-            for (int64_t d = 0; d < hd; d++) sum += (double)kr[d] * qh[d];
-            s[(size_t)j * G + h] = (float)(sum * kscale[(size_t)j * kss]);
+            const int8_t *qh = q->q8 + (size_t)h * hd;
+            int32_t sum = 0;
+            for (int64_t d = 0; d < hd; d++) sum += (int32_t)kr[d] * qh[d];
+            s[(size_t)j * G + h] = (float)sum * q->qs[h] * kscale[(size_t)j * kss];
         }
     }
 }

@@ -178,7 +178,7 @@ static inline float hsum1(__m256 v) {
 }
 
 static void scores_i8_g8(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss, const float *q,
-                         float *s) {
+                         const float *qs, float *s) {
     const float *q0 = q, *q1 = q + hd, *q2 = q1 + hd, *q3 = q2 + hd, *q4 = q3 + hd, *q5 = q4 + hd, *q6 = q5 + hd,
                 *q7 = q6 + hd;
     for (int j = 0; j < nk; j++) {
@@ -197,12 +197,14 @@ static void scores_i8_g8(int64_t hd, int nk, const int8_t *k, int64_t ks, const 
             a7 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q7 + d), a7);
         }
         const __m256 scale = _mm256_set1_ps(sc[(size_t)j * ss]);
-        _mm256_storeu_ps(s + (size_t)j * 8, _mm256_mul_ps(hsum8(a0, a1, a2, a3, a4, a5, a6, a7), scale));
+        const __m256 dot = hsum8(a0, a1, a2, a3, a4, a5, a6, a7);
+        _mm256_storeu_ps(s + (size_t)j * 8, _mm256_mul_ps(_mm256_mul_ps(dot, _mm256_loadu_ps(qs)), scale));
     }
 }
 
 static void scores_i8_g4(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss, const float *q,
-                         float *s) {
+                         const float *qs, float *s) {
+    const __m128 qs4 = _mm_loadu_ps(qs);
     const float *q0 = q, *q1 = q + hd, *q2 = q1 + hd, *q3 = q2 + hd;
     int j = 0;
     for (; j + 2 <= nk; j += 2) {   /* two keys: 8 chains, the two scales in the two halves */
@@ -223,7 +225,8 @@ static void scores_i8_g4(int64_t hd, int nk, const int8_t *k, int64_t ks, const 
         }
         const __m256 scale = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(sc[(size_t)j * ss])),
                                                   _mm_set1_ps(sc[(size_t)(j + 1) * ss]), 1);
-        _mm256_storeu_ps(s + (size_t)j * 4, _mm256_mul_ps(hsum8(a0, a1, a2, a3, b0, b1, b2, b3), scale));
+        const __m256 dot = hsum8(a0, a1, a2, a3, b0, b1, b2, b3);
+        _mm256_storeu_ps(s + (size_t)j * 4, _mm256_mul_ps(_mm256_mul_ps(dot, _mm256_set_m128(qs4, qs4)), scale));
     }
     for (; j < nk; j++) {
         const int8_t *k0 = k + (size_t)j * ks;
@@ -237,13 +240,13 @@ static void scores_i8_g4(int64_t hd, int nk, const int8_t *k, int64_t ks, const 
         }
         const __m256 z = _mm256_setzero_ps();
         const __m128 sum = _mm256_castps256_ps128(hsum8(a0, a1, a2, a3, z, z, z, z));
-        _mm_storeu_ps(s + (size_t)j * 4, _mm_mul_ps(sum, _mm_set1_ps(sc[(size_t)j * ss])));
+        _mm_storeu_ps(s + (size_t)j * 4, _mm_mul_ps(_mm_mul_ps(sum, qs4), _mm_set1_ps(sc[(size_t)j * ss])));
     }
 }
 
 /* any G and hd: per key, heads by four (each 8 dims of the row converted once per four) */
 static void scores_i8_any(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss,
-                          const float *q, int G, float *s) {
+                          const float *q, const float *qs, int G, float *s) {
     for (int j = 0; j < nk; j++) {
         const int8_t *kr = k + (size_t)j * ks;
         const float scale = sc[(size_t)j * ss];
@@ -265,7 +268,8 @@ static void scores_i8_any(int64_t hd, int nk, const int8_t *k, int64_t ks, const
                 const float x = (float)kr[d];
                 s0 += x * q0[d]; s1 += x * q1[d]; s2 += x * q2[d]; s3 += x * q3[d];
             }
-            sj[h] = s0 * scale; sj[h + 1] = s1 * scale; sj[h + 2] = s2 * scale; sj[h + 3] = s3 * scale;
+            sj[h] = s0 * qs[h] * scale; sj[h + 1] = s1 * qs[h + 1] * scale;
+            sj[h + 2] = s2 * qs[h + 2] * scale; sj[h + 3] = s3 * qs[h + 3] * scale;
         }
         for (; h < G; h++) {
             const float *qh = q + (size_t)h * hd;
@@ -274,16 +278,16 @@ static void scores_i8_any(int64_t hd, int nk, const int8_t *k, int64_t ks, const
             for (; d + 8 <= hd; d += 8) a = _mm256_fmadd_ps(ld8_i8(kr + d), _mm256_loadu_ps(qh + d), a);
             float sum = hsum1(a);
             for (; d < hd; d++) sum += (float)kr[d] * qh[d];
-            sj[h] = sum * scale;
+            sj[h] = sum * qs[h] * scale;
         }
     }
 }
 
 void hachi_attn_scores_i8_avx2(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss,
-                               const float *q, int G, float *s) {
-    if (hd % 8 == 0 && G == 8) scores_i8_g8(hd, nk, k, ks, sc, ss, q, s);
-    else if (hd % 8 == 0 && G == 4) scores_i8_g4(hd, nk, k, ks, sc, ss, q, s);
-    else scores_i8_any(hd, nk, k, ks, sc, ss, q, G, s);
+                               const hachi_query_i8 *q, int G, float *s) {
+    if (hd % 8 == 0 && G == 8) scores_i8_g8(hd, nk, k, ks, sc, ss, q->qf, q->qs, s);
+    else if (hd % 8 == 0 && G == 4) scores_i8_g4(hd, nk, k, ks, sc, ss, q->qf, q->qs, s);
+    else scores_i8_any(hd, nk, k, ks, sc, ss, q->qf, q->qs, G, s);
 }
 
 /* values_4heads_dims with int8 rows and the weights w[j*G + h] (scales folded in) */

@@ -237,58 +237,45 @@ static ALWAYS_INLINE __m512 load16_row(const void *row, int64_t i, const bool i8
     return load16_f16((const uint16_t *)row + i);
 }
 
-/* Scores of NK <= 3 keys against the 8 heads, K rows fp16 or int8 (each key's 8 sums then times
- * its scale sc[i * ss]): 8 * NK accumulators, each query load used NK times. Zen 4 issues about
- * one 512-bit load a cycle beside its FMA: with one query load per FMA the kernel was
- * load-bound, with two keys (8 query and 2 key loads per 16 FMAs) still ~75% of the FMA rate in
- * cache, with three 11 loads per 24 FMAs. A key's sums never depend on its partners (each
- * accumulator sums over d in the same order), so every key gets the same result whichever pass
- * computes it. ahead: NK K rows prefetched line by line (fp16 into L2, int8 into L1), or NULL. */
-static ALWAYS_INLINE void scores_g8_keys(int64_t hd, const void *k, int64_t ks, const float *sc, int64_t ss,
-                                         const float *q, float *s, const char *ahead, const int NK, const bool i8) {
-    const int64_t es = i8 ? 1 : 2;   /* bytes an element */
+/* Scores of NK <= 3 fp16 keys against the 8 heads: 8 * NK accumulators, each query load used
+ * NK times. Zen 4 issues about one 512-bit load a cycle beside its FMA: with one query load per
+ * FMA the kernel was load-bound, with two keys (8 query and 2 key loads per 16 FMAs) still ~75%
+ * of the FMA rate in cache, with three 11 loads per 24 FMAs. A key's sums never depend on its
+ * partners (each accumulator sums over d in the same order), so every key gets the same result
+ * whichever pass computes it. ahead: NK K rows prefetched line by line into L2, or NULL. */
+static ALWAYS_INLINE void scores_g8_keys(int64_t hd, const uint16_t *k, int64_t ks, const float *q, float *s,
+                                         const uint16_t *ahead, const int NK) {
     __m512 a[3][8];
     UNROLL for (int i = 0; i < NK; i++) UNROLL for (int h = 0; h < 8; h++) a[i][h] = _mm512_setzero_ps();
     for (int64_t d = 0; d < hd; d += 16) {
-        if (ahead && d * es % 64 == 0)
-            UNROLL for (int i = 0; i < NK; i++) {
-                if (i8) _mm_prefetch(ahead + i * ks + d, _MM_HINT_T0);
-                else _mm_prefetch(ahead + 2 * (i * ks + d), _MM_HINT_T1);
-            }
+        if (ahead && d % 32 == 0) UNROLL for (int i = 0; i < NK; i++) _mm_prefetch((const char *)(ahead + i * ks + d), _MM_HINT_T1);
         __m512 x[3];
-        UNROLL for (int i = 0; i < NK; i++) x[i] = load16_row(k, i * ks + d, i8);
+        UNROLL for (int i = 0; i < NK; i++) x[i] = load16_f16(k + i * ks + d);
         UNROLL for (int h = 0; h < 8; h++) {
             __m512 qh = _mm512_loadu_ps(q + (size_t)h * hd + d);
             __asm__("" : "+v"(qh));   /* one load into a register: gcc would fold it into every FMA */
             UNROLL for (int i = 0; i < NK; i++) a[i][h] = _mm512_fmadd_ps(x[i], qh, a[i][h]);
         }
     }
-    UNROLL for (int i = 0; i < NK; i++) {
-        const __m256 r = hsum8x16(a[i]);
-        _mm256_storeu_ps(s + (size_t)i * 8, i8 ? _mm256_mul_ps(r, _mm256_set1_ps(sc[(size_t)i * ss])) : r);
-    }
+    UNROLL for (int i = 0; i < NK; i++) _mm256_storeu_ps(s + (size_t)i * 8, hsum8x16(a[i]));
 }
 
-/* Three keys a pass, the last one or two keys in one pass. fp16 K rows 4 passes (12 keys) ahead
+/* Three keys a pass, the last one or two keys in one pass. The K rows 4 passes (12 keys) ahead
  * are prefetched into L2: from DRAM, one thread, 128-key tiles (bench_attn), 35-44 G FMA/s
- * against 24-36 with the rows 2 passes ahead into L1, 22 with none. int8 rows (half the bytes)
- * 2 passes ahead into L1: 46-48 against 40-46 with 12 keys into L2. */
-static ALWAYS_INLINE void scores_g8(int64_t hd, int nk, const void *k, int64_t ks, const float *sc, int64_t ss,
-                                    const float *q, float *s, const bool i8) {
-    const int64_t es = i8 ? 1 : 2, ahead = i8 ? 6 : 12;
-    const char *kb = k;
+ * against 24-36 with the rows 2 passes ahead into L1, 22 with none. */
+static void scores_g8(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, float *s) {
+    enum { AHEAD = 12 };
     for (int j = 0; j < nk; j += 3) {
-        const char *kj = kb + j * ks * es, *pf = j + ahead + 3 <= nk ? kb + (j + ahead) * ks * es : NULL;
-        const float *scj = sc ? sc + (size_t)j * ss : NULL;   /* int8 rows only */
+        const uint16_t *kj = k + (size_t)j * ks, *pf = j + AHEAD + 3 <= nk ? kj + AHEAD * ks : NULL;
         float *sj = s + (size_t)j * 8;
-        if (nk - j >= 3) scores_g8_keys(hd, kj, ks, scj, ss, q, sj, pf, 3, i8);
-        else if (nk - j == 2) scores_g8_keys(hd, kj, ks, scj, ss, q, sj, NULL, 2, i8);
-        else scores_g8_keys(hd, kj, ks, scj, ss, q, sj, NULL, 1, i8);
+        if (nk - j >= 3) scores_g8_keys(hd, kj, ks, q, sj, pf, 3);
+        else if (nk - j == 2) scores_g8_keys(hd, kj, ks, q, sj, NULL, 2);
+        else scores_g8_keys(hd, kj, ks, q, sj, NULL, 1);
     }
 }
 
 static void attn_scores_f16(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, int G, float *s) {
-    if (G == 8 && hd % 16 == 0) scores_g8(hd, nk, k, ks, NULL, 0, q, s, false);
+    if (G == 8 && hd % 16 == 0) scores_g8(hd, nk, k, ks, q, s);
     else hachi_attn_scores_f16_avx2(dot_f16_multi, hd, nk, k, ks, q, G, s);
 }
 
@@ -370,11 +357,79 @@ static void attn_values_f16_hot(int64_t hd, int nk, const uint16_t *v, int64_t v
     else hachi_attn_values_f16_hot_avx2(axpy_f16_multi, hd, nk, v, vs, p, G, out);
 }
 
-/* ---- int8 K/V rows: the fp16 kernels with the rows' scales ---- */
+/* ---- int8 K/V rows: scores by vpdpbusd, values as the fp16 ones with the rows' scales ---- */
 
-static void attn_scores_i8(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss, const float *q,
-                           int G, float *s) {
-    if (G == 8 && hd % 16 == 0) scores_g8(hd, nk, k, ks, sc, ss, q, s, true);
+/* [sum(a0), .., sum(a7)] of 8 zmm of int32 */
+static inline __m256i hsum8x16_epi32(const __m512i *a) {
+    __m256i h[8];
+    UNROLL for (int i = 0; i < 8; i++) h[i] = _mm256_add_epi32(_mm512_castsi512_si256(a[i]), _mm512_extracti64x4_epi64(a[i], 1));
+    const __m256i u0 = _mm256_hadd_epi32(_mm256_hadd_epi32(h[0], h[1]), _mm256_hadd_epi32(h[2], h[3]));
+    const __m256i u1 = _mm256_hadd_epi32(_mm256_hadd_epi32(h[4], h[5]), _mm256_hadd_epi32(h[6], h[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
+/* Scores of NK <= 3 int8 keys against the 8 heads. vpdpbusd multiplies unsigned bytes by signed
+ * ones, so the queries come offset, u = q + 128, and 128 times each key's own sum (one more
+ * vpdpbusd, the bytes 0x80 against the key) comes off: per 64 dims of a key 9 instructions for
+ * the 8 heads where f32 FMAs take 32. The sums are exact integers, so any order gives ref's. */
+/* acc += u (unsigned bytes) . x (signed bytes), 4 products a lane: vpdpbusd in place (gcc
+ * copied each accumulator to another register and back around the intrinsic, and spilled) */
+#define DPBUSD(acc, u, x) __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(x))
+
+static ALWAYS_INLINE void scores_i8_g8_keys(int64_t hd, const int8_t *k, int64_t ks, const float *sc, int64_t ss,
+                                            const uint8_t *u, const float *qs, float *s, const int8_t *ahead,
+                                            const int NK) {
+    const __m512i off = _mm512_set1_epi8((char)0x80);
+    __m512i a[3][8], c[3];
+    UNROLL for (int i = 0; i < NK; i++) {
+        c[i] = _mm512_setzero_si512();
+        UNROLL for (int h = 0; h < 8; h++) a[i][h] = _mm512_setzero_si512();
+    }
+    for (int64_t d = 0; d < hd; d += 64) {
+        __m512i x[3];
+        UNROLL for (int i = 0; i < NK; i++) {
+            if (ahead) _mm_prefetch((const char *)(ahead + i * ks + d), _MM_HINT_T1);
+            x[i] = _mm512_loadu_si512(k + i * ks + d);
+            DPBUSD(c[i], off, x[i]);
+        }
+        UNROLL for (int h = 0; h < 8; h++) {
+            __m512i uh = _mm512_loadu_si512(u + (size_t)h * hd + d);
+            __asm__("" : "+v"(uh));   /* one load into a register, not one per key */
+            UNROLL for (int i = 0; i < NK; i++) DPBUSD(a[i][h], uh, x[i]);
+        }
+    }
+    const __m256 qsv = _mm256_loadu_ps(qs);
+    UNROLL for (int i = 0; i < NK; i++) {
+        const __m256i dot = _mm256_sub_epi32(hsum8x16_epi32(a[i]), _mm256_set1_epi32(_mm512_reduce_add_epi32(c[i])));
+        const __m256 r = _mm256_mul_ps(_mm256_cvtepi32_ps(dot), qsv);
+        _mm256_storeu_ps(s + (size_t)i * 8, _mm256_mul_ps(r, _mm256_set1_ps(sc[(size_t)i * ss])));
+    }
+}
+
+/* Three keys a pass, the K rows 4 passes (12 keys) ahead prefetched into L2: from DRAM, one
+ * thread, 128-key tiles (bench_attn), 84-98 G MAC/s against 58-66 with 6 keys into L1 (the
+ * f32 kernel's distance), 85-94 with 9, 18 or 24 into L2; the queries offset once a call into
+ * u (hd <= 1024: kernels.h) */
+static void scores_i8_g8(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss,
+                         const hachi_query_i8 *q, float *s) {
+    enum { AHEAD = 12 };
+    _Alignas(64) uint8_t u[8 * 1024];
+    const __m512i off = _mm512_set1_epi8((char)0x80);
+    for (int64_t i = 0; i < 8 * hd; i += 64)
+        _mm512_store_si512(u + i, _mm512_xor_si512(_mm512_loadu_si512(q->q8 + i), off));
+    for (int j = 0; j < nk; j += 3) {
+        const int8_t *kj = k + (size_t)j * ks, *pf = j + AHEAD + 3 <= nk ? kj + AHEAD * ks : NULL;
+        const float *scj = sc + (size_t)j * ss;
+        float *sj = s + (size_t)j * 8;
+        if (nk - j >= 3) scores_i8_g8_keys(hd, kj, ks, scj, ss, u, q->qs, sj, pf, 3);
+        else if (nk - j == 2) scores_i8_g8_keys(hd, kj, ks, scj, ss, u, q->qs, sj, NULL, 2);
+        else scores_i8_g8_keys(hd, kj, ks, scj, ss, u, q->qs, sj, NULL, 1);
+    }
+}
+
+static void attn_scores_i8(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss,
+                           const hachi_query_i8 *q, int G, float *s) {
+    if (G == 8 && hd % 64 == 0 && hd <= 1024) scores_i8_g8(hd, nk, k, ks, sc, ss, q, s);
     else hachi_attn_scores_i8_avx2(hd, nk, k, ks, sc, ss, q, G, s);
 }
 
