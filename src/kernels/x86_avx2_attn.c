@@ -7,7 +7,8 @@
  * the next one is prefetched a few lines at a time), 4 heads x 16 dims of output
  * in registers, each V element converted once per 4 heads.
  * The int8 tiles are the same with int8 rows (sign-extended and converted to f32,
- * exactly): a key's scale multiplies its G summed scores, a value's scale is folded
+ * exactly): scores over the quantized queries' whole numbers in f32 (exact sums,
+ * kernels.h), then times the query head's scale and the key's; a value's scale is folded
  * into the tile's weights p * scale once per key and head; the other shapes go to
  * this file's per-key loops (8 dims at a time, a scalar tail). */
 #include "kernels/kernels.h"
