@@ -176,7 +176,7 @@ double bench_median(double *v, int n);
     "  mode flags (dense f16 is the default; the lossy ones are measured against it on gemma4-micro\n"  \
     "  in bench/RESULTS.md):\n"                                                                          \
     "  --kv-type f16|f32|int8   K/V storage: f16; f32 (exact checks, twice the bytes); int8 (half the\n" \
-    "              bytes, lossy: passes the quality gate, KL 4e-5, top token 99.5 percent the same)\n"           \
+    "              bytes, lossy: passes the quality gate, KL 5e-5, top token 99.5 percent the same)\n"           \
     "  --sparse B  page-sparse attention on the full-attention layers, B keys a query attends (lossy:\n" \
     "              fails the gate: top token under 99 percent the same at B 256, 1024; B 256 keeps\n"        \
     "              29 of 60 passkeys at 8K on repetitive filler)\n"                                          \
