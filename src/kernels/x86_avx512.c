@@ -369,14 +369,14 @@ static inline __m256i hsum8x16_epi32(const __m512i *a) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
 }
 
-/* Scores of NK <= 3 int8 keys against the 8 heads. vpdpbusd multiplies unsigned bytes by signed
- * ones, so the queries come offset, u = q + 128, and 128 times each key's own sum (one more
- * vpdpbusd, the bytes 0x80 against the key) comes off: per 64 dims of a key 9 instructions for
- * the 8 heads where f32 FMAs take 32. The sums are exact integers, so any order gives ref's. */
 /* acc += u (unsigned bytes) . x (signed bytes), 4 products a lane: vpdpbusd in place (gcc
  * copied each accumulator to another register and back around the intrinsic, and spilled) */
 #define DPBUSD(acc, u, x) __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(x))
 
+/* Scores of NK <= 3 int8 keys against the 8 heads. vpdpbusd multiplies unsigned bytes by signed
+ * ones, so the queries come offset, u = q + 128, and 128 times each key's own sum (one more
+ * vpdpbusd, the bytes 0x80 against the key) comes off: per 64 dims of a key 9 instructions for
+ * the 8 heads where f32 FMAs take 32. The sums are exact integers, so any order gives ref's. */
 static ALWAYS_INLINE void scores_i8_g8_keys(int64_t hd, const int8_t *k, int64_t ks, const float *sc, int64_t ss,
                                             const uint8_t *u, const float *qs, float *s, const int8_t *ahead,
                                             const int NK) {
