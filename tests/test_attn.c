@@ -1,8 +1,9 @@
 /* Attention tile kernels (kernels.h attn_scores_f16, attn_values_f16, attn_softmax, and the
  * int8 attn_scores_i8, attn_values_i8) of every table this CPU runs against the scalar
- * reference table (ref.c: per-row double-precision dots, libm expf) and a double-precision
- * sum computed here, over every G and head dim the register-blocked tiles take and some they
- * hand to the per-row kernels; attn_values_f16_hot / attn_values_i8_hot, where a table has them,
+ * reference table (ref.c: per-row double-precision dots, libm expf; int8 scores: integer dots,
+ * which every table must give bit for bit) and a double-precision or integer sum computed here,
+ * over every G and head dim the register-blocked tiles take and some they hand to the per-row
+ * kernels; attn_values_f16_hot / attn_values_i8_hot, where a table has them,
  * bit for bit its attn_values_f16 / attn_values_i8. A table other than ref's must have its own entries (a fallback
  * to ref's would compare ref with itself). Then int8 K/V end to end through kv.c: staging
  * quantizes by the rule, and attention over int8 rows stays within the bound the two
