@@ -352,10 +352,10 @@ TEST(attn_int8_vs_f16) {
                 double worst = 0;
                 int at = 0, qbad = 0;
                 float *qk = malloc(sizeof *qk * hachi_kv_query_floats(G, hd));
-                for (int g = 0; g < Hkv; g++)
+                for (int g = 0; g < Hkv; g++) {
+                    const hachi_kv_query qq = hachi_kv_query_prepare(&kv8, q + (size_t)g * G * hd, G, hd, qk);
                     for (int h = 0; h < G; h++) {
                         const float *qh = q + (size_t)(g * G + h) * hd;
-                        const hachi_kv_query qq = hachi_kv_query_prepare(&kv8, q + (size_t)g * G * hd, G, hd, qk);
                         const int8_t *q8 = qq.i8.q8 + (size_t)h * hd;
                         const float qs = qq.i8.qs[h];
                         float qmx = 0;
@@ -395,6 +395,7 @@ TEST(attn_int8_vs_f16) {
                             if (!(e <= worst)) { worst = e; at = (int)i; }
                         }
                     }
+                }
 #undef F16
                 free(qk);
                 CHECKF(qbad == 0, "%s hd %d G %d: %d query elements or heads off the quantization rule", K->name, hd, G, qbad);
