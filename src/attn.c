@@ -32,10 +32,12 @@ typedef struct attn_job {
  * sums [Gs], set after set) and its queries as the cache's scores take them (kv.h) */
 static size_t token_floats(int G, int hd) { return (size_t)G * (2 * (size_t)hd + 2) + hachi_kv_query_floats(G, hd); }
 
-/* Per thread: a tile's scores [ATTN_TILE_KEYS][G], then a slot for each token of a group; before
- * that, page selection's two query sums [hd] and its page scores [n_ctx / HACHI_PAGE]. */
+/* Per thread: a tile's scores [ATTN_TILE_KEYS][G], then a slot for each token of a group, then
+ * the int8 value sums [G][hd] (int32); before that, page selection's two query sums [hd] and
+ * its page scores [n_ctx / HACHI_PAGE]. */
 size_t hachi_attn_scores_stride(int n_head, int n_ctx, int hd_max) {
-    const size_t tiles = (size_t)n_head * ATTN_TILE_KEYS + HACHI_ATTN_GROUP * token_floats(n_head, hd_max);
+    const size_t tiles = (size_t)n_head * ATTN_TILE_KEYS + HACHI_ATTN_GROUP * token_floats(n_head, hd_max) +
+                         (size_t)n_head * hd_max;
     return HACHI_MAX(tiles, 2 * (size_t)hd_max + (size_t)n_ctx / HACHI_PAGE);
 }
 
@@ -238,30 +240,27 @@ static int key_pos(const int *r, int nr, int j) {
     return r[2 * nr - 1];
 }
 
-/* Calls the scores (pass 0) or values (1; hot: the tile's V rows are in cache) of the set's keys
- * in positions [p, p + T): the segments where its runs (within its keys [a, b)) meet the tile, in
- * order; their scores at sc. Returns the keys. The cursor moves past runs that end before p. */
-static int tile_keys(const attn_job *jb, tile_set *ts, int g, int p, int T, float *sc, int pass, bool hot) {
+/* The set's keys in positions [p, p + T) as runs of rows (at most one a key): the segments where
+ * its runs (within its keys [a, b)) meet the tile, in order. Returns the runs, their keys in
+ * *m. The cursor moves past runs that end before p. */
+static int tile_runs(const attn_job *jb, tile_set *ts, int p, int T, hachi_kv_run *out, int *m) {
     const hachi_attn_args *A = jb->a;
-    const int *r = ts->h->r, nr = ts->h->nr, hd = A->head_dim;
+    const int *r = ts->h->r, nr = ts->h->nr;
     while (ts->ci < nr && (r[2 * ts->ci + 1] <= p || ts->cf + r[2 * ts->ci + 1] - r[2 * ts->ci] <= ts->a)) {
         ts->cf += r[2 * ts->ci + 1] - r[2 * ts->ci];
         ts->ci++;
     }
-    int m = 0;
+    int n = 0;
+    *m = 0;
     for (int i = ts->ci, f = ts->cf; i < nr && f < ts->b && r[2 * i] < p + T; f += r[2 * i + 1] - r[2 * i], i++) {
         const int lo = HACHI_MAX(p, r[2 * i] + HACHI_MAX(0, ts->a - f));
         const int hi = HACHI_MIN(p + T, HACHI_MIN(r[2 * i + 1], r[2 * i] + (ts->b - f)));
-        for (int j = lo; j < hi;) {
-            hachi_kv_run run = hachi_kv_segment(A->kv, j, hi, A->p0);
-            float *sj = sc + (size_t)m * ts->Gs;
-            if (pass) hachi_kv_values(A->kv, jb->kern, &run, g, hd, sj, ts->Gs, ts->acc, hot);
-            else hachi_kv_scores(A->kv, jb->kern, &run, g, hd, &ts->q, ts->Gs, sj);
-            j += run.n;
-            m += run.n;
+        for (int j = lo; j < hi; j += out[n++].n) {
+            out[n] = hachi_kv_segment(A->kv, j, hi, A->p0);
+            *m += out[n].n;
         }
     }
-    return m;
+    return n;
 }
 
 /* Tokens t0..t0+n-1 of the forward, flash-attention style. Per KV head, each token's query
@@ -282,6 +281,8 @@ static void attn_task(void *ctx, int ith, int nth) {
     const hachi_attn_args *A = jb->a;
     const int hd = A->head_dim, Hkv = A->n_head_kv, G = A->n_head / Hkv, qd = A->n_head * hd, T = ATTN_TILE_KEYS;
     float *sc = A->scores + (size_t)ith * A->scores_stride, *row0 = sc + (size_t)G * T;
+    int32_t *vsum = (int32_t *)(row0 + (size_t)HACHI_ATTN_GROUP * token_floats(G, hd));
+    hachi_kv_run runs[ATTN_TILE_KEYS];
     int dense[HACHI_ATTN_GROUP][2], sr[HACHI_ATTN_GROUP][4];
     head_set hs[HACHI_ATTN_GROUP][2];
     tile_set ts[2 * HACHI_ATTN_GROUP];
@@ -317,7 +318,7 @@ static void attn_task(void *ctx, int ith, int nth) {
                     qs = qg;
                     qg += (size_t)Gs * hd;
                 }
-                x->q = hachi_kv_query_prepare(A->kv, qs, Gs, hd, qk);
+                x->q = hachi_kv_query_prepare(A->kv, jb->kern, qs, Gs, hd, qk);
                 qk += hachi_kv_query_floats(Gs, hd);
                 memset(x->acc, 0, (size_t)Gs * (hd + 2) * sizeof(float));
                 for (int c = 0; c < Gs; c++) x->acc[(size_t)Gs * hd + c] = -INFINITY;
@@ -329,8 +330,12 @@ static void attn_task(void *ctx, int ith, int nth) {
         for (int p = first / T * T; p < end; p += T)
             for (int e = 0, seen = 0; e < nts; e++) {   /* seen: the most keys of the tile a set read */
                 tile_set *x = &ts[e];
-                const int m = tile_keys(jb, x, g, p, T, sc, 0, false), Gs = x->Gs;
+                const int Gs = x->Gs;
+                int m;
+                const int nr = tile_runs(jb, x, p, T, runs, &m);
                 if (!m) continue;
+                for (int k = 0, j = 0; k < nr; j += runs[k++].n)
+                    hachi_kv_scores(A->kv, jb->kern, &runs[k], g, hd, &x->q, Gs, sc + (size_t)j * Gs);
                 float *mx = x->acc + (size_t)Gs * hd, *sum = mx + Gs, mt[64], lt[64];
                 jb->kern->attn_softmax(sc, m, Gs, A->scale, mt, lt);
                 for (int c = 0; c < Gs; c++) {   /* the new max M: the sums so far and the tile's weights to it */
@@ -348,7 +353,8 @@ static void attn_task(void *ctx, int ith, int nth) {
                     mx[c] = M;
                     sum[c] += lt[c];
                 }
-                tile_keys(jb, x, g, p, T, sc, 1, 2 * seen >= m);   /* most of its rows already read */
+                /* hot: most of its rows already read */
+                hachi_kv_values(A->kv, jb->kern, runs, nr, g, hd, sc, Gs, x->acc, 2 * seen >= m, vsum);
                 seen = HACHI_MAX(seen, m);
             }
         for (int e = 0; e < nts; e++) {   /* whole sets to the output, split ones to their partials */

@@ -114,46 +114,21 @@ size_t hachi_kv_bytes_read(const hachi_kv *kv, int depth, int sparse_pages) {
 
 /* ---- int8 rows: per head, scale = max|x| / 127, q = round(x / scale) ------------------------ */
 
-/* round(x / scale), halves away from zero, clamped to +-127 (NaN to -127): the quotient clamped
- * first (the bounds are whole), truncated, and its fraction (exact) rounded. The same values as
- * fminf(fmaxf(roundf(x / scale), -127), 127) (all 2.3 G floats of [-128, 128] and 100 M random
- * pairs compared), 5x faster than those libm calls: 1.5 against 7.5 ns an element (a query's
- * 4096 are quantized per layer, token and thread). */
-static int8_t quant(float x, float scale) {
-    if (!(scale > 0.0f)) return 0;
-    float y = x / scale;
-    y = y > -127.0f ? y : -127.0f;
-    y = y < 127.0f ? y : 127.0f;
-    const float f = y - (float)(int)y;
-    return (int8_t)((int)y + (f >= 0.5f) - (f <= -0.5f));
-}
-
-/* n heads of hd at x into q, their scales into sc */
-static void quantize_heads(const float *x, int n, int hd, int8_t *q, float *sc) {
-    for (int g = 0; g < n; g++) {
-        const float *xg = x + (size_t)g * hd;
-        int8_t *qg = q + (size_t)g * hd;
-        float mx = 0.0f;
-        for (int d = 0; d < hd; d++) mx = HACHI_MAX(mx, fabsf(xg[d]));
-        const float scale = mx / 127.0f;
-        sc[g] = scale;
-        for (int d = 0; d < hd; d++) qg[d] = quant(xg[d], scale);
-    }
-}
-
-static void quantize_row(const hachi_kv *kv, const float *x, int8_t *q, float *sc) {
-    quantize_heads(x, kv->n_head_kv, kv->dim / kv->n_head_kv, q, sc);
+/* n heads of hd at x into q, their scales into sc (kernels.h's quant_rows_i8) */
+static void quantize_row(const hachi_kv *kv, const hachi_kernels *kern, const float *x, int8_t *q, float *sc) {
+    kern->quant_rows_i8(x, kv->n_head_kv, kv->dim / kv->n_head_kv, q, sc);
 }
 
 /* buf: the scales [G], the whole numbers as f32 [G][hd], then the int8 rows [G][hd] */
 size_t hachi_kv_query_floats(int G, int hd) { return (size_t)G * (1 + (size_t)hd + ((size_t)hd + 3) / 4); }
 
-hachi_kv_query hachi_kv_query_prepare(const hachi_kv *kv, const float *q, int G, int hd, float *buf) {
+hachi_kv_query hachi_kv_query_prepare(const hachi_kv *kv, const hachi_kernels *kern, const float *q, int G, int hd,
+                                      float *buf) {
     hachi_kv_query r = {.f = q};
     if (kv->type != HACHI_KV_INT8) return r;
     float *qs = buf, *qf = qs + G;
     int8_t *q8 = (int8_t *)(qf + (size_t)G * hd);
-    quantize_heads(q, G, hd, q8, qs);
+    kern->quant_rows_i8(q, G, hd, q8, qs);
     for (size_t i = 0; i < (size_t)G * hd; i++) qf[i] = q8[i];
     r.i8 = (hachi_query_i8){q8, qf, qs};
     return r;
@@ -217,8 +192,8 @@ void hachi_kv_stage(hachi_kv *kv, const hachi_kernels *kern, int p0, int t, cons
         break;
     case HACHI_KV_INT8:
         ksd = kv->ksp + (size_t)t * kv->n_scales;
-        quantize_row(kv, k, (int8_t *)kd, ksd);
-        quantize_row(kv, v, (int8_t *)vd, kv->vsp + (size_t)t * kv->n_scales);
+        quantize_row(kv, kern, k, (int8_t *)kd, ksd);
+        quantize_row(kv, kern, v, (int8_t *)vd, kv->vsp + (size_t)t * kv->n_scales);
         break;
     default:
         kern->f32_to_f16(k, (uint16_t *)kd, kv->dim);
@@ -307,29 +282,16 @@ static void fill_next(uint64_t *x, float *a, float *b) {
     *b = ((int)((*x >> 16) & 0xffff) - 32768) / 18918.0f;
 }
 
-/* int8: each head's elements drawn twice from the same generator state, for the scale
- * (max |x|), then quantized as hachi_kv_stage does */
+/* int8: each head's elements drawn, then quantized as hachi_kv_stage does (ref's kernel) */
 static void fill_int8(hachi_kv *kv, size_t slot, uint64_t *x) {
     const int hd = kv->dim / kv->n_head_kv;
+    float a[HACHI_KV_INT8_HD_MAX], b[HACHI_KV_INT8_HD_MAX];
     for (int g = 0; g < kv->n_head_kv; g++) {
-        int8_t *kq = (int8_t *)kv->k + slot * kv->row_bytes + (size_t)g * hd;
-        int8_t *vq = (int8_t *)kv->v + slot * kv->row_bytes + (size_t)g * hd;
-        const uint64_t x0 = *x;
-        float a, b, ma = 0.0f, mb = 0.0f;
-        for (int d = 0; d < hd; d++) {
-            fill_next(x, &a, &b);
-            ma = HACHI_MAX(ma, fabsf(a));
-            mb = HACHI_MAX(mb, fabsf(b));
-        }
-        const float sa = ma / 127.0f, sb = mb / 127.0f;
-        kv->ks[slot * kv->n_scales + g] = sa;
-        kv->vs[slot * kv->n_scales + g] = sb;
-        *x = x0;
-        for (int d = 0; d < hd; d++) {
-            fill_next(x, &a, &b);
-            kq[d] = quant(a, sa);
-            vq[d] = quant(b, sb);
-        }
+        for (int d = 0; d < hd; d++) fill_next(x, &a[d], &b[d]);
+        hachi_quant_rows_i8_ref(a, 1, hd, (int8_t *)kv->k + slot * kv->row_bytes + (size_t)g * hd,
+                                kv->ks + slot * kv->n_scales + g);
+        hachi_quant_rows_i8_ref(b, 1, hd, (int8_t *)kv->v + slot * kv->row_bytes + (size_t)g * hd,
+                                kv->vs + slot * kv->n_scales + g);
     }
 }
 
@@ -379,20 +341,52 @@ void hachi_kv_scores(const hachi_kv *kv, const hachi_kernels *kern, const hachi_
     }
 }
 
-void hachi_kv_values(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,
-                     const float *p, int G, float *out, bool hot) {
+/* int8 values: the tile's runs in pieces of at most HACHI_VQ_KEYS keys, each its weights'
+ * maximum, its runs' integer sums, then into out */
+static void values_i8(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int n_runs, int g, int hd,
+                      const float *p, int G, float *out, bool hot, int32_t *acc) {
+    typedef struct { const int8_t *v; const float *vs, *p; int n; } part;
     const int64_t stride = kv->dim;
-    if (kv->type == HACHI_KV_F32) {
-        for (int j = 0; j < r->n; j++) {
-            const float *v = (const float *)r->v + j * stride + (int64_t)g * hd;
-            for (int h = 0; h < G; h++)
-                for (int i = 0; i < hd; i++) out[(int64_t)h * hd + i] += p[(size_t)j * G + h] * v[i];
+    void (*values)(int64_t, int, const int8_t *, int64_t, const float *, int64_t, const float *, int, const float *,
+                   int32_t *, bool) = hot && kern->attn_values_i8_hot ? kern->attn_values_i8_hot : kern->attn_values_i8;
+    part pt[HACHI_VQ_KEYS];
+    for (int i = 0, off = 0; i < n_runs;) {
+        int np = 0;
+        for (int keys = 0; i < n_runs && keys < HACHI_VQ_KEYS;) {
+            const int take = HACHI_MIN(r[i].n - off, HACHI_VQ_KEYS - keys);
+            if (take > 0)
+                pt[np++] = (part){(const int8_t *)r[i].v + off * stride + (int64_t)g * hd,
+                                  r[i].vs + (size_t)off * kv->n_scales + g, p, take};
+            p += (size_t)take * G;
+            keys += take;
+            off += take;
+            if (off >= r[i].n) { i++; off = 0; }
         }
-    } else if (kv->type == HACHI_KV_INT8) {
-        (hot && kern->attn_values_i8_hot ? kern->attn_values_i8_hot : kern->attn_values_i8)(
-            hd, r->n, (const int8_t *)r->v + (int64_t)g * hd, stride, r->vs + g, kv->n_scales, p, G, out);
-    } else {
-        (hot && kern->attn_values_f16_hot ? kern->attn_values_f16_hot : kern->attn_values_f16)(
-            hd, r->n, (const uint16_t *)r->v + (int64_t)g * hd, stride, p, G, out);
+        float m[64] = {0}, rq[64], u[64];
+        for (int k = 0; k < np; k++) kern->attn_vmax_i8(pt[k].n, pt[k].vs, kv->n_scales, pt[k].p, G, m);
+        for (int h = 0; h < G; h++) {
+            rq[h] = m[h] > 0.0f ? 32767.0f / m[h] : 0.0f;
+            u[h] = m[h] / 32767.0f;
+        }
+        for (int k = 0; k < np; k++) values(hd, pt[k].n, pt[k].v, stride, pt[k].vs, kv->n_scales, pt[k].p, G, rq, acc, k == 0);
+        if (np) kern->attn_flush_i8(hd, G, acc, u, out);
+    }
+}
+
+void hachi_kv_values(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int n_runs, int g, int hd,
+                     const float *p, int G, float *out, bool hot, int32_t *acc) {
+    const int64_t stride = kv->dim;
+    if (kv->type == HACHI_KV_INT8) { values_i8(kv, kern, r, n_runs, g, hd, p, G, out, hot, acc); return; }
+    for (int i = 0; i < n_runs; p += (size_t)r[i].n * G, i++) {
+        if (kv->type == HACHI_KV_F32) {
+            for (int j = 0; j < r[i].n; j++) {
+                const float *v = (const float *)r[i].v + j * stride + (int64_t)g * hd;
+                for (int h = 0; h < G; h++)
+                    for (int d = 0; d < hd; d++) out[(int64_t)h * hd + d] += p[(size_t)j * G + h] * v[d];
+            }
+        } else {
+            (hot && kern->attn_values_f16_hot ? kern->attn_values_f16_hot : kern->attn_values_f16)(
+                hd, r[i].n, (const uint16_t *)r[i].v + (int64_t)g * hd, stride, p, G, out);
+        }
     }
 }

@@ -129,18 +129,23 @@ typedef struct hachi_kv_query {
     hachi_query_i8 i8;
 } hachi_kv_query;
 size_t hachi_kv_query_floats(int G, int hd);
-hachi_kv_query hachi_kv_query_prepare(const hachi_kv *kv, const float *q, int G, int hd, float *buf);
+hachi_kv_query hachi_kv_query_prepare(const hachi_kv *kv, const hachi_kernels *kern, const float *q, int G, int hd,
+                                      float *buf);
 
-/* Scores and value sums over one run of rows for G query heads of KV head g (head dim hd):
- * s[j*G + h] = dot(q_h, key j); out[h*hd + d] += sum_j p[j*G + h] * value j [d] (int8: the
- * kernel table's attn_scores_i8 over the quantized queries / attn_values_i8, with the rows'
- * scales). hot: the value rows were just read by another token of the forward (in cache): the
- * kernel table's attn_values_f16_hot / attn_values_i8_hot where it has one, the same sums bit
- * for bit. */
+/* Scores over one run of rows for G query heads of KV head g (head dim hd): s[j*G + h] =
+ * dot(q_h, key j) (int8: the kernel table's attn_scores_i8 over the quantized queries, with the
+ * rows' scales). */
 void hachi_kv_scores(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,
                      const hachi_kv_query *q, int G, float *s);
-void hachi_kv_values(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,
-                     const float *p, int G, float *out, bool hot);
+/* Value sums of a tile of keys given as n_runs runs, their weights p one run after another
+ * ([keys][G]): out[h*hd + d] += sum_j p[j*G + h] * value j [d]. f16/f32: key after key; int8:
+ * the kernel table's integer sums over the whole tile (kernels.h: attn_vmax_i8, attn_values_i8,
+ * attn_flush_i8), a tile of more than HACHI_VQ_KEYS keys in pieces of that many, so how a tile
+ * is cut into runs changes nothing; acc: int32 scratch [G][hd] (int8 caches). hot: the value
+ * rows were just read by another token of the forward (in cache): the table's
+ * attn_values_f16_hot / attn_values_i8_hot where it has one, the same sums bit for bit. G <= 64. */
+void hachi_kv_values(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int n_runs, int g, int hd,
+                     const float *p, int G, float *out, bool hot, int32_t *acc);
 /* Page scores of KV head g over pages [p0, p1): out[p - p0] = qpos . kmax_p + qneg . kmin_p.
  * With qpos_d = sum_h max(q_hd, 0) and qneg_d = sum_h min(q_hd, 0) over the G query heads this
  * is sum_h sum_d max(q_hd kmax_d, q_hd kmin_d), the upper bound of the heads' q.k on the page

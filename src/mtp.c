@@ -31,6 +31,7 @@ struct hachi_mtp {
     float *x, *xn, *proj;           /* [n_embd] residual, normed input of a block, a block's output */
     float *q, *attn;                /* [n_head * hd_max] */
     float *qk;                      /* a KV head's queries as its cache's scores take them (kv.h) */
+    int32_t *vsum;                  /* [G][hd_max] an int8 cache's value sums (kv.h) */
     float *gate, *up;               /* [ff_max] */
     float *scores;                  /* [n_ctx][G] attention scores of one KV head's G query heads */
     float *logits;                  /* [n_vocab] */
@@ -137,6 +138,7 @@ hachi_status hachi_mtp_create(const hachi_model *a, hachi_session *s, hachi_mtp 
                               !(d->kept_logits = hachi_malloc(n_kept * sizeof(float)))))
         goto nomem;
     if (!(d->mm_scratch = hachi_aligned_alloc(HACHI_MAX(scr, 64)))) goto nomem;
+    if (!(d->vsum = hachi_aligned_alloc((size_t)G * hd_max * sizeof(int32_t)))) goto nomem;
     *out = d;
     return HACHI_OK;
 nomem:
@@ -146,7 +148,7 @@ nomem:
 
 void hachi_mtp_free(hachi_mtp *d) {
     if (!d) return;
-    void *bufs[] = {d->inv_freq[0], d->inv_freq[1], d->cs, d->in, d->h, d->x, d->xn, d->proj, d->q, d->attn, d->qk,
+    void *bufs[] = {d->inv_freq[0], d->inv_freq[1], d->cs, d->in, d->h, d->x, d->xn, d->proj, d->q, d->attn, d->qk, d->vsum,
                     d->gate, d->up, d->scores, d->logits, d->cscore, d->top, d->kept, d->kept_logits,
                     d->mm_scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) hachi_free(bufs[i]);
@@ -201,18 +203,16 @@ static void attend(hachi_mtp *d, const hachi_kv *kv, int hd, int lo) {
     memset(d->attn, 0, (size_t)a->n_head * hd * sizeof(float));
     if (nk <= 0) return;
     for (int g = 0; g < Hkv; g++) {
-        const hachi_kv_query kq = hachi_kv_query_prepare(kv, d->q + (size_t)g * G * hd, G, hd, d->qk);
+        const hachi_kv_query kq = hachi_kv_query_prepare(kv, kern, d->q + (size_t)g * G * hd, G, hd, d->qk);
         float *o = d->attn + (size_t)g * G * hd;
-        for (int pass = 0; pass < 2; pass++) {   /* 0: scores, then the softmax; 1: values */
-            if (pass) kern->attn_softmax(d->scores, nk, G, a->attn_scale, mx, sum);
-            for (int j = lo; j < P;) {
-                hachi_kv_run run = hachi_kv_segment(kv, j, P, P);
-                float *sj = d->scores + (size_t)(j - lo) * G;
-                if (pass) hachi_kv_values(kv, kern, &run, g, hd, sj, G, o, false);
-                else hachi_kv_scores(kv, kern, &run, g, hd, &kq, G, sj);
-                j += run.n;
-            }
+        hachi_kv_run runs[4];   /* a ring cache's keys wrap at most once */
+        int nr = 0;
+        for (int j = lo; j < P && nr < 4; j += runs[nr++].n) {
+            runs[nr] = hachi_kv_segment(kv, j, P, P);
+            hachi_kv_scores(kv, kern, &runs[nr], g, hd, &kq, G, d->scores + (size_t)(j - lo) * G);
         }
+        kern->attn_softmax(d->scores, nk, G, a->attn_scale, mx, sum);
+        hachi_kv_values(kv, kern, runs, nr, g, hd, d->scores, G, o, false, d->vsum);
         for (int h = 0; h < G; h++)
             for (int i = 0; i < hd; i++) o[(size_t)h * hd + i] /= sum[h];
     }

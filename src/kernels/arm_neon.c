@@ -973,44 +973,29 @@ static void attn_scores_i8_sdot(int64_t hd, int nk, const int8_t *k, int64_t ks,
     }
 }
 
+/* kernels.h's int8 values: per head the run's 15-bit weights, then 16 dims at a time the exact
+ * sums by widening multiply-adds (vmlal) */
 static void attn_values_i8(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
-                           const float *p, int G, float *out) {
-    for (int j = 0; j < nk; j++) {
-        const int8_t *vr = v + (size_t)j * vs;
-        const float scale = sc[(size_t)j * ss], *pj = p + (size_t)j * G;
-        int h = 0;
-        for (; h + 4 <= G; h += 4) {
-            const float w0 = pj[h] * scale, w1 = pj[h + 1] * scale, w2 = pj[h + 2] * scale, w3 = pj[h + 3] * scale;
-            float *y0 = out + (size_t)h * hd, *y1 = y0 + hd, *y2 = y1 + hd, *y3 = y2 + hd;
-            int64_t d = 0;
-            for (; d + 8 <= hd; d += 8) {
-                float32x4_t x, y;
-                load_i8(vr + d, &x, &y);
-                vst1q_f32(y0 + d, vfmaq_n_f32(vld1q_f32(y0 + d), x, w0));
-                vst1q_f32(y0 + d + 4, vfmaq_n_f32(vld1q_f32(y0 + d + 4), y, w0));
-                vst1q_f32(y1 + d, vfmaq_n_f32(vld1q_f32(y1 + d), x, w1));
-                vst1q_f32(y1 + d + 4, vfmaq_n_f32(vld1q_f32(y1 + d + 4), y, w1));
-                vst1q_f32(y2 + d, vfmaq_n_f32(vld1q_f32(y2 + d), x, w2));
-                vst1q_f32(y2 + d + 4, vfmaq_n_f32(vld1q_f32(y2 + d + 4), y, w2));
-                vst1q_f32(y3 + d, vfmaq_n_f32(vld1q_f32(y3 + d), x, w3));
-                vst1q_f32(y3 + d + 4, vfmaq_n_f32(vld1q_f32(y3 + d + 4), y, w3));
+                           const float *p, int G, const float *r, int32_t *acc, bool first) {
+    if (hd % 16) { hachi_attn_values_i8_ref(hd, nk, v, vs, sc, ss, p, G, r, acc, first); return; }
+    int16_t wq[HACHI_VQ_KEYS];
+    for (int h = 0; h < G; h++) {
+        for (int j = 0; j < nk; j++) wq[j] = (int16_t)vcvtns_s32_f32(p[(size_t)j * G + h] * sc[(size_t)j * ss] * r[h]);
+        int32_t *a = acc + (size_t)h * hd;
+        for (int64_t d = 0; d < hd; d += 16) {
+            int32x4_t c0 = vdupq_n_s32(0), c1 = c0, c2 = c0, c3 = c0;
+            if (!first) {
+                c0 = vld1q_s32(a + d); c1 = vld1q_s32(a + d + 4); c2 = vld1q_s32(a + d + 8); c3 = vld1q_s32(a + d + 12);
             }
-            for (; d < hd; d++) {
-                const float x = (float)vr[d];
-                y0[d] += w0 * x; y1[d] += w1 * x; y2[d] += w2 * x; y3[d] += w3 * x;
+            for (int j = 0; j < nk; j++) {
+                const int8x16_t x = vld1q_s8(v + (size_t)j * vs + d);
+                const int16x8_t x0 = vmovl_s8(vget_low_s8(x)), x1 = vmovl_high_s8(x);
+                c0 = vmlal_n_s16(c0, vget_low_s16(x0), wq[j]);
+                c1 = vmlal_high_n_s16(c1, x0, wq[j]);
+                c2 = vmlal_n_s16(c2, vget_low_s16(x1), wq[j]);
+                c3 = vmlal_high_n_s16(c3, x1, wq[j]);
             }
-        }
-        for (; h < G; h++) {
-            const float w = pj[h] * scale;
-            float *yh = out + (size_t)h * hd;
-            int64_t d = 0;
-            for (; d + 8 <= hd; d += 8) {
-                float32x4_t x, y;
-                load_i8(vr + d, &x, &y);
-                vst1q_f32(yh + d, vfmaq_n_f32(vld1q_f32(yh + d), x, w));
-                vst1q_f32(yh + d + 4, vfmaq_n_f32(vld1q_f32(yh + d + 4), y, w));
-            }
-            for (; d < hd; d++) yh[d] += w * (float)vr[d];
+            vst1q_s32(a + d, c0); vst1q_s32(a + d + 4, c1); vst1q_s32(a + d + 8, c2); vst1q_s32(a + d + 12, c3);
         }
     }
 }

@@ -98,17 +98,33 @@ typedef struct hachi_kernels {
     /* int8 KV rows: key j is ks[j*ks_stride] * (its hd int8 values at k + j*k_stride), value j
      * likewise. Scores take the queries quantized as the keys are (hachi_query_i8):
      * s[j*G + h] = (float)dot(q_h, k_j) * qs[h] * ks_j, the dot an exact integer sum and the two
-     * products in that order, so every table gives ref's bits. Values: the weights stay f32, the
-     * int8 values are converted exactly. */
+     * products in that order, so every table gives ref's bits. Values take the weights to 15 bits
+     * (below), so they too are integer sums and every table gives ref's bits. */
     void (*attn_scores_i8)(int64_t hd, int nk, const int8_t *k, int64_t k_stride, const float *ks, int64_t ks_stride,
                            const hachi_query_i8 *q, int G, float *s);
-    /* out[h*hd + d] += sum_j w_jh * v_j[d], w_jh = p[j*G + h] * vs[j*vs_stride] (a float product),
-     * for h < G, d < hd */
+    /* Values of int8 rows, per tile of at most HACHI_VQ_KEYS keys given as one or more runs, in
+     * integers: with w_jh = p[j*G + h] * vs[j*vs_stride] (a float product) and m_h the largest w_jh
+     * of the tile, each weight goes to 15 bits, wq_jh = rint(w_jh * r[h]) (0..32767, ties to
+     * even; r[h] = 32767 / m_h, 0 when m_h is 0), the sums S_hd = sum_j wq_jh v_j[d] are exact
+     * (int32: 128 * 32767 * 128 < 2^31), and the tile ends in out[h*hd + d] = fmaf((float)S_hd,
+     * u[h], out[h*hd + d]), u[h] = m_h / 32767. A weight is off by at most m_h / 65534 (the
+     * values' own rounding is 1/254 of a row's largest); pairs of 16-bit products (vpdpwssd)
+     * run at twice the f32 FMA rate; how a tile is cut into runs (a decode step's against a
+     * verify forward's) changes nothing.
+     * attn_vmax_i8: m[h] = max(m[h], w_jh over a run's nk keys), the caller starting m at 0;
+     * attn_values_i8: acc[h*hd + d] = (first ? 0 : acc[h*hd + d]) + a run's sums (nk <= HACHI_VQ_KEYS);
+     * attn_flush_i8: the tile's end as above. Every table gives ref's bits. */
+    void (*attn_vmax_i8)(int nk, const float *vs, int64_t vs_stride, const float *p, int G, float *m);
     void (*attn_values_i8)(int64_t hd, int nk, const int8_t *v, int64_t v_stride, const float *vs, int64_t vs_stride,
-                           const float *p, int G, float *out);
+                           const float *p, int G, const float *r, int32_t *acc, bool first);
     /* attn_values_i8 for rows in cache, as attn_values_f16_hot is for fp16 ones. NULL: attn_values_i8 */
     void (*attn_values_i8_hot)(int64_t hd, int nk, const int8_t *v, int64_t v_stride, const float *vs,
-                               int64_t vs_stride, const float *p, int G, float *out);
+                               int64_t vs_stride, const float *p, int G, const float *r, int32_t *acc, bool first);
+    void (*attn_flush_i8)(int64_t hd, int G, const int32_t *acc, const float *u, float *out);
+    /* int8 rows (the int8 KV cache's rule, its queries' too): for r < rows, the n floats at
+     * x + r*n to scale[r] = max|x| / 127 and q = round(x / scale), halves away from zero, clamped
+     * to +-127 (NaN to -127; all 0 when the scale is not > 0), the same bits in every table */
+    void (*quant_rows_i8)(const float *x, int rows, int64_t n, int8_t *q, float *scale);
     /* x[j*G + h] *= scale, then mx[h] = max_j x[j*G + h], x[j*G + h] = exp(x[j*G + h] - mx[h]),
      * sum[h] = sum_j x[j*G + h], for j < n (n >= 1), h < G */
     void (*attn_softmax)(float *x, int n, int G, float scale, float *mx, float *sum);
@@ -143,10 +159,17 @@ const hachi_kernels *hachi_kernels_neon_sdot(void);
 
 /* Kernels the ISA files share. ref.c's scalar softmax (also the AVX2 one's fallback);
  * x86_avx2_attn.c's register-blocked attention tiles, used by the AVX2 and AVX-512 tables:
- * the fp16 shapes they do not take go to the table's own per-row kernel given as rows (the
- * int8 ones to that file's own per-key loops; AVX-512 has its own for 8 heads and hands it the
- * other shapes). */
+ * the fp16 shapes they do not take go to the table's own per-row kernel given as rows (int8
+ * scores to that file's own per-key loops, int8 values to ref's; AVX-512 has its own for 8
+ * heads and hands it the other shapes). */
 void hachi_attn_softmax_ref(float *x, int n, int G, float scale, float *mx, float *sum);
+/* ref's quant_rows_i8 and int8 values (the other tables' fallbacks for shapes they do not take) */
+#define HACHI_VQ_KEYS 128
+void hachi_quant_rows_i8_ref(const float *x, int rows, int64_t n, int8_t *q, float *scale);
+void hachi_attn_vmax_i8_ref(int nk, const float *vs, int64_t ss, const float *p, int G, float *m);
+void hachi_attn_values_i8_ref(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
+                              const float *p, int G, const float *r, int32_t *acc, bool first);
+void hachi_attn_flush_i8_ref(int64_t hd, int G, const int32_t *acc, const float *u, float *out);
 void hachi_attn_scores_f16_avx2(hachi_dot_f16_multi_fn rows, int64_t hd, int nk, const uint16_t *k, int64_t k_stride,
                                 const float *q, int G, float *s);
 void hachi_attn_values_f16_avx2(hachi_axpy_f16_multi_fn rows, int64_t hd, int nk, const uint16_t *v, int64_t v_stride,
@@ -157,13 +180,14 @@ void hachi_attn_softmax_avx2(float *x, int n, int G, float scale, float *mx, flo
 /* k/v rows at stride ks/vs, their per-row scales sc at stride ss */
 void hachi_attn_scores_i8_avx2(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss,
                                const hachi_query_i8 *q, int G, float *s);
+void hachi_attn_vmax_i8_avx2(int nk, const float *vs, int64_t ss, const float *p, int G, float *m);
 void hachi_attn_values_i8_avx2(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
-                               const float *p, int G, float *out);
+                               const float *p, int G, const float *r, int32_t *acc, bool first);
 void hachi_attn_values_i8_hot_avx2(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
-                                   const float *p, int G, float *out);
-/* w[j*G + h] = p[(j0+j)*G + h] * sc[(j0+j)*ss] for j < n: int8 values' weights with the rows'
- * scales folded in, one float product each (every int8 values kernel folds them so, and so its
- * streaming and hot forms agree bit for bit) */
-void hachi_attn_fold_weights(const float *p, const float *sc, int64_t ss, int j0, int n, int G, float *w);
+                                   const float *p, int G, const float *r, int32_t *acc, bool first);
+void hachi_attn_flush_i8_avx2(int64_t hd, int G, const int32_t *acc, const float *u, float *out);
+/* the int8 values' 15-bit weights of a run's n keys (n <= HACHI_VQ_KEYS, G % 4 == 0, G <= 64) by
+ * pairs of keys, wp[i*G + h] = wq_2i | wq_2i+1 << 16 (an odd n's last pair 0 in its upper half) */
+void hachi_attn_quant_weights(const float *p, const float *sc, int64_t ss, int n, int G, const float *r, int32_t *wp);
 
 #endif

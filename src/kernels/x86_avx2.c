@@ -803,6 +803,37 @@ static void softcap(int64_t n, float *x, float cap) {
     }
 }
 
+/* kernels.h's quant_rows_i8, 8 floats a step (n % 8 == 0, else ref's): the same float
+ * operations as ref's (a true division, the clamps as max/min, truncation, the exact fraction
+ * compared with +-0.5) */
+static void quant_rows_i8(const float *x, int rows, int64_t n, int8_t *q, float *scale) {
+    if (n % 8) { hachi_quant_rows_i8_ref(x, rows, n, q, scale); return; }
+    const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f), half = _mm256_set1_ps(0.5f);
+    const __m256 mhalf = _mm256_set1_ps(-0.5f), abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * n;
+        int8_t *qr = q + (size_t)r * n;
+        __m256 m = _mm256_setzero_ps();
+        for (int64_t i = 0; i < n; i += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xr + i), abs));
+        float mv[8], mx = 0.0f;
+        _mm256_storeu_ps(mv, m);
+        for (int i = 0; i < 8; i++) mx = mv[i] > mx ? mv[i] : mx;
+        const float sc = mx / 127.0f;
+        scale[r] = sc;
+        if (!(sc > 0.0f)) { memset(qr, 0, (size_t)n); continue; }
+        const __m256 sv = _mm256_set1_ps(sc);
+        for (int64_t i = 0; i < n; i += 8) {
+            const __m256 y = _mm256_min_ps(_mm256_max_ps(_mm256_div_ps(_mm256_loadu_ps(xr + i), sv), lo), hi);
+            __m256i t = _mm256_cvttps_epi32(y);
+            const __m256 f = _mm256_sub_ps(y, _mm256_cvtepi32_ps(t));
+            t = _mm256_sub_epi32(t, _mm256_castps_si256(_mm256_cmp_ps(f, half, _CMP_GE_OQ)));
+            t = _mm256_add_epi32(t, _mm256_castps_si256(_mm256_cmp_ps(f, mhalf, _CMP_LE_OQ)));
+            const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+            _mm_storel_epi64((__m128i *)(qr + i), _mm_packs_epi16(w, w));
+        }
+    }
+}
+
 /* ---------------- the table ---------------- */
 
 static void set(hachi_kernels *t, uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
@@ -845,9 +876,12 @@ int hachi_kernels_fill_avx2(hachi_kernels *t) {
     t->attn_values_f16 = attn_values_f16;
     t->attn_values_f16_hot = attn_values_f16_hot;
     t->attn_scores_i8 = hachi_attn_scores_i8_avx2;   /* AVX-512 keeps these */
+    t->attn_vmax_i8 = hachi_attn_vmax_i8_avx2;
     t->attn_values_i8 = hachi_attn_values_i8_avx2;
+    t->attn_flush_i8 = hachi_attn_flush_i8_avx2;
     t->attn_values_i8_hot = hachi_attn_values_i8_hot_avx2;
     t->attn_softmax = hachi_attn_softmax_avx2;
+    t->quant_rows_i8 = quant_rows_i8;
     t->gelu_mul = gelu_mul;
     t->softcap = softcap;
     return 1;

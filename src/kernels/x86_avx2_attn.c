@@ -6,15 +6,16 @@
  * prefetched line by line. Values: keys in tiles of 8 (the V tile stays in L1,
  * the next one is prefetched a few lines at a time), 4 heads x 16 dims of output
  * in registers, each V element converted once per 4 heads.
- * The int8 tiles are the same with int8 rows (sign-extended and converted to f32,
- * exactly): scores over the quantized queries' whole numbers in f32 (exact sums,
- * kernels.h), then times the query head's scale and the key's; a value's scale is folded
- * into the tile's weights p * scale once per key and head; the other shapes go to
- * this file's per-key loops (8 dims at a time, a scalar tail). */
+ * The int8 scores are the same with int8 rows (sign-extended and converted to f32,
+ * exactly) over the quantized queries' whole numbers in f32 (exact sums, kernels.h),
+ * then times the query head's scale and the key's; the int8 values are kernels.h's
+ * integer sums of 15-bit weights, two keys' 16-bit values a vpmaddwd; the other shapes
+ * go to this file's per-key loops (scores) or ref's (values). */
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
+#include <math.h>
 #include "kernels/rows.h"
 #include "kernels/x86_avx2_exp.h"
 
@@ -291,81 +292,103 @@ void hachi_attn_scores_i8_avx2(int64_t hd, int nk, const int8_t *k, int64_t ks, 
     else scores_i8_any(hd, nk, k, ks, sc, ss, q->qf, q->qs, G, s);
 }
 
-/* values_4heads_dims with int8 rows and the weights w[j*G + h] (scales folded in) */
-static inline void values_i8_4heads_dims(int64_t hd, int64_t d, int n, const int8_t *v, int64_t vs, const float *w,
-                                         int G, int h0, float *out) {
-    __m256 a[4], b[4];
-    acc4_load(out + (size_t)h0 * hd + d, hd, a, b);
-    for (int j = 0; j < n; j++) {
-        const __m128i r = _mm_loadu_si128((const __m128i *)(v + (size_t)j * vs + d));
-        const __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(r));
-        const __m256 y = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(r, 8)));
-        acc4_fma(w + (size_t)j * G + h0, x, y, a, b);
-    }
-    acc4_store(out + (size_t)h0 * hd + d, hd, a, b);
-}
-
-/* values_4heads with int8 rows and the tile's weights w (scales folded in) */
-static void values_i8_4heads(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *w, int G, int h0,
-                             float *out, const int8_t *next, int nn) {
-    const int64_t row_lines = (hd + 63) / 64, lines = nn * row_lines, per_step = (lines + hd / 16 - 1) / (hd / 16);
-    int64_t line = 0;
-    for (int64_t d = 0; d < hd; d += 16) {
-        for (int64_t e = line + per_step; line < e && line < lines; line++)
-            _mm_prefetch((const char *)(next + (size_t)(line / row_lines) * vs + (line % row_lines) * 64), _MM_HINT_T0);
-        values_i8_4heads_dims(hd, d, nk, v, vs, w, G, h0, out);
+/* kernels.h's attn_vmax_i8, four heads a vector (G % 4 == 0, else ref's) */
+void hachi_attn_vmax_i8_avx2(int nk, const float *vs, int64_t ss, const float *p, int G, float *m) {
+    if (G % 4) { hachi_attn_vmax_i8_ref(nk, vs, ss, p, G, m); return; }
+    for (int h = 0; h < G; h += 4) {
+        __m128 x = _mm_loadu_ps(m + h);
+        for (int j = 0; j < nk; j++)
+            x = _mm_max_ps(x, _mm_mul_ps(_mm_loadu_ps(p + (size_t)j * G + h), _mm_set1_ps(vs[(size_t)j * ss])));
+        _mm_storeu_ps(m + h, x);
     }
 }
 
-/* any G and hd: per key and head, y += w * v 8 dims at a time, a scalar tail */
-static void values_i8_any(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
-                          const float *p, int G, float *out) {
-    for (int j = 0; j < nk; j++) {
-        const int8_t *vr = v + (size_t)j * vs;
-        for (int h = 0; h < G; h++) {
-            const float w = p[(size_t)j * G + h] * sc[(size_t)j * ss];
-            const __m256 wv = _mm256_set1_ps(w);
-            float *o = out + (size_t)h * hd;
-            int64_t d = 0;
-            for (; d + 8 <= hd; d += 8)
-                _mm256_storeu_ps(o + d, _mm256_fmadd_ps(wv, ld8_i8(vr + d), _mm256_loadu_ps(o + d)));
-            for (; d < hd; d++) o[d] += w * (float)vr[d];
+void hachi_attn_quant_weights(const float *p, const float *sc, int64_t ss, int n, int G, const float *r, int32_t *wp) {
+    for (int h = 0; h < G; h += 4) {
+        const __m128 rh = _mm_loadu_ps(r + h);
+        for (int j = 0; j < n; j += 2) {
+            const __m128i lo = _mm_cvtps_epi32(
+                _mm_mul_ps(_mm_mul_ps(_mm_loadu_ps(p + (size_t)j * G + h), _mm_set1_ps(sc[(size_t)j * ss])), rh));
+            __m128i hi = _mm_setzero_si128();
+            if (j + 1 < n)
+                hi = _mm_cvtps_epi32(_mm_mul_ps(
+                    _mm_mul_ps(_mm_loadu_ps(p + (size_t)(j + 1) * G + h), _mm_set1_ps(sc[(size_t)(j + 1) * ss])), rh));
+            _mm_storeu_si128((__m128i *)(wp + (size_t)j / 2 * G + h), _mm_or_si128(lo, _mm_slli_epi32(hi, 16)));
         }
     }
 }
 
-void hachi_attn_fold_weights(const float *p, const float *sc, int64_t ss, int j0, int n, int G, float *w) {
-    for (int j = 0; j < n; j++)
-        for (int h = 0; h < G; h++) w[j * G + h] = p[(size_t)(j0 + j) * G + h] * sc[(size_t)(j0 + j) * ss];
-}
-
-void hachi_attn_values_i8_avx2(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
-                               const float *p, int G, float *out) {
-    if (hd % 16 || (G != 4 && G != 8)) { values_i8_any(hd, nk, v, vs, sc, ss, p, G, out); return; }
-    float w[VTILE * 8];
-    for (int j0 = 0; j0 < nk; j0 += VTILE) {
-        const int n = nk - j0 < VTILE ? nk - j0 : VTILE, left = nk - j0 - n;
-        const int8_t *tile = v + (size_t)j0 * vs;
-        hachi_attn_fold_weights(p, sc, ss, j0, n, G, w);
-        for (int h0 = 0; h0 < G; h0 += 4)   /* the first pass prefetches the next tile */
-            values_i8_4heads(hd, n, tile, vs, w, G, h0, out, tile + (size_t)n * vs,
-                             h0 ? 0 : left < VTILE ? left : VTILE);
+/* 4 heads (h0..h0+3) x 16 dims of acc over a run's n keys, two keys a step: their rows' 16-bit
+ * values interleaved by pairs (per 128-bit lane dims 0-3 in lo, 4-7 in hi) against each head's
+ * pair of weights (vpmaddwd), the exact sums then put back in dim order. pf: prefetch each
+ * row's next line (the caller's first pass over a line). */
+static inline void values_i8q_4heads_dims(int64_t hd, int64_t d, int n, const int8_t *v, int64_t vs,
+                                          const int32_t *wp, int G, int h0, int32_t *acc, bool first, bool pf) {
+    __m256i a[4], b[4];
+    for (int k = 0; k < 4; k++) a[k] = b[k] = _mm256_setzero_si256();
+    for (int j = 0; j < n; j += 2) {
+        const int8_t *r0 = v + (size_t)j * vs + d, *r1 = r0 + vs;
+        if (pf) _mm_prefetch((const char *)(r0 + 64), _MM_HINT_T0);
+        const __m256i x = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)r0));
+        __m256i y = _mm256_setzero_si256();
+        if (j + 1 < n) {
+            if (pf) _mm_prefetch((const char *)(r1 + 64), _MM_HINT_T0);
+            y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)r1));
+        }
+        const __m256i lo = _mm256_unpacklo_epi16(x, y), hi = _mm256_unpackhi_epi16(x, y);
+        const int32_t *w = wp + (size_t)j / 2 * G + h0;
+        for (int k = 0; k < 4; k++) {
+            const __m256i wv = _mm256_set1_epi32(w[k]);
+            a[k] = _mm256_add_epi32(a[k], _mm256_madd_epi16(lo, wv));
+            b[k] = _mm256_add_epi32(b[k], _mm256_madd_epi16(hi, wv));
+        }
+    }
+    for (int k = 0; k < 4; k++) {
+        __m256i *o = (__m256i *)(acc + (size_t)(h0 + k) * hd + d);
+        __m256i s0 = _mm256_permute2x128_si256(a[k], b[k], 0x20), s1 = _mm256_permute2x128_si256(a[k], b[k], 0x31);
+        if (!first) {
+            s0 = _mm256_add_epi32(s0, _mm256_loadu_si256(o));
+            s1 = _mm256_add_epi32(s1, _mm256_loadu_si256(o + 1));
+        }
+        _mm256_storeu_si256(o, s0);
+        _mm256_storeu_si256(o + 1, s1);
     }
 }
 
-/* int8 rows in cache (attn_values_i8_hot): the weights folded for I8_HOT_KEYS keys at a time,
- * then out's accumulators held over those keys, 16 dims and 4 heads at a time (the weights are
- * the same float products and each sum grows key after key: attn_values_i8's bit for bit) */
-#define I8_HOT_KEYS 64
+/* kernels.h's attn_values_i8, G % 4 == 0 and hd % 16 == 0 (else ref's): the run's weights, then
+ * per 4 heads all dims 16 at a time over its keys; streaming (not hot): the first group's first
+ * pass over each 64-byte line of the rows prefetches the next line */
+static void values_i8q(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss, const float *p,
+                       int G, const float *r, int32_t *acc, bool first, bool hot) {
+    if (hd % 16 || G % 4 || G > 64) { hachi_attn_values_i8_ref(hd, nk, v, vs, sc, ss, p, G, r, acc, first); return; }
+    int32_t wp[HACHI_VQ_KEYS / 2 * 64];
+    hachi_attn_quant_weights(p, sc, ss, nk, G, r, wp);
+    for (int h0 = 0; h0 < G; h0 += 4)
+        for (int64_t d = 0; d < hd; d += 16)
+            values_i8q_4heads_dims(hd, d, nk, v, vs, wp, G, h0, acc, first, !hot && h0 == 0 && d % 64 == 0 && d + 64 < hd);
+}
+
+void hachi_attn_values_i8_avx2(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
+                               const float *p, int G, const float *r, int32_t *acc, bool first) {
+    values_i8q(hd, nk, v, vs, sc, ss, p, G, r, acc, first, false);
+}
+
 void hachi_attn_values_i8_hot_avx2(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
-                                   const float *p, int G, float *out) {
-    if (hd % 16 || (G != 4 && G != 8)) { values_i8_any(hd, nk, v, vs, sc, ss, p, G, out); return; }
-    float w[I8_HOT_KEYS * 8];
-    for (int j0 = 0; j0 < nk; j0 += I8_HOT_KEYS) {
-        const int n = nk - j0 < I8_HOT_KEYS ? nk - j0 : I8_HOT_KEYS;
-        hachi_attn_fold_weights(p, sc, ss, j0, n, G, w);
-        for (int h0 = 0; h0 < G; h0 += 4)
-            for (int64_t d = 0; d < hd; d += 16) values_i8_4heads_dims(hd, d, n, v + (size_t)j0 * vs, vs, w, G, h0, out);
+                                   const float *p, int G, const float *r, int32_t *acc, bool first) {
+    values_i8q(hd, nk, v, vs, sc, ss, p, G, r, acc, first, true);
+}
+
+/* kernels.h's attn_flush_i8, 8 dims a step (a scalar tail) */
+void hachi_attn_flush_i8_avx2(int64_t hd, int G, const int32_t *acc, const float *u, float *out) {
+    for (int h = 0; h < G; h++) {
+        const __m256 uh = _mm256_set1_ps(u[h]);
+        const int32_t *a = acc + (size_t)h * hd;
+        float *o = out + (size_t)h * hd;
+        int64_t d = 0;
+        for (; d + 8 <= hd; d += 8)
+            _mm256_storeu_ps(o + d, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(a + d))), uh,
+                                                    _mm256_loadu_ps(o + d)));
+        for (; d < hd; d++) o[d] = fmaf((float)a[d], u[h], o[d]);
     }
 }
 

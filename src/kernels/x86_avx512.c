@@ -232,12 +232,6 @@ static inline __m256 hsum8x16(const __m512 *a) {
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-/* 16 elements i.. of a K or V row as floats: fp16, or int8 (whose row scale is applied apart) */
-static ALWAYS_INLINE __m512 load16_row(const void *row, int64_t i, const bool i8) {
-    if (i8) return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)((const int8_t *)row + i))));
-    return load16_f16((const uint16_t *)row + i);
-}
-
 /* Scores of NK <= 3 fp16 keys against the 8 heads: 8 * NK accumulators, each query load used
  * NK times. Zen 4 issues about one 512-bit load a cycle beside its FMA: with one query load per
  * FMA the kernel was load-bound, with two keys (8 query and 2 key loads per 16 FMAs) still ~75%
@@ -285,13 +279,13 @@ static void attn_scores_f16(int64_t hd, int nk, const uint16_t *k, int64_t ks, c
  * back, each weight broadcast once into a register. With NZ = 3 a key costs 3 row loads and 8
  * broadcasts for 24 FMAs (2 and 8 for 16 with NZ = 2: Zen 4 issues about one 512-bit load a
  * cycle beside its FMA). */
-static ALWAYS_INLINE void values_g8_dims(int64_t hd, int64_t d, int n, const void *v, int64_t vs, const float *p,
-                                         float *out, const int NZ, const bool i8) {
+static ALWAYS_INLINE void values_g8_dims(int64_t hd, int64_t d, int n, const uint16_t *v, int64_t vs, const float *p,
+                                         float *out, const int NZ) {
     __m512 a[8][3];
     UNROLL for (int h = 0; h < 8; h++) UNROLL for (int z = 0; z < NZ; z++) a[h][z] = _mm512_loadu_ps(out + (size_t)h * hd + d + 16 * z);
     for (int j = 0; j < n; j++) {
         __m512 x[3];
-        UNROLL for (int z = 0; z < NZ; z++) x[z] = load16_row(v, (int64_t)j * vs + d + 16 * z, i8);
+        UNROLL for (int z = 0; z < NZ; z++) x[z] = load16_f16(v + (int64_t)j * vs + d + 16 * z);
         UNROLL for (int h = 0; h < 8; h++) {
             const __m512 w = _mm512_set1_ps(p[(size_t)j * 8 + h]);
             UNROLL for (int z = 0; z < NZ; z++) a[h][z] = _mm512_fmadd_ps(w, x[z], a[h][z]);
@@ -300,56 +294,41 @@ static ALWAYS_INLINE void values_g8_dims(int64_t hd, int64_t d, int n, const voi
     UNROLL for (int h = 0; h < 8; h++) UNROLL for (int z = 0; z < NZ; z++) _mm512_storeu_ps(out + (size_t)h * hd + d + 16 * z, a[h][z]);
 }
 
-/* All of a hot kernel's dims over its n keys: passes of 48 while they last (64 left go as two of
- * 32); hd % 32 == 0 */
-static ALWAYS_INLINE void values_g8_hot_passes(int64_t hd, int n, const void *v, int64_t vs, const float *p, float *out,
-                                               const bool i8) {
-    for (int64_t d = 0; d < hd;) {
-        const int64_t left = hd - d;
-        if (left >= 48 && left != 64) { values_g8_dims(hd, d, n, v, vs, p, out, 3, i8); d += 48; }
-        else { values_g8_dims(hd, d, n, v, vs, p, out, 2, i8); d += 32; }
-    }
-}
-
-/* V rows streamed from memory, fp16 or int8 (then the tile's weights folded with the rows'
- * scales sc): keys in tiles of 8, 32 dims at a time per tile (so the sums grow key after key in
- * out whatever the tiles), the next tile prefetched a few lines per 32 dims. (Passes of 48 dims,
- * as the hot kernel's, were 10% slower here at head dim 256 and no faster at 512:
- * bench/RESULTS.md.) */
-#define VTILE16 8
-static ALWAYS_INLINE void values_g8(int64_t hd, int nk, const void *v, int64_t vs, const float *sc, int64_t ss,
-                                    const float *p, float *out, const bool i8) {
-    const int64_t es = i8 ? 1 : 2, row_lines = (hd * es + 63) / 64;
-    float w[VTILE16 * 8];
-    for (int j0 = 0; j0 < nk; j0 += VTILE16) {
-        const int n = HACHI_MIN(VTILE16, nk - j0), nn = HACHI_MIN(VTILE16, nk - j0 - n);
-        const char *tile = (const char *)v + j0 * vs * es, *next = tile + n * vs * es;
-        const int64_t lines = nn * row_lines, per_step = (lines + hd / 32 - 1) / (hd / 32);
-        int64_t line = 0;
-        const float *wt = p + (size_t)j0 * 8;
-        if (i8) {
-            hachi_attn_fold_weights(p, sc, ss, j0, n, 8, w);
-            wt = w;
-        }
-        for (int64_t d = 0; d < hd; d += 32) {
-            for (int64_t e = line + per_step; line < e && line < lines; line++)
-                _mm_prefetch(next + line / row_lines * vs * es + line % row_lines * 64, _MM_HINT_T0);
-            values_g8_dims(hd, d, n, tile, vs, wt, out, 2, i8);
-        }
-    }
-}
-
-/* V rows in cache (attn_values_f16_hot): all nk keys per pass of dims, so out is loaded and
+/* fp16 V rows in cache (attn_values_f16_hot): all nk keys per pass of dims, so out is loaded and
  * stored once per call instead of once per tile of 8 keys; nothing to prefetch. Passes of 48
  * dims while they last (64 left go as two of 32). One Zen 4 core, 128 keys x 8 heads
  * (bench/bench_attn.c), in L2: 53-55 G FMA/s at head dim 512 and 51-53 at 256, against 47-50
  * and 48-50 with passes of 32, and 31-40 for values_g8. */
-static void values_g8_hot(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, float *out) {
-    values_g8_hot_passes(hd, nk, v, vs, p, out, false);
+static void values_g8_hot(int64_t hd, int n, const uint16_t *v, int64_t vs, const float *p, float *out) {
+    for (int64_t d = 0; d < hd;) {
+        const int64_t left = hd - d;
+        if (left >= 48 && left != 64) { values_g8_dims(hd, d, n, v, vs, p, out, 3); d += 48; }
+        else { values_g8_dims(hd, d, n, v, vs, p, out, 2); d += 32; }
+    }
+}
+
+/* fp16 V rows streamed from memory: keys in tiles of 8, 32 dims at a time per tile (so the sums
+ * grow key after key in out whatever the tiles), the next tile prefetched a few lines per 32
+ * dims. (Passes of 48 dims, as the hot kernel's, were 10% slower here at head dim 256 and no
+ * faster at 512: bench/RESULTS.md.) */
+#define VTILE16 8
+static void values_g8(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, float *out) {
+    const int64_t row_lines = (hd * 2 + 63) / 64;
+    for (int j0 = 0; j0 < nk; j0 += VTILE16) {
+        const int n = HACHI_MIN(VTILE16, nk - j0), nn = HACHI_MIN(VTILE16, nk - j0 - n);
+        const uint16_t *tile = v + j0 * vs, *next = tile + n * vs;
+        const int64_t lines = nn * row_lines, per_step = (lines + hd / 32 - 1) / (hd / 32);
+        int64_t line = 0;
+        for (int64_t d = 0; d < hd; d += 32) {
+            for (int64_t e = line + per_step; line < e && line < lines; line++)
+                _mm_prefetch((const char *)(next + line / row_lines * vs) + line % row_lines * 64, _MM_HINT_T0);
+            values_g8_dims(hd, d, n, tile, vs, p + (size_t)j0 * 8, out, 2);
+        }
+    }
 }
 
 static void attn_values_f16(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, float *out) {
-    if (G == 8 && hd % 32 == 0) values_g8(hd, nk, v, vs, NULL, 0, p, out, false);
+    if (G == 8 && hd % 32 == 0) values_g8(hd, nk, v, vs, p, out);
     else hachi_attn_values_f16_avx2(axpy_f16_multi, hd, nk, v, vs, p, G, out);
 }
 
@@ -358,7 +337,7 @@ static void attn_values_f16_hot(int64_t hd, int nk, const uint16_t *v, int64_t v
     else hachi_attn_values_f16_hot_avx2(axpy_f16_multi, hd, nk, v, vs, p, G, out);
 }
 
-/* ---- int8 K/V rows: scores by vpdpbusd, values as the fp16 ones with the rows' scales ---- */
+/* ---- int8 K/V rows: scores by vpdpbusd, values by vpdpwssd ---- */
 
 /* [sum(a0), .., sum(a7)] of 8 zmm of int32 */
 static inline __m256i hsum8x16_epi32(const __m512i *a) {
@@ -434,23 +413,69 @@ static void attn_scores_i8(int64_t hd, int nk, const int8_t *k, int64_t ks, cons
     else hachi_attn_scores_i8_avx2(hd, nk, k, ks, sc, ss, q, G, s);
 }
 
-static void attn_values_i8(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss, const float *p,
-                           int G, float *out) {
-    if (G == 8 && hd % 32 == 0) values_g8(hd, nk, v, vs, sc, ss, p, out, true);
-    else hachi_attn_values_i8_avx2(hd, nk, v, vs, sc, ss, p, G, out);
+/* acc += the 16-bit pairs of x times those of w, summed by lane: vpdpwssd in place (as DPBUSD) */
+#define DPWSSD(acc, x, w) __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w))
+
+/* kernels.h's int8 values, 8 heads x 32 dims of acc over a run's n keys, two keys a step: the
+ * two rows' values as 16-bit pairs (vpunpck*wd: per 128-bit lane dims 0-3 in lo, 4-7 in hi)
+ * against each head's pair of 15-bit weights, 16 vpdpwssd per step where f32 takes 32 FMAs; the
+ * exact sums then back in dim order into acc. pf: prefetch each row's next line (the first of
+ * a line's two passes, streaming). */
+static ALWAYS_INLINE void values_i8q_g8_dims(int64_t hd, int64_t d, int n, const int8_t *v, int64_t vs,
+                                             const int32_t *wp, int32_t *acc, const bool first, const bool pf) {
+    __m512i a[8][2];
+    UNROLL for (int h = 0; h < 8; h++) a[h][0] = a[h][1] = _mm512_setzero_si512();
+    for (int j = 0; j < n; j += 2) {
+        const int8_t *r0 = v + (size_t)j * vs + d, *r1 = r0 + vs;
+        if (pf) _mm_prefetch((const char *)(r0 + 64), _MM_HINT_T0);
+        const __m512i x = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)r0));
+        __m512i y = _mm512_setzero_si512();
+        if (j + 1 < n) {
+            if (pf) _mm_prefetch((const char *)(r1 + 64), _MM_HINT_T0);
+            y = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)r1));
+        }
+        const __m512i lo = _mm512_unpacklo_epi16(x, y), hi = _mm512_unpackhi_epi16(x, y);
+        UNROLL for (int h = 0; h < 8; h++) {
+            const __m512i w = _mm512_set1_epi32(wp[(size_t)j / 2 * 8 + h]);
+            DPWSSD(a[h][0], lo, w);
+            DPWSSD(a[h][1], hi, w);
+        }
+    }
+    const __m512i i0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+    const __m512i i1 = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+    UNROLL for (int h = 0; h < 8; h++) {
+        int32_t *o = acc + (size_t)h * hd + d;
+        __m512i s0 = _mm512_permutex2var_epi32(a[h][0], i0, a[h][1]), s1 = _mm512_permutex2var_epi32(a[h][0], i1, a[h][1]);
+        if (!first) {
+            s0 = _mm512_add_epi32(s0, _mm512_loadu_si512(o));
+            s1 = _mm512_add_epi32(s1, _mm512_loadu_si512(o + 16));
+        }
+        _mm512_storeu_si512(o, s0);
+        _mm512_storeu_si512(o + 16, s1);
+    }
 }
 
-/* int8 rows in cache: the weights folded for I8_HOT_KEYS8 keys at a time, then the hot passes */
-#define I8_HOT_KEYS8 64
+/* G = 8, hd % 32 == 0 (else AVX2's): the run's weights, then all dims 32 at a time */
+static ALWAYS_INLINE void values_i8q_g8(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
+                                        const float *p, const float *r, int32_t *acc, const bool first,
+                                        const bool hot) {
+    int32_t wp[HACHI_VQ_KEYS / 2 * 8];
+    hachi_attn_quant_weights(p, sc, ss, nk, 8, r, wp);
+    for (int64_t d = 0; d < hd; d += 32)
+        if (!hot && d % 64 == 0 && d + 64 < hd) values_i8q_g8_dims(hd, d, nk, v, vs, wp, acc, first, true);
+        else values_i8q_g8_dims(hd, d, nk, v, vs, wp, acc, first, false);
+}
+
+static void attn_values_i8(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss, const float *p,
+                           int G, const float *r, int32_t *acc, bool first) {
+    if (G == 8 && hd % 32 == 0) values_i8q_g8(hd, nk, v, vs, sc, ss, p, r, acc, first, false);
+    else hachi_attn_values_i8_avx2(hd, nk, v, vs, sc, ss, p, G, r, acc, first);
+}
+
 static void attn_values_i8_hot(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
-                               const float *p, int G, float *out) {
-    if (G != 8 || hd % 32) { hachi_attn_values_i8_hot_avx2(hd, nk, v, vs, sc, ss, p, G, out); return; }
-    float w[I8_HOT_KEYS8 * 8];
-    for (int j0 = 0; j0 < nk; j0 += I8_HOT_KEYS8) {
-        const int n = HACHI_MIN(I8_HOT_KEYS8, nk - j0);
-        hachi_attn_fold_weights(p, sc, ss, j0, n, 8, w);
-        values_g8_hot_passes(hd, n, v + (size_t)j0 * vs, vs, w, out, true);
-    }
+                               const float *p, int G, const float *r, int32_t *acc, bool first) {
+    if (G == 8 && hd % 32 == 0) values_i8q_g8(hd, nk, v, vs, sc, ss, p, r, acc, first, true);
+    else hachi_attn_values_i8_hot_avx2(hd, nk, v, vs, sc, ss, p, G, r, acc, first);
 }
 
 /* ---------------- interleaved int4 rows (VNNI) ---------------- */
@@ -814,6 +839,32 @@ void hachi_vec_dot_q6_K_q8_K_avx512(int64_t n, float *s, const void *w, const vo
  * 16 accumulators and the unpacked quarters fit the 32 registers) */
 ROWS_FROM_N(multi_q6_K, rows_q6_K, 1, Q6_ROWS)
 
+/* kernels.h's quant_rows_i8, 16 floats a step (n % 16 == 0, else ref's): as AVX2's */
+static void quant_rows_i8(const float *x, int rows, int64_t n, int8_t *q, float *scale) {
+    if (n % 16) { hachi_quant_rows_i8_ref(x, rows, n, q, scale); return; }
+    const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f), half = _mm512_set1_ps(0.5f);
+    const __m512 mhalf = _mm512_set1_ps(-0.5f);
+    const __m512i one = _mm512_set1_epi32(1);
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * n;
+        int8_t *qr = q + (size_t)r * n;
+        __m512 m = _mm512_setzero_ps();
+        for (int64_t i = 0; i < n; i += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xr + i)));
+        const float sc = _mm512_reduce_max_ps(m) / 127.0f;
+        scale[r] = sc;
+        if (!(sc > 0.0f)) { memset(qr, 0, (size_t)n); continue; }
+        const __m512 sv = _mm512_set1_ps(sc);
+        for (int64_t i = 0; i < n; i += 16) {
+            const __m512 y = _mm512_min_ps(_mm512_max_ps(_mm512_div_ps(_mm512_loadu_ps(xr + i), sv), lo), hi);
+            __m512i t = _mm512_cvttps_epi32(y);
+            const __m512 f = _mm512_sub_ps(y, _mm512_cvtepi32_ps(t));
+            t = _mm512_mask_add_epi32(t, _mm512_cmp_ps_mask(f, half, _CMP_GE_OQ), t, one);
+            t = _mm512_mask_sub_epi32(t, _mm512_cmp_ps_mask(f, mhalf, _CMP_LE_OQ), t, one);
+            _mm_storeu_si128((__m128i *)(qr + i), _mm512_cvtepi32_epi8(t));
+        }
+    }
+}
+
 /* ---------------- the table ---------------- */
 
 static void set(hachi_kernels *t, uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
@@ -844,6 +895,7 @@ int hachi_kernels_fill_avx512(hachi_kernels *t) {
     t->attn_scores_i8 = attn_scores_i8;
     t->attn_values_i8 = attn_values_i8;
     t->attn_values_i8_hot = attn_values_i8_hot;
+    t->quant_rows_i8 = quant_rows_i8;
     set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx512, multi_q6_K);
     t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;   /* with AVX2's activation extras */
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;
