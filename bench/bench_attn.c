@@ -8,8 +8,9 @@
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc -pthread bench/bench_attn.c \
  *       build/libhachi.a -o /tmp/bench_attn -lm
  * Run: /tmp/bench_attn [rounds=5] [head_dim=512] [f16|int8]   ($HACHI_ISA picks a table)
- * int8: the int8 K/V entries (attn_scores_i8, attn_values_i8, attn_values_i8_hot) over the same
- * bytes read as int8 rows of twice the length' worth, with a scale per row. */
+ * int8: the int8 K/V entries (attn_scores_i8; a tile's values as kv.c runs them: attn_vmax_i8,
+ * attn_values_i8 or attn_values_i8_hot, attn_flush_i8) over the same bytes read as int8 rows of
+ * twice the length' worth, with a scale per row. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,8 @@
 #define DRAM_BYTES ((size_t)256 << 20)
 
 typedef void (*values_fn)(int64_t, int, const uint16_t *, int64_t, const float *, int, float *);
-typedef void (*values_i8_fn)(int64_t, int, const int8_t *, int64_t, const float *, int64_t, const float *, int, float *);
+typedef void (*values_i8_fn)(int64_t, int, const int8_t *, int64_t, const float *, int64_t, const float *, int,
+                             const float *, int32_t *, bool);
 
 static const float *scales;   /* int8: one scale per row */
 static hachi_query_i8 qi;     /* int8: the queries quantized */
@@ -34,8 +36,16 @@ static void scores(const hachi_kernels *k, bool i8, int hd, const uint16_t *rows
 
 static void values(const hachi_kernels *k, bool i8, bool hot, int hd, const uint16_t *rows, const float *p, float *o) {
     if (i8) {
+        static int32_t acc[G * 1024];
+        float m[G] = {0}, r[G], u[G];
         const values_i8_fn f = hot && k->attn_values_i8_hot ? k->attn_values_i8_hot : k->attn_values_i8;
-        f(hd, NK, (const int8_t *)rows, hd, scales, 1, p, G, o);
+        k->attn_vmax_i8(NK, scales, 1, p, G, m);
+        for (int h = 0; h < G; h++) {
+            r[h] = m[h] > 0 ? 32767.0f / m[h] : 0.0f;
+            u[h] = m[h] / 32767.0f;
+        }
+        f(hd, NK, (const int8_t *)rows, hd, scales, 1, p, G, r, acc, true);
+        k->attn_flush_i8(hd, G, acc, u, o);
     } else {
         const values_fn f = hot && k->attn_values_f16_hot ? k->attn_values_f16_hot : k->attn_values_f16;
         f(hd, NK, rows, hd, p, G, o);

@@ -337,20 +337,15 @@ static void attn_task(void *ctx, int ith, int nth) {
                 for (int k = 0, j = 0; k < nr; j += runs[k++].n)
                     hachi_kv_scores(A->kv, jb->kern, &runs[k], g, hd, &x->q, Gs, sc + (size_t)j * Gs);
                 float *mx = x->acc + (size_t)Gs * hd, *sum = mx + Gs, mt[64], lt[64];
-                jb->kern->attn_softmax(sc, m, Gs, A->scale, mt, lt);
-                for (int c = 0; c < Gs; c++) {   /* the new max M: the sums so far and the tile's weights to it */
-                    const float M = HACHI_MAX(mx[c], mt[c]);
-                    if (mx[c] < M) {
-                        const float f = expf(mx[c] - M);
+                memcpy(mt, mx, (size_t)Gs * sizeof(float));
+                jb->kern->attn_softmax(sc, m, Gs, A->scale, mt, lt);   /* the tile's weights against the new max */
+                for (int c = 0; c < Gs; c++) {   /* the sums so far to the new max */
+                    if (mx[c] < mt[c]) {
+                        const float f = expf(mx[c] - mt[c]);
                         for (int d = 0; d < hd; d++) x->acc[(size_t)c * hd + d] *= f;
                         sum[c] *= f;
                     }
-                    if (mt[c] < M) {
-                        const float f = expf(mt[c] - M);
-                        for (int j = 0; j < m; j++) sc[(size_t)j * Gs + c] *= f;
-                        lt[c] *= f;
-                    }
-                    mx[c] = M;
+                    mx[c] = mt[c];
                     sum[c] += lt[c];
                 }
                 /* hot: most of its rows already read */

@@ -211,6 +211,7 @@ static void attend(hachi_mtp *d, const hachi_kv *kv, int hd, int lo) {
             runs[nr] = hachi_kv_segment(kv, j, P, P);
             hachi_kv_scores(kv, kern, &runs[nr], g, hd, &kq, G, d->scores + (size_t)(j - lo) * G);
         }
+        for (int h = 0; h < G; h++) mx[h] = -INFINITY;
         kern->attn_softmax(d->scores, nk, G, a->attn_scale, mx, sum);
         hachi_kv_values(kv, kern, runs, nr, g, hd, d->scores, G, o, false, d->vsum);
         for (int h = 0; h < G; h++)

@@ -125,8 +125,10 @@ typedef struct hachi_kernels {
      * x + r*n to scale[r] = max|x| / 127 and q = round(x / scale), halves away from zero, clamped
      * to +-127 (NaN to -127; all 0 when the scale is not > 0), the same bits in every table */
     void (*quant_rows_i8)(const float *x, int rows, int64_t n, int8_t *q, float *scale);
-    /* x[j*G + h] *= scale, then mx[h] = max_j x[j*G + h], x[j*G + h] = exp(x[j*G + h] - mx[h]),
-     * sum[h] = sum_j x[j*G + h], for j < n (n >= 1), h < G */
+    /* x[j*G + h] *= scale, then mx[h] = max(mx[h], max_j x[j*G + h]) (mx comes in as a running
+     * maximum, -INFINITY for none), x[j*G + h] = exp(x[j*G + h] - mx[h]), sum[h] = sum_j
+     * x[j*G + h], for j < n (n >= 1), h < G: a tile's weights against the new running maximum,
+     * with no second pass to rescale them */
     void (*attn_softmax)(float *x, int n, int G, float scale, float *mx, float *sum);
     /* activations: x[i] = gelu_tanh(x[i]) * g[i]; x[i] = cap * tanh(x[i] / cap) */
     void (*gelu_mul)(int64_t n, float *x, const float *g);

@@ -407,7 +407,7 @@ void hachi_attn_flush_i8_ref(int64_t hd, int G, const int32_t *acc, const float 
 }
 
 void hachi_attn_softmax_ref(float *x, int n, int G, float scale, float *mx, float *sum) {
-    for (int h = 0; h < G; h++) { mx[h] = -FLT_MAX; sum[h] = 0.0f; }
+    for (int h = 0; h < G; h++) sum[h] = 0.0f;
     for (int j = 0; j < n; j++)
         for (int h = 0; h < G; h++) {
             float *v = &x[(size_t)j * G + h];

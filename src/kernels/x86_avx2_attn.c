@@ -397,7 +397,7 @@ void hachi_attn_softmax_avx2(float *x, int n, int G, float scale, float *mx, flo
     if ((G != 8 && G != 4) || (int64_t)n * G % 8) { hachi_attn_softmax_ref(x, n, G, scale, mx, sum); return; }
     const int nv = n * G / 8;
     const __m256 sc = _mm256_set1_ps(scale);
-    __m256 m = _mm256_set1_ps(-3.0e38f);
+    __m256 m = G == 8 ? _mm256_loadu_ps(mx) : _mm256_broadcast_ps((const __m128 *)mx);
     for (int i = 0; i < nv; i++) {
         __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), sc);
         _mm256_storeu_ps(x + 8 * i, v);

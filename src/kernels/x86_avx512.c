@@ -12,6 +12,7 @@
     defined(__AVX512DQ__) && defined(__AVX512VNNI__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #include "kernels/rows.h"
+#include "kernels/x86_avx2_exp.h"
 #include "kernels/x86_q4k_x8.h"
 #include <string.h>
 #include "util.h"
@@ -335,6 +336,60 @@ static void attn_values_f16(int64_t hd, int nk, const uint16_t *v, int64_t vs, c
 static void attn_values_f16_hot(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, float *out) {
     if (G == 8 && hd % 32 == 0) values_g8_hot(hd, nk, v, vs, p, out);
     else hachi_attn_values_f16_hot_avx2(axpy_f16_multi, hd, nk, v, vs, p, G, out);
+}
+
+/* e^x on 16 floats: hachi_exp256's operations, lane for lane its results */
+static inline __m512 exp512(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+    const __m512 fx = _mm512_roundscale_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
+                                           _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+    y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(fx), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
+}
+
+/* kernels.h's attn_softmax for G = 8 (else AVX2's): two keys a vector, an odd n's last key by
+ * the 256-bit exp (the same values) */
+static void attn_softmax(float *x, int n, int G, float scale, float *mx, float *sum) {
+    if (G != 8) { hachi_attn_softmax_avx2(x, n, G, scale, mx, sum); return; }
+    const int np = n / 2;
+    const __m512 sc = _mm512_set1_ps(scale);
+    __m512 m = _mm512_broadcast_f32x8(_mm256_loadu_ps(mx));
+    for (int i = 0; i < np; i++) {
+        const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + 16 * i), sc);
+        _mm512_storeu_ps(x + 16 * i, v);
+        m = _mm512_max_ps(m, v);
+    }
+    float *last = x + 16 * np;
+    if (n % 2) {
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(last), _mm256_set1_ps(scale));
+        _mm256_storeu_ps(last, v);
+        m = _mm512_max_ps(m, _mm512_broadcast_f32x8(v));
+    }
+    m = _mm512_max_ps(m, _mm512_shuffle_f32x4(m, m, 0x4E));   /* both halves: the max per head */
+    __m512 acc = _mm512_setzero_ps();
+    for (int i = 0; i < np; i++) {
+        const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + 16 * i), m));
+        _mm512_storeu_ps(x + 16 * i, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    const __m256 m8 = _mm512_castps512_ps256(m);
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+    if (n % 2) {
+        const __m256 e = hachi_exp256(_mm256_sub_ps(_mm256_loadu_ps(last), m8));
+        _mm256_storeu_ps(last, e);
+        s8 = _mm256_add_ps(s8, e);
+    }
+    _mm256_storeu_ps(mx, m8);
+    _mm256_storeu_ps(sum, s8);
 }
 
 /* ---- int8 K/V rows: scores by vpdpbusd, values by vpdpwssd ---- */
@@ -889,7 +944,8 @@ int hachi_kernels_fill_avx512(hachi_kernels *t) {
     t->f16_to_f32 = f16_to_f32;
     t->dot_f16_multi = dot_f16_multi;
     t->axpy_f16_multi = axpy_f16_multi;
-    t->attn_scores_f16 = attn_scores_f16;   /* the softmax stays AVX2's */
+    t->attn_scores_f16 = attn_scores_f16;
+    t->attn_softmax = attn_softmax;
     t->attn_values_f16 = attn_values_f16;
     t->attn_values_f16_hot = attn_values_f16_hot;
     t->attn_scores_i8 = attn_scores_i8;
