@@ -281,6 +281,7 @@ static void attn_task(void *ctx, int ith, int nth) {
     const hachi_attn_args *A = jb->a;
     const int hd = A->head_dim, Hkv = A->n_head_kv, G = A->n_head / Hkv, qd = A->n_head * hd, T = ATTN_TILE_KEYS;
     float *sc = A->scores + (size_t)ith * A->scores_stride, *row0 = sc + (size_t)G * T;
+    // cppcheck-suppress invalidPointerCast ; the thread's scratch ends in int32 value sums (scores_stride)
     int32_t *vsum = (int32_t *)(row0 + (size_t)HACHI_ATTN_GROUP * token_floats(G, hd));
     hachi_kv_run runs[ATTN_TILE_KEYS];
     int dense[HACHI_ATTN_GROUP][2], sr[HACHI_ATTN_GROUP][4];
