@@ -338,24 +338,6 @@ static void attn_values_f16_hot(int64_t hd, int nk, const uint16_t *v, int64_t v
     else hachi_attn_values_f16_hot_avx2(axpy_f16_multi, hd, nk, v, vs, p, G, out);
 }
 
-/* e^x on 16 floats: hachi_exp256's operations, lane for lane its results */
-static inline __m512 exp512(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
-    const __m512 fx = _mm512_roundscale_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
-                                           _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
-    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
-    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
-    y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(fx), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
-}
-
 /* kernels.h's attn_softmax for G = 8 (else AVX2's): two keys a vector, an odd n's last key by
  * the 256-bit exp (the same values) */
 static void attn_softmax(float *x, int n, int G, float scale, float *mx, float *sum) {
@@ -377,7 +359,7 @@ static void attn_softmax(float *x, int n, int G, float scale, float *mx, float *
     m = _mm512_max_ps(m, _mm512_shuffle_f32x4(m, m, 0x4E));   /* both halves: the max per head */
     __m512 acc = _mm512_setzero_ps();
     for (int i = 0; i < np; i++) {
-        const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + 16 * i), m));
+        const __m512 e = hachi_exp512(_mm512_sub_ps(_mm512_loadu_ps(x + 16 * i), m));
         _mm512_storeu_ps(x + 16 * i, e);
         acc = _mm512_add_ps(acc, e);
     }
@@ -894,32 +876,6 @@ void hachi_vec_dot_q6_K_q8_K_avx512(int64_t n, float *s, const void *w, const vo
  * 16 accumulators and the unpacked quarters fit the 32 registers) */
 ROWS_FROM_N(multi_q6_K, rows_q6_K, 1, Q6_ROWS)
 
-/* kernels.h's quant_rows_i8, 16 floats a step (n % 16 == 0, else ref's): as AVX2's */
-static void quant_rows_i8(const float *x, int rows, int64_t n, int8_t *q, float *scale) {
-    if (n % 16) { hachi_quant_rows_i8_ref(x, rows, n, q, scale); return; }
-    const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f), half = _mm512_set1_ps(0.5f);
-    const __m512 mhalf = _mm512_set1_ps(-0.5f);
-    const __m512i one = _mm512_set1_epi32(1);
-    for (int r = 0; r < rows; r++) {
-        const float *xr = x + (size_t)r * n;
-        int8_t *qr = q + (size_t)r * n;
-        __m512 m = _mm512_setzero_ps();
-        for (int64_t i = 0; i < n; i += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xr + i)));
-        const float sc = _mm512_reduce_max_ps(m) / 127.0f;
-        scale[r] = sc;
-        if (!(sc > 0.0f)) { memset(qr, 0, (size_t)n); continue; }
-        const __m512 sv = _mm512_set1_ps(sc);
-        for (int64_t i = 0; i < n; i += 16) {
-            const __m512 y = _mm512_min_ps(_mm512_max_ps(_mm512_div_ps(_mm512_loadu_ps(xr + i), sv), lo), hi);
-            __m512i t = _mm512_cvttps_epi32(y);
-            const __m512 f = _mm512_sub_ps(y, _mm512_cvtepi32_ps(t));
-            t = _mm512_mask_add_epi32(t, _mm512_cmp_ps_mask(f, half, _CMP_GE_OQ), t, one);
-            t = _mm512_mask_sub_epi32(t, _mm512_cmp_ps_mask(f, mhalf, _CMP_LE_OQ), t, one);
-            _mm_storeu_si128((__m128i *)(qr + i), _mm512_cvtepi32_epi8(t));
-        }
-    }
-}
-
 /* ---------------- the table ---------------- */
 
 static void set(hachi_kernels *t, uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
@@ -951,7 +907,6 @@ int hachi_kernels_fill_avx512(hachi_kernels *t) {
     t->attn_scores_i8 = attn_scores_i8;
     t->attn_values_i8 = attn_values_i8;
     t->attn_values_i8_hot = attn_values_i8_hot;
-    t->quant_rows_i8 = quant_rows_i8;
     set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx512, multi_q6_K);
     t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;   /* with AVX2's activation extras */
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;
