@@ -32,10 +32,18 @@ static void rope_head(float *x, const float *cs, int n_rot, int head_dim, bool n
     }
 }
 
-static void matmul(hachi_session *s, const hachi_mat *W, const float *x, int64_t ldx, int n, float *y, int64_t ldy) {
+/* out[i].y = out[i].W x for i < n_out; matrices that can share a run of the pool do (matmul.h) */
+static void matmul_n(hachi_session *s, const hachi_matmul_out *out, int n_out, const float *x, int64_t ldx, int n) {
     const double t0 = s->profiling && s->prof_chunk >= 0 ? hachi_time_ms() : 0;
-    hachi_matmul(s->pool, s->kern, W, x, ldx, n, y, ldy, s->mm_scratch);
+    for (int i = 0, j; i < n_out; i = j) {
+        for (j = i + 1; j < n_out && hachi_matmul_fusable(out[i].W, out[j].W); j++) {}
+        hachi_matmul_n(s->pool, s->kern, out + i, j - i, x, ldx, n, s->mm_scratch);
+    }
     if (t0 > 0) s->prof.matmul_ms[s->prof_chunk] += hachi_time_ms() - t0;
+}
+
+static void matmul(hachi_session *s, const hachi_mat *W, const float *x, int64_t ldx, int n, float *y, int64_t ldy) {
+    matmul_n(s, &(hachi_matmul_out){W, y, ldy}, 1, x, ldx, n);
 }
 
 /* ---- the row-wise work between the matmuls, rows split over the pool ---------------------
@@ -174,17 +182,16 @@ static void gemma4_layer(hachi_session *s, int l, int n, int p0) {
 
     /* h = rmsnorm(x) * attn_norm */
     norm_rows(s, s->xn, s->x, L->attn_norm, n, E, eps);
-    /* q = rope(rmsnorm_per_head(Wq h) * attn_q_norm) */
-    matmul(s, &L->wq, s->xn, E, n, s->q, qd);
+    /* q = Wq h; the owner of a cache also k = Wk h, v = Wv h (V = K without Wv): one pool run */
+    const hachi_matmul_out qkv[3] = {{&L->wq, s->q, qd}, {&L->wk, s->k, kd}, {&L->wv, s->v, kd}};
+    matmul_n(s, qkv, lp->owns_kv ? (L->wv.data ? 3 : 2) : 1, s->xn, E, n);
+    /* q = rope(rmsnorm_per_head(q) * attn_q_norm) */
     for_rows(s, (row_op){.fn = op_heads, .a = s->q, .w = L->q_norm, .cs = lp->rope_cs, .len = qd, .heads = H, .hd = hd,
                          .eps = eps}, n);
-    /* owner of a cache: k = rope(rmsnorm_per_head(Wk h) * attn_k_norm), v = rmsnorm_per_head(Wv h)
-     * (V = K before the norms without Wv), staged in the cache (in order: a page's key bounds);
-     * shared layers read the owner's */
+    /* owner of a cache: k = rope(rmsnorm_per_head(k) * attn_k_norm), v = rmsnorm_per_head(v),
+     * staged in the cache (in order: a page's key bounds); shared layers read the owner's */
     if (lp->owns_kv) {
-        matmul(s, &L->wk, s->xn, E, n, s->k, kd);
-        if (L->wv.data) matmul(s, &L->wv, s->xn, E, n, s->v, kd);
-        else memcpy(s->v, s->k, (size_t)n * kd * sizeof(float));
+        if (!L->wv.data) memcpy(s->v, s->k, (size_t)n * kd * sizeof(float));
         for_rows(s, (row_op){.fn = op_heads, .a = s->k, .b = s->v, .w = L->k_norm, .cs = lp->rope_cs, .len = kd,
                              .heads = Hkv, .hd = hd, .eps = eps}, n);
         for (int t = 0; t < n; t++) hachi_kv_stage(lp->kv, s->kern, p0, t, s->k + (size_t)t * kd, s->v + (size_t)t * kd);
@@ -197,8 +204,8 @@ static void gemma4_layer(hachi_session *s, int l, int n, int p0) {
 
     /* f = rmsnorm(x1) * ffn_norm; f = Wdown(gelu_tanh(Wgate f) * (Wup f)) */
     norm_rows(s, s->xn, s->x, L->ffn_norm, n, E, eps);
-    matmul(s, &L->w_gate, s->xn, E, n, s->ffn_gate, ff);
-    matmul(s, &L->w_up, s->xn, E, n, s->ffn_up, ff);
+    const hachi_matmul_out gate_up[2] = {{&L->w_gate, s->ffn_gate, ff}, {&L->w_up, s->ffn_up, ff}};
+    matmul_n(s, gate_up, 2, s->xn, E, n);
     for_rows(s, (row_op){.fn = op_gelu_mul, .kern = s->kern, .a = s->ffn_gate, .c = s->ffn_up, .len = ff, .stride = ff}, n);
     matmul(s, &L->w_down, s->ffn_gate, ff, n, s->proj, E);
     /* x2 = rmsnorm(f) * post_ffw_norm + x1 */

@@ -47,18 +47,20 @@
 typedef struct matmul_ctx {
     const hachi_type_kernels *kt;        /* W's kernels */
     const hachi_type_kernels *kv;        /* the activation type's kernels (from_float) */
-    const hachi_mat *W;
+    const hachi_mat *W;                  /* out[0]'s matrix: the type and cols all share */
     const float *x;                      /* [n_tok][ldx] */
     int64_t ldx;
     int n_tok;
-    float *y;                            /* [n_tok][ldy] */
-    int64_t ldy;
+    int n_out;
+    hachi_matmul_out out[HACHI_MATMUL_OUT_MAX];
+    int64_t out_chunk[HACHI_MATMUL_OUT_MAX];       /* rows per chunk of out[m]'s matrix */
+    int64_t out_first[HACHI_MATMUL_OUT_MAX + 1];   /* out[m]'s chunks are [out_first[m], out_first[m + 1]) */
     uint32_t vdt;                        /* vec_dot_type */
     void *scratch;                       /* [n_tok][act_stride] bytes, vdt != F32 */
     const char *act;                     /* activations in vdt: scratch or x */
     size_t act_stride;                   /* bytes between activation rows */
     int64_t conv_chunk_blocks, conv_chunks_per_row, conv_chunks;
-    int64_t row_chunk, row_chunks;
+    int64_t row_chunks;                  /* over all outputs */
     bool gemm;                           /* prefill through the ISA's GEMM (kt->gemm_x8, or kt->gemm for rows
                                           * in the file's layout) */
     _Alignas(64) atomic_int_fast64_t conv_next;          /* chunk counters, off the read-mostly line */
@@ -102,18 +104,18 @@ static void matmul_convert(matmul_ctx *c) {
 }
 
 
-/* Outputs of rows [r0, r1) for tokens [t0, t0 + nt). */
-static void matmul_rows(const matmul_ctx *c, int64_t r0, int64_t r1, int t0, int nt) {
-    const hachi_mat *W = c->W;
-    const int64_t cols = W->cols;
+/* Outputs of o's rows [r0, r1) for tokens [t0, t0 + nt). */
+static void matmul_rows(const matmul_ctx *c, const hachi_matmul_out *o, int64_t r0, int64_t r1, int t0, int nt) {
+    const hachi_mat *W = o->W;
+    const int64_t cols = W->cols, ldy = o->ldy;
     const char *w = (const char *)W->data + r0 * W->row_bytes;
     const char *a = c->act + (size_t)t0 * c->act_stride;
-    float *y = c->y + t0 * c->ldy;
+    float *y = o->y + t0 * ldy;
     if (W->x8) {   /* r0, r1: multiples of 8 */
         float s[8 * MATMUL_MULTI_MAX];
         for (int64_t r = r0; r < r1; r += 8, w += 8 * W->row_bytes) {
             c->kt->vec_dot_x8(cols, s, w, a, c->act_stride, nt);
-            for (int t = 0; t < nt; t++) memcpy(y + t * c->ldy + r, s + 8 * t, 8 * sizeof(float));
+            for (int t = 0; t < nt; t++) memcpy(y + t * ldy + r, s + 8 * t, 8 * sizeof(float));
         }
         return;
     }
@@ -125,7 +127,7 @@ static void matmul_rows(const matmul_ctx *c, int64_t r0, int64_t r1, int t0, int
     for (int64_t r = r0; r < r1; r++, w += W->row_bytes) {
         if (c->kt->vec_dot_multi) c->kt->vec_dot_multi(cols, s, w, a, c->act_stride, nt);
         else for (int t = 0; t < nt; t++) c->kt->vec_dot(cols, &s[t], w, a + (size_t)t * c->act_stride);
-        for (int t = 0; t < nt; t++) y[t * c->ldy + r] = s[t];
+        for (int t = 0; t < nt; t++) y[t * ldy + r] = s[t];
     }
 }
 
@@ -147,25 +149,29 @@ static void matmul_task(void *arg, int ith, int nth) {
     for (;;) {
         int64_t i = claim_row_chunk(c, ith);
         if (i >= c->row_chunks) break;
-        int64_t r0 = i * c->row_chunk, r1 = HACHI_MIN(r0 + c->row_chunk, c->W->rows);
+        int m = 0;
+        while (i >= c->out_first[m + 1]) m++;
+        const hachi_matmul_out *o = &c->out[m];
+        const hachi_mat *W = o->W;
+        int64_t r0 = (i - c->out_first[m]) * c->out_chunk[m], r1 = HACHI_MIN(r0 + c->out_chunk[m], W->rows);
         if (c->gemm) {   /* prefill GEMM: the chunk's rows (x8: groups) for each token tile */
-            const char *w = (const char *)c->W->data + r0 * c->W->row_bytes;
+            const char *w = (const char *)W->data + r0 * W->row_bytes;
             for (int t0 = 0; t0 < c->n_tok; t0 += MATMUL_MULTI_MAX) {
-                float *y = c->y + t0 * c->ldy + r0;
+                float *y = o->y + t0 * o->ldy + r0;
                 const char *a = c->act + (size_t)t0 * c->act_stride;
                 const int nt = HACHI_MIN(MATMUL_MULTI_MAX, c->n_tok - t0);
-                if (c->W->x8) c->kt->gemm_x8(c->W->cols, y, c->ldy, w, (int)((r1 - r0) / 8), a, c->act_stride, nt);
-                else c->kt->gemm(c->W->cols, y, c->ldy, w, c->W->row_bytes, (int)(r1 - r0), a, c->act_stride, nt);
+                if (W->x8) c->kt->gemm_x8(W->cols, y, o->ldy, w, (int)((r1 - r0) / 8), a, c->act_stride, nt);
+                else c->kt->gemm(W->cols, y, o->ldy, w, W->row_bytes, (int)(r1 - r0), a, c->act_stride, nt);
             }
             continue;
         }
         if (c->n_tok <= MATMUL_MULTI_MAX) {
-            matmul_rows(c, r0, r1, 0, c->n_tok);
+            matmul_rows(c, o, r0, r1, 0, c->n_tok);
             continue;
         }
         /* prefill: the chunk (about one L2 tile) is swept by token tiles of 16 */
         for (int t0 = 0; t0 < c->n_tok; t0 += MATMUL_MULTI_MAX)
-            matmul_rows(c, r0, r1, t0, HACHI_MIN(MATMUL_MULTI_MAX, c->n_tok - t0));
+            matmul_rows(c, o, r0, r1, t0, HACHI_MIN(MATMUL_MULTI_MAX, c->n_tok - t0));
     }
 }
 
@@ -183,11 +189,22 @@ static int64_t matmul_row_chunk(const hachi_mat *W, int n_tok, int nth, bool gem
 
 void hachi_matmul(hachi_pool *pool, const hachi_kernels *k, const hachi_mat *W,
                   const float *x, int64_t ldx, int n_tok, float *y, int64_t ldy, void *scratch) {
-    if (n_tok < 1 || W->rows < 1) return;
+    const hachi_matmul_out o = {W, y, ldy};
+    hachi_matmul_n(pool, k, &o, 1, x, ldx, n_tok, scratch);
+}
+
+bool hachi_matmul_fusable(const hachi_mat *a, const hachi_mat *b) {
+    return a->data && b->data && a->type == b->type && a->cols == b->cols && a->x8 == b->x8;
+}
+
+void hachi_matmul_n(hachi_pool *pool, const hachi_kernels *k, const hachi_matmul_out *out, int n_out,
+                    const float *x, int64_t ldx, int n_tok, void *scratch) {
+    if (n_tok < 1 || n_out < 1 || n_out > HACHI_MATMUL_OUT_MAX) return;
+    const hachi_mat *W = out[0].W;
     const hachi_type_kernels *kt = &k->t[W->type];
     matmul_ctx c = {
         .kt = kt, .kv = &k->t[kt->vec_dot_type], .W = W, .x = x, .ldx = ldx,
-        .n_tok = n_tok, .y = y, .ldy = ldy, .vdt = kt->vec_dot_type, .scratch = scratch,
+        .n_tok = n_tok, .n_out = n_out, .vdt = kt->vec_dot_type, .scratch = scratch,
     };
     if (c.vdt == HACHI_TYPE_F32) {
         c.act = (const char *)x;
@@ -202,8 +219,13 @@ void hachi_matmul(hachi_pool *pool, const hachi_kernels *k, const hachi_mat *W,
         c.conv_chunks = c.conv_chunks_per_row * n_tok;
     }
     c.gemm = (W->x8 ? kt->gemm_x8 != NULL : kt->gemm != NULL) && n_tok >= kt->gemm_min;
-    c.row_chunk = matmul_row_chunk(W, n_tok, hachi_pool_size(pool), c.gemm);
-    c.row_chunks = (W->rows + c.row_chunk - 1) / c.row_chunk;
+    for (int m = 0; m < n_out; m++) {   /* each matrix in its own chunks, one after the other */
+        c.out[m] = out[m];
+        c.out_chunk[m] = matmul_row_chunk(out[m].W, n_tok, hachi_pool_size(pool), c.gemm);
+        c.out_first[m + 1] = c.out_first[m] + (out[m].W->rows + c.out_chunk[m] - 1) / c.out_chunk[m];
+    }
+    c.row_chunks = c.out_first[n_out];
+    if (c.row_chunks == 0) return;
     atomic_init(&c.conv_next, 0);
     atomic_init(&c.conv_done, 0);
     c.n_ranges = HACHI_MIN(hachi_pool_size(pool), MATMUL_RANGES_MAX);

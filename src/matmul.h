@@ -24,6 +24,20 @@ size_t hachi_matmul_scratch_bytes(const hachi_kernels *k, uint32_t type, int64_t
 /* y[t*ldy + r] = sum_c W[r][c] * x[t*ldx + c], t < n_tok, r < rows. */
 void hachi_matmul(hachi_pool *pool, const hachi_kernels *k, const hachi_mat *W,
                   const float *x, int64_t ldx, int n_tok, float *y, int64_t ldy, void *scratch);
+/* One output of hachi_matmul_n: y[t*ldy + r] = W[r] . x[t] */
+typedef struct hachi_matmul_out {
+    const hachi_mat *W;
+    float *y;
+    int64_t ldy;
+} hachi_matmul_out;
+#define HACHI_MATMUL_OUT_MAX 3
+/* Whether a and b can share one hachi_matmul_n (the same type, cols and layout). */
+bool hachi_matmul_fusable(const hachi_mat *a, const hachi_mat *b);
+/* hachi_matmul for n_out (<= HACHI_MATMUL_OUT_MAX) matrices that share x (fusable with out[0]):
+ * x converted once and all their rows in one run of the pool (a decode step's q, k, v or gate,
+ * up: one start and one wait instead of several). Each output bit for bit hachi_matmul's. */
+void hachi_matmul_n(hachi_pool *pool, const hachi_kernels *k, const hachi_matmul_out *out, int n_out,
+                    const float *x, int64_t ldx, int n_tok, void *scratch);
 /* Bytes W's rows take interleaved by 8 for this ISA's kernels; 0 when W stays as it is
  * (no interleaved kernel for its type, or rows % 8 != 0). */
 uint64_t hachi_mat_x8_bytes(const hachi_kernels *k, const hachi_mat *W);

@@ -277,6 +277,87 @@ out:
     hachi_free(wf); hachi_free(x); hachi_free(y1); hachi_free(y); hachi_free(wq); hachi_free(w8); hachi_free(scratch);
 }
 
+/* hachi_matmul_n: three matrices sharing x (rows 72, 8, 40: several chunks, one chunk, a chunk
+ * shorter than the others) in one pool run give, output by output, hachi_matmul's bits, for
+ * decode, verify and prefill sizes, 1 and 2 threads, every table, flat and interleaved rows. */
+TEST(matmul_n_bitwise) {
+    enum { NM = 3, MAXT = 40 };
+    static const uint32_t types[] = {HACHI_TYPE_F16, HACHI_TYPE_Q8_0, HACHI_TYPE_Q4_0, HACHI_TYPE_Q4_K, HACHI_TYPE_Q6_K};
+    static const int64_t rows[NM] = {72, 8, 40};
+    static const int n_toks[] = {1, 3, 16, 17, 40};
+    const int64_t cols = 512, ldx = cols + 3;
+    const hachi_kernels *ref = hachi_kernels_ref();
+    hachi_pool *pools[2] = {NULL, NULL};
+    float *wf = hachi_malloc((size_t)(72 * cols) * sizeof(float));
+    float *x = hachi_malloc((size_t)(MAXT * ldx) * sizeof(float));
+    float *y1[NM], *y[NM];
+    void *wq[NM], *w8[NM];
+    bool ok = wf && x;
+    for (int m = 0; m < NM; m++) {
+        y1[m] = hachi_malloc((size_t)(MAXT * (rows[m] + m)) * sizeof(float));
+        y[m] = hachi_malloc((size_t)(MAXT * (rows[m] + m)) * sizeof(float));
+        wq[m] = hachi_aligned_alloc((size_t)rows[m] * (size_t)cols * 4);
+        w8[m] = hachi_aligned_alloc((size_t)rows[m] * (size_t)cols * 4);
+        ok = ok && y1[m] && y[m] && wq[m] && w8[m];
+    }
+    void *scratch = hachi_aligned_alloc((size_t)MAXT * (size_t)cols * 4 + 64);
+    CHECK(hachi_pool_create(1, &pools[0]) == HACHI_OK);
+    CHECK(hachi_pool_create(2, &pools[1]) == HACHI_OK);
+    if (!pools[0] || !pools[1] || !ok || !scratch) goto out;
+    uint64_t seed = 77;
+    for (int64_t i = 0; i < 72 * cols; i++) wf[i] = mm_uniform(&seed) * (1.0f + (float)(i % 7));
+    for (int64_t i = 0; i < MAXT * ldx; i++) x[i] = mm_uniform(&seed) * 2.0f;
+    for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
+        const hachi_kernels *k = hachi_kernels_get((hachi_isa)isa);
+        if (!k) continue;
+        for (size_t ti = 0; ti < 2 * (sizeof types / sizeof types[0]); ti++) {
+            const uint32_t type = types[ti / 2];
+            const bool x8 = ti % 2;
+            if (!k->t[type].vec_dot || (x8 && !k->t[type].vec_dot_x8)) continue;
+            const uint64_t rb = hachi_row_size(type, cols);
+            hachi_mat W[NM];
+            hachi_matmul_out o[NM];
+            for (int m = 0; m < NM; m++) {
+                for (int64_t r = 0; r < rows[m]; r++)   /* matrix m: rows m, m + 1, .. of wf */
+                    ref->t[type].from_float(wf + (r + m) % 72 * cols, (char *)wq[m] + r * rb, cols);
+                W[m] = (hachi_mat){.type = type, .rows = rows[m], .cols = cols, .data = wq[m], .row_bytes = rb};
+                if (x8) hachi_mat_to_x8(&W[m], w8[m]);
+                o[m] = (hachi_matmul_out){&W[m], y[m], rows[m] + m};
+            }
+            CHECK(hachi_matmul_fusable(&W[0], &W[2]));
+            int bad = 0;
+            for (size_t ni = 0; ni < sizeof n_toks / sizeof n_toks[0] && !bad; ni++)
+                for (int pi = 0; pi < 2 && !bad; pi++) {
+                    const int n_tok = n_toks[ni];
+                    for (int m = 0; m < NM; m++)
+                        hachi_matmul(pools[pi], k, &W[m], x, ldx, n_tok, y1[m], o[m].ldy, scratch);
+                    hachi_matmul_n(pools[pi], k, o, NM, x, ldx, n_tok, scratch);
+                    for (int m = 0; m < NM && !bad; m++)
+                        for (int t = 0; t < n_tok && !bad; t++)
+                            if (memcmp(y[m] + t * o[m].ldy, y1[m] + t * o[m].ldy, (size_t)rows[m] * sizeof(float))) {   // NOLINT(bugprone-suspicious-memory-comparison): bitwise equality is what is tested
+                                bad = 1;
+                                CHECKF(0, "%s %s%s: matmul_n output %d, n_tok %d, %d thread(s), token %d differs from hachi_matmul",
+                                       k->name, hachi_type_name(type), x8 ? " x8" : "", m, n_tok, pi + 1, t);
+                            }
+                }
+        }
+    }
+    {   /* different types or widths do not share a run */
+        hachi_mat a = {.type = HACHI_TYPE_Q4_0, .rows = 8, .cols = 512, .data = wf, .row_bytes = 288};
+        hachi_mat b = a, c = a;
+        b.type = HACHI_TYPE_Q8_0;
+        c.cols = 1024;
+        CHECK(hachi_matmul_fusable(&a, &a));
+        CHECK(!hachi_matmul_fusable(&a, &b));
+        CHECK(!hachi_matmul_fusable(&a, &c));
+    }
+out:
+    hachi_pool_free(pools[0]);
+    hachi_pool_free(pools[1]);
+    for (int m = 0; m < NM; m++) { hachi_free(y1[m]); hachi_free(y[m]); hachi_free(wq[m]); hachi_free(w8[m]); }
+    hachi_free(wf); hachi_free(x); hachi_free(scratch);
+}
+
 /* The pages of map (R of them, R <= 64) in the page cache: in[r] & 1, and how many. */
 static int resident_pages(void *map, int R, unsigned char *in) {
     CHECK(mincore(map, (size_t)R * (size_t)sysconf(_SC_PAGESIZE), in) == 0);
