@@ -63,8 +63,11 @@ typedef struct matmul_ctx {
     int64_t row_chunks;                  /* over all outputs */
     bool gemm;                           /* prefill through the ISA's GEMM (kt->gemm_x8, or kt->gemm for rows
                                           * in the file's layout) */
+    char *pack;                          /* the packed tiles of 16 tokens (kt->act_pack), NULL: none */
+    size_t pack_bytes;                   /* bytes per tile */
     _Alignas(64) atomic_int_fast64_t conv_next;          /* chunk counters, off the read-mostly line */
     atomic_int_fast64_t conv_done;
+    atomic_int_fast64_t pack_next, pack_done;
     int n_ranges;                        /* row chunks: range r is [range[r].next, range[r].end) */
     struct { _Alignas(64) atomic_int_fast64_t next; int64_t end; } range[MATMUL_RANGES_MAX];
 } matmul_ctx;
@@ -75,11 +78,27 @@ static size_t hachi_matmul_act_stride(const hachi_kernels *k, uint32_t type, int
     return (size_t)hachi_row_size(kt->vec_dot_type, cols) + (kt->act_extra ? kt->act_extra(cols) : 0);
 }
 
+/* bytes of the packed activation tiles of n_tok tokens (where the ISA's GEMM takes them packed) */
+static size_t matmul_pack_bytes(const hachi_type_kernels *kt, int64_t cols, int n_tok) {
+    if (!kt->act_pack || n_tok < kt->gemm_min) return 0;
+    return (size_t)((n_tok + MATMUL_MULTI_MAX - 1) / MATMUL_MULTI_MAX) * kt->act_pack_bytes(cols);
+}
+
 size_t hachi_matmul_scratch_bytes(const hachi_kernels *k, uint32_t type, int64_t cols, int n_tok) {
     if (type >= HACHI_TYPE_COUNT || n_tok < 1) return 0;
     uint32_t vdt = k->t[type].vec_dot_type;
     if (vdt == HACHI_TYPE_F32) return 0;
-    return hachi_matmul_act_stride(k, type, cols) * (size_t)n_tok;
+    const size_t rows = hachi_matmul_act_stride(k, type, cols) * (size_t)n_tok;
+    const size_t pack = matmul_pack_bytes(&k->t[type], cols, n_tok);
+    return pack ? (rows + 63) / 64 * 64 + pack : rows;
+}
+
+/* until *done reaches n (other threads' chunks) */
+static void wait_count(atomic_int_fast64_t *done, int64_t n) {
+    for (int spins = 0; atomic_load_explicit(done, memory_order_acquire) < n; spins++) {
+        hachi_cpu_relax();
+        if (spins >= 1 << 14) sched_yield();
+    }
 }
 
 /* Step 1: quantize the activations into scratch, chunk by chunk, then wait
@@ -97,10 +116,17 @@ static void matmul_convert(matmul_ctx *c) {
         if (c->kt->act_prep) c->kt->act_prep(c->W->cols, row, b0, b1);
         atomic_fetch_add_explicit(&c->conv_done, 1, memory_order_release);
     }
-    for (int spins = 0; atomic_load_explicit(&c->conv_done, memory_order_acquire) < c->conv_chunks; spins++) {
-        hachi_cpu_relax();
-        if (spins >= 1 << 14) sched_yield();
+    wait_count(&c->conv_done, c->conv_chunks);
+    if (!c->pack) return;
+    const int64_t tiles = (c->n_tok + MATMUL_MULTI_MAX - 1) / MATMUL_MULTI_MAX;
+    for (;;) {   /* then the tiles of 16 tokens packed for the GEMM */
+        int64_t i = atomic_fetch_add_explicit(&c->pack_next, 1, memory_order_relaxed);
+        if (i >= tiles) break;
+        c->kt->act_pack(c->W->cols, c->act + (size_t)(i * MATMUL_MULTI_MAX) * c->act_stride, c->act_stride,
+                        (int)HACHI_MIN(MATMUL_MULTI_MAX, c->n_tok - i * MATMUL_MULTI_MAX), c->pack + (size_t)i * c->pack_bytes);
+        atomic_fetch_add_explicit(&c->pack_done, 1, memory_order_release);
     }
+    wait_count(&c->pack_done, tiles);
 }
 
 
@@ -158,7 +184,8 @@ static void matmul_task(void *arg, int ith, int nth) {
             const char *w = (const char *)W->data + r0 * W->row_bytes;
             for (int t0 = 0; t0 < c->n_tok; t0 += MATMUL_MULTI_MAX) {
                 float *y = o->y + t0 * o->ldy + r0;
-                const char *a = c->act + (size_t)t0 * c->act_stride;
+                const char *a = c->pack ? c->pack + (size_t)(t0 / MATMUL_MULTI_MAX) * c->pack_bytes
+                                        : c->act + (size_t)t0 * c->act_stride;
                 const int nt = HACHI_MIN(MATMUL_MULTI_MAX, c->n_tok - t0);
                 if (W->x8) c->kt->gemm_x8(W->cols, y, o->ldy, w, (int)((r1 - r0) / 8), a, c->act_stride, nt);
                 else c->kt->gemm(W->cols, y, o->ldy, w, W->row_bytes, (int)(r1 - r0), a, c->act_stride, nt);
@@ -226,6 +253,12 @@ void hachi_matmul_n(hachi_pool *pool, const hachi_kernels *k, const hachi_matmul
     }
     c.row_chunks = c.out_first[n_out];
     if (c.row_chunks == 0) return;
+    if (c.gemm && W->x8 && matmul_pack_bytes(kt, W->cols, n_tok)) {   /* after the rows, as scratch_bytes counts */
+        c.pack = (char *)scratch + (c.act_stride * (size_t)n_tok + 63) / 64 * 64;
+        c.pack_bytes = kt->act_pack_bytes(W->cols);
+    }
+    atomic_init(&c.pack_next, 0);
+    atomic_init(&c.pack_done, 0);
     atomic_init(&c.conv_next, 0);
     atomic_init(&c.conv_done, 0);
     c.n_ranges = HACHI_MIN(hachi_pool_size(pool), MATMUL_RANGES_MAX);

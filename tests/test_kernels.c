@@ -558,11 +558,19 @@ static int check_gemm(uint32_t type, int64_t n, const char *w8, size_t gb, const
             memcpy(ax + t * st, a + t * ab, ab);
             if (kt->act_prep) kt->act_prep(n, ax + t * st, 0, n / hachi_type_info(vdt)->blck_size);
         }
+        /* a table whose GEMM takes packed activations gets the tile of the nt tokens */
+        CHECKF(!kt->act_pack == !kt->act_pack_bytes, "%s %s: act_pack and act_pack_bytes come together", K->name,
+               hachi_type_name(type));
+        char *pk = kt->act_pack_bytes ? malloc(kt->act_pack_bytes(n)) : NULL;
         int bad = 0, at = -1;
         for (int nt = 1; nt <= 16; nt++) {
+            if (pk) {
+                memset(pk, 0x5a, kt->act_pack_bytes(n));
+                kt->act_pack(n, ax, st, nt, pk);
+            }
             for (int ng = 1; ng <= 3; ng++) {
                 for (int i = 0; i < 16 * LDY; i++) y[i] = NAN;
-                kt->gemm_x8(n, y, LDY, w8, ng, ax, st, nt);
+                kt->gemm_x8(n, y, LDY, w8, ng, pk ? pk : ax, st, nt);
                 for (int t = 0; t < 16; t++)
                     for (int r = 0; r < LDY; r++) {
                         const float *g = &y[t * LDY + r];
@@ -575,6 +583,7 @@ static int check_gemm(uint32_t type, int64_t n, const char *w8, size_t gb, const
         CHECKF(bad == 0, "%s %s gemm_x8 n=%lld: %d outputs not bitwise ref's or written out of range (first nt*10000+ng*100+row %d)",
                K->name, hachi_type_name(type), (long long)n, bad, at);
         free(ax);
+        free(pk);
     }
     return ran;
 }

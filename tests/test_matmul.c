@@ -89,9 +89,14 @@ static void mm_run_case(const hachi_kernels *k, const hachi_kernels *ref, hachi_
         hachi_mat_to_x8(&W, w8);
         CHECK(W.x8 && W.data == w8);
     }
-    CHECK(scratch_bytes == (k->t[mc->type].vec_dot_type == HACHI_TYPE_F32 ? 0
-          : ((size_t)hachi_row_size(k->t[mc->type].vec_dot_type, cols)
-             + (k->t[mc->type].act_extra ? k->t[mc->type].act_extra(cols) : 0)) * (size_t)max_tok));
+    {   /* the activation rows; then, where the GEMM takes them packed, the tiles of 16 tokens */
+        const hachi_type_kernels *kt = &k->t[mc->type];
+        size_t want = kt->vec_dot_type == HACHI_TYPE_F32 ? 0
+            : ((size_t)hachi_row_size(kt->vec_dot_type, cols) + (kt->act_extra ? kt->act_extra(cols) : 0)) * (size_t)max_tok;
+        if (want && kt->act_pack && max_tok >= kt->gemm_min)
+            want = (want + 63) / 64 * 64 + (size_t)((max_tok + 15) / 16) * kt->act_pack_bytes(cols);
+        CHECKF(scratch_bytes == want, "%s %s: scratch %zu bytes, want %zu", k->name, hachi_type_name(mc->type), scratch_bytes, want);
+    }
 
     const float rel = MM_EPS;
     for (int ni = 0; ni < mc->n_n_toks; ni++) {

@@ -67,6 +67,11 @@ typedef struct hachi_type_kernels {
      * vec_dot_x8's. */
     void (*gemm_x8)(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
                     int nt);
+    /* Where set, gemm_x8 takes its activations packed: act_pack(n, a, a_stride, nt, dst) copies
+     * the nt <= 16 rows at a (as above) into dst, act_pack_bytes(n) bytes in the order the GEMM
+     * reads them (one stream where the rows were 2 * nt), and gemm_x8 gets dst (a_stride unused). */
+    void (*act_pack)(int64_t n, const void *a, size_t a_stride, int nt, void *dst);
+    size_t (*act_pack_bytes)(int64_t n);
     /* Prefill GEMM over rows in the file's layout (the float types; NULL where this ISA has none):
      * y[t*ldy + r] for the n_rows rows at w (row_bytes apart) and the nt <= 16 activation rows at
      * a (a_stride apart), each bit for bit this ISA's vec_dot. */
@@ -190,6 +195,10 @@ void hachi_attn_values_i8_hot_avx2(int64_t hd, int nk, const int8_t *v, int64_t 
 void hachi_attn_flush_i8_avx2(int64_t hd, int G, const int32_t *acc, const float *u, float *out);
 /* the int8 values' 15-bit weights of a run's n keys (n <= HACHI_VQ_KEYS, G % 4 == 0, G <= 64) by
  * pairs of keys, wp[i*G + h] = wq_2i | wq_2i+1 << 16 (an odd n's last pair 0 in its upper half) */
+/* the AVX-512 table's Q4_0 gemm_x8 over activation rows (its own takes them packed): the AMX
+ * table's for short forwards */
+void hachi_gemm_q4_0_x8_rows_avx512(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
+                                    size_t a_stride, int nt);
 void hachi_attn_quant_weights(const float *p, const float *sc, int64_t ss, int n, int G, const float *r, int32_t *wp);
 
 #endif

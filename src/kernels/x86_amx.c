@@ -138,9 +138,6 @@ static ALWAYS_INLINE void gemm_q4_0_nt(int64_t n, float *y, int64_t ldy, const v
     }
 }
 
-/* the table's GEMM before this one (AVX-512 VNNI's), for the forwards too short for the tiles */
-static void (*vnni_gemm)(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
-                         int nt);
 
 /* AMX costs about the same per 16-row block for 1 to 16 tokens and passes the VNNI kernels
  * near 12 (bench_matmul, Sapphire Rapids class: 16 tokens 3.1-3.7 against 4.0-4.6 ns per
@@ -149,7 +146,7 @@ static void (*vnni_gemm)(int64_t n, float *y, int64_t ldy, const void *w8, int n
 
 static void gemm_q4_0(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
                       int nt) {
-    if (nt < AMX_MIN_TOKENS && vnni_gemm) vnni_gemm(n, y, ldy, w8, n_groups, a, a_stride, nt);
+    if (nt < AMX_MIN_TOKENS) hachi_gemm_q4_0_x8_rows_avx512(n, y, ldy, w8, n_groups, a, a_stride, nt);
     else if (nt == AMX_ROWS) gemm_q4_0_nt(n, y, ldy, w8, n_groups, a, a_stride, AMX_ROWS);
     else gemm_q4_0_nt(n, y, ldy, w8, n_groups, a, a_stride, nt);
 }
@@ -166,8 +163,8 @@ int hachi_kernels_fill_amx(hachi_kernels *t) {
     (void)act_extra_q6_K;
     (void)act_prep_q6_K;
     hachi_type_kernels *q = &t->t[HACHI_TYPE_Q4_0];
-    vnni_gemm = q->gemm_x8;
-    if (!vnni_gemm) q->gemm_min = AMX_MIN_TOKENS;
+    q->act_pack = NULL;   /* the tiles read activation rows; short forwards go to AVX-512's GEMM of rows */
+    q->act_pack_bytes = NULL;
     q->gemm_x8 = gemm_q4_0;
     return 1;
 }

@@ -573,9 +573,51 @@ static ALWAYS_INLINE void pair_pf_next(pair_pf *p, size_t blk) {
     if (p->r >= p->S) { p->r -= p->S; p->k++; }
 }
 
+/* The GEMM's activations for Q4_0 and Q8_0 weights, packed (act_pack): per block of 32, the 16
+ * tokens' quants, their -k*sum(y) (k = 8 for Q4_0, 128 for Q8_0: the extras that this table
+ * shares with AVX2's) and their d. The GEMM then reads one stream; from the rows (two streams a
+ * token: the block, its extras) it ran 11% slower in L1 at 1536 columns and 17-23% at 12288. */
+typedef struct act_tile_q8 {
+    int8_t qs[16][QK8_0];
+    int32_t corr[16];
+    float d[16];
+} act_tile_q8;
+
+static size_t act_pack_bytes_q8(int64_t n) { return (size_t)(n / QK8_0) * sizeof(act_tile_q8); }
+static void act_pack_q8(int64_t n, const void *va, size_t a_stride, int nt, void *dst) {
+    const int64_t nb = n / QK8_0;
+    act_tile_q8 *o = dst;
+    for (int t = 0; t < nt; t++) {
+        const char *ar = (const char *)va + (size_t)t * a_stride;
+        for (int64_t b = 0; b < nb; b++) {
+            const char *ex = q4_0_extras(ar, nb, b);
+            memcpy(o[b].qs[t], ((const block_q8_0 *)ar + b)->qs, QK8_0);
+            memcpy(&o[b].corr[t], ex, 4);
+            memcpy(&o[b].d[t], ex + 16, 4);
+        }
+    }
+}
+
+/* Token t's block b: its quants, -k*sum(y) and d, from rows a_stride apart or a packed tile */
+static ALWAYS_INLINE const int8_t *act_q8_qs(const char *a, size_t a_stride, int64_t b, int t, bool packed) {
+    return packed ? ((const act_tile_q8 *)(const void *)a)[b].qs[t] : ((const block_q8_0 *)(a + (size_t)t * a_stride) + b)->qs;
+}
+static ALWAYS_INLINE void act_q8_extras(const char *a, size_t a_stride, int64_t nb, int64_t b, int t, bool packed,
+                                        int32_t *corr, float *d) {
+    if (packed) {
+        const act_tile_q8 *p = (const act_tile_q8 *)(const void *)a + b;
+        *corr = p->corr[t];
+        *d = p->d[t];
+        return;
+    }
+    const char *ex = q4_0_extras(a + (size_t)t * a_stride, nb, b);
+    memcpy(corr, ex, 4);
+    memcpy(d, ex + 16, 4);
+}
+
 /* y[t*ldy + j] for the 16 rows of groups g0 (j < 8) and g1 (j >= 8) and tokens t < NT */
-static ALWAYS_INLINE void gemm2_q4_0(int64_t n, float *y, int64_t ldy, const block_q4_0x8 *g0, const block_q4_0x8 *g1,
-                                     const char *a, size_t a_stride, const int NT) {
+static ALWAYS_INLINE void gemm2_q4_0_any(int64_t n, float *y, int64_t ldy, const block_q4_0x8 *g0, const block_q4_0x8 *g1,
+                                         const char *a, size_t a_stride, const int NT, const bool packed) {
     const int64_t nb = n / QK8_0;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 acc[16];
@@ -594,29 +636,34 @@ static ALWAYS_INLINE void gemm2_q4_0(int64_t n, float *y, int64_t ldy, const blo
             hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
         }
         UNROLL for (int t = 0; t < NT; t++) {
-            const char *ar = a + (size_t)t * a_stride;
-            const block_q8_0 *ab = (const block_q8_0 *)ar + b;
-            const char *ex = q4_0_extras(ar, nb, b);
+            const int8_t *qs = act_q8_qs(a, a_stride, b, t, packed);
             float da;
             int32_t corr;
-            memcpy(&da, ex + 16, 4);
-            memcpy(&corr, ex, 4);
+            act_q8_extras(a, a_stride, nb, b, t, packed, &corr, &da);
             __m512i p = _mm512_set1_epi32(corr);   /* -8*sum(y) */
             UNROLL for (int c = 0; c < 4; c++) {
-                p = dpbusd_bcast16(p, lo[c], ab->qs + 4 * c);
-                p = dpbusd_bcast16(p, hi[c], ab->qs + 16 + 4 * c);
+                p = dpbusd_bcast16(p, lo[c], qs + 4 * c);
+                p = dpbusd_bcast16(p, hi[c], qs + 16 + 4 * c);
             }
             acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(da)), _mm512_cvtepi32_ps(p), acc[t]);
         }
     }
     UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
+static ALWAYS_INLINE void gemm2_q4_0(int64_t n, float *y, int64_t ldy, const block_q4_0x8 *g0, const block_q4_0x8 *g1,
+                                     const char *a, size_t a_stride, const int NT) {
+    gemm2_q4_0_any(n, y, ldy, g0, g1, a, a_stride, NT, false);
+}
+static ALWAYS_INLINE void gemm2_q4_0_packed(int64_t n, float *y, int64_t ldy, const block_q4_0x8 *g0,
+                                            const block_q4_0x8 *g1, const char *a, size_t a_stride, const int NT) {
+    gemm2_q4_0_any(n, y, ldy, g0, g1, a, a_stride, NT, true);
+}
 
 /* The same for interleaved q8_0 rows: per block the 16 rows' unsigned bytes in 8 zmm (no
  * unpacking), each token's 8 vpdpbusd starting from its -128*sum(y) (act_prep_q8_0): each lane
  * is exactly x8_rows_q8_0's computation, bit for bit ref's. */
-static ALWAYS_INLINE void gemm2_q8_0(int64_t n, float *y, int64_t ldy, const block_q8_0x8 *g0, const block_q8_0x8 *g1,
-                                     const char *a, size_t a_stride, const int NT) {
+static ALWAYS_INLINE void gemm2_q8_0_any(int64_t n, float *y, int64_t ldy, const block_q8_0x8 *g0, const block_q8_0x8 *g1,
+                                         const char *a, size_t a_stride, const int NT, const bool packed) {
     const int64_t nb = n / QK8_0;
     __m512 acc[16];
     UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
@@ -630,19 +677,20 @@ static ALWAYS_INLINE void gemm2_q8_0(int64_t n, float *y, int64_t ldy, const blo
         __m512i q[8];
         UNROLL for (int c = 0; c < 8; c++) q[c] = load_pair(g0[b].qs + 32 * c, g1[b].qs + 32 * c);
         UNROLL for (int t = 0; t < NT; t++) {
-            const char *ar = a + (size_t)t * a_stride;
-            const block_q8_0 *ab = (const block_q8_0 *)ar + b;
-            const char *ex = q4_0_extras(ar, nb, b);
+            const int8_t *qs = act_q8_qs(a, a_stride, b, t, packed);
             float da;
             int32_t corr;
-            memcpy(&da, ex + 16, 4);
-            memcpy(&corr, ex, 4);
+            act_q8_extras(a, a_stride, nb, b, t, packed, &corr, &da);
             __m512i p = _mm512_set1_epi32(corr);   /* -128*sum(y) */
-            UNROLL for (int c = 0; c < 8; c++) p = dpbusd_bcast16(p, q[c], ab->qs + 4 * c);
+            UNROLL for (int c = 0; c < 8; c++) p = dpbusd_bcast16(p, q[c], qs + 4 * c);
             acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(da)), _mm512_cvtepi32_ps(p), acc[t]);
         }
     }
     UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
+}
+static ALWAYS_INLINE void gemm2_q8_0_packed(int64_t n, float *y, int64_t ldy, const block_q8_0x8 *g0,
+                                            const block_q8_0x8 *g1, const char *a, size_t a_stride, const int NT) {
+    gemm2_q8_0_any(n, y, ldy, g0, g1, a, a_stride, NT, true);
 }
 
 /* The same for interleaved q4_K rows (q5_K rows: high, the 5th bit from qh): per sub-block j of
@@ -749,7 +797,41 @@ static ALWAYS_INLINE void gemm2_q4_K(int64_t n, float *y, int64_t ldy, const blo
     }
 GEMM_FROM_PAIRS(gemm_q4_0, gemm2_q4_0, block_q4_0x8, QK8_0, x8_q4_0, 16, GEMM_CASES15)
 GEMM_FROM_PAIRS(gemm_q4_K, gemm2_q4_K, block_q4_Kx8, QK_K, x8_q4_K, 8, GEMM_CASES7)
-GEMM_FROM_PAIRS(gemm_q8_0, gemm2_q8_0, block_q8_0x8, QK8_0, x8_q8_0, 16, GEMM_CASES15)
+
+/* gemm_x8 over packed activations (one tile of nt <= 16 tokens): pairs of groups, a lone group as
+ * a pair with itself whose first 8 rows are kept */
+#define GEMM_PACKED(name, gemm2, blk)                                                                  \
+    static void name(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,    \
+                     size_t a_stride, int nt) {                                                        \
+        const int64_t nb = n / QK8_0;                                                                  \
+        const blk *w = w8;                                                                             \
+        const char *at = a;                                                                            \
+        for (int gi = 0; gi < n_groups; gi += 2) {                                                     \
+            const blk *g0 = w + (size_t)gi * nb;                                                       \
+            const bool lone = gi + 1 == n_groups;                                                      \
+            const blk *g1 = lone ? g0 : g0 + nb;                                                       \
+            float s[16 * 16];                                                                          \
+            float *yg = lone ? s : y + 8 * gi;                                                         \
+            const int64_t ld = lone ? 16 : ldy;                                                        \
+            switch (nt) {                                                                              \
+                GEMM_CASES15_P(gemm2)                                                                  \
+                default: gemm2(n, yg, ld, g0, g1, at, a_stride, 16); break;                            \
+            }                                                                                          \
+            if (lone)                                                                                  \
+                for (int t = 0; t < nt; t++) memcpy(y + (size_t)t * ldy + 8 * gi, s + 16 * t, 8 * sizeof(float)); \
+        }                                                                                              \
+    }
+#define GEMM_CASE_P(f, k) case k: f(n, yg, ld, g0, g1, at, a_stride, k); break;
+#define GEMM_CASES15_P(f) GEMM_CASE_P(f, 1) GEMM_CASE_P(f, 2) GEMM_CASE_P(f, 3) GEMM_CASE_P(f, 4) GEMM_CASE_P(f, 5) \
+    GEMM_CASE_P(f, 6) GEMM_CASE_P(f, 7) GEMM_CASE_P(f, 8) GEMM_CASE_P(f, 9) GEMM_CASE_P(f, 10) GEMM_CASE_P(f, 11) \
+    GEMM_CASE_P(f, 12) GEMM_CASE_P(f, 13) GEMM_CASE_P(f, 14) GEMM_CASE_P(f, 15)
+GEMM_PACKED(gemm_q4_0_packed, gemm2_q4_0_packed, block_q4_0x8)
+GEMM_PACKED(gemm_q8_0_packed, gemm2_q8_0_packed, block_q8_0x8)
+
+void hachi_gemm_q4_0_x8_rows_avx512(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
+                                    size_t a_stride, int nt) {
+    gemm_q4_0(n, y, ldy, w8, n_groups, a, a_stride, nt);
+}
 
 /* ---------------- interleaved q6_K rows: the 512-bit GEMM over x86_vnni_x8.h's Q6X8_VALUES ---------------- */
 
@@ -913,14 +995,18 @@ int hachi_kernels_fill_avx512(hachi_kernels *t) {
     /* from 2 tokens (Zen 5, E2B-shaped Q4_0, 2 threads: verify k=8 1.80-1.83x a step against
      * 1.94-2.18x with x8_q4_0, prefill 2048 121-127 against 88 tok/s); one token gains nothing
      * measurable (decode 15.2-17.4 against 17.1-17.6 tok/s), so decode stays on x8_q4_0 */
-    t->t[HACHI_TYPE_Q4_0].gemm_x8 = gemm_q4_0;
+    t->t[HACHI_TYPE_Q4_0].gemm_x8 = gemm_q4_0_packed;
+    t->t[HACHI_TYPE_Q4_0].act_pack = act_pack_q8;
+    t->t[HACHI_TYPE_Q4_0].act_pack_bytes = act_pack_bytes_q8;
     t->t[HACHI_TYPE_Q4_0].gemm_min = 2;
     t->t[HACHI_TYPE_Q4_K].gemm_x8 = gemm_q4_K;
     t->t[HACHI_TYPE_Q4_K].gemm_min = 2;
     t->t[HACHI_TYPE_Q8_0].act_extra = act_extra_q8_0;
     t->t[HACHI_TYPE_Q8_0].act_prep = act_prep_q8_0;
     t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = x8_q8_0;
-    t->t[HACHI_TYPE_Q8_0].gemm_x8 = gemm_q8_0;
+    t->t[HACHI_TYPE_Q8_0].gemm_x8 = gemm_q8_0_packed;
+    t->t[HACHI_TYPE_Q8_0].act_pack = act_pack_q8;
+    t->t[HACHI_TYPE_Q8_0].act_pack_bytes = act_pack_bytes_q8;
     t->t[HACHI_TYPE_Q8_0].gemm_min = 2;
     t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = x8_q5_K;
     t->t[HACHI_TYPE_Q5_K].gemm_x8 = gemm_q5_K;
