@@ -566,7 +566,8 @@ static int check_gemm(uint32_t type, int64_t n, const char *w8, size_t gb, const
         for (int nt = 1; nt <= 16; nt++) {
             if (pk) {
                 memset(pk, 0x5a, kt->act_pack_bytes(n));
-                kt->act_pack(n, ax, st, nt, pk);
+                for (int t0 = 0; t0 < nt; t0 += 8)   /* in halves, as matmul.c packs */
+                    kt->act_pack(n, ax + (size_t)t0 * st, st, t0, nt - t0 < 8 ? nt - t0 : 8, pk);
             }
             for (int ng = 1; ng <= 3; ng++) {
                 for (int i = 0; i < 16 * LDY; i++) y[i] = NAN;

@@ -67,10 +67,12 @@ typedef struct hachi_type_kernels {
      * vec_dot_x8's. */
     void (*gemm_x8)(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
                     int nt);
-    /* Where set, gemm_x8 takes its activations packed: act_pack(n, a, a_stride, nt, dst) copies
-     * the nt <= 16 rows at a (as above) into dst, act_pack_bytes(n) bytes in the order the GEMM
-     * reads them (one stream where the rows were 2 * nt), and gemm_x8 gets dst (a_stride unused). */
-    void (*act_pack)(int64_t n, const void *a, size_t a_stride, int nt, void *dst);
+    /* Where set, gemm_x8 takes its activations packed: a tile of act_pack_bytes(n) bytes holds
+     * 16 tokens in the order the GEMM reads them (one stream where the rows were 2 per token);
+     * act_pack(n, a, a_stride, t0, nt, tile) writes the nt rows at a (as above) as the tile's
+     * tokens t0.. t0 + nt - 1 (t0 0 or 8, nt <= 8: the two halves touch no common cache line,
+     * so two threads can fill them), and gemm_x8 gets the tile (a_stride unused). */
+    void (*act_pack)(int64_t n, const void *a, size_t a_stride, int t0, int nt, void *tile);
     size_t (*act_pack_bytes)(int64_t n);
     /* Prefill GEMM over rows in the file's layout (the float types; NULL where this ISA has none):
      * y[t*ldy + r] for the n_rows rows at w (row_bytes apart) and the nt <= 16 activation rows at

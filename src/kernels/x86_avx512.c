@@ -574,26 +574,27 @@ static ALWAYS_INLINE void pair_pf_next(pair_pf *p, size_t blk) {
 }
 
 /* The GEMM's activations for Q4_0 and Q8_0 weights, packed (act_pack): per block of 32, the 16
- * tokens' quants, their -k*sum(y) (k = 8 for Q4_0, 128 for Q8_0: the extras that this table
- * shares with AVX2's) and their d. The GEMM then reads one stream; from the rows (two streams a
- * token: the block, its extras) it ran 11% slower in L1 at 1536 columns and 17-23% at 12288. */
+ * tokens' quants, then per half of the tokens their -k*sum(y) (k = 8 for Q4_0, 128 for Q8_0: the
+ * extras that this table shares with AVX2's) and their d, one cache line a half. The GEMM then
+ * reads one stream; from the rows (two streams a token: the block, its extras) it ran 11% slower
+ * in L1 at 1536 columns and 17-23% at 12288. */
 typedef struct act_tile_q8 {
     int8_t qs[16][QK8_0];
-    int32_t corr[16];
-    float d[16];
+    struct { int32_t corr[8]; float d[8]; } half[2];
 } act_tile_q8;
 
 static size_t act_pack_bytes_q8(int64_t n) { return (size_t)(n / QK8_0) * sizeof(act_tile_q8); }
-static void act_pack_q8(int64_t n, const void *va, size_t a_stride, int nt, void *dst) {
+static void act_pack_q8(int64_t n, const void *va, size_t a_stride, int t0, int nt, void *tile) {
     const int64_t nb = n / QK8_0;
-    act_tile_q8 *o = dst;
-    for (int t = 0; t < nt; t++) {
-        const char *ar = (const char *)va + (size_t)t * a_stride;
+    act_tile_q8 *o = tile;
+    for (int i = 0; i < nt; i++) {
+        const int t = t0 + i;
+        const char *ar = (const char *)va + (size_t)i * a_stride;
         for (int64_t b = 0; b < nb; b++) {
             const char *ex = q4_0_extras(ar, nb, b);
             memcpy(o[b].qs[t], ((const block_q8_0 *)ar + b)->qs, QK8_0);
-            memcpy(&o[b].corr[t], ex, 4);
-            memcpy(&o[b].d[t], ex + 16, 4);
+            memcpy(&o[b].half[t / 8].corr[t % 8], ex, 4);
+            memcpy(&o[b].half[t / 8].d[t % 8], ex + 16, 4);
         }
     }
 }
@@ -606,8 +607,8 @@ static ALWAYS_INLINE void act_q8_extras(const char *a, size_t a_stride, int64_t 
                                         int32_t *corr, float *d) {
     if (packed) {
         const act_tile_q8 *p = (const act_tile_q8 *)(const void *)a + b;
-        *corr = p->corr[t];
-        *d = p->d[t];
+        *corr = p->half[t / 8].corr[t % 8];
+        *d = p->half[t / 8].d[t % 8];
         return;
     }
     const char *ex = q4_0_extras(a + (size_t)t * a_stride, nb, b);
