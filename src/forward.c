@@ -238,9 +238,8 @@ static void llama_layer(hachi_session *s, int l, int n, int p0) {
 
     /* h = rmsnorm(x) * attn_norm; q, k, v = Wq h, Wk h, Wv h; rope on q and k */
     norm_rows(s, s->xn, s->x, L->attn_norm, n, E, eps);
-    matmul(s, &L->wq, s->xn, E, n, s->q, qd);
-    matmul(s, &L->wk, s->xn, E, n, s->k, kd);
-    matmul(s, &L->wv, s->xn, E, n, s->v, kd);
+    const hachi_matmul_out qkv[3] = {{&L->wq, s->q, qd}, {&L->wk, s->k, kd}, {&L->wv, s->v, kd}};
+    matmul_n(s, qkv, 3, s->xn, E, n);
     for (int t = 0; t < n; t++) {
         const float *cs = lp->rope_cs + (size_t)t * n_rot;
         for (int h = 0; h < H; h++) rope_head(s->q + (size_t)t * qd + h * hd, cs, n_rot, hd, m->rope_neox);
@@ -253,8 +252,8 @@ static void llama_layer(hachi_session *s, int l, int n, int p0) {
     add_normed(s, s->x, s->proj, NULL, n, E, eps);
     /* x += Wdown(silu(Wgate f) * (Wup f)), f = rmsnorm(x) * ffn_norm */
     norm_rows(s, s->xn, s->x, L->ffn_norm, n, E, eps);
-    matmul(s, &L->w_gate, s->xn, E, n, s->ffn_gate, ff);
-    matmul(s, &L->w_up, s->xn, E, n, s->ffn_up, ff);
+    const hachi_matmul_out gate_up[2] = {{&L->w_gate, s->ffn_gate, ff}, {&L->w_up, s->ffn_up, ff}};
+    matmul_n(s, gate_up, 2, s->xn, E, n);
     for (int64_t i = 0; i < (int64_t)n * ff; i++) s->ffn_gate[i] = silu(s->ffn_gate[i]) * s->ffn_up[i];
     matmul(s, &L->w_down, s->ffn_gate, ff, n, s->proj, E);
     add_normed(s, s->x, s->proj, NULL, n, E, eps);

@@ -92,7 +92,7 @@ size_t hachi_matmul_scratch_bytes(const hachi_kernels *k, uint32_t type, int64_t
     return pack ? (rows + 63) / 64 * 64 + pack : rows;
 }
 
-/* until *done reaches n (other threads' chunks) */
+/* until *done reaches n (other threads' claims) */
 static void wait_count(atomic_int_fast64_t *done, int64_t n) {
     for (int spins = 0; atomic_load_explicit(done, memory_order_acquire) < n; spins++) {
         hachi_cpu_relax();
@@ -100,40 +100,28 @@ static void wait_count(atomic_int_fast64_t *done, int64_t n) {
     }
 }
 
-/* Step 1: quantize the activations into scratch, MATMUL_CONV_ROWS whole rows a claim (one row:
- * a contiguous piece of it a thread) (and, for a
- * GEMM that takes them packed, those rows into their half of a tile, while they are in this
- * thread's cache), then wait until every claim (some maybe other threads') is done. Claims of
- * whole rows keep the threads off each other's cache lines: chunks of 512 elements dealt to
- * both threads made the conversion of 64 rows of 1536 take 0.056 ms on each of 2 threads
- * against 0.026 ms on one (Zen 5), the lines bouncing between the cores. */
+/* Step 1: quantize the activations into scratch, then wait until every claim (some maybe other
+ * threads') is done. A claim is MATMUL_CONV_ROWS whole rows, packed right away into their half of
+ * a tile where the GEMM takes them packed (while they are in this thread's cache); a decode
+ * step's single row goes in one contiguous piece a thread. So the threads stay off each other's
+ * cache lines: chunks of 512 elements dealt to both threads made the conversion of 64 rows of
+ * 1536 take 0.056 ms on each of 2 threads against 0.026 ms on one (Zen 5). */
 static void matmul_convert(matmul_ctx *c, int nth) {
     const hachi_type_traits *tr = hachi_type_info(c->vdt);
     const int64_t nb = c->W->cols / tr->blck_size;
-    if (c->n_tok == 1) {   /* a decode step's one row: a piece a thread (4 blocks at least: act_prep) */
-        const int64_t pieces = HACHI_MAX(1, HACHI_MIN(nth, nb / 4));
-        for (;;) {
-            int64_t u = atomic_fetch_add_explicit(&c->conv_next, 1, memory_order_relaxed);
-            if (u >= pieces) break;
-            const int64_t b0 = nb * u / pieces / 4 * 4, b1 = u + 1 == pieces ? nb : nb * (u + 1) / pieces / 4 * 4;
-            char *row = (char *)c->scratch;
-            c->kv->from_float(c->x + b0 * tr->blck_size, row + b0 * tr->type_size, (b1 - b0) * tr->blck_size);
-            if (c->kt->act_prep) c->kt->act_prep(c->W->cols, row, b0, b1);
-            atomic_fetch_add_explicit(&c->conv_done, 1, memory_order_release);
-        }
-        wait_count(&c->conv_done, pieces);
-        return;
-    }
-    const int64_t units = (c->n_tok + MATMUL_CONV_ROWS - 1) / MATMUL_CONV_ROWS;
+    const bool piece = c->n_tok == 1;   /* pieces of at least 4 blocks (act_prep's b0 % 4 == 0) */
+    const int64_t units = piece ? HACHI_MAX(1, HACHI_MIN(nth, nb / 4)) : (c->n_tok + MATMUL_CONV_ROWS - 1) / MATMUL_CONV_ROWS;
     for (;;) {
         int64_t u = atomic_fetch_add_explicit(&c->conv_next, 1, memory_order_relaxed);
         if (u >= units) break;
-        const int t0 = (int)(u * MATMUL_CONV_ROWS), nt = HACHI_MIN(MATMUL_CONV_ROWS, c->n_tok - t0);
+        const int t0 = piece ? 0 : (int)(u * MATMUL_CONV_ROWS), nt = HACHI_MIN(MATMUL_CONV_ROWS, c->n_tok - t0);
+        const int64_t b0 = piece ? nb * u / units / 4 * 4 : 0, b1 = piece && u + 1 < units ? nb * (u + 1) / units / 4 * 4 : nb;
         char *rows = (char *)c->scratch + (size_t)t0 * c->act_stride;
         for (int t = 0; t < nt; t++) {
             char *row = rows + (size_t)t * c->act_stride;
-            c->kv->from_float(c->x + (t0 + t) * c->ldx, row, c->W->cols);
-            if (c->kt->act_prep) c->kt->act_prep(c->W->cols, row, 0, nb);
+            c->kv->from_float(c->x + (t0 + t) * c->ldx + b0 * tr->blck_size, row + b0 * tr->type_size,
+                              (b1 - b0) * tr->blck_size);
+            if (c->kt->act_prep) c->kt->act_prep(c->W->cols, row, b0, b1);
         }
         if (c->pack)
             c->kt->act_pack(c->W->cols, rows, c->act_stride, t0 % MATMUL_MULTI_MAX, nt,
