@@ -195,12 +195,12 @@ void hachi_attn_values_i8_avx2(int64_t hd, int nk, const int8_t *v, int64_t vs, 
 void hachi_attn_values_i8_hot_avx2(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
                                    const float *p, int G, const float *r, int32_t *acc, bool first);
 void hachi_attn_flush_i8_avx2(int64_t hd, int G, const int32_t *acc, const float *u, float *out);
-/* the int8 values' 15-bit weights of a run's n keys (n <= HACHI_VQ_KEYS, G % 4 == 0, G <= 64) by
- * pairs of keys, wp[i*G + h] = wq_2i | wq_2i+1 << 16 (an odd n's last pair 0 in its upper half) */
 /* the AVX-512 table's Q4_0 gemm_x8 over activation rows (its own takes them packed): the AMX
  * table's for short forwards */
 void hachi_gemm_q4_0_x8_rows_avx512(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
                                     size_t a_stride, int nt);
+/* the int8 values' 15-bit weights of a run's n keys (n <= HACHI_VQ_KEYS, G % 4 == 0, G <= 64) by
+ * pairs of keys, wp[i*G + h] = wq_2i | wq_2i+1 << 16 (an odd n's last pair 0 in its upper half) */
 void hachi_attn_quant_weights(const float *p, const float *sc, int64_t ss, int n, int G, const float *r, int32_t *wp);
 
 #endif
