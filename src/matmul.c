@@ -52,7 +52,6 @@ typedef struct matmul_ctx {
     const float *x;                      /* [n_tok][ldx] */
     int64_t ldx;
     int n_tok;
-    int n_out;
     hachi_matmul_out out[HACHI_MATMUL_OUT_MAX];
     int64_t out_chunk[HACHI_MATMUL_OUT_MAX];       /* rows per chunk of out[m]'s matrix */
     int64_t out_first[HACHI_MATMUL_OUT_MAX + 1];   /* out[m]'s chunks are [out_first[m], out_first[m + 1]) */
@@ -83,13 +82,16 @@ static size_t matmul_pack_bytes(const hachi_type_kernels *kt, int64_t cols, int 
     return (size_t)((n_tok + MATMUL_MULTI_MAX - 1) / MATMUL_MULTI_MAX) * kt->act_pack_bytes(cols);
 }
 
+/* where the packed tiles start in scratch: after the activation rows (rows_bytes), on a cache line */
+static size_t matmul_pack_offset(size_t rows_bytes) { return (rows_bytes + 63) / 64 * 64; }
+
 size_t hachi_matmul_scratch_bytes(const hachi_kernels *k, uint32_t type, int64_t cols, int n_tok) {
     if (type >= HACHI_TYPE_COUNT || n_tok < 1) return 0;
     uint32_t vdt = k->t[type].vec_dot_type;
     if (vdt == HACHI_TYPE_F32) return 0;
     const size_t rows = hachi_matmul_act_stride(k, type, cols) * (size_t)n_tok;
     const size_t pack = matmul_pack_bytes(&k->t[type], cols, n_tok);
-    return pack ? (rows + 63) / 64 * 64 + pack : rows;
+    return pack ? matmul_pack_offset(rows) + pack : rows;
 }
 
 /* until *done reaches n (other threads' claims) */
@@ -232,7 +234,7 @@ void hachi_matmul_n(hachi_pool *pool, const hachi_kernels *k, const hachi_matmul
     const hachi_type_kernels *kt = &k->t[W->type];
     matmul_ctx c = {
         .kt = kt, .kv = &k->t[kt->vec_dot_type], .W = W, .x = x, .ldx = ldx,
-        .n_tok = n_tok, .n_out = n_out, .vdt = kt->vec_dot_type, .scratch = scratch,
+        .n_tok = n_tok, .vdt = kt->vec_dot_type, .scratch = scratch,
     };
     if (c.vdt == HACHI_TYPE_F32) {
         c.act = (const char *)x;
@@ -249,8 +251,8 @@ void hachi_matmul_n(hachi_pool *pool, const hachi_kernels *k, const hachi_matmul
     }
     c.row_chunks = c.out_first[n_out];
     if (c.row_chunks == 0) return;
-    if (c.gemm && W->x8 && matmul_pack_bytes(kt, W->cols, n_tok)) {   /* after the rows, as scratch_bytes counts */
-        c.pack = (char *)scratch + (c.act_stride * (size_t)n_tok + 63) / 64 * 64;
+    if (c.gemm && W->x8 && matmul_pack_bytes(kt, W->cols, n_tok)) {
+        c.pack = (char *)scratch + matmul_pack_offset(c.act_stride * (size_t)n_tok);
         c.pack_bytes = kt->act_pack_bytes(W->cols);
     }
     atomic_init(&c.conv_next, 0);
