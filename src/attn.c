@@ -406,23 +406,39 @@ static void merge_partials(const hachi_attn_args *a, int t, int i, int h, int nt
     for (int d = hd4; d < hd; d++) out[d] /= den;
 }
 
+/* The split head sets of slot i (token t0 + i) from their partials */
+static void merge_token(const hachi_attn_args *a, int t0, int i, int nth) {
+    const int G = a->n_head / a->n_head_kv, pos = a->p0 + t0 + i;
+    int dense[2], sr[4], ntok;
+    const int *tok = token_runs(a, i, pos, dense, &ntok);
+    for (int g = 0; g < a->n_head_kv; g++) {
+        head_set hs[2];
+        const int ns = head_sets(a, g, pos, tok, ntok, sr, hs);
+        for (int s = 0; s < ns; s++)
+            for (int j = 0; split_keys(hs[s].k, nth) && j < G; j++)
+                if (hs[s].heads >> j & 1) merge_partials(a, t0 + i, i, g * G + j, nth);
+    }
+}
+
+/* A group of at least nth tokens merges in the task, after a barrier: slot i on thread i % nth */
+static bool merge_in_task(int n, int nth) { return nth > 1 && n >= nth; }
+
+static void attn_group_task(void *ctx, int ith, int nth) {
+    const attn_job *jb = ctx;
+    attn_task(ctx, ith, nth);
+    hachi_pool_barrier(jb->pool);
+    for (int i = ith; i < jb->n; i += nth) merge_token(jb->a, jb->t0, i, nth);
+}
+
 void hachi_attention(hachi_pool *pool, const hachi_kernels *kern, const hachi_attn_args *a) {
     const int nth = hachi_pool_size(pool);
     for (int t0 = 0; t0 < a->n; t0 += HACHI_ATTN_GROUP) {
         attn_job jb = {a, kern, pool, t0, HACHI_MIN(HACHI_ATTN_GROUP, a->n - t0)};
-        hachi_pool_run(pool, attn_task, &jb);
-        const int G = a->n_head / a->n_head_kv;
-        for (int i = 0; i < jb.n; i++) {
-            const int pos = a->p0 + t0 + i;
-            int dense[2], sr[4], ntok;
-            const int *tok = token_runs(a, i, pos, dense, &ntok);
-            for (int g = 0; g < a->n_head_kv; g++) {
-                head_set hs[2];
-                const int ns = head_sets(a, g, pos, tok, ntok, sr, hs);
-                for (int s = 0; s < ns; s++)
-                    for (int j = 0; split_keys(hs[s].k, nth) && j < G; j++)
-                        if (hs[s].heads >> j & 1) merge_partials(a, t0 + i, i, g * G + j, nth);
-            }
+        if (merge_in_task(jb.n, nth)) {
+            hachi_pool_run(pool, attn_group_task, &jb);
+            continue;
         }
+        hachi_pool_run(pool, attn_task, &jb);
+        for (int i = 0; i < jb.n; i++) merge_token(a, t0, i, nth);
     }
 }
