@@ -376,10 +376,6 @@ static void attn_task(void *ctx, int ith, int nth) {
     }
 }
 
-/* Four floats as one value, unaligned (the GCC / clang vector extension: SSE2, NEON): the
- * merge's element-wise sums and quotients, bit for bit the scalar ones, four at a time */
-typedef float f32x4 __attribute__((vector_size(16), aligned(4)));
-
 /* out = sum_k e^(m_k - M) acc_k / sum_k e^(m_k - M) l_k over the threads' partials of query
  * head h of token t (slot i) */
 static void merge_partials(const hachi_attn_args *a, int t, int i, int h, int nth) {
@@ -396,13 +392,13 @@ static void merge_partials(const hachi_attn_args *a, int t, int i, int h, int nt
         const float *p = part + (size_t)k * H * (hd + 2) + (size_t)h * (hd + 2);
         if (p[hd + 1] <= 0.0f) continue;
         const float w = expf(p[hd] - M);
-        const f32x4 w4 = {w, w, w, w};
+        const hachi_f32x4 w4 = {w, w, w, w};
         den += w * p[hd + 1];
-        for (int d = 0; d < hd4; d += 4) *(f32x4 *)(out + d) += w4 * *(const f32x4 *)(p + d);
+        for (int d = 0; d < hd4; d += 4) *(hachi_f32x4 *)(out + d) += w4 * *(const hachi_f32x4 *)(p + d);
         for (int d = hd4; d < hd; d++) out[d] += w * p[d];
     }
-    const f32x4 den4 = {den, den, den, den};
-    for (int d = 0; d < hd4; d += 4) *(f32x4 *)(out + d) /= den4;
+    const hachi_f32x4 den4 = {den, den, den, den};
+    for (int d = 0; d < hd4; d += 4) *(hachi_f32x4 *)(out + d) /= den4;
     for (int d = hd4; d < hd; d++) out[d] /= den;
 }
 

@@ -18,7 +18,7 @@ typedef struct hachi_layer_plan {
     int n_head, n_head_kv;          /* query heads, KV heads (n_head / n_head_kv share one) */
     float attn_scale;               /* on q.k */
     int n_rot;                      /* rotated dims per head */
-    const float *rope_cs;           /* [n_batch][n_rot/2][cos, sin] of this forward's positions */
+    const float *rope_cs;           /* [n_batch][cos n_rot/2, sin n_rot/2] of this forward's positions */
     bool owns_kv;                   /* computes K/V (else reads kv_owner's) */
     int sparse_pages;               /* page-sparse: pages a query attends (attn.h); 0 = dense */
     int draft_pages;                /* the same in draft steps (hachi_session_eval_draft) */
@@ -66,7 +66,7 @@ struct hachi_session {
     float *ple;                     /* [nb][n_layer*n_embd_pl] per-layer inputs */
     float *ple_gate;                /* [nb][n_embd_pl] per-layer input branch */
     float *ple_tok;                 /* [n_layer*n_embd_pl] one token's per_layer_token_embd row */
-    float *rope_cs[2];              /* [nb][d/2][cos, sin] sliding (0) and full (1) */
+    float *rope_cs[2];              /* [nb][cos d/2, sin d/2] sliding (0) and full (1) */
     double *inv_freq[2];            /* [d/2] */
     int rope_dim[2];                /* d: rotated dims of each kind */
     float *logits;                  /* [n_vocab] of the last evaluated token */

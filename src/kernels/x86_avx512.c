@@ -960,6 +960,44 @@ void hachi_vec_dot_q6_K_q8_K_avx512(int64_t n, float *s, const void *w, const vo
  * 16 accumulators and the unpacked quarters fit the 32 registers) */
 ROWS_FROM_N(multi_q6_K, rows_q6_K, 1, Q6_ROWS)
 
+/* ---------------- activations ---------------- */
+
+/* AVX2's gelu_mul 16 lanes at a time: the same operations element by element (tanh as Cephes'
+ * tanhf: |x| < 0.625 an odd polynomial, else 1 - 2 / (e^2|x| + 1); sign restored), so the same
+ * bits */
+static inline __m512 tanh16(__m512 x) {
+    const __m512 ax = _mm512_abs_ps(x);
+    const __m512 e = hachi_exp512(_mm512_min_ps(_mm512_add_ps(ax, ax), _mm512_set1_ps(40.0f)));
+    const __m512 big = _mm512_sub_ps(_mm512_set1_ps(1.0f), _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
+    const __m512 z = _mm512_mul_ps(ax, ax);
+    __m512 p = _mm512_set1_ps(-5.70498872745e-3f);
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(2.06390887954e-2f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-5.37397155531e-2f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(1.33314422036e-1f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-3.33332819422e-1f));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, z), ax, ax);
+    const __m512 r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.625f), _CMP_GE_OQ), p, big);
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r),
+                                               _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN))));
+}
+
+static inline __m512 gelu_mul16(__m512 v, __m512 g) {
+    const __m512 y = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f),
+                                   _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), v), _mm512_mul_ps(v, v), v));
+    const __m512 h = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), v), _mm512_add_ps(_mm512_set1_ps(1.0f), tanh16(y)));
+    return _mm512_mul_ps(h, g);
+}
+
+/* the last n % 16 elements masked */
+static void gelu_mul(int64_t n, float *x, const float *g) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, gelu_mul16(_mm512_loadu_ps(x + i), _mm512_loadu_ps(g + i)));
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(x + i, m, gelu_mul16(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, g + i)));
+    }
+}
+
 /* ---------------- the table ---------------- */
 
 static void set(hachi_kernels *t, uint32_t type, hachi_vec_dot_fn dot, hachi_vec_dot_multi_fn multi) {
@@ -991,6 +1029,7 @@ int hachi_kernels_fill_avx512(hachi_kernels *t) {
     t->attn_scores_i8 = attn_scores_i8;
     t->attn_values_i8 = attn_values_i8;
     t->attn_values_i8_hot = attn_values_i8_hot;
+    t->gelu_mul = gelu_mul;
     set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx512, multi_q6_K);
     t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;   /* with AVX2's activation extras */
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;
