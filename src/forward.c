@@ -139,37 +139,67 @@ static void add_normed(hachi_session *s, float *x, float *o, const float *w, int
     for_rows(s, (row_op){.fn = op_add_normed, .a = x, .b = o, .w = w, .len = E, .eps = eps, .scale = scale}, n);
 }
 
-/* cos/sin tables of this forward's positions for both attention kinds. */
-static void rope_tables(hachi_session *s, int n, int p0) {
+/* ---- the forward's inputs, tokens split over the pool (a few on the caller) ------------- */
+
+typedef struct inputs_job {
+    hachi_session *s;
+    const int32_t *tokens;
+    int n, p0;
+    void (*fn)(const struct inputs_job *j, int t, int ith);
+} inputs_job;
+
+static void inputs_task(void *ctx, int ith, int nth) {
+    const inputs_job *j = ctx;
+    int64_t lo, hi;
+    hachi_split(j->n, 1, ith, nth, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++) j->fn(j, (int)t, ith);
+}
+
+static void for_tokens(hachi_session *s, const int32_t *tokens, int n, int p0,
+                       void (*fn)(const inputs_job *j, int t, int ith)) {
+    const inputs_job j = {s, tokens, n, p0, fn};
+    if (n <= ROWS_INLINE_MAX) {
+        for (int t = 0; t < n; t++) fn(&j, t, 0);
+        return;
+    }
+    hachi_pool_run(s->pool, inputs_task, (void *)&j);
+}
+
+/* x[t] = token_embd[tokens[t]] * emb_scale (gemma4: sqrt(E)); the cos/sin rows of position
+ * p0 + t for both attention kinds */
+static void embed_token(const inputs_job *j, int t, int ith) {
+    hachi_session *s = j->s;
+    const int E = s->m->n_embd;
+    float *x = s->x + (size_t)t * E;
+    hachi_mat_row(s->kern, &s->m->tok_embd, j->tokens[t], x);
+    if (s->emb_scale != 1.0f) for (int i = 0; i < E; i++) x[i] *= s->emb_scale;
     for (int kind = 0; kind < 2; kind++) {
         if (!s->inv_freq[kind]) continue;
-        int half = s->rope_dim[kind] / 2;
-        for (int t = 0; t < n; t++) {
-            float *cs = s->rope_cs[kind] + (size_t)t * half * 2;
-            for (int i = 0; i < half; i++) {
-                double th = (double)(p0 + t) * s->inv_freq[kind][i];
-                cs[i] = (float)cos(th);
-                cs[half + i] = (float)sin(th);
-            }
+        const int half = s->rope_dim[kind] / 2;
+        float *cs = s->rope_cs[kind] + (size_t)t * half * 2;
+        for (int i = 0; i < half; i++) {
+            double th = (double)(j->p0 + t) * s->inv_freq[kind][i];
+            cs[i] = (float)cos(th);
+            cs[half + i] = (float)sin(th);
         }
     }
 }
 
-/* Gemma 4 per-layer inputs: ple[t][l] = (rmsnorm(proj x / sqrt(E)) * w + tok_pl * sqrt(P)) / sqrt(2) */
-static void per_layer_inputs(hachi_session *s, const int32_t *tokens, int n) {
+/* Gemma 4 per-layer inputs of token t from the projection already in ple[t]:
+ * ple[t][l] = (rmsnorm(proj x / sqrt(E)) * w + tok_pl * sqrt(P)) / sqrt(2), tok_pl the token's
+ * per_layer_token_embd row, dequantized into the thread's ple_tok row */
+static void ple_token(const inputs_job *j, int t, int ith) {
+    hachi_session *s = j->s;
     const hachi_model *m = s->m;
-    int P = m->n_embd_pl, LP = m->n_layer * P;
-    matmul(s, &m->pl_model_proj, s->x, m->n_embd, n, s->ple, LP);
-    float inv_sqrt_e = 1.0f / sqrtf((float)m->n_embd), sqrt_p = sqrtf((float)P);
-    for (int t = 0; t < n; t++) {
-        float *pl = s->ple + (size_t)t * LP, *tok = s->ple_tok;
-        hachi_mat_row(s->kern, &m->pl_tok_embd, tokens[t], tok);
-        for (int l = 0; l < m->n_layer; l++) {
-            float *c = pl + l * P;
-            for (int i = 0; i < P; i++) c[i] *= inv_sqrt_e;
-            rmsnorm(c, c, m->pl_proj_norm, P, m->rms_eps);
-            for (int i = 0; i < P; i++) c[i] = (c[i] + tok[l * P + i] * sqrt_p) * (float)M_SQRT1_2;
-        }
+    const int P = m->n_embd_pl, LP = m->n_layer * P;
+    const float inv_sqrt_e = 1.0f / sqrtf((float)m->n_embd), sqrt_p = sqrtf((float)P);
+    float *pl = s->ple + (size_t)t * LP, *tok = s->ple_tok + (size_t)ith * LP;
+    hachi_mat_row(s->kern, &m->pl_tok_embd, j->tokens[t], tok);
+    for (int l = 0; l < m->n_layer; l++) {
+        float *c = pl + l * P;
+        for (int i = 0; i < P; i++) c[i] *= inv_sqrt_e;
+        rmsnorm(c, c, m->pl_proj_norm, P, m->rms_eps);
+        for (int i = 0; i < P; i++) c[i] = (c[i] + tok[l * P + i] * sqrt_p) * (float)M_SQRT1_2;
     }
 }
 
@@ -301,15 +331,12 @@ void hachi_forward(hachi_session *s, const int32_t *tokens, int n, float *out, b
     double t0 = prof ? hachi_time_ms() : 0, t1;
     s->hidden_lo = s->hidden_hi = 0;   /* the layers overwrite xn */
 
-    /* x = token_embd[t] * emb_scale (gemma4: sqrt(E)) */
-    for (int t = 0; t < n; t++) {
-        float *x = s->x + (size_t)t * E;
-        hachi_mat_row(s->kern, &m->tok_embd, tokens[t], x);
-        if (s->emb_scale != 1.0f) for (int i = 0; i < E; i++) x[i] *= s->emb_scale;
-    }
-    rope_tables(s, n, p0);
+    for_tokens(s, tokens, n, p0, embed_token);
     if (prof) { t1 = hachi_time_ms(); s->prof.emb_ms += t1 - t0; t0 = t1; }
-    if (m->n_embd_pl > 0) per_layer_inputs(s, tokens, n);
+    if (m->n_embd_pl > 0) {   /* Gemma 4's per-layer inputs: the projection of x, then per token */
+        matmul(s, &m->pl_model_proj, s->x, E, n, s->ple, (int64_t)m->n_layer * m->n_embd_pl);
+        for_tokens(s, tokens, n, p0, ple_token);
+    }
     if (prof) { t1 = hachi_time_ms(); s->prof.ple_ms += t1 - t0; t0 = t1; }
 
     for (int l = 0; l < m->n_layer; l++) {

@@ -210,7 +210,7 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     if (LP) {
         ALLOC(s->ple, (size_t)nb * LP);
         ALLOC(s->ple_gate, (size_t)nb * m->n_embd_pl);
-        ALLOC(s->ple_tok, LP);
+        ALLOC(s->ple_tok, (size_t)nth * LP);
     }
     ALLOC(s->logits, m->n_vocab);
     s->logits_pos = -1;

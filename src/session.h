@@ -65,7 +65,7 @@ struct hachi_session {
     float *ffn_gate, *ffn_up;       /* [nb][ff_max] */
     float *ple;                     /* [nb][n_layer*n_embd_pl] per-layer inputs */
     float *ple_gate;                /* [nb][n_embd_pl] per-layer input branch */
-    float *ple_tok;                 /* [n_layer*n_embd_pl] one token's per_layer_token_embd row */
+    float *ple_tok;                 /* [threads][n_layer*n_embd_pl] a token's per_layer_token_embd row per thread */
     float *rope_cs[2];              /* [nb][cos d/2, sin d/2] sliding (0) and full (1) */
     double *inv_freq[2];            /* [d/2] */
     int rope_dim[2];                /* d: rotated dims of each kind */
