@@ -126,10 +126,11 @@ static bool better(const float *sc, int x, int y) {
 }
 
 /* The n_top best of pages [1, P - 1) by score (sc indexed by page), ascending into sel:
- * a heap of the best so far with the worst at its root. */
-static void select_pages(const float *sc, int P, int n_top, int *sel) {
+ * a heap of the best so far with the worst at its root. Returns how many (fewer than n_top
+ * only when there are fewer candidates). */
+static int select_pages(const float *sc, int P, int n_top, int *sel) {
     int n = 0;
-    if (n_top <= 0) return;
+    if (n_top <= 0) return 0;
     for (int p = 1; p < P - 1; p++) {
         int i;
         if (n < n_top) {
@@ -155,6 +156,7 @@ static void select_pages(const float *sc, int P, int n_top, int *sel) {
         while (j > 0 && sel[j - 1] > v) { sel[j] = sel[j - 1]; j--; }
         sel[j] = v;
     }
+    return n;
 }
 
 /* ---- attention over a token's runs -------------------------------------------------------- */
@@ -200,10 +202,7 @@ static void select_group(const attn_job *jb, int ith, int nth) {
         const int t = jb->t0 + i, pos = A->p0 + t;
         int *r = A->ranges + (size_t)i * 2 * (A->sparse_pages + 2), sel[HACHI_ATTN_MAX_PAGES];
         int n_sel = 0;
-        if (selects(A, pos)) {
-            n_sel = A->sparse_pages - 3;
-            select_pages(A->page_scores + (size_t)i * stride, pos / HACHI_PAGE, n_sel, sel);
-        }
+        if (selects(A, pos)) n_sel = select_pages(A->page_scores + (size_t)i * stride, pos / HACHI_PAGE, A->sparse_pages - 3, sel);
         A->n_ranges[i] = key_runs(A, pos, sel, n_sel, r);
     }
     hachi_pool_barrier(jb->pool);
