@@ -266,7 +266,7 @@ static void gemma4_layer(hachi_session *s, int l, int n, int p0) {
         for_rows(s, (row_op){.fn = op_gelu_mul, .kern = s->kern, .a = s->ple_gate, .c = s->ple + (size_t)l * P, .len = P,
                              .stride = m->n_layer * P}, n);
         matmul(s, &L->proj, s->ple_gate, P, n, s->proj, E);
-        add_normed(s, s->x, s->proj, L->post_norm, n, E, eps, L->out_scale);   /* x = x3 * layer_output_scale */
+        add_normed(s, s->x, s->proj, L->post_norm, n, E, eps, L->out_scale);
     }
 }
 

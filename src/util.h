@@ -70,9 +70,10 @@ static inline uint16_t hachi_f32_to_bf16(float f) {
 #define HACHI_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define HACHI_MAX(a, b) ((a) > (b) ? (a) : (b))
 
-/* Four floats as one value, unaligned: the GCC / clang vector extension (SSE2 on x86-64, NEON
- * on arm64), one register. Element-wise arithmetic on them is bit for bit the scalar one: the
- * model's row ops and the merge of attention partials use it. */
-typedef float hachi_f32x4 __attribute__((vector_size(16), aligned(4)));
+/* Four floats as one value, unaligned and read through float pointers (may_alias, as the
+ * intrinsics headers' own unaligned types): the GCC / clang vector extension (SSE2 on x86-64,
+ * NEON on arm64), one register. Element-wise arithmetic on them is bit for bit the scalar one:
+ * the model's row ops and the merge of attention partials use it. */
+typedef float hachi_f32x4 __attribute__((vector_size(16), aligned(4), may_alias));
 
 #endif
