@@ -74,24 +74,33 @@ typedef struct row_op {
 
 #define ROWS_INLINE_MAX 4
 
-typedef struct row_job { const row_op *op; int n; } row_job;
+typedef void (*row_fn)(const void *ctx, int t, int ith);
+typedef struct row_job { row_fn fn; const void *ctx; int n; } row_job;
 
-static void row_job_task(void *ctx, int ith, int nth) {
-    const row_job *j = ctx;
+static void row_job_task(void *arg, int ith, int nth) {
+    const row_job *j = arg;
     int64_t lo, hi;
     hachi_split(j->n, 1, ith, nth, &lo, &hi);
-    for (int64_t t = lo; t < hi; t++) j->op->fn(j->op, (int)t);
+    for (int64_t t = lo; t < hi; t++) j->fn(j->ctx, (int)t, ith);
 }
 
-/* op.fn on rows 0..n-1, the pool's threads each taking a range */
-static void for_rows(hachi_session *s, const row_op op, int n) {
+/* fn(ctx, t, thread) on rows 0..n-1, the pool's threads each taking a range */
+static void split_rows(hachi_session *s, int n, row_fn fn, const void *ctx) {
     if (n <= ROWS_INLINE_MAX) {
-        for (int t = 0; t < n; t++) op.fn(&op, t);
+        for (int t = 0; t < n; t++) fn(ctx, t, 0);
         return;
     }
-    row_job j = {&op, n};
+    row_job j = {fn, ctx, n};
     hachi_pool_run(s->pool, row_job_task, &j);
 }
+
+static void row_op_row(const void *ctx, int t, int ith) {
+    const row_op *op = ctx;
+    op->fn(op, t);
+}
+
+/* op.fn on rows 0..n-1 */
+static void for_rows(hachi_session *s, const row_op op, int n) { split_rows(s, n, row_op_row, &op); }
 
 /* a[t] = rmsnorm(c[t]) * w */
 static void op_norm(const row_op *op, int t) {
@@ -139,35 +148,14 @@ static void add_normed(hachi_session *s, float *x, float *o, const float *w, int
     for_rows(s, (row_op){.fn = op_add_normed, .a = x, .b = o, .w = w, .len = E, .eps = eps, .scale = scale}, n);
 }
 
-/* ---- the forward's inputs, tokens split over the pool (a few on the caller) ------------- */
+/* ---- the forward's inputs, tokens split over the pool like the rows above ---------------- */
 
-typedef struct inputs_job {
-    hachi_session *s;
-    const int32_t *tokens;
-    int n, p0;
-    void (*fn)(const struct inputs_job *j, int t, int ith);
-} inputs_job;
-
-static void inputs_task(void *ctx, int ith, int nth) {
-    const inputs_job *j = ctx;
-    int64_t lo, hi;
-    hachi_split(j->n, 1, ith, nth, &lo, &hi);
-    for (int64_t t = lo; t < hi; t++) j->fn(j, (int)t, ith);
-}
-
-static void for_tokens(hachi_session *s, const int32_t *tokens, int n, int p0,
-                       void (*fn)(const inputs_job *j, int t, int ith)) {
-    const inputs_job j = {s, tokens, n, p0, fn};
-    if (n <= ROWS_INLINE_MAX) {
-        for (int t = 0; t < n; t++) fn(&j, t, 0);
-        return;
-    }
-    hachi_pool_run(s->pool, inputs_task, (void *)&j);
-}
+typedef struct inputs { hachi_session *s; const int32_t *tokens; int p0; } inputs;
 
 /* x[t] = token_embd[tokens[t]] * emb_scale (gemma4: sqrt(E)); the cos/sin rows of position
  * p0 + t for both attention kinds */
-static void embed_token(const inputs_job *j, int t, int ith) {
+static void embed_token(const void *ctx, int t, int ith) {
+    const inputs *j = ctx;
     hachi_session *s = j->s;
     const int E = s->m->n_embd;
     float *x = s->x + (size_t)t * E;
@@ -188,7 +176,8 @@ static void embed_token(const inputs_job *j, int t, int ith) {
 /* Gemma 4 per-layer inputs of token t from the projection already in ple[t]:
  * ple[t][l] = (rmsnorm(proj x / sqrt(E)) * w + tok_pl * sqrt(P)) / sqrt(2), tok_pl the token's
  * per_layer_token_embd row, dequantized into the thread's ple_tok row */
-static void ple_token(const inputs_job *j, int t, int ith) {
+static void ple_token(const void *ctx, int t, int ith) {
+    const inputs *j = ctx;
     hachi_session *s = j->s;
     const hachi_model *m = s->m;
     const int P = m->n_embd_pl, LP = m->n_layer * P;
@@ -331,11 +320,12 @@ void hachi_forward(hachi_session *s, const int32_t *tokens, int n, float *out, b
     double t0 = prof ? hachi_time_ms() : 0, t1;
     s->hidden_lo = s->hidden_hi = 0;   /* the layers overwrite xn */
 
-    for_tokens(s, tokens, n, p0, embed_token);
+    const inputs in = {s, tokens, p0};
+    split_rows(s, n, embed_token, &in);
     if (prof) { t1 = hachi_time_ms(); s->prof.emb_ms += t1 - t0; t0 = t1; }
     if (m->n_embd_pl > 0) {   /* Gemma 4's per-layer inputs: the projection of x, then per token */
         matmul(s, &m->pl_model_proj, s->x, E, n, s->ple, (int64_t)m->n_layer * m->n_embd_pl);
-        for_tokens(s, tokens, n, p0, ple_token);
+        split_rows(s, n, ple_token, &in);
     }
     if (prof) { t1 = hachi_time_ms(); s->prof.ple_ms += t1 - t0; t0 = t1; }
 
