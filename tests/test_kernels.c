@@ -536,16 +536,18 @@ static int check_x8(uint32_t type, int64_t n, const char *w, int64_t rb, const c
     return x86;
 }
 
-/* The prefill GEMM (gemm_x8, where a table has one for the type) on 3 groups of 8 rows (w8,
- * interleaved, gb bytes a group) and 16 activation rows a (ab bytes apart, no extras): for
- * n_groups 1..3 and nt 1..16, every output bitwise ref's vec_dot_x8 and nothing written past
- * the nt tokens and 8*n_groups rows. Returns how many tables ran it. */
+/* The prefill GEMM (gemm_x8, where a table has one for the type) on GEMM_GROUPS groups of 8 rows
+ * (w8, interleaved, gb bytes a group) and 16 activation rows a (ab bytes apart, no extras): for
+ * n_groups 1..GEMM_GROUPS and nt 1..16, every output bitwise ref's vec_dot_x8 and nothing written
+ * past the nt tokens and 8*n_groups rows. Five groups: a kernel that takes groups in pairs (or
+ * fours) meets more than one of them and a lone group. Returns how many tables ran it. */
+enum { GEMM_GROUPS = 5 };
 static int check_gemm(uint32_t type, int64_t n, const char *w8, size_t gb, const char *a, size_t ab) {
     const hachi_kernels *R = hachi_kernels_ref();
     const uint32_t vdt = R->t[type].vec_dot_type;
-    enum { LDY = 40 };
-    float want[3][128], y[16 * LDY];
-    for (int g = 0; g < 3; g++) R->t[type].vec_dot_x8(n, want[g], w8 + g * gb, a, ab, 16);
+    enum { LDY = 8 * GEMM_GROUPS + 3 };
+    float want[GEMM_GROUPS][128], y[16 * LDY];
+    for (int g = 0; g < GEMM_GROUPS; g++) R->t[type].vec_dot_x8(n, want[g], w8 + g * gb, a, ab, 16);
     int ran = 0;
     for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
         const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
@@ -569,7 +571,7 @@ static int check_gemm(uint32_t type, int64_t n, const char *w8, size_t gb, const
                 for (int t0 = 0; t0 < nt; t0 += 8)   /* in halves, as matmul.c packs */
                     kt->act_pack(n, ax + (size_t)t0 * st, st, t0, nt - t0 < 8 ? nt - t0 : 8, pk);
             }
-            for (int ng = 1; ng <= 3; ng++) {
+            for (int ng = 1; ng <= GEMM_GROUPS; ng++) {
                 for (int i = 0; i < 16 * LDY; i++) y[i] = NAN;
                 kt->gemm_x8(n, y, LDY, w8, ng, pk ? pk : ax, st, nt);
                 for (int t = 0; t < 16; t++)
@@ -589,18 +591,20 @@ static int check_gemm(uint32_t type, int64_t n, const char *w8, size_t gb, const
     return ran;
 }
 
-/* check_gemm on 3 groups of the 8 rows at w (file layout, rb bytes apart): as they are, reversed,
- * rotated by 3; says how many tables have the GEMM when say is set. */
-static void check_gemm_3groups(uint32_t type, int64_t n, const char *w, int64_t rb, const char *a, size_t ab, bool say) {
-    char *w24 = malloc((size_t)rb * 24), *w8 = malloc((size_t)rb * 24);
-    for (int j = 0; j < 24; j++) {
-        const int src = j < 8 ? j : j < 16 ? 15 - j : (j + 3) % 8;
-        memcpy(w24 + (size_t)j * rb, w + (size_t)src * rb, (size_t)rb);
+/* check_gemm on GEMM_GROUPS groups of the 8 rows at w (file layout, rb bytes apart): as they are,
+ * reversed, rotated by 3, 5 and 6; says how many tables have the GEMM when say is set. */
+static void check_gemm_groups(uint32_t type, int64_t n, const char *w, int64_t rb, const char *a, size_t ab, bool say) {
+    enum { ROWS = 8 * GEMM_GROUPS };
+    char *wg = malloc((size_t)rb * ROWS), *w8 = malloc((size_t)rb * ROWS);
+    static const int rot[GEMM_GROUPS] = {0, 0, 3, 5, 6};
+    for (int j = 0; j < ROWS; j++) {
+        const int g = j / 8, src = g == 1 ? 7 - j % 8 : (j + rot[g]) % 8;
+        memcpy(wg + (size_t)j * rb, w + (size_t)src * rb, (size_t)rb);
     }
-    for (int g = 0; g < 3; g++) x8_repack(type)(w24 + g * 8 * rb, (uint64_t)rb, w8 + g * 8 * rb, n);
+    for (int g = 0; g < GEMM_GROUPS; g++) x8_repack(type)(wg + g * 8 * rb, (uint64_t)rb, w8 + g * 8 * rb, n);
     const int ran = check_gemm(type, n, w8, (size_t)rb * 8, a, ab);
     if (say) printf("    %s gemm_x8: %d table(s) have it\n", hachi_type_name(type), ran);
-    free(w24); free(w8);
+    free(wg); free(w8);
 }
 
 /* The float GEMM (gemm, rows in the file's layout: F32, F16, BF16) of every table that has one:
@@ -668,7 +672,7 @@ TEST(kernels_float_gemm) {
 }
 
 /* Interleaved q4_0 rows (block_q4_0x8), check_x8 on variants 0 random, 1, 2 the int16
- * extremes (all nibbles 15 against all +127 / -127); check_gemm on 3 groups of random rows. */
+ * extremes (all nibbles 15 against all +127 / -127); check_gemm on GEMM_GROUPS groups of random rows. */
 TEST(kernels_q4_0_x8) {
     const hachi_kernels *R = hachi_kernels_ref();
     static const int64_t sizes[] = {32, 96, 1536 + 32};
@@ -689,17 +693,18 @@ TEST(kernels_q4_0_x8) {
                 R->t[HACHI_TYPE_Q8_0].from_float(x, a + t * ab, n);
             }
             check_x8(HACHI_TYPE_Q4_0, n, w, rb, a, ab, extreme);
-            if (extreme == 0) {   /* 3 groups: these 8 rows, then 16 more */
-                char *w24 = malloc((size_t)rb * 24), *w8 = malloc((size_t)rb * 24);
-                memcpy(w24, w, (size_t)rb * 8);
-                for (int j = 8; j < 24; j++) {
+            if (extreme == 0) {   /* GEMM_GROUPS groups: these 8 rows, then more */
+                enum { ROWS = 8 * GEMM_GROUPS };
+                char *wg = malloc((size_t)rb * ROWS), *w8 = malloc((size_t)rb * ROWS);
+                memcpy(wg, w, (size_t)rb * 8);
+                for (int j = 8; j < ROWS; j++) {
                     fill(x, n, 0);
-                    R->t[HACHI_TYPE_Q4_0].from_float(x, w24 + j * rb, n);
+                    R->t[HACHI_TYPE_Q4_0].from_float(x, wg + j * rb, n);
                 }
-                for (int g = 0; g < 3; g++) hachi_repack_q4_0_x8(w24 + g * 8 * rb, (uint64_t)rb, w8 + g * 8 * rb, n);
+                for (int g = 0; g < GEMM_GROUPS; g++) hachi_repack_q4_0_x8(wg + g * 8 * rb, (uint64_t)rb, w8 + g * 8 * rb, n);
                 const int ran = check_gemm(HACHI_TYPE_Q4_0, n, w8, (size_t)rb * 8, a, ab);
                 if (si == 0) printf("    q4_0 gemm_x8: %d table(s) have it\n", ran);
-                free(w24); free(w8);
+                free(wg); free(w8);
             }
             free(w); free(a); free(x);
         }
@@ -758,7 +763,7 @@ static void fill_kquant_block(uint32_t type, char *row, int64_t b, int mode) {
 
 /* Interleaved q4_K or q5_K rows (block_q4_Kx8, block_q5_Kx8), check_x8 on variants 0
  * quantized random floats; 1, 2 the extremes of fill_kquant_block against activations all
- * +127 / -127; 3 random bytes against activations -127..127; check_gemm on 3 groups of
+ * +127 / -127; 3 random bytes against activations -127..127; check_gemm on GEMM_GROUPS groups of
  * variants 0 and 3. Returns how many x86 tables ran check_x8. */
 static int check_kquant_x8(uint32_t type) {
     const hachi_kernels *R = hachi_kernels_ref();
@@ -780,7 +785,7 @@ static int check_kquant_x8(uint32_t type) {
             }
             fill_q8_K_rows(a, ab, n, mode, -127);
             x86_x8 += check_x8(type, n, w, rb, a, ab, mode);
-            if (mode == 0 || mode == 3) check_gemm_3groups(type, n, w, rb, a, ab, si == 0 && mode == 0);
+            if (mode == 0 || mode == 3) check_gemm_groups(type, n, w, rb, a, ab, si == 0 && mode == 0);
             free(w); free(a); free(x);
         }
     return x86_x8;
@@ -798,7 +803,7 @@ TEST(kernels_q5_K_x8) {
 /* Interleaved q8_0 rows (block_q8_0x8), check_x8 on variants 0 quantized random floats; 1, 2
  * the int32 extremes (weights -128 (a file may hold it, the quantizer never writes it) and
  * +127 alternating by row, activations all +127 / -128); 3 random bytes (weights and
- * activations -128..127, random scales); check_gemm on 3 groups of variants 0 and 3. */
+ * activations -128..127, random scales); check_gemm on GEMM_GROUPS groups of variants 0 and 3. */
 TEST(kernels_q8_0_x8) {
     const hachi_kernels *R = hachi_kernels_ref();
     static const int64_t sizes[] = {32, 96, 1536 + 32};
@@ -824,7 +829,7 @@ TEST(kernels_q8_0_x8) {
                 }
             }
             x86_x8 += check_x8(HACHI_TYPE_Q8_0, n, w, rb, a, ab, mode);
-            if (mode == 0 || mode == 3) check_gemm_3groups(HACHI_TYPE_Q8_0, n, w, rb, a, ab, si == 0 && mode == 0);
+            if (mode == 0 || mode == 3) check_gemm_groups(HACHI_TYPE_Q8_0, n, w, rb, a, ab, si == 0 && mode == 0);
             free(w); free(a); free(x);
         }
     /* a VNNI table must have run it where this CPU has one */
@@ -862,7 +867,7 @@ TEST(kernels_q6_K_x8) {
             }
             fill_q8_K_rows(a, ab, n, mode, -128);
             x86_x8 += check_x8(HACHI_TYPE_Q6_K, n, w, rb, a, ab, mode);
-            if (mode == 0 || mode == 3) check_gemm_3groups(HACHI_TYPE_Q6_K, n, w, rb, a, ab, si == 0 && mode == 0);
+            if (mode == 0 || mode == 3) check_gemm_groups(HACHI_TYPE_Q6_K, n, w, rb, a, ab, si == 0 && mode == 0);
             free(w); free(a); free(x);
         }
     CHECKF(!hachi_kernels_get(HACHI_ISA_AVX512) || x86_x8 > 0, "no x86 q6_K vec_dot_x8 was tested");
