@@ -521,6 +521,7 @@ static void attn_values_i8_hot(int64_t hd, int nk, const int8_t *v, int64_t vs, 
 /* Up to 8 activation rows per pass: the unpacked nibbles of a block (8 ymm) and 8
  * accumulators fit in the 32 vector registers that AVX-512 gives even to 256-bit code. */
 #define VNNI_ROWS 8
+#define X8_GEMM_MIN 3   /* tokens from which the interleaved types go through the GEMM (below: hachi_kernels_fill_avx512) */
 #define VNNI_DPBUSD _mm256_dpbusd_epi32
 static inline __attribute__((always_inline)) __m256i dpbusd_bcast(__m256i acc, __m256i w, const int8_t *p) {
     __asm__("vpdpbusd %2%{1to8%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)(const void *)p));
@@ -1033,30 +1034,33 @@ int hachi_kernels_fill_avx512(hachi_kernels *t) {
     set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx512, multi_q6_K);
     t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;   /* with AVX2's activation extras */
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;
-    /* from 2 tokens (Zen 5, E2B-shaped Q4_0, 2 threads: verify k=8 1.80-1.83x a step against
-     * 1.94-2.18x with x8_q4_0, prefill 2048 121-127 against 88 tok/s); one token gains nothing
-     * measurable (decode 15.2-17.4 against 17.1-17.6 tok/s), so decode stays on x8_q4_0 */
+    /* The GEMMs from X8_GEMM_MIN tokens (Zen 5, E2B-shaped Q4_0, 2 threads: verify k=8 1.80-1.83x a
+     * step against 1.94-2.18x with x8_q4_0, prefill 2048 121-127 against 88 tok/s). Below it the
+     * x8 kernels, which read one group of rows, one stream, where a GEMM reads a pair side by side:
+     * at 2 tokens the x8 kernels made a forward 4-13% faster (3 runs of 30 alternated pairs in one
+     * process, Q4_0 layers and Q6_K head), at 3 equal, at 4 7-12% slower; one token gains nothing
+     * from the GEMM (decode 15.2-17.4 against 17.1-17.6 tok/s). */
     t->t[HACHI_TYPE_Q4_0].gemm_x8 = gemm_q4_0_packed;
     t->t[HACHI_TYPE_Q4_0].act_pack = act_pack_q8;
     t->t[HACHI_TYPE_Q4_0].act_pack_bytes = act_pack_bytes_q8;
-    t->t[HACHI_TYPE_Q4_0].gemm_min = 2;
+    t->t[HACHI_TYPE_Q4_0].gemm_min = X8_GEMM_MIN;
     t->t[HACHI_TYPE_Q4_K].gemm_x8 = gemm_q4_K;
-    t->t[HACHI_TYPE_Q4_K].gemm_min = 2;
+    t->t[HACHI_TYPE_Q4_K].gemm_min = X8_GEMM_MIN;
     t->t[HACHI_TYPE_Q8_0].act_extra = act_extra_q8_0;
     t->t[HACHI_TYPE_Q8_0].act_prep = act_prep_q8_0;
     t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = x8_q8_0;
     t->t[HACHI_TYPE_Q8_0].gemm_x8 = gemm_q8_0_packed;
     t->t[HACHI_TYPE_Q8_0].act_pack = act_pack_q8;
     t->t[HACHI_TYPE_Q8_0].act_pack_bytes = act_pack_bytes_q8;
-    t->t[HACHI_TYPE_Q8_0].gemm_min = 2;
+    t->t[HACHI_TYPE_Q8_0].gemm_min = X8_GEMM_MIN;
     t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = x8_q5_K;
     t->t[HACHI_TYPE_Q5_K].gemm_x8 = gemm_q5_K;
-    t->t[HACHI_TYPE_Q5_K].gemm_min = 2;
+    t->t[HACHI_TYPE_Q5_K].gemm_min = X8_GEMM_MIN;
     t->t[HACHI_TYPE_Q6_K].act_extra = act_extra_q6_K;
     t->t[HACHI_TYPE_Q6_K].act_prep = act_prep_q6_K;
     t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = x8_q6_K;
     t->t[HACHI_TYPE_Q6_K].gemm_x8 = gemm_q6_K;
-    t->t[HACHI_TYPE_Q6_K].gemm_min = 2;
+    t->t[HACHI_TYPE_Q6_K].gemm_min = X8_GEMM_MIN;
     return 1;
 }
 
