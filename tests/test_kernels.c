@@ -675,7 +675,7 @@ TEST(kernels_float_gemm) {
  * extremes (all nibbles 15 against all +127 / -127); check_gemm on GEMM_GROUPS groups of random rows. */
 TEST(kernels_q4_0_x8) {
     const hachi_kernels *R = hachi_kernels_ref();
-    static const int64_t sizes[] = {32, 96, 1536 + 32};
+    static const int64_t sizes[] = {32, 64, 96, 1536, 1536 + 32};   /* odd and even block counts */
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
         for (int extreme = 0; extreme < 3; extreme++) {
             const int64_t n = sizes[si], rb = row_bytes(HACHI_TYPE_Q4_0, n);
@@ -806,7 +806,7 @@ TEST(kernels_q5_K_x8) {
  * activations -128..127, random scales); check_gemm on GEMM_GROUPS groups of variants 0 and 3. */
 TEST(kernels_q8_0_x8) {
     const hachi_kernels *R = hachi_kernels_ref();
-    static const int64_t sizes[] = {32, 96, 1536 + 32};
+    static const int64_t sizes[] = {32, 64, 96, 1536 + 32};   /* odd and even block counts */
     int x86_x8 = 0;
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
         for (int mode = 0; mode < 4; mode++) {

@@ -543,6 +543,11 @@ static inline __attribute__((always_inline)) __m512i dpbusd_bcast16(__m512i acc,
     return acc;
 }
 
+static inline __attribute__((always_inline)) __m512i dpbusd_reg16(__m512i acc, __m512i w, __m512i a) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(w), "v"(a));
+    return acc;
+}
+
 static ALWAYS_INLINE __m512i load_pair(const uint8_t *p0, const uint8_t *p1) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p0)),
                               _mm256_loadu_si256((const __m256i *)p1), 1);
@@ -585,6 +590,21 @@ typedef struct act_tile_q8 {
     struct { int32_t corr[8]; float d[8]; } half[2];
 } act_tile_q8;
 
+/* A forward of fewer than GEMM1_TOKENS tokens over Q4_0 rows of an even number of blocks goes
+ * through gemm1, which takes its tile per pair of blocks (2j, 2j + 1): per token its 8 dwords of
+ * quants, each beside its twin of the other block, so that one qword load broadcasts both; then
+ * the tokens' -8*sum(y) and d, the pair's two side by side. Its act_pack call is the tile's only
+ * one (t0 0, nt < 8: matmul.c packs a tile 8 rows at a time), so the tile's token count, which
+ * gemm_x8 gets, tells the layout. (gemm2 through this layout instead ran 3-5% slower for 16
+ * tokens.) */
+#define GEMM1_TOKENS 8
+typedef struct act_twin_q8 {
+    int8_t qs[GEMM1_TOKENS - 1][8][2][4];   /* [token][dword][block of the pair][byte] */
+    int32_t corr[GEMM1_TOKENS - 1][2];
+    float d[GEMM1_TOKENS - 1][2];
+} act_twin_q8;
+static ALWAYS_INLINE bool act_twin(int64_t nb, int nt) { return nt < GEMM1_TOKENS && nb % 2 == 0; }
+
 static size_t act_pack_bytes_q8(int64_t n) { return (size_t)(n / QK8_0) * sizeof(act_tile_q8); }
 static void act_pack_q8(int64_t n, const void *va, size_t a_stride, int t0, int nt, void *tile) {
     const int64_t nb = n / QK8_0;
@@ -597,6 +617,30 @@ static void act_pack_q8(int64_t n, const void *va, size_t a_stride, int t0, int 
             memcpy(o[b].qs[t], ((const block_q8_0 *)ar + b)->qs, QK8_0);
             memcpy(&o[b].half[t / 8].corr[t % 8], ex, 4);
             memcpy(&o[b].half[t / 8].d[t % 8], ex + 16, 4);
+        }
+    }
+}
+static void act_pack_q4_0(int64_t n, const void *va, size_t a_stride, int t0, int nt, void *tile) {
+    const int64_t nb = n / QK8_0;
+    if (t0 != 0 || !act_twin(nb, nt)) {
+        act_pack_q8(n, va, a_stride, t0, nt, tile);
+        return;
+    }
+    act_twin_q8 *o = tile;
+    for (int t = 0; t < nt; t++) {
+        const char *ar = (const char *)va + (size_t)t * a_stride;
+        const block_q8_0 *x = (const block_q8_0 *)(const void *)ar;
+        for (int64_t b = 0; b < nb; b += 2) {
+            act_twin_q8 *p = o + b / 2;
+            const __m256i u = _mm256_loadu_si256((const __m256i *)x[b].qs), v = _mm256_loadu_si256((const __m256i *)x[b + 1].qs);
+            const __m256i lo = _mm256_unpacklo_epi32(u, v), hi = _mm256_unpackhi_epi32(u, v);   /* u0 v0 u1 v1 | u4 v4 u5 v5 */
+            _mm256_storeu_si256((__m256i *)p->qs[t][0], _mm256_permute2x128_si256(lo, hi, 0x20));
+            _mm256_storeu_si256((__m256i *)p->qs[t][4], _mm256_permute2x128_si256(lo, hi, 0x31));
+            for (int k = 0; k < 2; k++) {
+                const char *ex = q4_0_extras(ar, nb, b + k);
+                memcpy(&p->corr[t][k], ex, 4);
+                memcpy(&p->d[t][k], ex + 16, 4);
+            }
         }
     }
 }
@@ -653,6 +697,54 @@ static ALWAYS_INLINE void gemm2_q4_0_any(int64_t n, float *y, int64_t ldy, const
     }
     UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
+/* The 8 rows of one group (g) for NT < GEMM1_TOKENS tokens (a twin tile), one stream of weights:
+ * a zmm holds two adjacent blocks (2j, 2j + 1) of the 8 rows, row r's dword of block 2j in lane 2r
+ * and of block 2j + 1 in lane 2r + 1, against the token's dword and its twin (one qword load,
+ * broadcast). gemm2 reads two groups side by side, two streams S apart, which for a few tokens
+ * streamed from DRAM 20-30% slower than one in a test of the two loops (bench/RESULTS.md). Lane
+ * 2r then ends block 2j and, shifted down, block 2j + 1, in order: fma(dw*da, float(sum), acc) a
+ * block, exactly x8_rows_q4_0's computation. Needs an even number of blocks. */
+static ALWAYS_INLINE __m512 shr32_ps(__m512 x) { return _mm512_castsi512_ps(_mm512_srli_epi64(_mm512_castps_si512(x), 32)); }
+static ALWAYS_INLINE void gemm1_q4_0(int64_t n, float *y, int64_t ldy, const block_q4_0x8 *g, const char *a, const int NT) {
+    const int64_t nb = n / QK8_0;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i twin = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    __m512 acc[GEMM1_TOKENS - 1];
+    UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b += 2) {
+        UNROLL for (int l = 0; l < 5; l++) _mm_prefetch((const char *)(g + b) + X8_PF_DIST + 64 * l, X8_PF_HINT);
+        const act_twin_q8 *at = (const act_twin_q8 *)(const void *)a + b / 2;
+        const __m512 dw = _mm512_permutex2var_ps(_mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g[b].d))), twin,
+                                                 _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g[b + 1].d))));
+        __m512i lo[4], hi[4];
+        UNROLL for (int c = 0; c < 4; c++) {
+            const __m512i v = _mm512_permutex2var_epi32(
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(g[b].qs + 32 * c))), twin,
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(g[b + 1].qs + 32 * c))));
+            lo[c] = _mm512_and_si512(v, m4);
+            hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+        UNROLL for (int t = 0; t < NT; t++) {
+            int64_t q;
+            memcpy(&q, at->corr[t], 8);
+            __m512i p = _mm512_set1_epi64(q);   /* -8*sum(y) of both blocks */
+            UNROLL for (int c = 0; c < 4; c++) {
+                memcpy(&q, at->qs[t][c], 8);
+                p = dpbusd_reg16(p, lo[c], _mm512_set1_epi64(q));
+                memcpy(&q, at->qs[t][4 + c], 8);
+                p = dpbusd_reg16(p, hi[c], _mm512_set1_epi64(q));
+            }
+            double da;
+            memcpy(&da, at->d[t], 8);
+            const __m512 sc = _mm512_mul_ps(dw, _mm512_castpd_ps(_mm512_set1_pd(da))), f = _mm512_cvtepi32_ps(p);
+            acc[t] = _mm512_fmadd_ps(sc, f, acc[t]);
+            acc[t] = _mm512_fmadd_ps(shr32_ps(sc), shr32_ps(f), acc[t]);
+        }
+    }
+    UNROLL for (int t = 0; t < NT; t++)   /* the even lanes */
+        _mm256_storeu_si256((__m256i *)(y + (size_t)t * ldy), _mm512_cvtepi64_epi32(_mm512_castps_si512(acc[t])));
+}
+
 static ALWAYS_INLINE void gemm2_q4_0(int64_t n, float *y, int64_t ldy, const block_q4_0x8 *g0, const block_q4_0x8 *g1,
                                      const char *a, size_t a_stride, const int NT) {
     gemm2_q4_0_any(n, y, ldy, g0, g1, a, a_stride, NT, false);
@@ -803,12 +895,17 @@ GEMM_FROM_PAIRS(gemm_q4_K, gemm2_q4_K, block_q4_Kx8, QK_K, x8_q4_K, 8, GEMM_CASE
 
 /* gemm_x8 over packed activations (one tile of nt <= 16 tokens): pairs of groups, a lone group as
  * a pair with itself whose first 8 rows are kept */
-#define GEMM_PACKED(name, gemm2, blk)                                                                  \
+#define GEMM_PACKED(name, gemm2, ones, blk)                                                               \
     static void name(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,    \
                      size_t a_stride, int nt) {                                                        \
         const int64_t nb = n / QK8_0;                                                                  \
         const blk *w = w8;                                                                             \
         const char *at = a;                                                                            \
+        gemm1_groups_fn *const one = ones;                                                             \
+        if (one && act_twin(nb, nt)) {                                                   \
+            one(n, y, ldy, w8, n_groups, at, nt);                                                      \
+            return;                                                                                    \
+        }                                                                                              \
         for (int gi = 0; gi < n_groups; gi += 2) {                                                     \
             const blk *g0 = w + (size_t)gi * nb;                                                       \
             const bool lone = gi + 1 == n_groups;                                                      \
@@ -828,8 +925,26 @@ GEMM_FROM_PAIRS(gemm_q4_K, gemm2_q4_K, block_q4_Kx8, QK_K, x8_q4_K, 8, GEMM_CASE
 #define GEMM_CASES15_P(f) GEMM_CASE_P(f, 1) GEMM_CASE_P(f, 2) GEMM_CASE_P(f, 3) GEMM_CASE_P(f, 4) GEMM_CASE_P(f, 5) \
     GEMM_CASE_P(f, 6) GEMM_CASE_P(f, 7) GEMM_CASE_P(f, 8) GEMM_CASE_P(f, 9) GEMM_CASE_P(f, 10) GEMM_CASE_P(f, 11) \
     GEMM_CASE_P(f, 12) GEMM_CASE_P(f, 13) GEMM_CASE_P(f, 14) GEMM_CASE_P(f, 15)
-GEMM_PACKED(gemm_q4_0_packed, gemm2_q4_0_packed, block_q4_0x8)
-GEMM_PACKED(gemm_q8_0_packed, gemm2_q8_0_packed, block_q8_0x8)
+/* gemm1 over every group of w, for nt < GEMM1_TOKENS tokens */
+typedef void gemm1_groups_fn(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const char *at, int nt);
+static void groups1_q4_0(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const char *at, int nt) {
+    const block_q4_0x8 *w = w8;
+    for (int gi = 0; gi < n_groups; gi++) {
+        const block_q4_0x8 *g = w + (size_t)gi * (n / QK8_0);
+        float *yg = y + 8 * gi;
+        switch (nt) {
+            case 1: gemm1_q4_0(n, yg, ldy, g, at, 1); break;
+            case 2: gemm1_q4_0(n, yg, ldy, g, at, 2); break;
+            case 3: gemm1_q4_0(n, yg, ldy, g, at, 3); break;
+            case 4: gemm1_q4_0(n, yg, ldy, g, at, 4); break;
+            case 5: gemm1_q4_0(n, yg, ldy, g, at, 5); break;
+            case 6: gemm1_q4_0(n, yg, ldy, g, at, 6); break;
+            default: gemm1_q4_0(n, yg, ldy, g, at, 7); break;
+        }
+    }
+}
+GEMM_PACKED(gemm_q4_0_packed, gemm2_q4_0_packed, groups1_q4_0, block_q4_0x8)
+GEMM_PACKED(gemm_q8_0_packed, gemm2_q8_0_packed, NULL, block_q8_0x8)
 
 void hachi_gemm_q4_0_x8_rows_avx512(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
                                     size_t a_stride, int nt) {
@@ -1036,14 +1151,16 @@ int hachi_kernels_fill_avx512(hachi_kernels *t) {
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;
     /* The GEMMs from X8_GEMM_MIN tokens (Zen 5, E2B-shaped Q4_0, 2 threads: verify k=8 1.80-1.83x a
      * step against 1.94-2.18x with x8_q4_0, prefill 2048 121-127 against 88 tok/s). Below it the
-     * x8 kernels, which read one group of rows, one stream, where a GEMM reads a pair side by side:
+     * x8 kernels, which read one group of rows, one stream, where gemm2 reads a pair side by side:
      * at 2 tokens the x8 kernels made a forward 4-13% faster (3 runs of 30 alternated pairs in one
-     * process, Q4_0 layers and Q6_K head), at 3 equal, at 4 7-12% slower; one token gains nothing
-     * from the GEMM (decode 15.2-17.4 against 17.1-17.6 tok/s). */
+     * process, Q4_0 layers and Q6_K head), at 3 equal, at 4 7-12% slower. Q4_0 has gemm1, one
+     * stream too, from 2 tokens: against x8_q4_0 7-8% faster at 2 tokens, against gemm2 9-12% at
+     * 3-4 and 2-4% at 8 (the same runs); for one token x8_q4_0 stays (gemm1 0-5% slower, the GEMM
+     * before it: decode 15.2-17.4 against 17.1-17.6 tok/s). */
     t->t[HACHI_TYPE_Q4_0].gemm_x8 = gemm_q4_0_packed;
-    t->t[HACHI_TYPE_Q4_0].act_pack = act_pack_q8;
+    t->t[HACHI_TYPE_Q4_0].act_pack = act_pack_q4_0;
     t->t[HACHI_TYPE_Q4_0].act_pack_bytes = act_pack_bytes_q8;
-    t->t[HACHI_TYPE_Q4_0].gemm_min = X8_GEMM_MIN;
+    t->t[HACHI_TYPE_Q4_0].gemm_min = 2;
     t->t[HACHI_TYPE_Q4_K].gemm_x8 = gemm_q4_K;
     t->t[HACHI_TYPE_Q4_K].gemm_min = X8_GEMM_MIN;
     t->t[HACHI_TYPE_Q8_0].act_extra = act_extra_q8_0;
