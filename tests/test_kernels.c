@@ -539,8 +539,8 @@ static int check_x8(uint32_t type, int64_t n, const char *w, int64_t rb, const c
 /* The prefill GEMM (gemm_x8, where a table has one for the type) on GEMM_GROUPS groups of 8 rows
  * (w8, interleaved, gb bytes a group) and 16 activation rows a (ab bytes apart, no extras): for
  * n_groups 1..GEMM_GROUPS and nt 1..16, every output bitwise ref's vec_dot_x8 and nothing written
- * past the nt tokens and 8*n_groups rows. Five groups: a kernel that takes groups in pairs (or
- * fours) meets more than one of them and a lone group. Returns how many tables ran it. */
+ * past the nt tokens and 8*n_groups rows. Five groups: a kernel that takes groups in pairs meets
+ * more than one pair and a lone group. Returns how many tables ran it. */
 enum { GEMM_GROUPS = 5 };
 static int check_gemm(uint32_t type, int64_t n, const char *w8, size_t gb, const char *a, size_t ab) {
     const hachi_kernels *R = hachi_kernels_ref();

@@ -893,16 +893,17 @@ static ALWAYS_INLINE void gemm2_q4_K(int64_t n, float *y, int64_t ldy, const blo
 GEMM_FROM_PAIRS(gemm_q4_0, gemm2_q4_0, block_q4_0x8, QK8_0, x8_q4_0, 16, GEMM_CASES15)
 GEMM_FROM_PAIRS(gemm_q4_K, gemm2_q4_K, block_q4_Kx8, QK_K, x8_q4_K, 8, GEMM_CASES7)
 
-/* gemm_x8 over packed activations (one tile of nt <= 16 tokens): pairs of groups, a lone group as
- * a pair with itself whose first 8 rows are kept */
-#define GEMM_PACKED(name, gemm2, ones, blk)                                                               \
+/* gemm_x8 over packed activations (one tile of nt <= 16 tokens): a twin tile through ones (gemm1
+ * group by group) where the type has it, else pairs of groups, a lone group as a pair with itself
+ * whose first 8 rows are kept */
+#define GEMM_PACKED(name, gemm2, ones, blk)                                                            \
     static void name(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,    \
                      size_t a_stride, int nt) {                                                        \
         const int64_t nb = n / QK8_0;                                                                  \
         const blk *w = w8;                                                                             \
         const char *at = a;                                                                            \
         gemm1_groups_fn *const one = ones;                                                             \
-        if (one && act_twin(nb, nt)) {                                                   \
+        if (one && act_twin(nb, nt)) {                                                                 \
             one(n, y, ldy, w8, n_groups, at, nt);                                                      \
             return;                                                                                    \
         }                                                                                              \
