@@ -21,13 +21,13 @@
  * Chunks are claimed from atomic counters rather than split statically: on
  * a loaded machine a descheduled thread then delays a call by at most the
  * chunks it holds (a quarter of its share, fewer near the end), not by its
- * whole share (measured: statically split, two
- * threads were slower than one under load). Each thread claims from its own
- * contiguous range of chunks first, a quarter of what is left there at a time,
- * and then one at a time from the others' (from their fronts): its reads stay
- * one sequential stream that the hardware prefetcher
- * follows across chunks (decode of E2B Q4_0: 16.9 -> 20.3 tok/s against chunks
- * dealt out alternately from one counter). Nothing is allocated here. */
+ * whole share (measured: statically split, two threads were slower than one
+ * under load). Each thread claims from its own contiguous range of chunks
+ * first, a quarter of what is left there at a time, and then one at a time
+ * from the others' (from their fronts): its reads stay one sequential stream
+ * that the hardware prefetcher follows across chunks (decode of E2B Q4_0:
+ * 16.9 -> 20.3 tok/s against chunks dealt out alternately from one counter).
+ * Nothing is allocated here. */
 #include "matmul.h"
 #include "util.h"
 #include <sched.h>
@@ -182,37 +182,39 @@ static int64_t claim_row_chunks(matmul_ctx *c, int ith, int64_t *first) {
     return 0;
 }
 
+/* Row chunk i (over all outputs) for every token */
+static void matmul_chunk(const matmul_ctx *c, int64_t i) {
+    int m = 0;
+    while (i >= c->out_first[m + 1]) m++;
+    const hachi_matmul_out *o = &c->out[m];
+    const hachi_mat *W = o->W;
+    int64_t r0 = (i - c->out_first[m]) * c->out_chunk[m], r1 = HACHI_MIN(r0 + c->out_chunk[m], W->rows);
+    if (c->gemm) {   /* prefill GEMM: the chunk's rows (x8: groups) for each token tile */
+        const char *w = (const char *)W->data + r0 * W->row_bytes;
+        for (int t0 = 0; t0 < c->n_tok; t0 += MATMUL_MULTI_MAX) {
+            float *y = o->y + t0 * o->ldy + r0;
+            const char *a = c->pack ? c->pack + (size_t)(t0 / MATMUL_MULTI_MAX) * c->pack_bytes
+                                    : c->act + (size_t)t0 * c->act_stride;
+            const int nt = HACHI_MIN(MATMUL_MULTI_MAX, c->n_tok - t0);
+            if (W->x8) c->kt->gemm_x8(W->cols, y, o->ldy, w, (int)((r1 - r0) / 8), a, c->act_stride, nt);
+            else c->kt->gemm(W->cols, y, o->ldy, w, W->row_bytes, (int)(r1 - r0), a, c->act_stride, nt);
+        }
+        return;
+    }
+    if (c->n_tok <= MATMUL_MULTI_MAX) {
+        matmul_rows(c, o, r0, r1, 0, c->n_tok);
+        return;
+    }
+    /* prefill: the chunk (about one L2 tile) is swept by token tiles of 16 */
+    for (int t0 = 0; t0 < c->n_tok; t0 += MATMUL_MULTI_MAX)
+        matmul_rows(c, o, r0, r1, t0, HACHI_MIN(MATMUL_MULTI_MAX, c->n_tok - t0));
+}
+
 static void matmul_task(void *arg, int ith, int nth) {
     matmul_ctx *c = arg;
     if (c->vdt != HACHI_TYPE_F32) matmul_convert(c, nth);
-    int64_t i = 0;
-    for (int64_t n = 0;; i++, n--) {
-        if (!n && !(n = claim_row_chunks(c, ith, &i))) break;
-        int m = 0;
-        while (i >= c->out_first[m + 1]) m++;
-        const hachi_matmul_out *o = &c->out[m];
-        const hachi_mat *W = o->W;
-        int64_t r0 = (i - c->out_first[m]) * c->out_chunk[m], r1 = HACHI_MIN(r0 + c->out_chunk[m], W->rows);
-        if (c->gemm) {   /* prefill GEMM: the chunk's rows (x8: groups) for each token tile */
-            const char *w = (const char *)W->data + r0 * W->row_bytes;
-            for (int t0 = 0; t0 < c->n_tok; t0 += MATMUL_MULTI_MAX) {
-                float *y = o->y + t0 * o->ldy + r0;
-                const char *a = c->pack ? c->pack + (size_t)(t0 / MATMUL_MULTI_MAX) * c->pack_bytes
-                                        : c->act + (size_t)t0 * c->act_stride;
-                const int nt = HACHI_MIN(MATMUL_MULTI_MAX, c->n_tok - t0);
-                if (W->x8) c->kt->gemm_x8(W->cols, y, o->ldy, w, (int)((r1 - r0) / 8), a, c->act_stride, nt);
-                else c->kt->gemm(W->cols, y, o->ldy, w, W->row_bytes, (int)(r1 - r0), a, c->act_stride, nt);
-            }
-            continue;
-        }
-        if (c->n_tok <= MATMUL_MULTI_MAX) {
-            matmul_rows(c, o, r0, r1, 0, c->n_tok);
-            continue;
-        }
-        /* prefill: the chunk (about one L2 tile) is swept by token tiles of 16 */
-        for (int t0 = 0; t0 < c->n_tok; t0 += MATMUL_MULTI_MAX)
-            matmul_rows(c, o, r0, r1, t0, HACHI_MIN(MATMUL_MULTI_MAX, c->n_tok - t0));
-    }
+    for (int64_t first, n; (n = claim_row_chunks(c, ith, &first)) > 0;)
+        for (int64_t i = first; i < first + n; i++) matmul_chunk(c, i);
 }
 
 /* Rows per chunk: ~MATMUL_CHUNK_BYTES of weights (prefill: one L2 tile), at

@@ -521,7 +521,6 @@ static void attn_values_i8_hot(int64_t hd, int nk, const int8_t *v, int64_t vs, 
 /* Up to 8 activation rows per pass: the unpacked nibbles of a block (8 ymm) and 8
  * accumulators fit in the 32 vector registers that AVX-512 gives even to 256-bit code. */
 #define VNNI_ROWS 8
-#define X8_GEMM_MIN 3   /* tokens from which the interleaved types go through the GEMM (below: hachi_kernels_fill_avx512) */
 #define VNNI_DPBUSD _mm256_dpbusd_epi32
 static inline __attribute__((always_inline)) __m256i dpbusd_bcast(__m256i acc, __m256i w, const int8_t *p) {
     __asm__("vpdpbusd %2%{1to8%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)(const void *)p));
@@ -1123,6 +1122,7 @@ static void set(hachi_kernels *t, uint32_t type, hachi_vec_dot_fn dot, hachi_vec
 }
 
 /* on a copy of AVX2's table: entries not set below stay AVX2's */
+#define X8_GEMM_MIN 3   /* tokens from which the interleaved types go through the GEMM: see below */
 int hachi_kernels_fill_avx512(hachi_kernels *t) {
     set(t, HACHI_TYPE_F32, hachi_vec_dot_f32_avx512, multi_f32);
     set(t, HACHI_TYPE_F16, hachi_vec_dot_f16_avx512, multi_f16);
