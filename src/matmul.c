@@ -129,6 +129,7 @@ static void matmul_convert(matmul_ctx *c, int nth) {
         }
         if (c->pack)
             c->kt->act_pack(c->W->cols, rows, c->act_stride, t0 % MATMUL_MULTI_MAX, nt,
+                            HACHI_MIN(MATMUL_MULTI_MAX, c->n_tok - t0 / MATMUL_MULTI_MAX * MATMUL_MULTI_MAX),
                             c->pack + (size_t)(t0 / MATMUL_MULTI_MAX) * c->pack_bytes);
         atomic_fetch_add_explicit(&c->conv_done, 1, memory_order_release);
     }

@@ -569,7 +569,7 @@ static int check_gemm(uint32_t type, int64_t n, const char *w8, size_t gb, const
             if (pk) {
                 memset(pk, 0x5a, kt->act_pack_bytes(n));
                 for (int t0 = 0; t0 < nt; t0 += 8)   /* in halves, as matmul.c packs */
-                    kt->act_pack(n, ax + (size_t)t0 * st, st, t0, nt - t0 < 8 ? nt - t0 : 8, pk);
+                    kt->act_pack(n, ax + (size_t)t0 * st, st, t0, nt - t0 < 8 ? nt - t0 : 8, nt, pk);
             }
             for (int ng = 1; ng <= GEMM_GROUPS; ng++) {
                 for (int i = 0; i < 16 * LDY; i++) y[i] = NAN;

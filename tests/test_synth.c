@@ -456,8 +456,8 @@ static void forwards_equal_decode(const char *type_name) {
         if (!s) continue;
         CHECK(hachi_session_eval(s, toks, DEPTH, NULL) == HACHI_OK);
         for (int i = 0; i < K; i++) CHECK(hachi_session_eval(s, toks + DEPTH + i, 1, one + (size_t)i * V) == HACHI_OK);
-        const int ks[] = {16, 9, 2};
-        for (int j = 0; j < 3; j++) {
+        const int ks[] = {16, 9, 8, 2};
+        for (int j = 0; j < 4; j++) {
             CHECK(hachi_session_rewind(s, DEPTH) == HACHI_OK);
             CHECK(hachi_session_eval(s, toks + DEPTH, ks[j], all) == HACHI_OK);
             int bad = -1;

@@ -69,13 +69,12 @@ typedef struct hachi_type_kernels {
                     int nt);
     /* Where set, gemm_x8 takes its activations packed: a tile of act_pack_bytes(n) bytes holds
      * 16 tokens in the order the GEMM reads them (one stream where the rows were 2 per token);
-     * act_pack(n, a, a_stride, t0, nt, tile) writes the nt rows at a (as above) as the tile's
-     * tokens t0.. t0 + nt - 1 (t0 0 or 8, nt <= 8: the two halves touch no common cache line,
-     * so two threads can fill them), and gemm_x8 gets the tile (a_stride unused). matmul.c packs
-     * a tile's tokens 8 at a time in order, so a tile of fewer than 8 tokens gets one call (t0 0,
-     * nt < 8) and gemm_x8 the same nt: a table may lay such a tile out its own way (AVX-512's
-     * Q4_0 does). */
-    void (*act_pack)(int64_t n, const void *a, size_t a_stride, int t0, int nt, void *tile);
+     * act_pack(n, a, a_stride, t0, nt, tile_nt, tile) writes the nt rows at a (as above) as the
+     * tile's tokens t0.. t0 + nt - 1 of its tile_nt (t0 0 or 8, nt <= 8: the two halves touch no
+     * common cache line, so two threads can fill them), and gemm_x8 gets the tile (a_stride
+     * unused) and nt = tile_nt. A tile of at most 8 tokens is so packed in one call (t0 0, nt =
+     * tile_nt): a table may lay such a tile out its own way (AVX-512's Q4_0 does). */
+    void (*act_pack)(int64_t n, const void *a, size_t a_stride, int t0, int nt, int tile_nt, void *tile);
     size_t (*act_pack_bytes)(int64_t n);
     /* Prefill GEMM over rows in the file's layout (the float types; NULL where this ISA has none):
      * y[t*ldy + r] for the n_rows rows at w (row_bytes apart) and the nt <= 16 activation rows at

@@ -589,23 +589,23 @@ typedef struct act_tile_q8 {
     struct { int32_t corr[8]; float d[8]; } half[2];
 } act_tile_q8;
 
-/* A forward of fewer than GEMM1_TOKENS tokens over Q4_0 rows of an even number of blocks goes
+/* A forward of at most GEMM1_TOKENS tokens over Q4_0 rows of an even number of blocks goes
  * through gemm1, which takes its tile per pair of blocks (2j, 2j + 1): per token its 8 dwords of
  * quants, each beside its twin of the other block, so that one qword load broadcasts both; then
- * the tokens' -8*sum(y) and d, the pair's two side by side. Its act_pack call is the tile's only
- * one (t0 0, nt < 8: matmul.c packs a tile 8 rows at a time), so the tile's token count, which
- * gemm_x8 gets, tells the layout. (gemm2 through this layout instead ran 3-5% slower for 16
- * tokens.) */
+ * the tokens' -8*sum(y) and d, the pair's two side by side. Such a tile is packed in one act_pack
+ * call and the tile's token count, which gemm_x8 gets too, tells the layout. (gemm2 through this
+ * layout instead ran 3-5% slower for 16 tokens.) */
 #define GEMM1_TOKENS 8
 typedef struct act_twin_q8 {
-    int8_t qs[GEMM1_TOKENS - 1][8][2][4];   /* [token][dword][block of the pair][byte] */
-    int32_t corr[GEMM1_TOKENS - 1][2];
-    float d[GEMM1_TOKENS - 1][2];
+    int8_t qs[GEMM1_TOKENS][8][2][4];   /* [token][dword][block of the pair][byte] */
+    int32_t corr[GEMM1_TOKENS][2];
+    float d[GEMM1_TOKENS][2];
 } act_twin_q8;
-static ALWAYS_INLINE bool act_twin(int64_t nb, int nt) { return nt < GEMM1_TOKENS && nb % 2 == 0; }
+_Static_assert(sizeof(act_twin_q8) <= 2 * sizeof(act_tile_q8), "a twin tile fits where a plain one goes");
+static ALWAYS_INLINE bool act_twin(int64_t nb, int nt) { return nt <= GEMM1_TOKENS && nb % 2 == 0; }
 
 static size_t act_pack_bytes_q8(int64_t n) { return (size_t)(n / QK8_0) * sizeof(act_tile_q8); }
-static void act_pack_q8(int64_t n, const void *va, size_t a_stride, int t0, int nt, void *tile) {
+static void act_pack_q8(int64_t n, const void *va, size_t a_stride, int t0, int nt, int tile_nt, void *tile) {
     const int64_t nb = n / QK8_0;
     act_tile_q8 *o = tile;
     for (int i = 0; i < nt; i++) {
@@ -619,10 +619,10 @@ static void act_pack_q8(int64_t n, const void *va, size_t a_stride, int t0, int 
         }
     }
 }
-static void act_pack_q4_0(int64_t n, const void *va, size_t a_stride, int t0, int nt, void *tile) {
+static void act_pack_q4_0(int64_t n, const void *va, size_t a_stride, int t0, int nt, int tile_nt, void *tile) {
     const int64_t nb = n / QK8_0;
-    if (t0 != 0 || !act_twin(nb, nt)) {
-        act_pack_q8(n, va, a_stride, t0, nt, tile);
+    if (!act_twin(nb, tile_nt)) {
+        act_pack_q8(n, va, a_stride, t0, nt, tile_nt, tile);
         return;
     }
     act_twin_q8 *o = tile;
@@ -696,7 +696,7 @@ static ALWAYS_INLINE void gemm2_q4_0_any(int64_t n, float *y, int64_t ldy, const
     }
     UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
-/* The 8 rows of one group (g) for NT < GEMM1_TOKENS tokens (a twin tile), one stream of weights:
+/* The 8 rows of one group (g) for NT <= GEMM1_TOKENS tokens (a twin tile), one stream of weights:
  * a zmm holds two adjacent blocks (2j, 2j + 1) of the 8 rows, row r's dword of block 2j in lane 2r
  * and of block 2j + 1 in lane 2r + 1, against the token's dword and its twin (one qword load,
  * broadcast). gemm2 reads two groups side by side, two streams S apart, which for a few tokens
@@ -708,7 +708,7 @@ static ALWAYS_INLINE void gemm1_q4_0(int64_t n, float *y, int64_t ldy, const blo
     const int64_t nb = n / QK8_0;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i twin = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    __m512 acc[GEMM1_TOKENS - 1];
+    __m512 acc[GEMM1_TOKENS];
     UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b += 2) {
         UNROLL for (int l = 0; l < 5; l++) _mm_prefetch((const char *)(g + b) + X8_PF_DIST + 64 * l, X8_PF_HINT);
@@ -925,7 +925,7 @@ GEMM_FROM_PAIRS(gemm_q4_K, gemm2_q4_K, block_q4_Kx8, QK_K, x8_q4_K, 8, GEMM_CASE
 #define GEMM_CASES15_P(f) GEMM_CASE_P(f, 1) GEMM_CASE_P(f, 2) GEMM_CASE_P(f, 3) GEMM_CASE_P(f, 4) GEMM_CASE_P(f, 5) \
     GEMM_CASE_P(f, 6) GEMM_CASE_P(f, 7) GEMM_CASE_P(f, 8) GEMM_CASE_P(f, 9) GEMM_CASE_P(f, 10) GEMM_CASE_P(f, 11) \
     GEMM_CASE_P(f, 12) GEMM_CASE_P(f, 13) GEMM_CASE_P(f, 14) GEMM_CASE_P(f, 15)
-/* gemm1 over every group of w, for nt < GEMM1_TOKENS tokens */
+/* gemm1 over every group of w, for nt <= GEMM1_TOKENS tokens */
 typedef void gemm1_groups_fn(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const char *at, int nt);
 static void groups1_q4_0(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const char *at, int nt) {
     const block_q4_0x8 *w = w8;
@@ -939,7 +939,8 @@ static void groups1_q4_0(int64_t n, float *y, int64_t ldy, const void *w8, int n
             case 4: gemm1_q4_0(n, yg, ldy, g, at, 4); break;
             case 5: gemm1_q4_0(n, yg, ldy, g, at, 5); break;
             case 6: gemm1_q4_0(n, yg, ldy, g, at, 6); break;
-            default: gemm1_q4_0(n, yg, ldy, g, at, 7); break;
+            case 7: gemm1_q4_0(n, yg, ldy, g, at, 7); break;
+            default: gemm1_q4_0(n, yg, ldy, g, at, 8); break;
         }
     }
 }
@@ -1155,9 +1156,10 @@ int hachi_kernels_fill_avx512(hachi_kernels *t) {
      * x8 kernels, which read one group of rows, one stream, where gemm2 reads a pair side by side:
      * at 2 tokens the x8 kernels made a forward 4-13% faster (3 runs of 30 alternated pairs in one
      * process, Q4_0 layers and Q6_K head), at 3 equal, at 4 7-12% slower. Q4_0 has gemm1, one
-     * stream too, from 2 tokens: against x8_q4_0 7-8% faster at 2 tokens, against gemm2 9-12% at
-     * 3-4 and 2-4% at 8 (the same runs); for one token x8_q4_0 stays (gemm1 0-5% slower, the GEMM
-     * before it: decode 15.2-17.4 against 17.1-17.6 tok/s). */
+     * stream too, for 2-8 tokens: against x8_q4_0 7-8% faster at 2 tokens, against gemm2 9-12% at
+     * 3-4 (the same runs) and a whole forward of 8 tokens 5-8% faster (5 runs of 30-40 pairs); for
+     * one token x8_q4_0 stays (gemm1 0-5% slower, the GEMM before it: decode 15.2-17.4 against
+     * 17.1-17.6 tok/s). */
     t->t[HACHI_TYPE_Q4_0].gemm_x8 = gemm_q4_0_packed;
     t->t[HACHI_TYPE_Q4_0].act_pack = act_pack_q4_0;
     t->t[HACHI_TYPE_Q4_0].act_pack_bytes = act_pack_bytes_q8;
