@@ -527,6 +527,7 @@ static inline __attribute__((always_inline)) __m256i dpbusd_bcast(__m256i acc, _
     return acc;
 }
 #define VNNI_DPBUSD_B(acc, w, p) dpbusd_bcast((acc), (w), (p))
+#define VNNI_X8_NO_Q6_K   /* x8z_q6_K below */
 #include "kernels/x86_vnni_x8.h"
 
 /* ---------------- prefill GEMM of interleaved Q4_0 rows (512-bit VNNI) ---------------- */
@@ -1002,10 +1003,8 @@ static ALWAYS_INLINE void gemm2_q6_K(int64_t n, float *y, int64_t ldy, const blo
     }
     UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, _mm512_load_ps(acc[t]));
 }
-GEMM_FROM_PAIRS(gemm_q6_K, gemm2_q6_K, block_q6_Kx8, QK_K, x8_q6_K, 16, GEMM_CASES15)
-
 /* x8_rows_q6_K's work (x86_vnni_x8.h) in 512-bit vectors, for a decode step and forwards of up
- * to 5 tokens (this table's vec_dot_x8; the GEMM's lone group keeps the 256-bit kernel): a
+ * to 5 tokens (this table's vec_dot_x8, and the GEMM's lone group): a
  * zmm holds the 8 rows of sub-block 2u in its lower half and of 2u + 1 in its upper half. The two
  * share their ql bytes (low and high nibbles: one 32-byte load to both halves, the upper half
  * shifted) and have their qh bytes and their scales side by side; a token's two activation
@@ -1055,6 +1054,7 @@ static ALWAYS_INLINE void x8z_rows_q6_K(int64_t n, float *s, const void *vw, con
     UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
 }
 ROWS_FROM_N(x8z_q6_K, x8z_rows_q6_K, 8, 4)
+GEMM_FROM_PAIRS(gemm_q6_K, gemm2_q6_K, block_q6_Kx8, QK_K, x8z_q6_K, 16, GEMM_CASES15)
 
 /* ---------------- interleaved q5_K rows: the q4_K GEMM with the values' 5th bit ---------------- */
 

@@ -6,7 +6,8 @@
  * operand), and includes rows.h and x86_q4k_x8.h; it gets the static
  * vec_dot_x8 entries x8_q4_0 (over AVX2's Q4_0 activation extras), x8_q4_K, x8_q5_K, and
  * x8_q8_0 and x8_q6_K over their own extras (act_extra_q8_0 / act_prep_q8_0, act_extra_q6_K /
- * act_prep_q6_K), and Q6X8_VALUES (the unpacking the AVX-512 GEMM shares). */
+ * act_prep_q6_K; x8_q6_K only without VNNI_X8_NO_Q6_K, which AVX-512 sets: it has a 512-bit one),
+ * and Q6X8_VALUES (the unpacking the AVX-512 GEMM shares). */
 #ifndef HACHI_KERNELS_X86_VNNI_X8_H
 #define HACHI_KERNELS_X86_VNNI_X8_H
 #include <immintrin.h>
@@ -311,6 +312,8 @@ static ALWAYS_INLINE void x8_rows_q6_K(int64_t n, float *s, const void *vw, cons
     }
     UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
 }
+#ifndef VNNI_X8_NO_Q6_K
 ROWS_FROM_N(x8_q6_K, x8_rows_q6_K, 8, VNNI_ROWS)
+#endif
 
 #endif
