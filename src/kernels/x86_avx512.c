@@ -1003,15 +1003,14 @@ static ALWAYS_INLINE void gemm2_q6_K(int64_t n, float *y, int64_t ldy, const blo
     }
     UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, _mm512_load_ps(acc[t]));
 }
-/* x8_rows_q6_K's work (x86_vnni_x8.h) in 512-bit vectors, for a decode step and forwards of up
- * to 5 tokens (this table's vec_dot_x8, and the GEMM's lone group): a
- * zmm holds the 8 rows of sub-block 2u in its lower half and of 2u + 1 in its upper half. The two
- * share their ql bytes (low and high nibbles: one 32-byte load to both halves, the upper half
- * shifted) and have their qh bytes and their scales side by side; a token's two activation
- * dwords go to the halves by one vpermd of its 32 bytes. The halves' integer sums add up at the
- * block's end (exact, so bitwise the 256-bit kernel's and ref's). Half the instructions: the
- * 256-bit kernel was bound by them at one token (the Q6_K head streamed at ~24 GB/s a core, cold
- * or hot). */
+/* x8_rows_q6_K's work (x86_vnni_x8.h) in 512-bit vectors: this table's vec_dot_x8 (a decode step,
+ * forwards of up to 5 tokens) and the GEMM's lone group. A zmm holds the 8 rows of sub-block 2u in
+ * its lower half and of 2u + 1 in its upper half. The two share their ql bytes (low and high
+ * nibbles: one 32-byte load to both halves, the upper half shifted) and have their qh bytes and
+ * their scales side by side; a token's two activation dwords go to the halves by one vpermd of
+ * its 32 bytes. The halves' integer sums add up at the block's end (exact, so bitwise the 256-bit
+ * kernel's and ref's). Half the instructions: the 256-bit kernel was bound by them at one token
+ * (the Q6_K head streamed at ~24 GB/s a core, cold or hot). */
 static ALWAYS_INLINE void x8z_rows_q6_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
     const block_q6_Kx8 *w = vw;
     const int64_t nb = n / QK_K;
