@@ -104,6 +104,11 @@ static void wait_count(atomic_int_fast64_t *done, int64_t n) {
     }
 }
 
+/* Token tile t of a forward (MATMUL_MULTI_MAX tokens a tile): how many tokens it holds, and
+ * where its packed activations go (c->pack set) */
+static int tile_tokens(const matmul_ctx *c, int t) { return HACHI_MIN(MATMUL_MULTI_MAX, c->n_tok - t * MATMUL_MULTI_MAX); }
+static char *tile_pack(const matmul_ctx *c, int t) { return c->pack + (size_t)t * c->pack_bytes; }
+
 /* Step 1: quantize the activations into scratch, then wait until every claim (some maybe other
  * threads') is done. A claim is MATMUL_CONV_ROWS whole rows, packed right away into their half of
  * a tile where the GEMM takes them packed (while they are in this thread's cache); a decode
@@ -129,8 +134,7 @@ static void matmul_convert(matmul_ctx *c, int nth) {
         }
         if (c->pack)
             c->kt->act_pack(c->W->cols, rows, c->act_stride, t0 % MATMUL_MULTI_MAX, nt,
-                            HACHI_MIN(MATMUL_MULTI_MAX, c->n_tok - t0 / MATMUL_MULTI_MAX * MATMUL_MULTI_MAX),
-                            c->pack + (size_t)(t0 / MATMUL_MULTI_MAX) * c->pack_bytes);
+                            tile_tokens(c, t0 / MATMUL_MULTI_MAX), tile_pack(c, t0 / MATMUL_MULTI_MAX));
         atomic_fetch_add_explicit(&c->conv_done, 1, memory_order_release);
     }
     wait_count(&c->conv_done, units);
@@ -194,9 +198,8 @@ static void matmul_chunk(const matmul_ctx *c, int64_t i) {
         const char *w = (const char *)W->data + r0 * W->row_bytes;
         for (int t0 = 0; t0 < c->n_tok; t0 += MATMUL_MULTI_MAX) {
             float *y = o->y + t0 * o->ldy + r0;
-            const char *a = c->pack ? c->pack + (size_t)(t0 / MATMUL_MULTI_MAX) * c->pack_bytes
-                                    : c->act + (size_t)t0 * c->act_stride;
-            const int nt = HACHI_MIN(MATMUL_MULTI_MAX, c->n_tok - t0);
+            const char *a = c->pack ? tile_pack(c, t0 / MATMUL_MULTI_MAX) : c->act + (size_t)t0 * c->act_stride;
+            const int nt = tile_tokens(c, t0 / MATMUL_MULTI_MAX);
             if (W->x8) c->kt->gemm_x8(W->cols, y, o->ldy, w, (int)((r1 - r0) / 8), a, c->act_stride, nt);
             else c->kt->gemm(W->cols, y, o->ldy, w, W->row_bytes, (int)(r1 - r0), a, c->act_stride, nt);
         }
@@ -208,7 +211,7 @@ static void matmul_chunk(const matmul_ctx *c, int64_t i) {
     }
     /* prefill: the chunk (about one L2 tile) is swept by token tiles of 16 */
     for (int t0 = 0; t0 < c->n_tok; t0 += MATMUL_MULTI_MAX)
-        matmul_rows(c, o, r0, r1, t0, HACHI_MIN(MATMUL_MULTI_MAX, c->n_tok - t0));
+        matmul_rows(c, o, r0, r1, t0, tile_tokens(c, t0 / MATMUL_MULTI_MAX));
 }
 
 static void matmul_task(void *arg, int ith, int nth) {

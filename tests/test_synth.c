@@ -457,7 +457,7 @@ static void forwards_equal_decode(const char *type_name) {
         CHECK(hachi_session_eval(s, toks, DEPTH, NULL) == HACHI_OK);
         for (int i = 0; i < K; i++) CHECK(hachi_session_eval(s, toks + DEPTH + i, 1, one + (size_t)i * V) == HACHI_OK);
         const int ks[] = {16, 9, 8, 2};
-        for (int j = 0; j < 4; j++) {
+        for (size_t j = 0; j < sizeof ks / sizeof ks[0]; j++) {
             CHECK(hachi_session_rewind(s, DEPTH) == HACHI_OK);
             CHECK(hachi_session_eval(s, toks + DEPTH, ks[j], all) == HACHI_OK);
             int bad = -1;

@@ -543,11 +543,6 @@ static inline __attribute__((always_inline)) __m512i dpbusd_bcast16(__m512i acc,
     return acc;
 }
 
-static inline __attribute__((always_inline)) __m512i dpbusd_reg16(__m512i acc, __m512i w, __m512i a) {
-    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(w), "v"(a));
-    return acc;
-}
-
 static ALWAYS_INLINE __m512i load_pair(const uint8_t *p0, const uint8_t *p1) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p0)),
                               _mm256_loadu_si256((const __m256i *)p1), 1);
@@ -730,9 +725,9 @@ static ALWAYS_INLINE void gemm1_q4_0(int64_t n, float *y, int64_t ldy, const blo
             __m512i p = _mm512_set1_epi64(q);   /* -8*sum(y) of both blocks */
             UNROLL for (int c = 0; c < 4; c++) {
                 memcpy(&q, at->qs[t][c], 8);
-                p = dpbusd_reg16(p, lo[c], _mm512_set1_epi64(q));
+                DPBUSD(p, lo[c], _mm512_set1_epi64(q));
                 memcpy(&q, at->qs[t][4 + c], 8);
-                p = dpbusd_reg16(p, hi[c], _mm512_set1_epi64(q));
+                DPBUSD(p, hi[c], _mm512_set1_epi64(q));
             }
             double da;
             memcpy(&da, at->d[t], 8);
@@ -1038,7 +1033,7 @@ static ALWAYS_INLINE void x8z_rows_q6_K(int64_t n, float *s, const void *vw, con
                 const __m512i y = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(((const block_q8_K *)ar + b)->qs + 32 * u)));
                 __m512i p = _mm512_permutexvar_epi32(halves, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)(q6_K_extras(ar, nb, b) + 2 * u))));
                 UNROLL for (int c = 0; c < 4; c++)
-                    p = dpbusd_reg16(p, q[c], _mm512_permutexvar_epi32(dwords[c], y));
+                    DPBUSD(p, q[c], _mm512_permutexvar_epi32(dwords[c], y));
                 const __m512i t = _mm512_mullo_epi32(p, scv);
                 sumi[r] = u ? _mm512_add_epi32(sumi[r], t) : t;
             }
