@@ -94,7 +94,9 @@ typedef struct hachi_kernels {
     hachi_dot_f16_multi_fn dot_f16_multi;
     hachi_axpy_f16_multi_fn axpy_f16_multi;
     /* attention tiles: G query heads (q, out: G rows of hd floats) share one fp16 K/V head, so
-     * each K and V row is converted once for all G heads. */
+     * each K and V row is converted once for all G heads. The tile kernels (fp16 and int8) may
+     * prefetch rows past a call's last key: in a cache they are the next tile's, read next (a
+     * prefetch never faults, wherever it points). */
     /* s[j*G + h] = dot(q + h*hd, k + j*k_stride) for j < nk, h < G */
     void (*attn_scores_f16)(int64_t hd, int nk, const uint16_t *k, int64_t k_stride, const float *q, int G, float *s);
     /* out[h*hd + d] += sum_j p[j*G + h] * v[j*v_stride + d] for h < G, d < hd */

@@ -21,7 +21,8 @@
 
 #define VTILE 8   /* keys per tile: 8 V rows stream in parallel (32 were ~20% slower from DRAM) */
 #define KAHEAD 4  /* scores prefetch the K row this many keys ahead, a line per 32 dims (4096
-                   * keys x 512 dims x 8 heads from DRAM, 2 threads: ~0.74 -> ~0.47 ms) */
+                   * keys x 512 dims x 8 heads from DRAM, 2 threads: ~0.74 -> ~0.47 ms), past a
+                   * call's last key too (kernels.h: the next tile's rows) */
 
 /* The tiles load from the K/V rows and queries their callers pass; clang's analyzer follows
  * paths on which those are NULL (a cache with no rows), so its null-dereference check is off
@@ -40,10 +41,10 @@ static void scores_g8(int64_t hd, int nk, const uint16_t *k, int64_t ks, const f
     const float *q0 = q, *q1 = q + hd, *q2 = q1 + hd, *q3 = q2 + hd, *q4 = q3 + hd, *q5 = q4 + hd, *q6 = q5 + hd,
                 *q7 = q6 + hd;
     for (int j = 0; j < nk; j++) {
-        const uint16_t *kr = k + (size_t)j * ks, *ahead = j + KAHEAD < nk ? kr + KAHEAD * ks : 0;
+        const uint16_t *kr = k + (size_t)j * ks, *ahead = kr + KAHEAD * ks;
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
         for (int64_t d = 0; d < hd; d += 8) {
-            if (ahead && d % 32 == 0) _mm_prefetch((const char *)(ahead + d), _MM_HINT_T0);
+            if (d % 32 == 0) _mm_prefetch((const char *)(ahead + d), _MM_HINT_T0);
             const __m256 kv = ld16(kr + d);
             a0 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q0 + d), a0);
             a1 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q1 + d), a1);
@@ -62,10 +63,10 @@ static void scores_g4(int64_t hd, int nk, const uint16_t *k, int64_t ks, const f
     const float *q0 = q, *q1 = q + hd, *q2 = q1 + hd, *q3 = q2 + hd;
     int j = 0;
     for (; j + 2 <= nk; j += 2) {   /* two keys: 8 chains */
-        const uint16_t *k0 = k + (size_t)j * ks, *k1 = k0 + ks, *ahead = j + KAHEAD + 1 < nk ? k0 + KAHEAD * ks : 0;
+        const uint16_t *k0 = k + (size_t)j * ks, *k1 = k0 + ks, *ahead = k0 + KAHEAD * ks;
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
         for (int64_t d = 0; d < hd; d += 8) {
-            if (ahead && d % 32 == 0) {
+            if (d % 32 == 0) {
                 _mm_prefetch((const char *)(ahead + d), _MM_HINT_T0);
                 _mm_prefetch((const char *)(ahead + ks + d), _MM_HINT_T0);
             }
@@ -130,8 +131,8 @@ static inline void values_4heads_dims(int64_t hd, int64_t d, int n, const uint16
 }
 
 /* out rows h0..h0+3 += p[j*G + h] * v_j over one tile of keys, 16 dims at a time (so the sums
- * grow key after key in out whatever the tiles). The nn rows at next (the next tile) are
- * prefetched a few lines per 16 dims, spread over the pass: issuing the whole tile's prefetches
+ * grow key after key in out whatever the tiles). The nn rows at next (the next tile, past the
+ * call's last key too: kernels.h) are prefetched a few lines per 16 dims, spread over the pass: issuing the whole tile's prefetches
  * at once stalled on the outstanding misses (0.79 -> 0.56 ms for 4096 keys x 512 dims x 8 heads
  * from DRAM, 2 threads). */
 static void values_4heads(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, int h0,
@@ -149,11 +150,10 @@ void hachi_attn_values_f16_avx2(hachi_axpy_f16_multi_fn rows, int64_t hd, int nk
                                 const float *p, int G, float *out) {
     if (hd % 16 || (G != 4 && G != 8)) { attn_values_rows(rows, hd, nk, v, vs, p, G, out); return; }
     for (int j0 = 0; j0 < nk; j0 += VTILE) {
-        const int n = nk - j0 < VTILE ? nk - j0 : VTILE, left = nk - j0 - n;
+        const int n = nk - j0 < VTILE ? nk - j0 : VTILE;
         const uint16_t *tile = v + (size_t)j0 * vs;
         for (int h0 = 0; h0 < G; h0 += 4)   /* the first pass prefetches the next tile */
-            values_4heads(hd, n, tile, vs, p + (size_t)j0 * G, G, h0, out, tile + (size_t)n * vs,
-                          h0 ? 0 : left < VTILE ? left : VTILE);
+            values_4heads(hd, n, tile, vs, p + (size_t)j0 * G, G, h0, out, tile + (size_t)n * vs, h0 ? 0 : VTILE);
     }
 }
 
@@ -184,10 +184,10 @@ static void scores_i8_g8(int64_t hd, int nk, const int8_t *k, int64_t ks, const 
     const float *q0 = q, *q1 = q + hd, *q2 = q1 + hd, *q3 = q2 + hd, *q4 = q3 + hd, *q5 = q4 + hd, *q6 = q5 + hd,
                 *q7 = q6 + hd;
     for (int j = 0; j < nk; j++) {
-        const int8_t *kr = k + (size_t)j * ks, *ahead = j + KAHEAD < nk ? kr + KAHEAD * ks : 0;
+        const int8_t *kr = k + (size_t)j * ks, *ahead = kr + KAHEAD * ks;
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
         for (int64_t d = 0; d < hd; d += 8) {
-            if (ahead && d % 64 == 0) _mm_prefetch((const char *)(ahead + d), _MM_HINT_T0);
+            if (d % 64 == 0) _mm_prefetch((const char *)(ahead + d), _MM_HINT_T0);
             const __m256 kv = ld8_i8(kr + d);
             a0 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q0 + d), a0);
             a1 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q1 + d), a1);
@@ -210,10 +210,10 @@ static void scores_i8_g4(int64_t hd, int nk, const int8_t *k, int64_t ks, const 
     const float *q0 = q, *q1 = q + hd, *q2 = q1 + hd, *q3 = q2 + hd;
     int j = 0;
     for (; j + 2 <= nk; j += 2) {   /* two keys: 8 chains, the two scales in the two halves */
-        const int8_t *k0 = k + (size_t)j * ks, *k1 = k0 + ks, *ahead = j + KAHEAD + 1 < nk ? k0 + KAHEAD * ks : 0;
+        const int8_t *k0 = k + (size_t)j * ks, *k1 = k0 + ks, *ahead = k0 + KAHEAD * ks;
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
         for (int64_t d = 0; d < hd; d += 8) {
-            if (ahead && d % 64 == 0) {
+            if (d % 64 == 0) {
                 _mm_prefetch((const char *)(ahead + d), _MM_HINT_T0);
                 _mm_prefetch((const char *)(ahead + ks + d), _MM_HINT_T0);
             }

@@ -259,11 +259,12 @@ static ALWAYS_INLINE void scores_g8_keys(int64_t hd, const uint16_t *k, int64_t 
 
 /* Three keys a pass, the last one or two keys in one pass. The K rows 4 passes (12 keys) ahead
  * are prefetched into L2: from DRAM, one thread, 128-key tiles (bench_attn), 35-44 G FMA/s
- * against 24-36 with the rows 2 passes ahead into L1, 22 with none. */
+ * against 24-36 with the rows 2 passes ahead into L1, 22 with none. Past the last key too
+ * (kernels.h: the rows that follow a call's are the next tile's). */
 static void scores_g8(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, float *s) {
     enum { AHEAD = 12 };
     for (int j = 0; j < nk; j += 3) {
-        const uint16_t *kj = k + (size_t)j * ks, *pf = j + AHEAD + 3 <= nk ? kj + AHEAD * ks : NULL;
+        const uint16_t *kj = k + (size_t)j * ks, *pf = nk - j >= 3 ? kj + AHEAD * ks : NULL;
         float *sj = s + (size_t)j * 8;
         if (nk - j >= 3) scores_g8_keys(hd, kj, ks, q, sj, pf, 3);
         else if (nk - j == 2) scores_g8_keys(hd, kj, ks, q, sj, NULL, 2);
@@ -310,14 +311,14 @@ static void values_g8_hot(int64_t hd, int n, const uint16_t *v, int64_t vs, cons
 }
 
 /* fp16 V rows streamed from memory: keys in tiles of 8, 32 dims at a time per tile (so the sums
- * grow key after key in out whatever the tiles), the next tile prefetched a few lines per 32
- * dims. (Passes of 48 dims, as the hot kernel's, were 10% slower here at head dim 256 and no
- * faster at 512: bench/RESULTS.md.) */
+ * grow key after key in out whatever the tiles), the next 8 rows prefetched a few lines per 32
+ * dims, past the last key too (kernels.h). (Passes of 48 dims, as the hot kernel's, were 10%
+ * slower here at head dim 256 and no faster at 512: bench/RESULTS.md.) */
 #define VTILE16 8
 static void values_g8(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, float *out) {
     const int64_t row_lines = (hd * 2 + 63) / 64;
     for (int j0 = 0; j0 < nk; j0 += VTILE16) {
-        const int n = HACHI_MIN(VTILE16, nk - j0), nn = HACHI_MIN(VTILE16, nk - j0 - n);
+        const int n = HACHI_MIN(VTILE16, nk - j0), nn = VTILE16;
         const uint16_t *tile = v + j0 * vs, *next = tile + n * vs;
         const int64_t lines = nn * row_lines, per_step = (lines + hd / 32 - 1) / (hd / 32);
         int64_t line = 0;
@@ -424,10 +425,10 @@ static ALWAYS_INLINE void scores_i8_g8_keys(int64_t hd, const int8_t *k, int64_t
     }
 }
 
-/* Three keys a pass, the K rows 4 passes (12 keys) ahead prefetched into L2: from DRAM, one
- * thread, 128-key tiles (bench_attn), 84-98 G MAC/s against 58-66 with 6 keys into L1 (the
- * f32 kernel's distance), 85-94 with 9, 18 or 24 into L2; the queries offset once a call into
- * u (hd <= 1024: kernels.h) */
+/* Three keys a pass, the K rows 4 passes (12 keys) ahead prefetched into L2, past the last key
+ * too (kernels.h): from DRAM, one thread, 128-key tiles (bench_attn), 84-98 G MAC/s against
+ * 58-66 with 6 keys into L1 (the f32 kernel's distance), 85-94 with 9, 18 or 24 into L2; the
+ * queries offset once a call into u (hd <= 1024: kernels.h) */
 static void scores_i8_g8(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss,
                          const hachi_query_i8 *q, float *s) {
     enum { AHEAD = 12 };
@@ -436,7 +437,7 @@ static void scores_i8_g8(int64_t hd, int nk, const int8_t *k, int64_t ks, const 
     for (int64_t i = 0; i < 8 * hd; i += 64)
         _mm512_store_si512(u + i, _mm512_xor_si512(_mm512_loadu_si512(q->q8 + i), off));
     for (int j = 0; j < nk; j += 3) {
-        const int8_t *kj = k + (size_t)j * ks, *pf = j + AHEAD + 3 <= nk ? kj + AHEAD * ks : NULL;
+        const int8_t *kj = k + (size_t)j * ks, *pf = nk - j >= 3 ? kj + AHEAD * ks : NULL;
         const float *scj = sc + (size_t)j * ss;
         float *sj = s + (size_t)j * 8;
         if (nk - j >= 3) scores_i8_g8_keys(hd, kj, ks, scj, ss, u, q->qs, sj, pf, 3);
