@@ -2,7 +2,9 @@
  * attn_scores_f16, attn_values_f16, attn_values_f16_hot) on one thread, for Gemma 4's
  * full-attention shape (8 query heads per K/V head, head dim 512) over tiles of 128 keys
  * (attn.c's ATTN_TILE_KEYS): "cache" reuses one tile (in L2, as the tokens of a prefill group
- * after the first read it), "dram" walks tiles through 256 MB (as a decode step reads them).
+ * after the first read it), "dram" walks tiles through 256 MB as a decode step reads them: the
+ * K rows one after another in the first half, the V rows in the second (a cache's two arrays),
+ * so a kernel's prefetch past its tile lands on the next tile's rows.
  *
  * Build by hand, after `make`:
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc -pthread bench/bench_attn.c \
@@ -86,14 +88,14 @@ int main(int argc, char **argv) {
             const int it = dram ? (int)tiles : 2000;
             double t0 = hachi_time_ms();
             for (int i = 0; i < it; i++) {
-                const uint16_t *kt = kv + (dram ? (size_t)i * 2 * tile : 0);
+                const uint16_t *kt = kv + (dram ? (size_t)i * tile : 0);
                 scores(k, i8, hd, kt, q, s);
             }
             g[dram * 3] = fma * it / ((hachi_time_ms() - t0) * 1e6);
             for (int v = 0; v < 2; v++) {
                 t0 = hachi_time_ms();
                 for (int i = 0; i < it; i++) {
-                    const uint16_t *vt = kv + (dram ? (size_t)i * 2 * tile + tile : tile);
+                    const uint16_t *vt = kv + (dram ? (size_t)(tiles + i) * tile : tile);
                     values(k, i8, v, hd, vt, s, o);
                 }
                 g[dram * 3 + 1 + v] = fma * it / ((hachi_time_ms() - t0) * 1e6);
