@@ -147,9 +147,13 @@ static void matmul_rows(const matmul_ctx *c, const hachi_matmul_out *o, int64_t 
     const char *w = (const char *)W->data + r0 * W->row_bytes;
     const char *a = c->act + (size_t)t0 * c->act_stride;
     float *y = o->y + t0 * ldy;
-    if (W->x8) {   /* r0, r1: multiples of 8 */
+    if (W->x8) {   /* r0, r1: multiples of 8; one token's 8 sums go straight to y */
         float s[8 * MATMUL_MULTI_MAX];
         for (int64_t r = r0; r < r1; r += 8, w += 8 * W->row_bytes) {
+            if (nt == 1) {
+                c->kt->vec_dot_x8(cols, y + r, w, a, c->act_stride, 1);
+                continue;
+            }
             c->kt->vec_dot_x8(cols, s, w, a, c->act_stride, nt);
             for (int t = 0; t < nt; t++) memcpy(y + t * ldy + r, s + 8 * t, 8 * sizeof(float));
         }
