@@ -563,7 +563,7 @@ out:
 }
 
 /* hachi run -md: the text of a run without it, the acceptance lines on stderr; a drafter for
- * another target, --draft 0 with -md and --draft-sample without it are one-line errors. */
+ * another target, --draft 0 (with -md or alone) and --draft-sample without it are one-line errors. */
 TEST(mtp_cli_run) {
     NEED_SHARED(mpath, "models/gemma4-micro.gguf");
     NEED_SHARED(apath, "models/gemma4-micro-assistant.gguf");
@@ -581,9 +581,13 @@ TEST(mtp_cli_run) {
                strchr(err, '\n') && !strchr(err, '\n')[1],
            "%s", err);
     free(err);
-    err = test_sh(&rc, "%s run -m %s -md %s --draft 0 %s 2>&1 >/dev/null", bin, mpath, apath, p);
-    CHECKF(rc == 1 && strstr(err, "--draft 0"), "%s", err);
-    free(err);
+    for (int k = 0; k < 2; k++) {   /* --draft 0, with -md and alone */
+        err = test_sh(&rc, "%s run -m %s %s %s --draft 0 %s 2>&1 >/dev/null", bin, mpath, k ? "" : "-md", k ? "" : apath, p);
+        CHECKF(rc == 1 && strstr(err, "--draft must be in [1, ") && strstr(err, "got 0") && strchr(err, '\n') &&
+                   !strchr(err, '\n')[1],
+               "%s", err);
+        free(err);
+    }
     err = test_sh(&rc, "%s run -m %s --draft-sample %s 2>&1 >/dev/null", bin, mpath, p);
     CHECKF(rc == 1 && strstr(err, "-md"), "%s", err);
     free(err);

@@ -20,7 +20,7 @@ int cli_draft_parse(const char *cmd, cli_draft *d, int argc, char **argv, int *i
     const char *a = argv[*i];
     if (!strcmp(a, "--draft")) {
         const char *v = cli_value(cmd, argc, argv, i);
-        return v && cli_int(cmd, a, v, 0, HACHI_DRAFT_MAX, &d->n_draft) ? 1 : -1;
+        return v && cli_int(cmd, a, v, 1, HACHI_DRAFT_MAX, &d->n_draft) ? 1 : -1;
     }
     if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) return (d->md_path = cli_value(cmd, argc, argv, i)) ? 1 : -1;
     if (!strcmp(a, "--draft-sample")) { d->sample = true; return 1; }
@@ -119,7 +119,6 @@ static bool setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_spe
         cli_error(cmd, "--spec %s takes no -md (use --spec auto for both)", kind);
         return false;
     }
-    if ((*kind) && d->n_draft == 0) { cli_error(cmd, "--draft 0 with --spec %s: it needs 1..%d drafts", kind, HACHI_DRAFT_MAX); return false; }
     if (!strcmp(kind, "lookup") && d->n_draft < 0) d->n_draft = spp->n_draft;
     if (self) {
         if (d->n_draft < 0) d->n_draft = 3;
@@ -144,7 +143,6 @@ static bool setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_spe
         spp->n_draft = d->n_draft > 0 ? (int32_t)d->n_draft : 0;
         return true;
     }
-    if (d->n_draft == 0) { cli_error(cmd, "--draft 0 with -md: the drafter needs 1..%d drafts", HACHI_DRAFT_MAX); return false; }
     hachi_status st = hachi_model_load(d->md_path, NULL, &d->assistant);
     if (st == HACHI_OK) st = hachi_assistant_check(m, d->assistant);
     if (st) { cli_lib_error(cmd, st, "cannot use the drafter (-md)"); return false; }
