@@ -132,9 +132,9 @@ static inline void values_4heads_dims(int64_t hd, int64_t d, int n, const uint16
 
 /* out rows h0..h0+3 += p[j*G + h] * v_j over one tile of keys, 16 dims at a time (so the sums
  * grow key after key in out whatever the tiles). The nn rows at next (the next tile, past the
- * call's last key too: kernels.h) are prefetched a few lines per 16 dims, spread over the pass: issuing the whole tile's prefetches
- * at once stalled on the outstanding misses (0.79 -> 0.56 ms for 4096 keys x 512 dims x 8 heads
- * from DRAM, 2 threads). */
+ * call's last key too: kernels.h) are prefetched a few lines per 16 dims, spread over the pass:
+ * issuing the whole tile's prefetches at once stalled on the outstanding misses (0.79 -> 0.56 ms
+ * for 4096 keys x 512 dims x 8 heads from DRAM, 2 threads). */
 static void values_4heads(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, int h0,
                           float *out, const uint16_t *next, int nn) {
     const int64_t row_lines = (hd + 31) / 32, lines = nn * row_lines, per_step = (lines + hd / 16 - 1) / (hd / 16);

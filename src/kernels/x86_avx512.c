@@ -264,9 +264,9 @@ static ALWAYS_INLINE void scores_g8_keys(int64_t hd, const uint16_t *k, int64_t 
 static void scores_g8(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, float *s) {
     enum { AHEAD = 12 };
     for (int j = 0; j < nk; j += 3) {
-        const uint16_t *kj = k + (size_t)j * ks, *pf = nk - j >= 3 ? kj + AHEAD * ks : NULL;
+        const uint16_t *kj = k + (size_t)j * ks;
         float *sj = s + (size_t)j * 8;
-        if (nk - j >= 3) scores_g8_keys(hd, kj, ks, q, sj, pf, 3);
+        if (nk - j >= 3) scores_g8_keys(hd, kj, ks, q, sj, kj + AHEAD * ks, 3);
         else if (nk - j == 2) scores_g8_keys(hd, kj, ks, q, sj, NULL, 2);
         else scores_g8_keys(hd, kj, ks, q, sj, NULL, 1);
     }
@@ -437,10 +437,10 @@ static void scores_i8_g8(int64_t hd, int nk, const int8_t *k, int64_t ks, const 
     for (int64_t i = 0; i < 8 * hd; i += 64)
         _mm512_store_si512(u + i, _mm512_xor_si512(_mm512_loadu_si512(q->q8 + i), off));
     for (int j = 0; j < nk; j += 3) {
-        const int8_t *kj = k + (size_t)j * ks, *pf = nk - j >= 3 ? kj + AHEAD * ks : NULL;
+        const int8_t *kj = k + (size_t)j * ks;
         const float *scj = sc + (size_t)j * ss;
         float *sj = s + (size_t)j * 8;
-        if (nk - j >= 3) scores_i8_g8_keys(hd, kj, ks, scj, ss, u, q->qs, sj, pf, 3);
+        if (nk - j >= 3) scores_i8_g8_keys(hd, kj, ks, scj, ss, u, q->qs, sj, kj + AHEAD * ks, 3);
         else if (nk - j == 2) scores_i8_g8_keys(hd, kj, ks, scj, ss, u, q->qs, sj, NULL, 2);
         else scores_i8_g8_keys(hd, kj, ks, scj, ss, u, q->qs, sj, NULL, 1);
     }
