@@ -316,11 +316,10 @@ static void values_g8_hot(int64_t hd, int n, const uint16_t *v, int64_t vs, cons
  * slower here at head dim 256 and no faster at 512: bench/RESULTS.md.) */
 #define VTILE16 8
 static void values_g8(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, float *out) {
-    const int64_t row_lines = (hd * 2 + 63) / 64;
+    const int64_t row_lines = (hd * 2 + 63) / 64, lines = VTILE16 * row_lines, per_step = (lines + hd / 32 - 1) / (hd / 32);
     for (int j0 = 0; j0 < nk; j0 += VTILE16) {
-        const int n = HACHI_MIN(VTILE16, nk - j0), nn = VTILE16;
+        const int n = HACHI_MIN(VTILE16, nk - j0);
         const uint16_t *tile = v + j0 * vs, *next = tile + n * vs;
-        const int64_t lines = nn * row_lines, per_step = (lines + hd / 32 - 1) / (hd / 32);
         int64_t line = 0;
         for (int64_t d = 0; d < hd; d += 32) {
             for (int64_t e = line + per_step; line < e && line < lines; line++)
