@@ -4,7 +4,8 @@
  * hachi_session_fill_synthetic), then time -r repetitions of -n single-token decode
  * steps and report tok/s (median, min, max), bytes read per token (weights +
  * KV at that depth), the achieved GB/s and its fraction of the machine's
- * read bandwidth (probed before each repetition: the median of the ratios). Also: prefill tok/s, the cost of one forward of
+ * read bandwidth (probed before each repetition and after the last: each rep against the mean
+ * of the probes on its two sides, the median of the ratios). Also: prefill tok/s, the cost of one forward of
  * k = 1..16 tokens relative to k = 1 (speculative verification), a per-chunk
  * profile from a separate profiled session, peak RSS. --synth makes (once, into
  * a cache directory) a random-weight model of a real shape to run on.
@@ -59,7 +60,8 @@ typedef struct depth_result {
     double fill_tps;
     double tps_med, tps_min, tps_max;
     double weight_bytes, kv_bytes;  /* per token */
-    /* each rep's GB/s over the bandwidth probed just before it: median; the probes' range */
+    /* each rep's GB/s over the mean of the bandwidths probed just before and after it: median;
+     * the probes' range */
     double roof_med, probe_min, probe_max;
 } depth_result;
 
@@ -310,8 +312,9 @@ static double prefill(hachi_session *s, int n, uint64_t *rng, const char *what) 
 }
 
 /* -r repetitions of -n decode steps: rep r's tok/s into tps[r], and into probe[r] the read
- * bandwidth measured (in a child, probe_mb) just before it: the bandwidth of a shared host
- * drifts within seconds, so a rep is judged against its own probe, not the run's first. */
+ * bandwidth measured (in a child, probe_mb) just before it, into probe[reps] after the last:
+ * the bandwidth of a shared host drifts within seconds (33 to 92 GB/s in one session on a
+ * Zen 5 VM), so a rep is judged against the probes on its two sides, not the run's first. */
 static bool decode_reps(hachi_session *s, int n, int reps, uint64_t *rng, double *tps, double *probe, int threads,
                         long probe_mb) {
     const hachi_model *m = hachi_session_model(s);
@@ -332,6 +335,7 @@ static bool decode_reps(hachi_session *s, int n, int reps, uint64_t *rng, double
         double ms = cli_time_ms() - t0;
         tps[r] = ms > 0 ? n / (ms / 1000.0) : INFINITY;
     }
+    probe[reps] = measure_bandwidth(threads, probe_mb);
     return true;
 }
 
@@ -783,9 +787,9 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
         if (r.prefill_tps < 0 || hachi_session_rewind(s, 0)) goto out;
     }
 
-    double *tps = malloc(sizeof(double) * 3 * b.reps);
+    double *tps = malloc(sizeof(double) * (3 * b.reps + 1));
     if (!tps) { cli_error(CMD, "out of memory"); goto out; }
-    double *probe = tps + b.reps, *roof = probe + b.reps;
+    double *probe = tps + b.reps, *roof = probe + b.reps + 1;   /* reps + 1 probes */
     for (int i = 0; i < b.n_depths; i++) {
         depth_result *d = &r.d[r.n_depths];
         d->depth = b.depths[i];
@@ -817,12 +821,15 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
         d->kv_bytes = (double)hachi_session_kv_bytes_read(s, d->depth);
         d->tps_min = d->tps_max = tps[0];   // NOLINT(clang-analyzer-core.uninitialized.Assign): decode_reps wrote tps[0..reps), reps >= 1
         d->probe_min = d->probe_max = probe[0];
-        for (int k = 0; k < b.reps; k++) {   /* rep k against its own probe: before bench_median sorts tps */
-            d->tps_min = fmin(d->tps_min, tps[k]);
-            d->tps_max = fmax(d->tps_max, tps[k]);
+        for (int k = 0; k <= b.reps; k++) {
             d->probe_min = fmin(d->probe_min, probe[k]);
             d->probe_max = fmax(d->probe_max, probe[k]);
-            roof[k] = probe[k] > 0 ? 100.0 * (d->weight_bytes + d->kv_bytes) * tps[k] / 1e9 / probe[k] : NAN;
+        }
+        for (int k = 0; k < b.reps; k++) {   /* rep k against its two probes: before bench_median sorts tps */
+            const double bw = (probe[k] + probe[k + 1]) / 2;
+            d->tps_min = fmin(d->tps_min, tps[k]);
+            d->tps_max = fmax(d->tps_max, tps[k]);
+            roof[k] = probe[k] > 0 && probe[k + 1] > 0 ? 100.0 * (d->weight_bytes + d->kv_bytes) * tps[k] / 1e9 / bw : NAN;
         }
         d->tps_med = bench_median(tps, (int)b.reps);
         d->roof_med = d->probe_min > 0 ? bench_median(roof, (int)b.reps) : NAN;
@@ -848,7 +855,7 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
                d->fast ? "fast" : "real", d->tps_med, d->tps_min, d->tps_max, 1000.0 / d->tps_med, bytes / 1e6,
                d->kv_bytes / 1e6, gbs, d->roof_med, d->probe_min, d->probe_max);
     }
-    printf("  (roofline: each rep's GB/s over the read bandwidth probed just before that rep, the median)\n");
+    printf("  (roofline: each rep's GB/s over the mean of the read bandwidths probed just before and after it, the median)\n");
     bool any_fast = false;
     for (int i = 0; i < r.n_depths; i++) any_fast |= r.d[i].fast;
     if (any_fast) printf("  (fill: fast, K/V rows not computed: written by hachi_session_fill_synthetic)\n");
