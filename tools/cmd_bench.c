@@ -826,13 +826,12 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
             d->probe_max = fmax(d->probe_max, probe[k]);
         }
         for (int k = 0; k < b.reps; k++) {   /* rep k against its two probes: before bench_median sorts tps */
-            const double bw = (probe[k] + probe[k + 1]) / 2;
             d->tps_min = fmin(d->tps_min, tps[k]);
             d->tps_max = fmax(d->tps_max, tps[k]);
-            roof[k] = probe[k] > 0 && probe[k + 1] > 0 ? 100.0 * (d->weight_bytes + d->kv_bytes) * tps[k] / 1e9 / bw : NAN;
+            roof[k] = 100.0 * (d->weight_bytes + d->kv_bytes) * tps[k] / 1e9 / ((probe[k] + probe[k + 1]) / 2);
         }
         d->tps_med = bench_median(tps, (int)b.reps);
-        d->roof_med = d->probe_min > 0 ? bench_median(roof, (int)b.reps) : NAN;
+        d->roof_med = d->probe_min > 0 ? bench_median(roof, (int)b.reps) : NAN;   /* a failed probe: no ratio */
         r.n_depths++;
         if (i == 0 && b.verify) {
             fprintf(stderr, "hachi bench: timing forwards of k = 1..16 tokens at depth %d...\n", hachi_session_pos(s));
