@@ -722,13 +722,14 @@ static ALWAYS_INLINE void gemm1_q4_0(int64_t n, float *y, int64_t ldy, const blo
         UNROLL for (int t = 0; t < NT; t++) {
             int64_t q;
             memcpy(&q, at->corr[t], 8);
-            __m512i p = _mm512_set1_epi64(q);   /* -8*sum(y) of both blocks */
-            UNROLL for (int c = 0; c < 4; c++) {
+            __m512i p = _mm512_set1_epi64(q), p1 = _mm512_setzero_si512();   /* -8*sum(y) of both blocks */
+            UNROLL for (int c = 0; c < 4; c++) {   /* two chains of 4: integer sums, any order */
                 memcpy(&q, at->qs[t][c], 8);
                 DPBUSD(p, lo[c], _mm512_set1_epi64(q));
                 memcpy(&q, at->qs[t][4 + c], 8);
-                DPBUSD(p, hi[c], _mm512_set1_epi64(q));
+                DPBUSD(p1, hi[c], _mm512_set1_epi64(q));
             }
+            p = _mm512_add_epi32(p, p1);
             double da;
             memcpy(&da, at->d[t], 8);
             const __m512 sc = _mm512_mul_ps(dw, _mm512_castpd_ps(_mm512_set1_pd(da))), f = _mm512_cvtepi32_ps(p);
