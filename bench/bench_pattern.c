@@ -5,7 +5,9 @@
  * as the step runs them, each thread summing a contiguous half of each matrix as the probe sums
  * its slice; "no barriers": the same bytes in one pool run; "one pass": the interleaved weights'
  * map in one pool run; the matmuls alone (hachi_matmul_n over each group, one token: layers and
- * head apart); 8 decode steps at depth 128. All as GB/s of the weights read.
+ * head apart); 8 decode steps at depth 128. All as GB/s of the weights read. The three plain reads
+ * take turns going first (on this VM whichever of two reads runs second in a round gained 5-10%:
+ * bench/RESULTS.md, 2026-12-05).
  *
  * Build by hand, after `make`:
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc -pthread bench/bench_pattern.c \
@@ -123,16 +125,19 @@ int main(int argc, char **argv) {
     printf("round  probes GB/s   pattern  no-barriers  one-pass  matmuls: layers  head   decode ms  GB/s  of probes  of pattern\n");
     for (int r = 0; r < rounds; r++) {
         const double p0 = hachi_measure_read_bandwidth(2, (size_t)256 << 20, 3);
-        double t = hachi_time_ms();
-        for (int k = 0; k < 4; k++)
-            for (int i = 0; i < n_groups; i++) hachi_pool_run(pool, read_group, &groups[i]);
-        const double pattern = 4.0 * total / ((hachi_time_ms() - t) * 1e6);
-        t = hachi_time_ms();
-        for (int k = 0; k < 4; k++) hachi_pool_run(pool, read_all, NULL);
-        const double all = 4.0 * total / ((hachi_time_ms() - t) * 1e6);
-        t = hachi_time_ms();
-        for (int k = 0; k < 4; k++) hachi_pool_run(pool, read_map, m);
-        const double map = m->x8_bytes ? 4.0 * m->x8_bytes / ((hachi_time_ms() - t) * 1e6) : 0.0;
+        double reads[3];   /* pattern, no barriers, one pass: which goes first turns round by round */
+        for (int q = 0; q < 3; q++) {
+            const int k = (q + r) % 3;
+            const double t = hachi_time_ms();
+            for (int rep = 0; rep < 4; rep++) {
+                if (k == 0)
+                    for (int i = 0; i < n_groups; i++) hachi_pool_run(pool, read_group, &groups[i]);
+                else hachi_pool_run(pool, k == 1 ? read_all : read_map, k == 1 ? NULL : m);
+            }
+            const double bytes = k == 2 ? (double)m->x8_bytes : (double)total;
+            reads[k] = bytes > 0 ? 4.0 * bytes / ((hachi_time_ms() - t) * 1e6) : 0.0;
+        }
+        const double pattern = reads[0], all = reads[1], map = reads[2];
         double ms_layers = 0, ms_head = 0;
         for (int k = 0; k < 4; k++)
             for (int i = 0; i < n_groups; i++) {
@@ -142,7 +147,7 @@ int main(int argc, char **argv) {
                 hachi_matmul_n(pool, m->kern, o, groups[i].n, x, 0, 1, scratch);
                 *(i == n_groups - 1 ? &ms_head : &ms_layers) += hachi_time_ms() - a;
             }
-        t = hachi_time_ms();
+        const double t = hachi_time_ms();
         for (int k = 0; k < 8; k++) {
             hachi_session_rewind(s, 130);
             hachi_session_eval(s, &tok, 1, NULL);
