@@ -35,13 +35,17 @@ static uint64_t sink[64][8];
 
 static size_t mat_bytes(const hachi_mat *W) { return (size_t)W->rows * W->row_bytes; }
 
-/* the next group: those of a, b, c (b, c may be NULL) that have weights; none, no group */
+/* The next groups from a, b, c (b, c may be NULL): those with weights, one pool run for those that
+ * the step runs in one (hachi_matmul_fusable with the first), one run each for the others. */
 static void group(const hachi_mat *a, const hachi_mat *b, const hachi_mat *c) {
     const hachi_mat *w[GROUP_MAX] = {a, b, c};
     group_t *g = &groups[n_groups];
-    for (int i = 0; i < GROUP_MAX; i++)
-        if (w[i] && w[i]->data) g->W[g->n++] = w[i];
-    if (g->n && n_groups + 1 < GROUPS_MAX) n_groups++;
+    for (int i = 0; i < GROUP_MAX && n_groups < GROUPS_MAX - 1; i++) {
+        if (!w[i] || !w[i]->data) continue;
+        if (g->n && !hachi_matmul_fusable(g->W[0], w[i])) g = &groups[++n_groups];
+        g->W[g->n++] = w[i];
+    }
+    if (g->n) n_groups++;
 }
 
 /* the probe's loop (src/bandwidth.c): four independent vector sums */
@@ -114,10 +118,20 @@ int main(int argc, char **argv) {
     hachi_session_params sp = hachi_session_default_params();
     sp.n_threads = 2;
     if (hachi_pool_create(2, &pool) || hachi_session_create(m, &sp, &s)) return 1;
-    float *x = calloc(65536, sizeof(float)), *y = calloc((size_t)GROUP_MAX * 300000, sizeof(float));
-    void *scratch = hachi_aligned_alloc((size_t)1 << 24);
+    int64_t max_rows = 1, max_cols = 1;
+    size_t scratch_bytes = 1;
+    for (int i = 0; i < n_groups; i++)
+        for (int j = 0; j < groups[i].n; j++) {
+            const hachi_mat *W = groups[i].W[j];
+            max_rows = W->rows > max_rows ? W->rows : max_rows;
+            max_cols = W->cols > max_cols ? W->cols : max_cols;
+            const size_t sb = hachi_matmul_scratch_bytes(m->kern, W->type, W->cols, 1);
+            scratch_bytes = sb > scratch_bytes ? sb : scratch_bytes;
+        }
+    float *x = calloc((size_t)max_cols, sizeof(float)), *y = calloc((size_t)GROUP_MAX * max_rows, sizeof(float));
+    void *scratch = hachi_aligned_alloc(scratch_bytes);
     if (!x || !y || !scratch) return 1;
-    for (int i = 0; i < 65536; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    for (int64_t i = 0; i < max_cols; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
     hachi_session_fill_synthetic(s, 128, 7);
     int32_t tok = 1234;
     for (int i = 0; i < 3; i++) hachi_session_eval(s, &tok, 1, NULL);
@@ -142,7 +156,7 @@ int main(int argc, char **argv) {
         for (int k = 0; k < 4; k++)
             for (int i = 0; i < n_groups; i++) {
                 hachi_matmul_out o[GROUP_MAX];
-                for (int j = 0; j < groups[i].n; j++) o[j] = (hachi_matmul_out){groups[i].W[j], y + (size_t)j * 300000, 0};
+                for (int j = 0; j < groups[i].n; j++) o[j] = (hachi_matmul_out){groups[i].W[j], y + (size_t)j * max_rows, 0};
                 const double a = hachi_time_ms();
                 hachi_matmul_n(pool, m->kern, o, groups[i].n, x, 0, 1, scratch);
                 *(i == n_groups - 1 ? &ms_head : &ms_layers) += hachi_time_ms() - a;
