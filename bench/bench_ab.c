@@ -8,7 +8,8 @@
  *   prefill N  (N = 1..4096): an eval of N tokens from position 0, once a side.
  * It prints new/old time per round as a median with quartiles, and how many rounds the new side
  * won. Linked against a normal build, the flag below (weak) is the only one and both sides run
- * the same code: a check of the method (medians within 1-2% of 1).
+ * the same code: a check of the method (medians within 1-2% of 1). Repeat a run before believing
+ * it: on the 2-core VM one run's 0.972 (14 wins of 16) was 1.002 the next time.
  *
  * Build by hand, after `make BUILD=/tmp/bx build/...` of the scratch library:
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc -pthread bench/bench_ab.c \
