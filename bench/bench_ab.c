@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)k);
     float *logits = prefill ? NULL : malloc(sizeof(float) * (size_t)k * (size_t)hachi_model_n_vocab(m));
     if (!tok || (!prefill && !logits)) return 1;
-    for (int i = 0; i < k; i++) tok[i] = 1000 + (int32_t)((i * 7919) % 200000) % hachi_model_n_vocab(m);
+    for (int i = 0; i < k; i++) tok[i] = (int32_t)((1000 + (int64_t)i * 7919) % hachi_model_n_vocab(m));
     if (!prefill) hachi_session_fill_synthetic(s, DEPTH, 7);
 
     static double t[2][ROUNDS_MAX], ratio[ROUNDS_MAX];

@@ -20,8 +20,6 @@
 #include "threads.h"
 #include "util.h"
 
-typedef uint64_t v4u64 __attribute__((vector_size(32), aligned(32)));
-
 enum { GROUP_MAX = 3, GROUPS_MAX = 4096 };
 typedef struct {
     const hachi_mat *W[GROUP_MAX];
@@ -48,25 +46,12 @@ static void group(const hachi_mat *a, const hachi_mat *b, const hachi_mat *c) {
     if (g->n) n_groups++;
 }
 
-/* the probe's loop (src/bandwidth.c): four independent vector sums */
-#if defined(__x86_64__)
-__attribute__((target("avx2")))
-#endif
-static uint64_t sum(const v4u64 *p, size_t n) {
-    v4u64 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-    for (size_t i = 0; i + 4 <= n; i += 4) {
-        a0 += p[i]; a1 += p[i + 1]; a2 += p[i + 2]; a3 += p[i + 3];
-    }
-    const v4u64 a = a0 + a1 + a2 + a3;
-    return a[0] + a[1] + a[2] + a[3];
-}
-
-/* thread ith's contiguous share of [p, p + bytes), aligned down to 32 bytes */
+/* thread ith's contiguous share of [p, p + bytes), aligned down to 32 bytes, read as the probe reads */
 static uint64_t sum_share(const void *p, size_t bytes, int ith, int nth) {
     int64_t lo, hi;
     hachi_split((int64_t)bytes, 4096, ith, nth, &lo, &hi);
     const uintptr_t a = ((uintptr_t)p + (uintptr_t)lo) & ~(uintptr_t)31;
-    return sum((const v4u64 *)a, (size_t)(hi - lo) / sizeof(v4u64));
+    return hachi_read_sum((const void *)a, (hi - lo) / 32);
 }
 
 static void read_group(void *ctx, int ith, int nth) {

@@ -25,6 +25,9 @@ char *hachi_strndup(const char *s, size_t n);
 uint64_t hachi_alloc_count(void);         /* allocations made so far by the library */
 
 double hachi_time_ms(void);               /* monotonic clock */
+/* The read bandwidth probe's loop (bandwidth.c): the sum of the n 32-byte words at p (32-byte
+ * aligned; n rounded down to a multiple of 4), for programs that read memory as the probe does. */
+uint64_t hachi_read_sum(const void *p, int64_t n);
 size_t hachi_mem_available(void);         /* bytes the system can still give (MemAvailable, or
                                              $HACHI_MEM_AVAILABLE when set); 0: unknown */
 
