@@ -14,6 +14,7 @@
 #define HACHI_KERNELS_ROWS_H
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "kernels/kernels.h"
 
 #define ROWS_MAX 4
@@ -39,6 +40,38 @@
         }                                                                                    \
     }
 #define ROWS_FROM(name, rows, step) ROWS_FROM_N(name, rows, step, ROWS_MAX)
+
+/* gemm_x8 (kernels.h) from x16(n, y, ldy, g0, g1, a, stride, R), a kernel of two groups of 8
+ * interleaved rows (blk, qk values a block) and R <= 4 activation rows: pairs of groups, the
+ * tokens in passes of 4 (the pair's blocks stay in L1 between passes), a lone last group through
+ * the file's vec_dot_x8 x8 */
+#define GEMM_FROM_X16(name, x16, x8, blk, qk)                                                \
+    static void name(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, \
+                     size_t a_stride, int nt) {                                              \
+        const int64_t nb = n / (qk);                                                         \
+        const blk *w = w8;                                                                   \
+        const char *va = a;                                                                  \
+        int gi = 0;                                                                          \
+        for (; gi + 2 <= n_groups; gi += 2) {                                                \
+            const blk *g0 = w + (size_t)gi * nb;                                             \
+            int t = 0;                                                                       \
+            for (; t + 4 <= nt; t += 4)                                                      \
+                x16(n, y + (size_t)t * ldy + 8 * gi, ldy, g0, g0 + nb, va + (size_t)t * a_stride, a_stride, 4); \
+            float *yt = y + (size_t)t * ldy + 8 * gi;                                        \
+            const char *at = va + (size_t)t * a_stride;                                      \
+            switch (nt - t) {                                                                \
+            case 3: x16(n, yt, ldy, g0, g0 + nb, at, a_stride, 3); break;                    \
+            case 2: x16(n, yt, ldy, g0, g0 + nb, at, a_stride, 2); break;                    \
+            case 1: x16(n, yt, ldy, g0, g0 + nb, at, a_stride, 1); break;                    \
+            default: break;                                                                  \
+            }                                                                                \
+        }                                                                                    \
+        if (gi < n_groups) {                                                                 \
+            float s[8 * 16];                                                                 \
+            x8(n, s, w + (size_t)gi * nb, a, a_stride, nt);                                  \
+            for (int t = 0; t < nt; t++) memcpy(y + (size_t)t * ldy + 8 * gi, s + 8 * t, 8 * sizeof(float)); \
+        }                                                                                    \
+    }
 #define MULTI_FROM_ROWS(name, rows) ROWS_FROM(name, rows, 1)
 
 /* multi for the types without a block-shared path: loop the single dot */

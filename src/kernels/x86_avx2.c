@@ -356,6 +356,66 @@ static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, cons
 }
 ROWS_FROM(x8_q4_0, x8_rows_q4_0, 8)
 
+/* x8_rows_q4_0's work for two groups of 8 rows (g0, g1) and R <= 4 tokens: each broadcast of 4
+ * activation bytes meets both groups' nibbles, so a token's block takes 5 broadcasts a group
+ * instead of 10; the 8 int16 sums fill the registers, so the float sums live in an L1 array.
+ * Each lane's arithmetic is x8_rows_q4_0's (exact int16 and int32 sums, then one fma a block
+ * in block order): bit for bit the same. */
+static ALWAYS_INLINE void x16_rows_q4_0(int64_t n, float *y, int64_t ldy, const block_q4_0x8 *g0, const block_q4_0x8 *g1,
+                                        const char *va, size_t stride, const int R) {
+    const int64_t nb = n / QK8_0;
+    const size_t ex_off = (size_t)nb * sizeof(block_q8_0);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    _Alignas(32) float acc[ROWS_MAX][2][8];
+    UNROLL for (int r = 0; r < R; r++) {
+        _mm256_store_ps(acc[r][0], _mm256_setzero_ps());
+        _mm256_store_ps(acc[r][1], _mm256_setzero_ps());
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        UNROLL for (int l = 0; l < 3; l++) {
+            _mm_prefetch((const char *)(g0 + b) + 1024 + 64 * l, _MM_HINT_T0);
+            _mm_prefetch((const char *)(g1 + b) + 1024 + 64 * l, _MM_HINT_T0);
+        }
+        __m256i p[ROWS_MAX][2];
+        UNROLL for (int c = 0; c < 4; c++) {
+            const __m256i v0 = _mm256_loadu_si256((const __m256i *)(g0[b].qs + 32 * c));
+            const __m256i v1 = _mm256_loadu_si256((const __m256i *)(g1[b].qs + 32 * c));
+            const __m256i lo0 = _mm256_and_si256(v0, m4), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4);
+            const __m256i lo1 = _mm256_and_si256(v1, m4), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
+            UNROLL for (int r = 0; r < R; r++) {
+                const block_q8_0 *a = (const block_q8_0 *)(va + (size_t)r * stride) + b;
+                const __m256i yl = bcast32(a->qs + 4 * c), yh = bcast32(a->qs + 16 + 4 * c);
+                const __m256i t0 = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, yl), _mm256_maddubs_epi16(hi0, yh));
+                const __m256i t1 = _mm256_add_epi16(_mm256_maddubs_epi16(lo1, yl), _mm256_maddubs_epi16(hi1, yh));
+                p[r][0] = c ? _mm256_add_epi16(p[r][0], t0) : t0;
+                p[r][1] = c ? _mm256_add_epi16(p[r][1], t1) : t1;
+                __asm__("" : "+x"(p[r][0]), "+x"(p[r][1]));
+            }
+        }
+        const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g0[b].d));
+        const __m256 dw1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g1[b].d));
+        UNROLL for (int r = 0; r < R; r++) {
+            const char *ex = va + (size_t)r * stride + ex_off + (size_t)(b >> 2) * 32 + (size_t)(b & 3) * 4;
+            int32_t sy;
+            float da;
+            memcpy(&sy, ex, 4);
+            memcpy(&da, ex + 16, 4);
+            const __m256i c8 = _mm256_set1_epi32(sy);
+            const __m256 vda = _mm256_set1_ps(da);
+            const __m256i v0 = _mm256_add_epi32(_mm256_madd_epi16(p[r][0], ones), c8);
+            const __m256i v1 = _mm256_add_epi32(_mm256_madd_epi16(p[r][1], ones), c8);
+            _mm256_store_ps(acc[r][0], _mm256_fmadd_ps(_mm256_mul_ps(dw0, vda), _mm256_cvtepi32_ps(v0), _mm256_load_ps(acc[r][0])));
+            _mm256_store_ps(acc[r][1], _mm256_fmadd_ps(_mm256_mul_ps(dw1, vda), _mm256_cvtepi32_ps(v1), _mm256_load_ps(acc[r][1])));
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(y + (size_t)r * ldy, _mm256_load_ps(acc[r][0]));
+        _mm256_storeu_ps(y + (size_t)r * ldy + 8, _mm256_load_ps(acc[r][1]));
+    }
+}
+
+GEMM_FROM_X16(gemm_q4_0_x8, x16_rows_q4_0, x8_q4_0, block_q4_0x8, QK8_0)
+
 /* x = q*d + m (q unsigned): d*da*sum(q*qa) + m*da*sum(qa) */
 void hachi_vec_dot_q4_1_q8_0_avx2(int64_t n, float *s, const void *vw, const void *va) {
     const block_q4_1 *w = vw;
@@ -856,6 +916,8 @@ int hachi_kernels_fill_avx2(hachi_kernels *t) {
     t->t[HACHI_TYPE_Q4_0].act_extra = act_extra_q4_0;
     t->t[HACHI_TYPE_Q4_0].act_prep = act_prep_q4_0;
     t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;
+    t->t[HACHI_TYPE_Q4_0].gemm_x8 = gemm_q4_0_x8;
+    t->t[HACHI_TYPE_Q4_0].gemm_min = 4;
     set(t, HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_avx2, multi_q4_1);
     set(t, HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_avx2, multi_q5_0);
     set(t, HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_avx2, multi_q8_0);

@@ -14,9 +14,62 @@
 #define VNNI_DPBUSD _mm256_dpbusd_avx_epi32
 #include "kernels/x86_vnni_x8.h"
 
+/* x8_rows_q4_0's work (x86_vnni_x8.h) for two groups of 8 rows and R <= 4 tokens: each
+ * broadcast of 4 activation bytes feeds both groups' vpdpbusd (the int32 sums, 8 registers),
+ * the float sums in an L1 array; each lane's arithmetic is x8_rows_q4_0's, bit for bit. */
+static ALWAYS_INLINE void x16_rows_q4_0(int64_t n, float *y, int64_t ldy, const block_q4_0x8 *g0, const block_q4_0x8 *g1,
+                                        const char *va, size_t stride, const int R) {
+    const int64_t nb = n / QK8_0;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    _Alignas(32) float acc[VNNI_ROWS][2][8];
+    UNROLL for (int r = 0; r < R; r++) {
+        _mm256_store_ps(acc[r][0], _mm256_setzero_ps());
+        _mm256_store_ps(acc[r][1], _mm256_setzero_ps());
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        UNROLL for (int l = 0; l < 3; l++) {
+            _mm_prefetch((const char *)(g0 + b) + X8_PF_DIST + 64 * l, X8_PF_HINT);
+            _mm_prefetch((const char *)(g1 + b) + X8_PF_DIST + 64 * l, X8_PF_HINT);
+        }
+        __m256i p[VNNI_ROWS][2];
+        UNROLL for (int r = 0; r < R; r++) {   /* from -8*sum(y) */
+            p[r][0] = p[r][1] = bcast32((const int8_t *)q4_0_extras(va + (size_t)r * stride, nb, b));
+        }
+        UNROLL for (int c = 0; c < 4; c++) {
+            const __m256i v0 = _mm256_loadu_si256((const __m256i *)(g0[b].qs + 32 * c));
+            const __m256i v1 = _mm256_loadu_si256((const __m256i *)(g1[b].qs + 32 * c));
+            const __m256i lo0 = _mm256_and_si256(v0, m4), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4);
+            const __m256i lo1 = _mm256_and_si256(v1, m4), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
+            UNROLL for (int r = 0; r < R; r++) {
+                const block_q8_0 *a = (const block_q8_0 *)(va + (size_t)r * stride) + b;
+                const __m256i yl = bcast32(a->qs + 4 * c), yh = bcast32(a->qs + 16 + 4 * c);
+                p[r][0] = VNNI_DPBUSD(VNNI_DPBUSD(p[r][0], lo0, yl), hi0, yh);
+                p[r][1] = VNNI_DPBUSD(VNNI_DPBUSD(p[r][1], lo1, yl), hi1, yh);
+            }
+        }
+        const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g0[b].d));
+        const __m256 dw1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g1[b].d));
+        UNROLL for (int r = 0; r < R; r++) {
+            float da;
+            memcpy(&da, q4_0_extras(va + (size_t)r * stride, nb, b) + 16, 4);
+            const __m256 vda = _mm256_set1_ps(da);
+            _mm256_store_ps(acc[r][0], _mm256_fmadd_ps(_mm256_mul_ps(dw0, vda), _mm256_cvtepi32_ps(p[r][0]), _mm256_load_ps(acc[r][0])));
+            _mm256_store_ps(acc[r][1], _mm256_fmadd_ps(_mm256_mul_ps(dw1, vda), _mm256_cvtepi32_ps(p[r][1]), _mm256_load_ps(acc[r][1])));
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(y + (size_t)r * ldy, _mm256_load_ps(acc[r][0]));
+        _mm256_storeu_ps(y + (size_t)r * ldy + 8, _mm256_load_ps(acc[r][1]));
+    }
+}
+
+GEMM_FROM_X16(gemm_q4_0_x8, x16_rows_q4_0, x8_q4_0, block_q4_0x8, QK8_0)
+
 /* on a copy of AVX2's table */
 int hachi_kernels_fill_avxvnni(hachi_kernels *t) {
     t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;   /* with AVX2's activation extras */
+    t->t[HACHI_TYPE_Q4_0].gemm_x8 = gemm_q4_0_x8;
+    t->t[HACHI_TYPE_Q4_0].gemm_min = 4;
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;
     t->t[HACHI_TYPE_Q8_0].act_extra = act_extra_q8_0;
     t->t[HACHI_TYPE_Q8_0].act_prep = act_prep_q8_0;
