@@ -15,12 +15,15 @@
 #define VNNI_DPBUSD _mm256_dpbusd_avx_epi32
 #include "kernels/x86_vnni_x8.h"
 
-/* x8_rows_q4_0's work (x86_vnni_x8.h) for two groups of 8 rows and R <= 4 tokens: each
- * broadcast of 4 activation bytes feeds both groups' vpdpbusd (the int32 sums, 8 registers),
- * the float sums in an L1 array; each lane's arithmetic is x8_rows_q4_0's, bit for bit. */
-static ALWAYS_INLINE void x16_rows_q4_0(int64_t n, float *y, int64_t ldy, const block_q4_0x8 *g0, const block_q4_0x8 *g1,
-                                        const char *va, size_t stride, const int R) {
+/* x8_rows_q4_0's or x8_rows_q8_0's work (x86_vnni_x8.h) for two groups of 8 rows (g0b, g1b:
+ * blocks of bsz bytes, block_q4_0x8 when nib, else block_q8_0x8: the same d, then qs) and R <= 4
+ * tokens: each broadcast of 4 activation bytes feeds both groups' vpdpbusd (the int32 sums from
+ * the extras' correction, 8 registers), the float sums in an L1 array; each lane's arithmetic is
+ * the x8 kernel's, bit for bit. */
+static ALWAYS_INLINE void x16_rows_b(int64_t n, float *y, int64_t ldy, const char *g0b, const char *g1b, const size_t bsz,
+                                     const bool nib, const char *va, size_t stride, const int R) {
     const int64_t nb = n / QK8_0;
+    const int NC = nib ? 4 : 8, NL = nib ? 3 : 5;   /* 32-byte loads, lines a block */
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     _Alignas(32) float acc[VNNI_ROWS][2][8];
     UNROLL for (int r = 0; r < R; r++) {
@@ -28,73 +31,31 @@ static ALWAYS_INLINE void x16_rows_q4_0(int64_t n, float *y, int64_t ldy, const 
         _mm256_store_ps(acc[r][1], _mm256_setzero_ps());
     }
     for (int64_t b = 0; b < nb; b++) {
-        UNROLL for (int l = 0; l < 3; l++) {
-            _mm_prefetch((const char *)(g0 + b) + X8_PF_DIST + 64 * l, X8_PF_HINT);
-            _mm_prefetch((const char *)(g1 + b) + X8_PF_DIST + 64 * l, X8_PF_HINT);
-        }
-        __m256i p[VNNI_ROWS][2];
-        UNROLL for (int r = 0; r < R; r++) {   /* from -8*sum(y) */
-            p[r][0] = p[r][1] = bcast32((const int8_t *)q4_0_extras(va + (size_t)r * stride, nb, b));
-        }
-        UNROLL for (int c = 0; c < 4; c++) {
-            const __m256i v0 = _mm256_loadu_si256((const __m256i *)(g0[b].qs + 32 * c));
-            const __m256i v1 = _mm256_loadu_si256((const __m256i *)(g1[b].qs + 32 * c));
-            const __m256i lo0 = _mm256_and_si256(v0, m4), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4);
-            const __m256i lo1 = _mm256_and_si256(v1, m4), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
-            UNROLL for (int r = 0; r < R; r++) {
-                const block_q8_0 *a = (const block_q8_0 *)(va + (size_t)r * stride) + b;
-                const __m256i yl = bcast32(a->qs + 4 * c), yh = bcast32(a->qs + 16 + 4 * c);
-                p[r][0] = VNNI_DPBUSD(VNNI_DPBUSD(p[r][0], lo0, yl), hi0, yh);
-                p[r][1] = VNNI_DPBUSD(VNNI_DPBUSD(p[r][1], lo1, yl), hi1, yh);
-            }
-        }
-        const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g0[b].d));
-        const __m256 dw1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g1[b].d));
-        UNROLL for (int r = 0; r < R; r++) {
-            float da;
-            memcpy(&da, q4_0_extras(va + (size_t)r * stride, nb, b) + 16, 4);
-            const __m256 vda = _mm256_set1_ps(da);
-            _mm256_store_ps(acc[r][0], _mm256_fmadd_ps(_mm256_mul_ps(dw0, vda), _mm256_cvtepi32_ps(p[r][0]), _mm256_load_ps(acc[r][0])));
-            _mm256_store_ps(acc[r][1], _mm256_fmadd_ps(_mm256_mul_ps(dw1, vda), _mm256_cvtepi32_ps(p[r][1]), _mm256_load_ps(acc[r][1])));
-        }
-    }
-    UNROLL for (int r = 0; r < R; r++) {
-        _mm256_storeu_ps(y + (size_t)r * ldy, _mm256_load_ps(acc[r][0]));
-        _mm256_storeu_ps(y + (size_t)r * ldy + 8, _mm256_load_ps(acc[r][1]));
-    }
-}
-
-GEMM_FROM_X16(gemm_q4_0_x8, x16_rows_q4_0, x8_q4_0, block_q4_0x8, QK8_0)
-
-/* x8_rows_q8_0's work for two groups of 8 rows and R <= 4 tokens, the same way: the rows'
- * unsigned bytes need no unpacking, each broadcast feeds both groups' vpdpbusd from
- * -128*sum(y); bit for bit x8_rows_q8_0's. */
-static ALWAYS_INLINE void x16_rows_q8_0(int64_t n, float *y, int64_t ldy, const block_q8_0x8 *g0, const block_q8_0x8 *g1,
-                                        const char *va, size_t stride, const int R) {
-    const int64_t nb = n / QK8_0;
-    _Alignas(32) float acc[VNNI_ROWS][2][8];
-    UNROLL for (int r = 0; r < R; r++) {
-        _mm256_store_ps(acc[r][0], _mm256_setzero_ps());
-        _mm256_store_ps(acc[r][1], _mm256_setzero_ps());
-    }
-    for (int64_t b = 0; b < nb; b++) {
-        UNROLL for (int l = 0; l < 5; l++) {
-            _mm_prefetch((const char *)(g0 + b) + X8_PF_DIST + 64 * l, X8_PF_HINT);
-            _mm_prefetch((const char *)(g1 + b) + X8_PF_DIST + 64 * l, X8_PF_HINT);
-        }
+        const block_q8_0x8 *w[2] = {(const block_q8_0x8 *)(const void *)(g0b + (size_t)b * bsz),
+                                    (const block_q8_0x8 *)(const void *)(g1b + (size_t)b * bsz)};
+        UNROLL for (int k = 0; k < 2; k++)
+            UNROLL for (int l = 0; l < NL; l++) _mm_prefetch((const char *)w[k] + X8_PF_DIST + 64 * l, X8_PF_HINT);
         __m256i p[VNNI_ROWS][2];
         UNROLL for (int r = 0; r < R; r++) p[r][0] = p[r][1] = bcast32((const int8_t *)q4_0_extras(va + (size_t)r * stride, nb, b));
-        UNROLL for (int c = 0; c < 8; c++) {
-            const __m256i q0 = _mm256_loadu_si256((const __m256i *)(g0[b].qs + 32 * c));
-            const __m256i q1 = _mm256_loadu_si256((const __m256i *)(g1[b].qs + 32 * c));
+        UNROLL for (int c = 0; c < NC; c++) {
+            __m256i q[2][2];   /* [group]: the values that meet activation bytes 4c (and, nibbles, 16 + 4c) */
+            UNROLL for (int k = 0; k < 2; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(w[k]->qs + 32 * c));
+                q[k][0] = nib ? _mm256_and_si256(v, m4) : v;
+                q[k][1] = nib ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : v;
+            }
             UNROLL for (int r = 0; r < R; r++) {
-                const __m256i ya = bcast32(((const block_q8_0 *)(va + (size_t)r * stride) + b)->qs + 4 * c);
-                p[r][0] = VNNI_DPBUSD(p[r][0], q0, ya);
-                p[r][1] = VNNI_DPBUSD(p[r][1], q1, ya);
+                const int8_t *ya = ((const block_q8_0 *)(va + (size_t)r * stride) + b)->qs + 4 * c;
+                const __m256i yl = bcast32(ya);
+                UNROLL for (int k = 0; k < 2; k++) p[r][k] = VNNI_DPBUSD(p[r][k], q[k][0], yl);
+                if (nib) {
+                    const __m256i yh = bcast32(ya + 16);
+                    UNROLL for (int k = 0; k < 2; k++) p[r][k] = VNNI_DPBUSD(p[r][k], q[k][1], yh);
+                }
             }
         }
-        const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g0[b].d));
-        const __m256 dw1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g1[b].d));
+        const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[0]->d));
+        const __m256 dw1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[1]->d));
         UNROLL for (int r = 0; r < R; r++) {
             float da;
             memcpy(&da, q4_0_extras(va + (size_t)r * stride, nb, b) + 16, 4);
@@ -108,6 +69,15 @@ static ALWAYS_INLINE void x16_rows_q8_0(int64_t n, float *y, int64_t ldy, const 
         _mm256_storeu_ps(y + (size_t)r * ldy + 8, _mm256_load_ps(acc[r][1]));
     }
 }
+static ALWAYS_INLINE void x16_rows_q4_0(int64_t n, float *y, int64_t ldy, const block_q4_0x8 *g0, const block_q4_0x8 *g1,
+                                        const char *va, size_t stride, const int R) {
+    x16_rows_b(n, y, ldy, (const char *)g0, (const char *)g1, sizeof *g0, true, va, stride, R);
+}
+static ALWAYS_INLINE void x16_rows_q8_0(int64_t n, float *y, int64_t ldy, const block_q8_0x8 *g0, const block_q8_0x8 *g1,
+                                        const char *va, size_t stride, const int R) {
+    x16_rows_b(n, y, ldy, (const char *)g0, (const char *)g1, sizeof *g0, false, va, stride, R);
+}
+GEMM_FROM_X16(gemm_q4_0_x8, x16_rows_q4_0, x8_q4_0, block_q4_0x8, QK8_0)
 GEMM_FROM_X16(gemm_q8_0_x8, x16_rows_q8_0, x8_q8_0, block_q8_0x8, QK8_0)
 
 /* on a copy of AVX2's table */
