@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "kernels/kernels.h"
+#include "util.h"
 
 #define ROWS_MAX 4
 #define ALWAYS_INLINE inline __attribute__((always_inline))
@@ -41,36 +42,37 @@
     }
 #define ROWS_FROM(name, rows, step) ROWS_FROM_N(name, rows, step, ROWS_MAX)
 
-/* gemm_x8 (kernels.h) from x16(n, y, ldy, g0, g1, a, stride, R), a kernel of two groups of 8
- * interleaved rows (blk, qk values a block) and R <= 4 activation rows: pairs of groups, the
- * tokens in passes of 4 (the pair's blocks stay in L1 between passes), a lone last group through
- * the file's vec_dot_x8 x8 */
-#define GEMM_FROM_X16(name, x16, x8, blk, qk)                                                \
-    static void name(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, \
-                     size_t a_stride, int nt) {                                              \
-        const int64_t nb = n / (qk);                                                         \
-        const blk *w = w8;                                                                   \
-        const char *va = a;                                                                  \
-        int gi = 0;                                                                          \
-        for (; gi + 2 <= n_groups; gi += 2) {                                                \
-            const blk *g0 = w + (size_t)gi * nb;                                             \
-            int t = 0;                                                                       \
-            for (; t + 4 <= nt; t += 4)                                                      \
-                x16(n, y + (size_t)t * ldy + 8 * gi, ldy, g0, g0 + nb, va + (size_t)t * a_stride, a_stride, 4); \
-            float *yt = y + (size_t)t * ldy + 8 * gi;                                        \
-            const char *at = va + (size_t)t * a_stride;                                      \
-            switch (nt - t) {                                                                \
-            case 3: x16(n, yt, ldy, g0, g0 + nb, at, a_stride, 3); break;                    \
-            case 2: x16(n, yt, ldy, g0, g0 + nb, at, a_stride, 2); break;                    \
-            case 1: x16(n, yt, ldy, g0, g0 + nb, at, a_stride, 1); break;                    \
-            default: break;                                                                  \
-            }                                                                                \
-        }                                                                                    \
-        if (gi < n_groups) {                                                                 \
-            float s[8 * 16];                                                                 \
-            x8(n, s, w + (size_t)gi * nb, a, a_stride, nt);                                  \
+/* gemm_x8 (kernels.h) from gemm2(n, y, ldy, g0, g1, a, a_stride, NT), a kernel of two groups of
+ * 8 interleaved rows (blk, qk values a block) and NT <= tok tokens (a constant in each case of
+ * cases, tok - 1 of them): pairs of groups, the tokens in passes of tok (a later pass reads the
+ * pair's weights from L1/L2), a lone last group through the file's vec_dot_x8 x8 */
+#define GEMM_CASE(f, k) case k: f(n, yg, ldy, g0, g0 + nb, at, a_stride, k); break;
+#define GEMM_CASES3(f) GEMM_CASE(f, 1) GEMM_CASE(f, 2) GEMM_CASE(f, 3)
+#define GEMM_CASES7(f) GEMM_CASES3(f) GEMM_CASE(f, 4) GEMM_CASE(f, 5) GEMM_CASE(f, 6) GEMM_CASE(f, 7)
+#define GEMM_CASES15(f) GEMM_CASES7(f) GEMM_CASE(f, 8) GEMM_CASE(f, 9) GEMM_CASE(f, 10) GEMM_CASE(f, 11) \
+    GEMM_CASE(f, 12) GEMM_CASE(f, 13) GEMM_CASE(f, 14) GEMM_CASE(f, 15)
+#define GEMM_FROM_PAIRS(name, gemm2, blk, qk, x8, tok, cases)                                          \
+    static void name(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,    \
+                     size_t a_stride, int nt) {                                                        \
+        const int64_t nb = n / (qk);                                                                   \
+        const blk *w = w8;                                                                             \
+        int gi = 0;                                                                                    \
+        for (; gi + 2 <= n_groups; gi += 2) {                                                          \
+            const blk *g0 = w + (size_t)gi * nb;                                                       \
+            for (int t0 = 0; t0 < nt; t0 += (tok)) {                                                   \
+                float *yg = y + (size_t)t0 * ldy + 8 * gi;                                             \
+                const char *at = (const char *)a + (size_t)t0 * a_stride;                              \
+                switch (HACHI_MIN((tok), nt - t0)) {                                                   \
+                    cases(gemm2)                                                                       \
+                    default: gemm2(n, yg, ldy, g0, g0 + nb, at, a_stride, (tok)); break;               \
+                }                                                                                      \
+            }                                                                                          \
+        }                                                                                              \
+        if (gi < n_groups) {                                                                           \
+            float s[8 * 16];                                                                           \
+            x8(n, s, w + (size_t)gi * nb, a, a_stride, nt);                                            \
             for (int t = 0; t < nt; t++) memcpy(y + (size_t)t * ldy + 8 * gi, s + 8 * t, 8 * sizeof(float)); \
-        }                                                                                    \
+        }                                                                                              \
     }
 #define MULTI_FROM_ROWS(name, rows) ROWS_FROM(name, rows, 1)
 

@@ -415,7 +415,7 @@ static ALWAYS_INLINE void x16_rows_q4_0(int64_t n, float *y, int64_t ldy, const 
     }
 }
 
-GEMM_FROM_X16(gemm_q4_0_x8, x16_rows_q4_0, x8_q4_0, block_q4_0x8, QK8_0)
+GEMM_FROM_PAIRS(gemm_q4_0_x8, x16_rows_q4_0, block_q4_0x8, QK8_0, x8_q4_0, 4, GEMM_CASES3)
 
 /* x = q*d + m (q unsigned): d*da*sum(q*qa) + m*da*sum(qa) */
 void hachi_vec_dot_q4_1_q8_0_avx2(int64_t n, float *s, const void *vw, const void *va) {

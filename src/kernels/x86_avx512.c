@@ -855,37 +855,7 @@ static ALWAYS_INLINE void gemm2_q4_K(int64_t n, float *y, int64_t ldy, const blo
     gemm2_kx8(n, y, ldy, (const char *)g0, (const char *)g1, sizeof *g0, false, a, a_stride, NT);
 }
 
-/* gemm_x8 from a two-group kernel gemm2 of up to tok tokens per pass (a constant in each case):
- * pairs of groups, the tokens in passes of tok (a later pass reads the weights from L1/L2), a
- * lone group to the 256-bit x8 kernel */
-#define GEMM_CASE(f, k) case k: f(n, yg, ldy, g0, g0 + nb, at, a_stride, k); break;
-#define GEMM_CASES7(f) GEMM_CASE(f, 1) GEMM_CASE(f, 2) GEMM_CASE(f, 3) GEMM_CASE(f, 4) GEMM_CASE(f, 5) GEMM_CASE(f, 6) \
-    GEMM_CASE(f, 7)
-#define GEMM_CASES15(f) GEMM_CASES7(f) GEMM_CASE(f, 8) GEMM_CASE(f, 9) GEMM_CASE(f, 10) GEMM_CASE(f, 11) \
-    GEMM_CASE(f, 12) GEMM_CASE(f, 13) GEMM_CASE(f, 14) GEMM_CASE(f, 15)
-#define GEMM_FROM_PAIRS(name, gemm2, blk, qk, x8, tok, cases)                                          \
-    static void name(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,    \
-                     size_t a_stride, int nt) {                                                        \
-        const int64_t nb = n / (qk);                                                                   \
-        const blk *w = w8;                                                                             \
-        int gi = 0;                                                                                    \
-        for (; gi + 2 <= n_groups; gi += 2) {                                                          \
-            const blk *g0 = w + (size_t)gi * nb;                                                       \
-            for (int t0 = 0; t0 < nt; t0 += (tok)) {                                                   \
-                float *yg = y + (size_t)t0 * ldy + 8 * gi;                                             \
-                const char *at = (const char *)a + (size_t)t0 * a_stride;                              \
-                switch (HACHI_MIN((tok), nt - t0)) {                                                   \
-                    cases(gemm2)                                                                       \
-                    default: gemm2(n, yg, ldy, g0, g0 + nb, at, a_stride, (tok)); break;               \
-                }                                                                                      \
-            }                                                                                          \
-        }                                                                                              \
-        if (gi < n_groups) {                                                                           \
-            float s[8 * 16];                                                                           \
-            x8(n, s, w + (size_t)gi * nb, a, a_stride, nt);                                            \
-            for (int t = 0; t < nt; t++) memcpy(y + (size_t)t * ldy + 8 * gi, s + 8 * t, 8 * sizeof(float)); \
-        }                                                                                              \
-    }
+/* gemm_x8 from the two-group kernels (rows.h's GEMM_FROM_PAIRS) */
 GEMM_FROM_PAIRS(gemm_q4_0, gemm2_q4_0, block_q4_0x8, QK8_0, x8_q4_0, 16, GEMM_CASES15)
 GEMM_FROM_PAIRS(gemm_q4_K, gemm2_q4_K, block_q4_Kx8, QK_K, x8_q4_K, 8, GEMM_CASES7)
 

@@ -77,8 +77,8 @@ static ALWAYS_INLINE void x16_rows_q8_0(int64_t n, float *y, int64_t ldy, const 
                                         const char *va, size_t stride, const int R) {
     x16_rows_b(n, y, ldy, (const char *)g0, (const char *)g1, sizeof *g0, false, va, stride, R);
 }
-GEMM_FROM_X16(gemm_q4_0_x8, x16_rows_q4_0, x8_q4_0, block_q4_0x8, QK8_0)
-GEMM_FROM_X16(gemm_q8_0_x8, x16_rows_q8_0, x8_q8_0, block_q8_0x8, QK8_0)
+GEMM_FROM_PAIRS(gemm_q4_0_x8, x16_rows_q4_0, block_q4_0x8, QK8_0, x8_q4_0, 4, GEMM_CASES3)
+GEMM_FROM_PAIRS(gemm_q8_0_x8, x16_rows_q8_0, block_q8_0x8, QK8_0, x8_q8_0, 4, GEMM_CASES3)
 
 /* on a copy of AVX2's table */
 int hachi_kernels_fill_avxvnni(hachi_kernels *t) {
