@@ -217,6 +217,12 @@ MULTI_FROM_ROWS(multi_q8_0, rows_q8_0)
 #ifndef Q4PF
 #define Q4PF(p) PREFETCH(p)
 #endif
+/* block b's extras in a q4_0 activation row of nb blocks: -8*sum(y) and d */
+static ALWAYS_INLINE void q4_0_extra(const char *row, int64_t nb, int64_t b, int32_t *sy, float *da) {
+    const char *ex = row + (size_t)nb * sizeof(block_q8_0) + (size_t)(b / Q4_0_GROUP) * 32 + (size_t)(b % Q4_0_GROUP) * 4;
+    memcpy(sy, ex, 4);
+    memcpy(da, ex + 16, 4);
+}
 static size_t act_extra_q4_0(int64_t n) { return (size_t)((n / QK8_0 + Q4_0_GROUP - 1) / Q4_0_GROUP) * 32; }
 static void act_prep_q4_0(int64_t n, void *va, int64_t b0, int64_t b1) {
     const int64_t nb = n / QK8_0;
@@ -292,12 +298,9 @@ static ALWAYS_INLINE void rows_q4_0(int64_t n, float *s, const void *vw, const c
         const float d0 = h2f(w[i].d);
         UNROLL for (int r = 0; r < R; r++) {
             const char *ar = va + (size_t)r * stride;
-            const char *ex = ar + ex_off + (size_t)(i & ~(int64_t)(Q4_0_GROUP - 1)) * 8;
-            const int k = (int)(i & (Q4_0_GROUP - 1));
             int32_t sy;
             float da;
-            memcpy(&sy, ex + 4 * k, 4);
-            memcpy(&da, ex + 16 + 4 * k, 4);
+            q4_0_extra(ar, nb, i, &sy, &da);
             const __m256i v = _mm256_add_epi32(q4_0_dot(q0, (const block_q8_0 *)ar + i),
                                                _mm256_zextsi128_si256(_mm_cvtsi32_si128(sy)));
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * da), _mm256_cvtepi32_ps(v), acc[r]);
@@ -322,7 +325,6 @@ static ALWAYS_INLINE __m256i bcast32(const int8_t *p) {
 static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
     const block_q4_0x8 *w = vw;
     const int64_t nb = n / QK8_0;
-    const size_t ex_off = (size_t)nb * sizeof(block_q8_0);
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     __m256 acc[ROWS_MAX];
     UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
@@ -344,11 +346,9 @@ static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, cons
             }
         }
         UNROLL for (int r = 0; r < R; r++) {
-            const char *ex = va + (size_t)r * stride + ex_off + (size_t)(b >> 2) * 32 + (size_t)(b & 3) * 4;
             int32_t sy;
             float da;
-            memcpy(&sy, ex, 4);
-            memcpy(&da, ex + 16, 4);
+            q4_0_extra(va + (size_t)r * stride, nb, b, &sy, &da);
             const __m256i v = _mm256_add_epi32(_mm256_madd_epi16(p[r], ones), _mm256_set1_epi32(sy));
             acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(da)), _mm256_cvtepi32_ps(v), acc[r]);
         }
@@ -365,7 +365,6 @@ ROWS_FROM(x8_q4_0, x8_rows_q4_0, 8)
 static ALWAYS_INLINE void x16_rows_q4_0(int64_t n, float *y, int64_t ldy, const block_q4_0x8 *g0, const block_q4_0x8 *g1,
                                         const char *va, size_t stride, const int R) {
     const int64_t nb = n / QK8_0;
-    const size_t ex_off = (size_t)nb * sizeof(block_q8_0);
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     _Alignas(32) float acc[ROWS_MAX][2][8];
     UNROLL for (int r = 0; r < R; r++) {
@@ -396,11 +395,9 @@ static ALWAYS_INLINE void x16_rows_q4_0(int64_t n, float *y, int64_t ldy, const 
         const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g0[b].d));
         const __m256 dw1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g1[b].d));
         UNROLL for (int r = 0; r < R; r++) {
-            const char *ex = va + (size_t)r * stride + ex_off + (size_t)(b >> 2) * 32 + (size_t)(b & 3) * 4;
             int32_t sy;
             float da;
-            memcpy(&sy, ex, 4);
-            memcpy(&da, ex + 16, 4);
+            q4_0_extra(va + (size_t)r * stride, nb, b, &sy, &da);
             const __m256i c8 = _mm256_set1_epi32(sy);
             const __m256 vda = _mm256_set1_ps(da);
             const __m256i v0 = _mm256_add_epi32(_mm256_madd_epi16(p[r][0], ones), c8);
