@@ -549,8 +549,8 @@ static int check_gemm(uint32_t type, int64_t n, const char *w8, size_t gb, const
     float want[GEMM_GROUPS][128], y[16 * LDY];
     for (int g = 0; g < GEMM_GROUPS; g++) R->t[type].vec_dot_x8(n, want[g], w8 + g * gb, a, ab, 16);
     int ran = 0;
-    for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
-        const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
+    for (int isa = 0; isa <= HACHI_ISA_COUNT; isa++) {   /* and NEON's sdot table where i8mm replaced it */
+        const hachi_kernels *K = isa < HACHI_ISA_COUNT ? hachi_kernels_get((hachi_isa)isa) : hachi_kernels_neon_sdot();
         if (!K || !K->t[type].gemm_x8) continue;
         const hachi_type_kernels *kt = &K->t[type];
         ran++;

@@ -5,7 +5,8 @@
  * vec_dot_multi unpacks each weight block once for all rows for Q4_0, Q8_0, Q4_K, Q6_K,
  * F16, F32; other types loop the dot. With sdot, Q4_0, Q8_0, Q4_K, Q5_K and Q6_K also get
  * vec_dot_x8 (rows interleaved by 8, so the loader repacks them); with i8mm (smmla) too, these
- * x8 kernels take forwards of several rows two at a time. */
+ * x8 kernels take forwards of several rows two at a time. These five types also have a prefill
+ * GEMM (gemm_x8) over activations packed in token pairs, by sdot or, with i8mm, smmla. */
 #include "kernels/kernels.h"
 
 #if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
@@ -216,6 +217,125 @@ static ALWAYS_INLINE void x8_rows_q8_0(int64_t n, float *s, const void *vw, cons
 }
 ROWS_FROM(x8_q8_0, x8_rows_q8_0, 8)
 
+/* ---------------- prefill GEMM over interleaved Q4_0 / Q8_0 rows (gemm_x8) ---------------- */
+
+/* The activations come packed per tile of 16 tokens (act_pack): per block of 32, per half of the
+ * tile (its tokens 0..7 or 8..15, 4 pairs), pair p's 64 bytes as 4 registers k < 4 that hold
+ * elements 8k..8k+7 of the pair's first token, then the same of its second (smmla's operand as it
+ * is; to sdot by lane, lanes 2s and 2s + 1 are token s's elements 8k..8k+3 and 8k+4..8k+7), then
+ * the 8 tokens' d as floats; a half is 5 cache lines of its own, so two threads can pack the two. */
+typedef struct act_pair_half {
+    int8_t qs[4][4][16];   /* [pair][k][token of the pair * 8 + i]: element 8k + i */
+    float d[8];
+    float pad[8];
+} act_pair_half;
+typedef struct act_pair_tile { act_pair_half half[2]; } act_pair_tile;
+
+static size_t act_pack_bytes_pairs(int64_t n) { return (size_t)(n / QK8_0) * sizeof(act_pair_tile); }
+/* tokens t0.. t0 + nt - 1 (one half of the tile); an odd count's last pair gets a zero token */
+static void act_pack_pairs(int64_t n, const void *va, size_t a_stride, int t0, int nt, int tile_nt, void *tile) {
+    (void)tile_nt;
+    static const int8_t zero[QK8_0];
+    act_pair_tile *o = tile;
+    for (int i = 0; i < nt + (nt & 1); i++) {
+        const int t = t0 + i, p = t % 8 / 2, s = t % 2;
+        const block_q8_0 *x = i < nt ? (const block_q8_0 *)(const void *)((const char *)va + (size_t)i * a_stride) : NULL;
+        for (int64_t b = 0; b < n / QK8_0; b++) {
+            act_pair_half *hf = &o[b].half[t / 8];
+            for (int k = 0; k < 4; k++) memcpy(hf->qs[p][k] + 8 * s, (x ? x[b].qs : zero) + 8 * k, 8);
+            hf->d[t % 8] = x ? h2f(x[b].d) : 0.0f;
+        }
+    }
+}
+static ALWAYS_INLINE const act_pair_half *act_pair_next(const act_pair_half *A) {
+    return (const act_pair_half *)(const void *)((const char *)A + sizeof(act_pair_tile));
+}
+/* token 2p + s's d (one load of 4 floats serves two pairs) times the rows' dw */
+static ALWAYS_INLINE float32x4_t scale_of(float32x4_t dw, const act_pair_half *A, int p, int s) {
+    const float32x4_t dq = vld1q_f32(A->d + 4 * (p / 2));
+    const float32x2_t d2 = p % 2 ? vget_high_f32(dq) : vget_low_f32(dq);
+    return s ? vmulq_lane_f32(dw, d2, 1) : vmulq_lane_f32(dw, d2, 0);
+}
+
+/* token s (0, 1) of a pair's sum over 32 values against 4 rows' chunks w[c] (values 4c..4c+3 of
+ * each row): those values are in the pair's register c / 2, lane 2s + c % 2 */
+static ALWAYS_INLINE int32x4_t pair_dot8(const int8x16_t w[8], const int8x16_t a[4], int s) {
+    int32x4_t v = vdupq_n_s32(0);
+    UNROLL for (int c = 0; c < 8; c++) {
+        switch (2 * s + c % 2) {   /* a constant after unrolling */
+        case 0: v = vdotq_laneq_s32(v, w[c], a[c / 2], 0); break;
+        case 1: v = vdotq_laneq_s32(v, w[c], a[c / 2], 1); break;
+        case 2: v = vdotq_laneq_s32(v, w[c], a[c / 2], 2); break;
+        default: v = vdotq_laneq_s32(v, w[c], a[c / 2], 3); break;
+        }
+    }
+    return v;
+}
+
+/* A pass holds half a group's rows (4h..4h+3) against the up to 8 tokens of one tile half: the
+ * rows' chunks unpacked as x8_rows_q4_0 / x8_rows_q8_0 do (8 registers), each token's 8 sdots by
+ * lane of its pair's registers into one int32 lane per row, its float sums in registers over all
+ * blocks. Exact integer sums, then x8_rows_*'s fma(dw*da, float(sum), acc) a block: their
+ * results, ref's, bit for bit. x8_rows_* hold all 8 rows for 4 tokens; here the unpacking and the
+ * rows' scales serve 8 tokens and the activations come packed: 0.80 (Q4_0) and 0.86-0.87 (Q8_0) of
+ * the x8 kernels' instructions for 8 and 16 tokens, counted under qemu (bench/neon_gemm.sh); at 3
+ * tokens as many as theirs, so the table uses it from 4. */
+static ALWAYS_INLINE void sdot_gemm_half(int64_t nb, float *y, int64_t ldy, const char *g, size_t bsz, const bool q4,
+                                         const void *tile_half, int h, const int NT) {
+    const act_pair_half *A = tile_half;
+    const int NP = (NT + 1) / 2;
+    float32x4_t acc[8];   /* [token]: rows 4h..4h+3 */
+    UNROLL for (int t = 0; t < NT; t++) acc[t] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < nb; b++, A = act_pair_next(A)) {
+        const char *wb = g + (size_t)b * bsz;
+        const int8_t *qs = (const int8_t *)(wb + 8 * sizeof(uint16_t));   /* after d[8] */
+        int8x16_t w[8];   /* [c]: elements 4c..4c+3 of the 4 rows (q4_0: lo nibbles in c < 4, hi 16 + ..) */
+        UNROLL for (int c = 0; c < 8; c++) {
+            if (q4 && c >= 4) break;
+            const int8x16_t x = veorq_s8(vld1q_s8(qs + 32 * c + 16 * h), vdupq_n_s8((int8_t)(q4 ? 0x88 : 0x80)));
+            if (q4) {
+                w[c] = vshrq_n_s8(vshlq_n_s8(x, 4), 4);
+                w[4 + c] = vshrq_n_s8(x, 4);
+            } else {
+                w[c] = x;
+            }
+        }
+        const float32x4_t dw = load_f16((const uint16_t *)(const void *)wb + 4 * h);
+        UNROLL for (int p = 0; p < NP; p++) {
+            int8x16_t a[4];
+            UNROLL for (int k = 0; k < 4; k++) a[k] = vld1q_s8(A->qs[p][k]);
+            UNROLL for (int s = 0; s < 2; s++) {
+                if (2 * p + s == NT) break;   /* an odd count's zero token: not computed */
+                acc[2 * p + s] = vfmaq_f32(acc[2 * p + s], scale_of(dw, A, p, s), vcvtq_f32_s32(pair_dot8(w, a, s)));
+            }
+        }
+    }
+    UNROLL for (int t = 0; t < NT; t++) vst1q_f32(y + (size_t)t * ldy + 4 * h, acc[t]);
+}
+
+/* gemm_x8 from a half-group kernel: per group, per half of the tile, both halves of the rows */
+#define HALF_CASE(kern, blk, f, k) case k: kern(nb, yt, ldy, g, sizeof(blk), f, A, h, k); break;
+#define GEMM_FROM_HALVES(name, kern, blk, qk, tile_t, f, attr)                                         \
+    attr static void name(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *tile, \
+                          size_t a_stride, int nt) {                                                   \
+        (void)a_stride;                                                                                \
+        const int64_t nb = n / (qk);                                                                   \
+        for (int gi = 0; gi < n_groups; gi++) {                                                        \
+            const char *g = (const char *)w8 + (size_t)gi * nb * sizeof(blk);                          \
+            for (int th = 0; 8 * th < nt; th++) {                                                      \
+                const void *A = &((const tile_t *)tile)->half[th];                                     \
+                float *yt = y + (size_t)(8 * th) * ldy + 8 * gi;                                       \
+                UNROLL for (int h = 0; h < 2; h++) switch (HACHI_MIN(8, nt - 8 * th)) {                \
+                    HALF_CASE(kern, blk, f, 1) HALF_CASE(kern, blk, f, 2) HALF_CASE(kern, blk, f, 3)   \
+                    HALF_CASE(kern, blk, f, 4) HALF_CASE(kern, blk, f, 5) HALF_CASE(kern, blk, f, 6)   \
+                    HALF_CASE(kern, blk, f, 7) default: kern(nb, yt, ldy, g, sizeof(blk), f, A, h, 8); break; \
+                    }                                                                                  \
+            }                                                                                          \
+        }                                                                                              \
+    }
+GEMM_FROM_HALVES(gemm_sdot_q4_0, sdot_gemm_half, block_q4_0x8, QK8_0, act_pair_tile, true, )
+GEMM_FROM_HALVES(gemm_sdot_q8_0, sdot_gemm_half, block_q8_0x8, QK8_0, act_pair_tile, false, )
+
 /* i8mm (FEAT_I8MM, smmla): vmmlaq_s32(m, a, b) adds the 2x2 products of two rows of 8 s8 in a
  * (a[0..7], a[8..15]) with two rows of 8 in b: m += [a0.b0, a0.b1, a1.b0, a1.b1]. Forwards of
  * two or more activation rows take them in pairs: b holds 8 consecutive values of two weight
@@ -318,6 +438,53 @@ I8MM static ALWAYS_INLINE void x8_mm_rows_q8_0(int64_t n, float *s, const void *
     }
 X8_MM_FROM(x8_mm_q4_0, x8_mm_rows_q4_0, x8_rows_q4_0)
 X8_MM_FROM(x8_mm_q8_0, x8_mm_rows_q8_0, x8_rows_q8_0)
+
+/* The same passes by smmla: per block the 4 rows' chunks zipped into row pairs (rows_even /
+ * rows_odd, 8 registers), each pair of tokens' 8 smmla into two sums [t0.r, t0.r', t1.r, t1.r'] of
+ * rows 4h+2e, 4h+2e+1, zipped back into each token's 4 rows. Against x8_mm_rows (which builds each
+ * operand from two 8-byte loads and unpacks a block once per 4 tokens): 0.69-0.73 of its
+ * instructions for 8 and 16 tokens (0.77-0.86 at 3), 0.78-0.81 of the sdot GEMM's, with half its
+ * multiply instructions. */
+I8MM static ALWAYS_INLINE void mm_gemm_half(int64_t nb, float *y, int64_t ldy, const char *g, size_t bsz, const bool q4,
+                                            const void *tile_half, int h, const int NT) {
+    const act_pair_half *A = tile_half;
+    const int NP = (NT + 1) / 2;
+    const int8x16_t flip = vdupq_n_s8((int8_t)(q4 ? 0x88 : 0x80));
+    float32x4_t acc[4][2];   /* [pair][token of the pair]: rows 4h..4h+3 */
+    UNROLL for (int p = 0; p < NP; p++) acc[p][0] = acc[p][1] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < nb; b++, A = act_pair_next(A)) {
+        const char *wb = g + (size_t)b * bsz;
+        const int8_t *qs = (const int8_t *)(wb + 8 * sizeof(uint16_t));   /* after d[8] */
+        int8x16_t w[4][2];   /* [k][e]: elements 8k..8k+7 of rows 4h+2e, 4h+2e+1 */
+        UNROLL for (int o = 0; o < 4; o++) {
+            if (q4 && o >= 2) break;   /* a q4_0 byte holds elements j and 16 + j */
+            const int8x16_t x0 = veorq_s8(vld1q_s8(qs + 64 * o + 16 * h), flip);
+            const int8x16_t x1 = veorq_s8(vld1q_s8(qs + 64 * o + 32 + 16 * h), flip);
+            const int8x16_t z[2] = {rows_even(x0, x1), rows_odd(x0, x1)};
+            UNROLL for (int e = 0; e < 2; e++) {
+                w[o][e] = q4 ? vshrq_n_s8(vshlq_n_s8(z[e], 4), 4) : z[e];
+                if (q4) w[2 + o][e] = vshrq_n_s8(z[e], 4);
+            }
+        }
+        const float32x4_t dw = load_f16((const uint16_t *)(const void *)wb + 4 * h);
+        UNROLL for (int p = 0; p < NP; p++) {
+            int32x4_t m0 = vdupq_n_s32(0), m1 = vdupq_n_s32(0);
+            UNROLL for (int k = 0; k < 4; k++) {
+                const int8x16_t a = vld1q_s8(A->qs[p][k]);
+                m0 = vmmlaq_s32(m0, a, w[k][0]);
+                m1 = vmmlaq_s32(m1, a, w[k][1]);
+            }
+            const int64x2_t l0 = vreinterpretq_s64_s32(m0), l1 = vreinterpretq_s64_s32(m1);
+            acc[p][0] = vfmaq_f32(acc[p][0], scale_of(dw, A, p, 0), vcvtq_f32_s32(vreinterpretq_s32_s64(vzip1q_s64(l0, l1))));
+            acc[p][1] = vfmaq_f32(acc[p][1], scale_of(dw, A, p, 1), vcvtq_f32_s32(vreinterpretq_s32_s64(vzip2q_s64(l0, l1))));
+        }
+    }
+    UNROLL for (int p = 0; p < NP; p++)
+        UNROLL for (int s = 0; s < 2; s++)
+            if (2 * p + s < NT) vst1q_f32(y + (size_t)(2 * p + s) * ldy + 4 * h, acc[p][s]);
+}
+GEMM_FROM_HALVES(gemm_mm_q4_0, mm_gemm_half, block_q4_0x8, QK8_0, act_pair_tile, true, I8MM)
+GEMM_FROM_HALVES(gemm_mm_q8_0, mm_gemm_half, block_q8_0x8, QK8_0, act_pair_tile, false, I8MM)
 #endif
 
 /* 8 interleaved q4_K rows (block_q4_Kx8) against R activation rows. Per block the 8 rows'
@@ -417,6 +584,88 @@ static ALWAYS_INLINE void x8_rows_q5_K(int64_t n, float *s, const void *vw, cons
 }
 ROWS_FROM(x8_q5_K, x8_rows_q5_K, 8)
 
+/* Prefill GEMM over interleaved Q4_K / Q5_K rows, as the Q4_0 one: the activations (q8_K) packed in
+ * token pairs per block of 256 (each sub-block j's 32 values as 4 registers of 8 values of both
+ * tokens, then the tokens' bsums and d), a pass of half a group's rows against the up to 8 tokens
+ * of one tile half. Per sub-block the 4 rows' chunks are unpacked once for all tokens (x8_rows_kx8:
+ * for 4), each token's 8 sdots by lane go through pair_dot8 and sumi += that * the rows' scales;
+ * at the block's end x8_rows_kx8's float steps, so the results are its, ref's, bit for bit. */
+typedef struct act_kpair_half {
+    int8_t qs[8][4][4][16];   /* [sub-block j][k][pair][token of the pair * 8 + i]: value 32j + 8k + i */
+    int16_t bsums[8][QK_K / 16];
+    float d[8];
+    float pad[8];
+} act_kpair_half;
+typedef struct act_kpair_tile { act_kpair_half half[2]; } act_kpair_tile;
+
+static size_t act_pack_bytes_kpairs(int64_t n) { return (size_t)(n / QK_K) * sizeof(act_kpair_tile); }
+static void act_pack_kpairs(int64_t n, const void *va, size_t a_stride, int t0, int nt, int tile_nt, void *tile) {
+    (void)tile_nt;
+    static const block_q8_K zero;
+    act_kpair_tile *o = tile;
+    for (int i = 0; i < nt + (nt & 1); i++) {   /* an odd count's last pair gets a zero token */
+        const int t = t0 + i, p = t % 8 / 2, s = t % 2;
+        const block_q8_K *x = i < nt ? (const block_q8_K *)(const void *)((const char *)va + (size_t)i * a_stride) : NULL;
+        for (int64_t b = 0; b < n / QK_K; b++) {
+            const block_q8_K *xb = x ? x + b : &zero;
+            act_kpair_half *hf = &o[b].half[t / 8];
+            for (int j = 0; j < 8; j++)
+                for (int k = 0; k < 4; k++) memcpy(hf->qs[j][k][p] + 8 * s, xb->qs + 32 * j + 8 * k, 8);
+            memcpy(hf->bsums[t % 8], xb->bsums, sizeof xb->bsums);
+            hf->d[t % 8] = xb->d;
+        }
+    }
+}
+
+/* token t's float steps at a block's end (x8_rows_kx8's): sums, then the mins */
+static ALWAYS_INLINE float32x4_t kx8_block_end(float32x4_t acc, int32x4_t sumi, const uint8_t mn[64], int h, float32x4_t dw,
+                                               float32x4_t dmw, const act_kpair_half *A, int t) {
+    const int16x8_t pb = vpaddq_s16(vld1q_s16(A->bsums[t]), vld1q_s16(A->bsums[t] + 8));   /* lane j: bsums 2j + 2j+1 */
+    const float32x4_t da = vdupq_n_f32(A->d[t]);
+    acc = vfmaq_f32(acc, vmulq_f32(dw, da), vcvtq_f32_s32(sumi));
+    return vfmsq_f32(acc, vmulq_f32(dmw, da), vcvtq_f32_s32(x8_mins_q4_K(mn, h, pb)));
+}
+
+/* chunk k (values 4k..4k+3 of sub-block j) of rows 4h..4h+3, as x8_rows_kx8 unpacks it */
+static ALWAYS_INLINE uint8x16_t kx8_chunk(const block_q4_Kx8 *w, const uint8_t *qh, const bool high, int j, int k, int h) {
+    const uint8x16_t x = vld1q_u8(w->qs + 256 * (j / 2) + 32 * k + 16 * h);
+    uint8x16_t u = j % 2 ? vshrq_n_u8(x, 4) : vandq_u8(x, vdupq_n_u8(0xF));
+    if (high) u = vorrq_u8(u, vandq_u8(vshlq_u8(vld1q_u8(qh + 32 * k + 16 * h), vdupq_n_s8((int8_t)(4 - j))), vdupq_n_u8(0x10)));
+    return u;
+}
+
+static ALWAYS_INLINE void sdot_gemm_half_kx8(int64_t nb, float *y, int64_t ldy, const char *g, size_t bsz, const bool high,
+                                             const void *tile_half, int h, const int NT) {
+    const act_kpair_half *A = tile_half;
+    float32x4_t acc[8];   /* [token]: rows 4h..4h+3 */
+    UNROLL for (int t = 0; t < NT; t++) acc[t] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < nb; b++, A = (const act_kpair_half *)(const void *)((const char *)A + sizeof(act_kpair_tile))) {
+        const block_q4_Kx8 *w = (const block_q4_Kx8 *)(const void *)(g + (size_t)b * bsz);
+        const uint8_t *qh = (const uint8_t *)w + offsetof(block_q5_Kx8, qh);
+        uint8_t sc[64], mn[64];
+        kx8_scales(w, sc, mn);
+        int32x4_t sumi[8];
+        UNROLL for (int t = 0; t < NT; t++) sumi[t] = vdupq_n_s32(0);
+        for (int j = 0; j < 8; j++) {
+            const uint16x8_t sc16 = vmovl_u8(vld1_u8(sc + 8 * j));
+            const int32x4_t scv = vreinterpretq_s32_u32(h ? vmovl_high_u16(sc16) : vmovl_u16(vget_low_u16(sc16)));
+            int8x16_t q[8];
+            UNROLL for (int k = 0; k < 8; k++) q[k] = vreinterpretq_s8_u8(kx8_chunk(w, qh, high, j, k, h));
+            UNROLL for (int p = 0; p < (NT + 1) / 2; p++) {
+                int8x16_t a[4];
+                UNROLL for (int k = 0; k < 4; k++) a[k] = vld1q_s8(A->qs[j][k][p]);
+                UNROLL for (int s = 0; s < 2; s++)
+                    if (2 * p + s < NT) sumi[2 * p + s] = vmlaq_s32(sumi[2 * p + s], pair_dot8(q, a, s), scv);
+            }
+        }
+        const float32x4_t dw = load_f16(w->d + 4 * h), dmw = load_f16(w->dmin + 4 * h);
+        UNROLL for (int t = 0; t < NT; t++) acc[t] = kx8_block_end(acc[t], sumi[t], mn, h, dw, dmw, A, t);
+    }
+    UNROLL for (int t = 0; t < NT; t++) vst1q_f32(y + (size_t)t * ldy + 4 * h, acc[t]);
+}
+GEMM_FROM_HALVES(gemm_sdot_q4_K, sdot_gemm_half_kx8, block_q4_Kx8, QK_K, act_kpair_tile, false, )
+GEMM_FROM_HALVES(gemm_sdot_q5_K, sdot_gemm_half_kx8, block_q5_Kx8, QK_K, act_kpair_tile, true, )
+
 /* 8 interleaved q6_K rows (block_q6_Kx8) against R activation rows. Per half h (rows
  * 4h..4h+3) and sub-block j (unit u = j/2, half sb = j%2): the 16 bytes at ql + 128u + 32c +
  * 16h hold the nibbles of values 4c..4c+3 of the 4 rows (low for sb 0, high for 1), those at
@@ -474,6 +723,54 @@ static ALWAYS_INLINE void x8_rows_q6_K(int64_t n, float *s, const void *vw, cons
     }
 }
 ROWS_FROM(x8_q6_K, x8_rows_q6_K, 8)
+
+/* The same GEMM for interleaved Q6_K rows (the tiles of act_pack_kpairs): per 16-value sub-block j
+ * the 4 rows' values as x8_rows_q6_K unpacks them (q6x8_values) for all tokens, each token's 4
+ * sdots by lane (values 16j + 4c.. are in its pair's register 2(j % 2) + c / 2 of sub-block j / 2,
+ * lane 2s + c % 2) from -32*bsums[j], sumi += that * the rows' scales; the block's end is
+ * x8_rows_q6_K's, so the results are its, ref's, bit for bit. (Starting the sub-blocks from 0 and
+ * taking 32 * sum_j sc[j]*bsums[j] off at the block's end took more instructions, 68 against 61.) */
+static ALWAYS_INLINE void sdot_gemm_half_q6_K(int64_t nb, float *y, int64_t ldy, const char *g, size_t bsz, const bool unused,
+                                              const void *tile_half, int h, const int NT) {
+    (void)unused;
+    const act_kpair_half *A = tile_half;
+    float32x4_t acc[8];   /* [token]: rows 4h..4h+3 */
+    UNROLL for (int t = 0; t < NT; t++) acc[t] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < nb; b++, A = (const act_kpair_half *)(const void *)((const char *)A + sizeof(act_kpair_tile))) {
+        const block_q6_Kx8 *w = (const block_q6_Kx8 *)(const void *)(g + (size_t)b * bsz);
+        int32x4_t sumi[8];
+        UNROLL for (int t = 0; t < NT; t++) sumi[t] = vdupq_n_s32(0);
+        for (int j = 0; j < QK_K / 16; j++) {
+            int8x16_t q[4];
+            q6x8_values(w, j / 2, j % 2, h, q);
+            const int16x8_t sc16 = vmovl_s8(vld1_s8(w->scales[j]));
+            const int32x4_t scv = vmovl_s16(h ? vget_high_s16(sc16) : vget_low_s16(sc16));
+            UNROLL for (int p = 0; p < (NT + 1) / 2; p++) {
+                const int8x16_t a0 = vld1q_s8(A->qs[j / 2][2 * (j % 2)][p]), a1 = vld1q_s8(A->qs[j / 2][2 * (j % 2) + 1][p]);
+                UNROLL for (int s = 0; s < 2; s++) {
+                    if (2 * p + s == NT) break;
+                    int32x4_t v = vdupq_n_s32(-32 * A->bsums[2 * p + s][j]);
+                    if (s) {
+                        v = vdotq_laneq_s32(v, q[0], a0, 2);
+                        v = vdotq_laneq_s32(v, q[1], a0, 3);
+                        v = vdotq_laneq_s32(v, q[2], a1, 2);
+                        v = vdotq_laneq_s32(v, q[3], a1, 3);
+                    } else {
+                        v = vdotq_laneq_s32(v, q[0], a0, 0);
+                        v = vdotq_laneq_s32(v, q[1], a0, 1);
+                        v = vdotq_laneq_s32(v, q[2], a1, 0);
+                        v = vdotq_laneq_s32(v, q[3], a1, 1);
+                    }
+                    sumi[2 * p + s] = vmlaq_s32(sumi[2 * p + s], v, scv);
+                }
+            }
+        }
+        const float32x4_t dw = load_f16(w->d + 4 * h);
+        UNROLL for (int t = 0; t < NT; t++) acc[t] = vfmaq_f32(acc[t], vmulq_f32(dw, vdupq_n_f32(A->d[t])), vcvtq_f32_s32(sumi[t]));
+    }
+    UNROLL for (int t = 0; t < NT; t++) vst1q_f32(y + (size_t)t * ldy + 4 * h, acc[t]);
+}
+GEMM_FROM_HALVES(gemm_sdot_q6_K, sdot_gemm_half_q6_K, block_q6_Kx8, QK_K, act_kpair_tile, false, )
 
 #ifdef HAVE_I8MM
 /* i8mm for the 256-element types: per sub-block the same zipped row pairs and smmla as
@@ -617,6 +914,92 @@ I8MM static ALWAYS_INLINE void x8_mm_rows_q6_K(int64_t n, float *s, const void *
 X8_MM_FROM(x8_mm_q4_K, x8_mm_rows_q4_K, x8_rows_q4_K)
 X8_MM_FROM(x8_mm_q5_K, x8_mm_rows_q5_K, x8_rows_q5_K)
 X8_MM_FROM(x8_mm_q6_K, x8_mm_rows_q6_K, x8_rows_q6_K)
+
+/* The K-quant passes by smmla: per sub-block the 4 rows' chunks zipped into row pairs, each token
+ * pair's 8 smmla into two sums of the row pairs, sumi += them * sc_pair; the block's end as the
+ * sdot GEMM's (kx8_block_end), so the results are x8_rows_kx8's bit for bit. */
+I8MM static ALWAYS_INLINE void mm_gemm_half_kx8(int64_t nb, float *y, int64_t ldy, const char *g, size_t bsz, const bool high,
+                                                const void *tile_half, int h, const int NT) {
+    const act_kpair_half *A = tile_half;
+    const int NP = (NT + 1) / 2;
+    float32x4_t acc[8];   /* [token]: rows 4h..4h+3 */
+    UNROLL for (int t = 0; t < NT; t++) acc[t] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < nb; b++, A = (const act_kpair_half *)(const void *)((const char *)A + sizeof(act_kpair_tile))) {
+        const block_q4_Kx8 *w = (const block_q4_Kx8 *)(const void *)(g + (size_t)b * bsz);
+        const uint8_t *qh = (const uint8_t *)w + offsetof(block_q5_Kx8, qh);
+        uint8_t sc[64], mn[64];
+        kx8_scales(w, sc, mn);
+        int32x4_t sumi[4][2];   /* [pair][e]: row pair 4h+2e, 4h+2e+1 */
+        UNROLL for (int p = 0; p < NP; p++) sumi[p][0] = sumi[p][1] = vdupq_n_s32(0);
+        for (int j = 0; j < 8; j++) {
+            const int16x8_t scs = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(sc + 8 * j)));
+            const int32x4_t scq[2] = {sc_pair(scs, 2 * h), sc_pair(scs, 2 * h + 1)};
+            int8x16_t z[4][2];   /* [o][e]: values 8o..8o+7 of rows 4h+2e, 4h+2e+1 */
+            UNROLL for (int o = 0; o < 4; o++) {
+                const int8x16_t u0 = vreinterpretq_s8_u8(kx8_chunk(w, qh, high, j, 2 * o, h));
+                const int8x16_t u1 = vreinterpretq_s8_u8(kx8_chunk(w, qh, high, j, 2 * o + 1, h));
+                z[o][0] = rows_even(u0, u1);
+                z[o][1] = rows_odd(u0, u1);
+            }
+            UNROLL for (int p = 0; p < NP; p++) {
+                int32x4_t m0 = vdupq_n_s32(0), m1 = vdupq_n_s32(0);
+                UNROLL for (int o = 0; o < 4; o++) {
+                    const int8x16_t a = vld1q_s8(A->qs[j][o][p]);
+                    m0 = vmmlaq_s32(m0, a, z[o][0]);
+                    m1 = vmmlaq_s32(m1, a, z[o][1]);
+                }
+                sumi[p][0] = vmlaq_s32(sumi[p][0], m0, scq[0]);
+                sumi[p][1] = vmlaq_s32(sumi[p][1], m1, scq[1]);
+            }
+        }
+        const float32x4_t dw = load_f16(w->d + 4 * h), dmw = load_f16(w->dmin + 4 * h);
+        UNROLL for (int t = 0; t < NT; t++)
+            acc[t] = kx8_block_end(acc[t], token_rows(sumi[t / 2][0], sumi[t / 2][1], t % 2), mn, h, dw, dmw, A, t);
+    }
+    UNROLL for (int t = 0; t < NT; t++) vst1q_f32(y + (size_t)t * ldy + 4 * h, acc[t]);
+}
+GEMM_FROM_HALVES(gemm_mm_q4_K, mm_gemm_half_kx8, block_q4_Kx8, QK_K, act_kpair_tile, false, I8MM)
+GEMM_FROM_HALVES(gemm_mm_q5_K, mm_gemm_half_kx8, block_q5_Kx8, QK_K, act_kpair_tile, true, I8MM)
+
+/* and Q6_K's by smmla: per 16-value sub-block the rows' values zipped into row pairs, each token
+ * pair's 4 smmla from [b0, b0, b1, b1] (-32*bsums[j] of its tokens, as x8_mm_rows_q6_K) */
+I8MM static ALWAYS_INLINE void mm_gemm_half_q6_K(int64_t nb, float *y, int64_t ldy, const char *g, size_t bsz, const bool unused,
+                                                 const void *tile_half, int h, const int NT) {
+    (void)unused;
+    const act_kpair_half *A = tile_half;
+    const int NP = (NT + 1) / 2;
+    float32x4_t acc[8];   /* [token]: rows 4h..4h+3 */
+    UNROLL for (int t = 0; t < NT; t++) acc[t] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < nb; b++, A = (const act_kpair_half *)(const void *)((const char *)A + sizeof(act_kpair_tile))) {
+        const block_q6_Kx8 *w = (const block_q6_Kx8 *)(const void *)(g + (size_t)b * bsz);
+        int32x4_t sumi[4][2];   /* [pair][e]: row pair 4h+2e, 4h+2e+1 */
+        UNROLL for (int p = 0; p < NP; p++) sumi[p][0] = sumi[p][1] = vdupq_n_s32(0);
+        for (int j = 0; j < QK_K / 16; j++) {
+            int8x16_t q[4];
+            q6x8_values(w, j / 2, j % 2, h, q);
+            const int8x16_t z[2][2] = {{rows_even(q[0], q[1]), rows_odd(q[0], q[1])}, {rows_even(q[2], q[3]), rows_odd(q[2], q[3])}};
+            const int16x8_t scs = vmovl_s8(vld1_s8(w->scales[j]));
+            const int32x4_t scq[2] = {sc_pair(scs, 2 * h), sc_pair(scs, 2 * h + 1)};
+            UNROLL for (int p = 0; p < NP; p++) {
+                const int32x4_t b0 = vdupq_n_s32(-32 * A->bsums[2 * p][j]), b1 = vdupq_n_s32(-32 * A->bsums[2 * p + 1][j]);
+                int32x4_t m0 = vreinterpretq_s32_s64(vzip1q_s64(vreinterpretq_s64_s32(b0), vreinterpretq_s64_s32(b1))), m1 = m0;
+                UNROLL for (int o = 0; o < 2; o++) {
+                    const int8x16_t a = vld1q_s8(A->qs[j / 2][2 * (j % 2) + o][p]);
+                    m0 = vmmlaq_s32(m0, a, z[o][0]);
+                    m1 = vmmlaq_s32(m1, a, z[o][1]);
+                }
+                sumi[p][0] = vmlaq_s32(sumi[p][0], m0, scq[0]);
+                sumi[p][1] = vmlaq_s32(sumi[p][1], m1, scq[1]);
+            }
+        }
+        const float32x4_t dw = load_f16(w->d + 4 * h);
+        UNROLL for (int t = 0; t < NT; t++)
+            acc[t] = vfmaq_f32(acc[t], vmulq_f32(dw, vdupq_n_f32(A->d[t])),
+                               vcvtq_f32_s32(token_rows(sumi[t / 2][0], sumi[t / 2][1], t % 2)));
+    }
+    UNROLL for (int t = 0; t < NT; t++) vst1q_f32(y + (size_t)t * ldy + 4 * h, acc[t]);
+}
+GEMM_FROM_HALVES(gemm_mm_q6_K, mm_gemm_half_q6_K, block_q6_Kx8, QK_K, act_kpair_tile, false, I8MM)
 #endif
 
 /* q4_1: d*da*sum(q*qa) + m*da*sum(qa); nibbles 0..15 are valid s8 operands */
@@ -1040,6 +1423,20 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) {
         t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = x8_q5_K;   /* and Q5_K, Q6_K rows by 8 */
         set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_neon, multi_q6_K);
         t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = x8_q6_K;
+        t->t[HACHI_TYPE_Q4_0].gemm_x8 = gemm_sdot_q4_0;   /* prefill: packed tiles of token pairs */
+        t->t[HACHI_TYPE_Q8_0].gemm_x8 = gemm_sdot_q8_0;
+        t->t[HACHI_TYPE_Q4_0].act_pack = t->t[HACHI_TYPE_Q8_0].act_pack = act_pack_pairs;
+        t->t[HACHI_TYPE_Q4_0].act_pack_bytes = t->t[HACHI_TYPE_Q8_0].act_pack_bytes = act_pack_bytes_pairs;
+        t->t[HACHI_TYPE_Q4_0].gemm_min = t->t[HACHI_TYPE_Q8_0].gemm_min = 4;   /* by qemu's instruction counts */
+        t->t[HACHI_TYPE_Q4_K].gemm_x8 = gemm_sdot_q4_K;
+        t->t[HACHI_TYPE_Q5_K].gemm_x8 = gemm_sdot_q5_K;
+        t->t[HACHI_TYPE_Q4_K].act_pack = t->t[HACHI_TYPE_Q5_K].act_pack = act_pack_kpairs;
+        t->t[HACHI_TYPE_Q4_K].act_pack_bytes = t->t[HACHI_TYPE_Q5_K].act_pack_bytes = act_pack_bytes_kpairs;
+        t->t[HACHI_TYPE_Q4_K].gemm_min = t->t[HACHI_TYPE_Q5_K].gemm_min = 3;   /* (and with smmla) */
+        t->t[HACHI_TYPE_Q6_K].gemm_x8 = gemm_sdot_q6_K;
+        t->t[HACHI_TYPE_Q6_K].act_pack = act_pack_kpairs;
+        t->t[HACHI_TYPE_Q6_K].act_pack_bytes = act_pack_bytes_kpairs;
+        t->t[HACHI_TYPE_Q6_K].gemm_min = 5;
     }
 #ifdef HAVE_I8MM
     if (dotprod && i8mm) {   /* forwards of several rows by smmla (one row stays sdot's) */
@@ -1048,6 +1445,12 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) {
         t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_mm_q4_K;
         t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = x8_mm_q5_K;
         t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = x8_mm_q6_K;
+        t->t[HACHI_TYPE_Q4_0].gemm_x8 = gemm_mm_q4_0;   /* the same packed tiles as sdot's */
+        t->t[HACHI_TYPE_Q8_0].gemm_x8 = gemm_mm_q8_0;
+        t->t[HACHI_TYPE_Q4_0].gemm_min = t->t[HACHI_TYPE_Q8_0].gemm_min = 3;
+        t->t[HACHI_TYPE_Q4_K].gemm_x8 = gemm_mm_q4_K;
+        t->t[HACHI_TYPE_Q5_K].gemm_x8 = gemm_mm_q5_K;
+        t->t[HACHI_TYPE_Q6_K].gemm_x8 = gemm_mm_q6_K;
     }
 #else
     (void)i8mm;
