@@ -1,7 +1,7 @@
 /* bench_neon_gemm: the NEON table's prefill GEMM (gemm_x8 over a packed tile) against its x8
  * kernel (vec_dot_x8, group by group), for qemu_insn.c to count: one way per run, REPS times over
  * ROWS x COLS weights and NT tokens, after one call of each that checks they agree bit for bit.
- * bench/neon_gemm.sh runs it with REPS and with 0 and divides the difference by the units (8 rows
+ * bench/neon_counts.sh runs it with REPS and with 0 and divides the difference by the units (8 rows
  * x 32 values x token) of the REPS runs. Build (after make CROSS=aarch64):
  *     aarch64-linux-gnu-gcc -O2 -Isrc -Iinclude -static -o /tmp/bench_neon_gemm bench/bench_neon_gemm.c \
  *         build-aarch64/libhachi.a -lm -lpthread

@@ -278,7 +278,7 @@ static ALWAYS_INLINE int32x4_t pair_dot8(const int8x16_t w[8], const int8x16_t a
  * blocks. Exact integer sums, then x8_rows_*'s fma(dw*da, float(sum), acc) a block: their
  * results, ref's, bit for bit. x8_rows_* hold all 8 rows for 4 tokens; here the unpacking and the
  * rows' scales serve 8 tokens and the activations come packed: 0.80 (Q4_0) and 0.86-0.87 (Q8_0) of
- * the x8 kernels' instructions for 8 and 16 tokens, counted under qemu (bench/neon_gemm.sh); at 3
+ * the x8 kernels' instructions for 8 and 16 tokens, counted under qemu (bench/neon_counts.sh); at 3
  * tokens as many as theirs, so the table uses it from 4. */
 static ALWAYS_INLINE void sdot_gemm_half(int64_t nb, float *y, int64_t ldy, const char *g, size_t bsz, const bool q4,
                                          const void *tile_half, int h, const int NT) {
@@ -1260,7 +1260,84 @@ static void axpy_f16_multi(int64_t n, const float *a, const uint16_t *v, float *
     }
 }
 
-ATTN_ROWS_FROM(attn_scores_f16, attn_values_f16, dot_f16_multi, axpy_f16_multi)
+/* Attention tiles of 8 query heads per K/V head (Gemma 4's) with head dims a multiple of 8; other
+ * shapes go to the per-row kernels above. Scores: 2 keys a pass, each head's 4-lane sum over the
+ * dims as dot_f16_multi keeps it (lane i takes dims i, i+4, .. by fma) and vaddvq at the end, so
+ * every score is dot_f16_multi's bit for bit, while each query load serves 2 keys and each key row
+ * is converted once for the 8 heads (dot_f16_multi: once per 4). Under qemu's count (RESULTS):
+ * 0.53 instructions per key x head x dim against dot_f16_multi's 0.84-0.86 (3 keys a pass: 0.53-0.54). */
+static ALWAYS_INLINE void scores_g8_keys(int64_t hd, const uint16_t *k, int64_t ks, const float *q, float *s, const int NK) {
+    float32x4_t c[2][8];
+    UNROLL for (int j = 0; j < NK; j++)
+        UNROLL for (int h = 0; h < 8; h++) c[j][h] = vdupq_n_f32(0);
+    for (int64_t i = 0; i < hd; i += 4) {
+        float32x4_t kv[3];
+        UNROLL for (int j = 0; j < NK; j++) kv[j] = load_f16(k + j * ks + i);
+        UNROLL for (int h = 0; h < 8; h++) {
+            const float32x4_t qv = vld1q_f32(q + h * hd + i);
+            UNROLL for (int j = 0; j < NK; j++) c[j][h] = vfmaq_f32(c[j][h], kv[j], qv);
+        }
+    }
+    UNROLL for (int j = 0; j < NK; j++)
+        UNROLL for (int h = 0; h < 8; h++) s[j * 8 + h] = vaddvq_f32(c[j][h]);
+}
+static void attn_scores_f16_g8(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, int G, float *s) {
+    if (G != 8 || hd % 8) {
+        attn_scores_rows(dot_f16_multi, hd, nk, k, ks, q, G, s);
+        return;
+    }
+    int j = 0;
+    for (; j + 2 <= nk; j += 2) scores_g8_keys(hd, k + j * ks, ks, q, s + j * 8, 2);
+    if (nk - j == 1) scores_g8_keys(hd, k + j * ks, ks, q, s + j * 8, 1);
+}
+
+/* Values: out[h][d..d+8) of the 8 heads in 16 registers over a run of keys, each key's 8 dims
+ * converted once and multiplied by its 8 weights (fma by lane): every element grows key after key
+ * by the fma axpy_f16_multi does, so the sums are its bit for bit, without loading and storing
+ * the output rows at every key. Streamed V rows go in runs of 16 keys (a run's 16 rows are read
+ * 16 bytes at a time, each a few cache lines apart); rows in cache (attn_values_f16_hot) in one run.
+ * Under qemu's count: 0.42 (runs of 16) and 0.38 (one run) instructions per key x head x dim
+ * against axpy_f16_multi's 1.33-1.35. */
+static ALWAYS_INLINE void values_g8_run(int64_t hd, int n, const uint16_t *v, int64_t vs, const float *p, float *out) {
+    for (int64_t d = 0; d < hd; d += 8) {
+        float32x4_t a[8][2];
+        UNROLL for (int h = 0; h < 8; h++) {
+            a[h][0] = vld1q_f32(out + h * hd + d);
+            a[h][1] = vld1q_f32(out + h * hd + d + 4);
+        }
+        for (int j = 0; j < n; j++) {
+            const float16x8_t x = vreinterpretq_f16_u16(vld1q_u16(v + j * vs + d));
+            const float32x4_t lo = vcvt_f32_f16(vget_low_f16(x)), hi = vcvt_high_f32_f16(x);
+            const float32x4_t p0 = vld1q_f32(p + j * 8), p1 = vld1q_f32(p + j * 8 + 4);
+            a[0][0] = vfmaq_laneq_f32(a[0][0], lo, p0, 0); a[0][1] = vfmaq_laneq_f32(a[0][1], hi, p0, 0);
+            a[1][0] = vfmaq_laneq_f32(a[1][0], lo, p0, 1); a[1][1] = vfmaq_laneq_f32(a[1][1], hi, p0, 1);
+            a[2][0] = vfmaq_laneq_f32(a[2][0], lo, p0, 2); a[2][1] = vfmaq_laneq_f32(a[2][1], hi, p0, 2);
+            a[3][0] = vfmaq_laneq_f32(a[3][0], lo, p0, 3); a[3][1] = vfmaq_laneq_f32(a[3][1], hi, p0, 3);
+            a[4][0] = vfmaq_laneq_f32(a[4][0], lo, p1, 0); a[4][1] = vfmaq_laneq_f32(a[4][1], hi, p1, 0);
+            a[5][0] = vfmaq_laneq_f32(a[5][0], lo, p1, 1); a[5][1] = vfmaq_laneq_f32(a[5][1], hi, p1, 1);
+            a[6][0] = vfmaq_laneq_f32(a[6][0], lo, p1, 2); a[6][1] = vfmaq_laneq_f32(a[6][1], hi, p1, 2);
+            a[7][0] = vfmaq_laneq_f32(a[7][0], lo, p1, 3); a[7][1] = vfmaq_laneq_f32(a[7][1], hi, p1, 3);
+        }
+        UNROLL for (int h = 0; h < 8; h++) {
+            vst1q_f32(out + h * hd + d, a[h][0]);
+            vst1q_f32(out + h * hd + d + 4, a[h][1]);
+        }
+    }
+}
+static void attn_values_f16_g8(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, float *out) {
+    if (G != 8 || hd % 8) {
+        attn_values_rows(axpy_f16_multi, hd, nk, v, vs, p, G, out);
+        return;
+    }
+    for (int j = 0; j < nk; j += 16) values_g8_run(hd, HACHI_MIN(16, nk - j), v + j * vs, vs, p + j * 8, out);
+}
+static void attn_values_f16_hot(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, float *out) {
+    if (G != 8 || hd % 8) {
+        attn_values_rows(axpy_f16_multi, hd, nk, v, vs, p, G, out);
+        return;
+    }
+    values_g8_run(hd, nk, v, vs, p, out);
+}
 
 /* ---------------- int8 KV cache: per key, heads by four, 8 dims a step ---------------- */
 
@@ -1405,8 +1482,9 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) {
     t->f16_to_f32 = f16_to_f32;
     t->dot_f16_multi = dot_f16_multi;
     t->axpy_f16_multi = axpy_f16_multi;
-    t->attn_scores_f16 = attn_scores_f16;   /* the softmax stays ref's */
-    t->attn_values_f16 = attn_values_f16;
+    t->attn_scores_f16 = attn_scores_f16_g8;   /* the softmax stays ref's */
+    t->attn_values_f16 = attn_values_f16_g8;
+    t->attn_values_f16_hot = attn_values_f16_hot;
     t->attn_scores_i8 = attn_scores_i8;
     t->attn_values_i8 = attn_values_i8;
     if (dotprod) {
