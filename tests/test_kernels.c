@@ -292,9 +292,9 @@ static void check_fp16(const hachi_kernels *K) {
 }
 
 /* The entries an ISA's file provides are its own, not its base table's: every weight dot
- * (NEON's int8 dots only with sdot), the x8 kernels, fp16 conversion and attention rows; on
- * x86 the Q8_0 activation quantizer, the activations and the softmax; on AVX-512 the float
- * dots and fp16 kernels are its 512-bit ones, not AVX2's. */
+ * (NEON's int8 dots only with sdot), the x8 kernels, fp16 conversion, attention rows, the
+ * activations and the softmax; on x86 the Q8_0 activation quantizer; on AVX-512 the float dots
+ * and fp16 kernels are its 512-bit ones, not AVX2's. */
 static void check_own_entries(const hachi_kernels *K) {
     const hachi_kernels *R = hachi_kernels_ref();
     const int x86 = K->isa == HACHI_ISA_AVX2 || K->isa == HACHI_ISA_AVX512 || K->isa == HACHI_ISA_AVXVNNI;
@@ -325,11 +325,10 @@ static void check_own_entries(const hachi_kernels *K) {
            K->axpy_f16_multi != R->axpy_f16_multi, "%s: fp16 kernels are ref's", K->name);
     CHECKF(K->attn_scores_f16 != R->attn_scores_f16 && K->attn_values_f16 != R->attn_values_f16,
            "%s: attention tiles are ref's", K->name);
-    if (x86) {
+    CHECKF(K->gelu_mul != R->gelu_mul && K->softcap != R->softcap && K->attn_softmax != R->attn_softmax,
+           "%s: activations or softmax are ref's", K->name);
+    if (x86)
         CHECKF(K->t[HACHI_TYPE_Q8_0].from_float != R->t[HACHI_TYPE_Q8_0].from_float, "%s: q8_0 quantizer is ref's", K->name);
-        CHECKF(K->gelu_mul != R->gelu_mul && K->softcap != R->softcap && K->attn_softmax != R->attn_softmax,
-               "%s: activations or softmax are ref's", K->name);
-    }
     const hachi_kernels *A = hachi_kernels_get(HACHI_ISA_AVX2);
     if (K->isa == HACHI_ISA_AVX512 && A) {
         static const uint32_t wide[] = {HACHI_TYPE_F32, HACHI_TYPE_F16, HACHI_TYPE_BF16};
@@ -894,6 +893,29 @@ TEST(kernels_q8_0_quantize_ties) {
         for (int b = 0; b < N / 32; b++)
             CHECKF(!memcmp(want + b * sizeof(block_q8_0), got + b * sizeof(block_q8_0), sizeof(block_q8_0)),
                    "%s: q8_0 from_float block %d differs from ref", K->name, b);
+    }
+}
+
+/* q8_K quantizers against ref's on the blocks where the rules show: the signed maximum is the first
+ * value of the largest magnitude (-127 before +127: iscale 1), halves that round to even, a zero
+ * block, the opposite order (+8 before -8), tiny and huge values. */
+TEST(kernels_q8_K_quantize_ties) {
+    const hachi_kernels *R = hachi_kernels_ref();
+    enum { N = 256 * 5 };
+    static float x[N];
+    for (int i = 0; i < 256; i++) x[i] = i == 0 ? -127.0f : i == 1 ? 127.0f : (float)(i % 200 - 100) + 0.5f;   /* ties */
+    for (int i = 256; i < 512; i++) x[i] = 0.0f;
+    for (int i = 512; i < 768; i++) x[i] = i == 520 ? 8.0f : i == 530 ? -8.0f : (float)(i % 31 - 15) * 0.5f;
+    for (int i = 768; i < 1024; i++) x[i] = (float)((i * 7919) % 255 - 127) * 1e-30f;
+    for (int i = 1024; i < N; i++) x[i] = (float)((i * 104729) % 255 - 127) * 1e30f;
+    static block_q8_K want[N / 256], got[N / 256];
+    R->t[HACHI_TYPE_Q8_K].from_float(x, want, N);
+    for (int i = 0; i < HACHI_ISA_COUNT; i++) {
+        const hachi_kernels *K = hachi_kernels_get((hachi_isa)i);
+        if (!K) continue;
+        K->t[HACHI_TYPE_Q8_K].from_float(x, got, N);
+        for (int b = 0; b < N / 256; b++)
+            CHECKF(!memcmp(&want[b], &got[b], sizeof want[b]), "%s: q8_K from_float block %d differs from ref", K->name, b);
     }
 }
 

@@ -1,7 +1,8 @@
 /* kernels/arm_neon: AArch64 NEON kernels, the hot path on ARM64. Int8 dots use sdot
  * (vdotq_s32: 4 s8 products summed into each int32 lane) and are installed only when the
  * CPU reports ASIMDDP (dispatch.c asks); without it the int8 entries stay ref's while the
- * float, fp16 and attention kernels (fp16 and int8 KV rows; plain ASIMD) are still used.
+ * float, fp16 and attention kernels (fp16 and int8 KV rows, the softmax; plain ASIMD) and the
+ * activations (GELU, softcap: the x86 files' Cephes exp and tanh) are still used.
  * vec_dot_multi unpacks each weight block once for all rows for Q4_0, Q8_0, Q4_K, Q6_K,
  * F16, F32; other types loop the dot. With sdot, Q4_0, Q8_0, Q4_K, Q5_K and Q6_K also get
  * vec_dot_x8 (rows interleaved by 8, so the loader repacks them); with i8mm (smmla) too, these
@@ -11,7 +12,9 @@
 
 #if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
 #include <arm_neon.h>
+#include <math.h>
 #include <string.h>
+#include "kernels/exp_cephes.h"
 #include "kernels/rows.h"
 #include "util.h"
 
@@ -1339,6 +1342,150 @@ static void attn_values_f16_hot(int64_t hd, int nk, const uint16_t *v, int64_t v
     values_g8_run(hd, nk, v, vs, p, out);
 }
 
+/* e^x on 4 floats: x86_avx2_exp.h's operations on exp_cephes.h's constants (floor by vrndmq, 2^n
+ * from the truncated integral fx), within its 1 ulp */
+static inline float32x4_t exp4(float32x4_t x) {
+    x = vminq_f32(vmaxq_f32(x, vdupq_n_f32(-87.0f)), vdupq_n_f32(88.0f));
+    const float32x4_t fx = vrndmq_f32(vfmaq_f32(vdupq_n_f32(0.5f), x, vdupq_n_f32(HACHI_EXP_LOG2E)));
+    x = vfmsq_f32(x, fx, vdupq_n_f32(HACHI_EXP_LN2_HI));
+    x = vfmsq_f32(x, fx, vdupq_n_f32(HACHI_EXP_LN2_LO));
+    float32x4_t y = vfmaq_f32(vdupq_n_f32(HACHI_EXP_P1), vdupq_n_f32(HACHI_EXP_P0), x);
+    y = vfmaq_f32(vdupq_n_f32(HACHI_EXP_P2), y, x);
+    y = vfmaq_f32(vdupq_n_f32(HACHI_EXP_P3), y, x);
+    y = vfmaq_f32(vdupq_n_f32(HACHI_EXP_P4), y, x);
+    y = vfmaq_f32(vdupq_n_f32(HACHI_EXP_P5), y, x);
+    y = vfmaq_f32(vaddq_f32(x, vdupq_n_f32(1.0f)), y, vmulq_f32(x, x));
+    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(fx), vdupq_n_s32(127)), 23);
+    return vmulq_f32(y, vreinterpretq_f32_s32(e));
+}
+
+/* ---------------- activation quantizers (bit for bit ref's) ---------------- */
+
+/* q8_0: ref's amax (vmaxnm skips a NaN, as ref's > does), d = amax / 127, id = 1 / d, and roundf(x * id)
+ * (fcvtas: to nearest, ties away from zero, which is roundf) */
+static void quantize_row_q8_0(const float *x, void *vy, int64_t n) {
+    block_q8_0 *y = vy;
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        float32x4_t v[8], m = vdupq_n_f32(0);
+        UNROLL for (int k = 0; k < 8; k++) {
+            v[k] = vld1q_f32(x + 4 * k);
+            m = vmaxnmq_f32(m, vabsq_f32(v[k]));
+        }
+        const float amax = vmaxnmvq_f32(m), d = amax / 127, id = d ? 1.0f / d : 0.0f;
+        y[i].d = hachi_f32_to_f16(d);
+        UNROLL for (int k = 0; k < 8; k += 2) {
+            const int16x8_t q = vcombine_s16(vmovn_s32(vcvtaq_s32_f32(vmulq_n_f32(v[k], id))),
+                                             vmovn_s32(vcvtaq_s32_f32(vmulq_n_f32(v[k + 1], id))));
+            vst1_s8(y[i].qs + 4 * k, vmovn_s16(q));
+        }
+    }
+}
+
+/* q8_K: ref's signed maximum (the first value of the largest magnitude), iscale = -127 / max,
+ * min(127, nearest_int(iscale * x)) (fcvtns: to nearest, ties to even, as nearest_int), the bsums
+ * of 16 and d = 1 / iscale */
+static void quantize_row_q8_K(const float *x, void *vy, int64_t n) {
+    block_q8_K *y = vy;
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        float32x4_t m = vdupq_n_f32(0);
+        for (int k = 0; k < QK_K; k += 4) m = vmaxnmq_f32(m, vabsq_f32(vld1q_f32(x + k)));
+        const float amax = vmaxnmvq_f32(m);
+        if (amax == 0) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        int j = 0;
+        while (fabsf(x[j]) != amax) j++;   /* the first one */
+        const float iscale = -127.f / x[j];
+        for (int k = 0; k < QK_K; k += 16) {
+            int32x4_t q[4];
+            UNROLL for (int e = 0; e < 4; e++)
+                q[e] = vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + k + 4 * e), iscale)), vdupq_n_s32(127));
+            const int8x16_t b = vcombine_s8(vmovn_s16(vcombine_s16(vmovn_s32(q[0]), vmovn_s32(q[1]))),
+                                            vmovn_s16(vcombine_s16(vmovn_s32(q[2]), vmovn_s32(q[3]))));
+            vst1q_s8(y[i].qs + k, b);
+            y[i].bsums[k / 16] = (int16_t)vaddlvq_s8(b);
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
+/* tanh (x86_avx2.c's tanh_ps: Cephes tanhf): |x| < 0.625 an odd polynomial, else 1 - 2 / (e^2|x| + 1);
+ * sign restored */
+static inline float32x4_t tanh4(float32x4_t x) {
+    const float32x4_t ax = vabsq_f32(x);
+    const float32x4_t e = exp4(vminq_f32(vaddq_f32(ax, ax), vdupq_n_f32(40.0f)));
+    const float32x4_t big = vsubq_f32(vdupq_n_f32(1.0f), vdivq_f32(vdupq_n_f32(2.0f), vaddq_f32(e, vdupq_n_f32(1.0f))));
+    const float32x4_t z = vmulq_f32(ax, ax);
+    float32x4_t p = vfmaq_f32(vdupq_n_f32(2.06390887954e-2f), vdupq_n_f32(-5.70498872745e-3f), z);
+    p = vfmaq_f32(vdupq_n_f32(-5.37397155531e-2f), p, z);
+    p = vfmaq_f32(vdupq_n_f32(1.33314422036e-1f), p, z);
+    p = vfmaq_f32(vdupq_n_f32(-3.33332819422e-1f), p, z);
+    p = vfmaq_f32(ax, vmulq_f32(p, z), ax);
+    const float32x4_t r = vbslq_f32(vcgeq_f32(ax, vdupq_n_f32(0.625f)), big, p);
+    const uint32x4_t sign = vdupq_n_u32(0x80000000u);
+    return vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(r), vandq_u32(vreinterpretq_u32_f32(x), sign)));
+}
+static inline float32x4_t gelu_mul4(float32x4_t v, float32x4_t g) {
+    const float32x4_t y = vmulq_n_f32(vfmaq_f32(v, vmulq_n_f32(v, 0.044715f), vmulq_f32(v, v)), 0.7978845608028654f);
+    return vmulq_f32(vmulq_f32(vmulq_n_f32(v, 0.5f), vaddq_f32(vdupq_n_f32(1.0f), tanh4(y))), g);
+}
+/* kernels.h's activations, 4 floats a step; the last n % 4 through the same code (a zero-padded copy) */
+static void gelu_mul(int64_t n, float *x, const float *g) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(x + i, gelu_mul4(vld1q_f32(x + i), vld1q_f32(g + i)));
+    if (i < n) {
+        float a[4] = {0}, b[4] = {0};
+        memcpy(a, x + i, (size_t)(n - i) * sizeof(float));
+        memcpy(b, g + i, (size_t)(n - i) * sizeof(float));
+        vst1q_f32(a, gelu_mul4(vld1q_f32(a), vld1q_f32(b)));
+        memcpy(x + i, a, (size_t)(n - i) * sizeof(float));
+    }
+}
+static void softcap(int64_t n, float *x, float cap) {
+    const float ic = 1.0f / cap;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(x + i, vmulq_n_f32(tanh4(vmulq_n_f32(vld1q_f32(x + i), ic)), cap));
+    if (i < n) {
+        float a[4] = {0};
+        memcpy(a, x + i, (size_t)(n - i) * sizeof(float));
+        vst1q_f32(a, vmulq_n_f32(tanh4(vmulq_n_f32(vld1q_f32(a), ic)), cap));
+        memcpy(x + i, a, (size_t)(n - i) * sizeof(float));
+    }
+}
+
+/* kernels.h's attn_softmax for G = 4 or 8 (else ref's): the heads' scores a vector per key (two
+ * for 8), scaled and their running maxima taken, then exp4 of each minus its head's maximum,
+ * summed per head key after key */
+static void attn_softmax(float *x, int n, int G, float scale, float *mx, float *sum) {
+    if (G != 8 && G != 4) {
+        hachi_attn_softmax_ref(x, n, G, scale, mx, sum);
+        return;
+    }
+    const int nv = G / 4;   /* vectors per key */
+    float32x4_t m[2], acc[2];
+    for (int v = 0; v < nv; v++) {
+        m[v] = vld1q_f32(mx + 4 * v);
+        acc[v] = vdupq_n_f32(0);
+    }
+    for (int j = 0; j < n; j++)
+        for (int v = 0; v < nv; v++) {
+            const float32x4_t s = vmulq_n_f32(vld1q_f32(x + j * G + 4 * v), scale);
+            vst1q_f32(x + j * G + 4 * v, s);
+            m[v] = vmaxq_f32(m[v], s);
+        }
+    for (int j = 0; j < n; j++)
+        for (int v = 0; v < nv; v++) {
+            const float32x4_t e = exp4(vsubq_f32(vld1q_f32(x + j * G + 4 * v), m[v]));
+            vst1q_f32(x + j * G + 4 * v, e);
+            acc[v] = vaddq_f32(acc[v], e);
+        }
+    for (int v = 0; v < nv; v++) {
+        vst1q_f32(mx + 4 * v, m[v]);
+        vst1q_f32(sum + 4 * v, acc[v]);
+    }
+}
+
 /* ---------------- int8 KV cache: per key, heads by four, 8 dims a step ---------------- */
 
 /* 8 int8 -> two float32x4 (exact) */
@@ -1482,7 +1629,12 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) {
     t->f16_to_f32 = f16_to_f32;
     t->dot_f16_multi = dot_f16_multi;
     t->axpy_f16_multi = axpy_f16_multi;
-    t->attn_scores_f16 = attn_scores_f16_g8;   /* the softmax stays ref's */
+    t->t[HACHI_TYPE_Q8_0].from_float = quantize_row_q8_0;   /* the activations of int8 dots */
+    t->t[HACHI_TYPE_Q8_K].from_float = quantize_row_q8_K;
+    t->attn_softmax = attn_softmax;
+    t->gelu_mul = gelu_mul;
+    t->softcap = softcap;
+    t->attn_scores_f16 = attn_scores_f16_g8;
     t->attn_values_f16 = attn_values_f16_g8;
     t->attn_values_f16_hot = attn_values_f16_hot;
     t->attn_scores_i8 = attn_scores_i8;

@@ -6,17 +6,7 @@
 #define HACHI_X86_AVX2_EXP_H
 #include <immintrin.h>
 
-/* Cephes expf: 2^n * polynomial(r), r = x - n ln2 (ln2 in two parts), about 1 ulp; x clamped
- * to [-87, 88] */
-#define HACHI_EXP_LOG2E 1.44269504088896341f
-#define HACHI_EXP_LN2_HI 0.693359375f
-#define HACHI_EXP_LN2_LO (-2.12194440e-4f)
-#define HACHI_EXP_P0 1.9875691500e-4f
-#define HACHI_EXP_P1 1.3981999507e-3f
-#define HACHI_EXP_P2 8.3334519073e-3f
-#define HACHI_EXP_P3 4.1665795894e-2f
-#define HACHI_EXP_P4 1.6666665459e-1f
-#define HACHI_EXP_P5 5.0000001201e-1f
+#include "kernels/exp_cephes.h"
 
 static inline __m256 hachi_exp256(__m256 x) {
     x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
