@@ -5,14 +5,15 @@
 # 2. the fp16 attention tiles (scores, values streamed, values in cache) per key x head x dim, at 8
 #    heads (Gemma 4's tiles) and at 4 (the per-row kernels, which 8 heads ran before).
 # Run from the repository root after make CROSS=aarch64: sh bench/neon_counts.sh [ROWS COLS REPS]
-# (TYPES="q4_0 q4_K" and NTS="8 16" narrow the first table; ATTN=0 skips the second).
+# (TYPES="q4_0 q4_K" and NTS="8 16" narrow the first table; ATTN=0 skips the second; LIB=path/to/
+# libhachi.a counts another aarch64 build).
 set -e
 ROWS=${1:-64} COLS=${2:-1536} REPS=${3:-4}
 QEMU="qemu-aarch64 -L /usr/aarch64-linux-gnu"
 gcc -O2 -shared -fPIC -fvisibility=hidden -o /tmp/qemu_insn.so bench/qemu_insn.c
 for b in gemm attn; do
     aarch64-linux-gnu-gcc -O2 -Isrc -Iinclude -static -o /tmp/bench_neon_$b bench/bench_neon_$b.c \
-        build-aarch64/libhachi.a -lm -lpthread
+        "${LIB:-build-aarch64/libhachi.a}" -lm -lpthread
 done
 # per_unit CPU PROGRAM ARGS...: (instructions with REPS - with 0) / units, and the multiply instructions
 per_unit() {
@@ -25,7 +26,7 @@ per_unit() {
 echo "prefill GEMM ($ROWS rows x $COLS columns): instructions (multiplies) per 8 rows x 32 values x token"
 echo "type  nt  cpu         x8 kernel      GEMM           GEMM/x8"
 for type in ${TYPES:-q4_0 q8_0 q4_K q5_K q6_K}; do
-    for nt in ${NTS:-2 3 4 5 8 16}; do
+    for nt in ${NTS:-1 2 3 4 5 8 16}; do
         for cpu in cortex-a76 max; do
             set -- $(per_unit $cpu /tmp/bench_neon_gemm "$type" x8 "$ROWS" "$COLS" "$nt"); x=$1 xm=$2
             set -- $(per_unit $cpu /tmp/bench_neon_gemm "$type" gemm "$ROWS" "$COLS" "$nt"); g=$1 gm=$2

@@ -5,8 +5,8 @@
  * activations (GELU, softcap: the x86 files' Cephes exp and tanh) are still used.
  * vec_dot_multi unpacks each weight block once for all rows for Q4_0, Q8_0, Q4_K, Q6_K,
  * F16, F32; other types loop the dot. With sdot, Q4_0, Q8_0, Q4_K, Q5_K and Q6_K also get
- * vec_dot_x8 (rows interleaved by 8, so the loader repacks them); with i8mm (smmla) too, these
- * x8 kernels take forwards of several rows two at a time. These five types also have a prefill
+ * vec_dot_x8 (rows interleaved by 8, so the loader repacks them); with i8mm (smmla) too, the x8
+ * kernels of all but Q6_K take forwards of several rows two at a time. These five types also have a prefill
  * GEMM (gemm_x8) over activations packed in token pairs, by sdot or, with i8mm, smmla. */
 #include "kernels/kernels.h"
 
@@ -500,7 +500,9 @@ GEMM_FROM_HALVES(gemm_mm_q8_0, mm_gemm_half, block_q8_0x8, QK8_0, act_pair_tile,
  * its int32 lane, and sumi += that * the rows' sc[j] (vmlaq_s32: |sumi| < 2^25, exact). The
  * mins: summ = sum_j m[j] * (bsums[2j] + bsums[2j+1]) by widening multiplies with lane j of
  * the bsum pairs (exact). Then acc = fma(dw*da, sumi, acc), acc = fma(-(dmw*da), summ, acc):
- * ref's order, so results equal ref's bit for bit and never depend on R. */
+ * ref's order, so results equal ref's bit for bit and never depend on R. Sub-blocks 2i and 2i + 1
+ * are the low and high nibbles of the same bytes, so a pair is loaded once (one token: 72 instead
+ * of 110 instructions per 8 rows x 32 values under qemu, Q5_K 160 instead of 177). */
 static ALWAYS_INLINE int32x4_t x8_mins_q4_K(const uint8_t *mn, int h, int16x8_t p) {
     int16x4_t m[8];   /* rows 4h..4h+3, sub-block j */
     UNROLL for (int j = 0; j < 8; j++) {
@@ -543,22 +545,29 @@ static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const
         UNROLL for (int h = 0; h < 2; h++) {
             int32x4_t sumi[ROWS_MAX];
             UNROLL for (int r = 0; r < R; r++) sumi[r] = vdupq_n_s32(0);
-            for (int j = 0; j < 8; j++) {
-                const uint16x8_t sc16 = vmovl_u8(vld1_u8(sc + 8 * j));
-                const int32x4_t scv = vreinterpretq_s32_u32(h ? vmovl_high_u16(sc16) : vmovl_u16(vget_low_u16(sc16)));
-                const int8x16_t sh = vdupq_n_s8((int8_t)(-4 * (j % 2)));   /* vshlq by -4: the high nibbles */
-                const int8x16_t shh = vdupq_n_s8((int8_t)(4 - j));         /* q5_K: bit j of qh to bit 4 */
-                int8x16_t q[8];   /* q[2c], q[2c + 1]: bytes 4c..4c+3, 4c+16..4c+19 of sub-block j */
-                UNROLL for (int c = 0; c < 4; c++)
-                    UNROLL for (int e = 0; e < 2; e++) {
-                        const uint8x16_t x = vld1q_u8(w->qs + 256 * (j / 2) + 32 * (c + 4 * e) + 16 * h);
-                        uint8x16_t u = vandq_u8(vshlq_u8(x, sh), m4);
-                        if (high) u = vorrq_u8(u, vandq_u8(vshlq_u8(vld1q_u8(qh + 32 * (c + 4 * e) + 16 * h), shh), m10));
-                        q[2 * c + e] = vreinterpretq_s8_u8(u);
+            for (int jp = 0; jp < 8; jp += 2) {   /* sub-blocks jp, jp + 1: the low and high nibbles of the same bytes */
+                uint8x16_t x[8], xh[8];   /* chunk k: bytes 4k..4k+3 of the pair's 32 (and their qh) */
+                UNROLL for (int k = 0; k < 8; k++) {
+                    x[k] = vld1q_u8(w->qs + 128 * jp + 32 * k + 16 * h);
+                    if (high) xh[k] = vld1q_u8(qh + 32 * k + 16 * h);
+                }
+                UNROLL for (int sb = 0; sb < 2; sb++) {
+                    const int j = jp + sb;
+                    const uint16x8_t sc16 = vmovl_u8(vld1_u8(sc + 8 * j));
+                    const int32x4_t scv = vreinterpretq_s32_u32(h ? vmovl_high_u16(sc16) : vmovl_u16(vget_low_u16(sc16)));
+                    const int8x16_t shh = vdupq_n_s8((int8_t)(4 - j));   /* q5_K: bit j of qh to bit 4 */
+                    int8x16_t q[8];   /* q[2c], q[2c + 1]: bytes 4c..4c+3, 4c+16..4c+19 of sub-block j */
+                    UNROLL for (int c = 0; c < 4; c++)
+                        UNROLL for (int e = 0; e < 2; e++) {
+                            const int k = c + 4 * e;
+                            uint8x16_t u = sb ? vshrq_n_u8(x[k], 4) : vandq_u8(x[k], m4);
+                            if (high) u = vorrq_u8(u, vandq_u8(vshlq_u8(xh[k], shh), m10));
+                            q[2 * c + e] = vreinterpretq_s8_u8(u);
+                        }
+                    UNROLL for (int r = 0; r < R; r++) {
+                        const int8_t *y = ((const block_q8_K *)(va + (size_t)r * stride) + b)->qs + 32 * j;
+                        sumi[r] = vmlaq_s32(sumi[r], x8_dot4(q, vld1q_s8(y), vld1q_s8(y + 16)), scv);
                     }
-                UNROLL for (int r = 0; r < R; r++) {
-                    const int8_t *y = ((const block_q8_K *)(va + (size_t)r * stride) + b)->qs + 32 * j;
-                    sumi[r] = vmlaq_s32(sumi[r], x8_dot4(q, vld1q_s8(y), vld1q_s8(y + 16)), scv);
                 }
             }
             const float32x4_t dw = load_f16(w->d + 4 * h), dmw = load_f16(w->dmin + 4 * h);
@@ -677,15 +686,21 @@ GEMM_FROM_HALVES(gemm_sdot_q5_K, sdot_gemm_half_kx8, block_q5_Kx8, QK_K, act_kpa
  * values, from -32*bsums[j], leave each row's exact sum((v - 32)*y) in its lane; sumi += that
  * * the rows' scales (|sumi| < 2^28). Then acc = fma(dw*da, sumi, acc): ref's order, bit for
  * bit, whatever R. */
-/* q[c]: the unsigned 6-bit values 4c..4c+3 of rows 4h..4h+3 in sub-block 2u + sb of a block */
-static ALWAYS_INLINE void q6x8_values(const block_q6_Kx8 *w, int u, int sb, int h, int8x16_t q[4]) {
+/* q[sb][c]: the unsigned 6-bit values 4c..4c+3 of rows 4h..4h+3 in sub-blocks 2u (sb 0) and 2u + 1
+ * of a block, which take the low and the high nibbles of the same ql bytes (loaded once for both;
+ * a loop over the 16 sub-blocks one at a time took 199 instructions per 8 rows x 32 values for one
+ * token under qemu, this 1.6x fewer, bench/RESULTS.md) */
+static ALWAYS_INLINE void q6x8_values(const block_q6_Kx8 *w, int u, int h, int8x16_t q[2][4]) {
     const uint8x16_t m4 = vdupq_n_u8(0xF), m30 = vdupq_n_u8(0x30);
-    const uint8x16_t hb = vld1q_u8(w->qh + 64 * u + 32 * sb + 16 * h);
-    const uint8x16_t t[4] = {vshlq_n_u8(hb, 4), vshlq_n_u8(hb, 2), hb, vshrq_n_u8(hb, 2)};
-    UNROLL for (int c = 0; c < 4; c++) {
-        const uint8x16_t l = vld1q_u8(w->ql + 128 * u + 32 * c + 16 * h);
-        const uint8x16_t nib = sb ? vshrq_n_u8(l, 4) : vandq_u8(l, m4);
-        q[c] = vreinterpretq_s8_u8(vorrq_u8(nib, vandq_u8(t[c], m30)));
+    uint8x16_t l[4];
+    UNROLL for (int c = 0; c < 4; c++) l[c] = vld1q_u8(w->ql + 128 * u + 32 * c + 16 * h);
+    UNROLL for (int sb = 0; sb < 2; sb++) {
+        const uint8x16_t hb = vld1q_u8(w->qh + 64 * u + 32 * sb + 16 * h);
+        const uint8x16_t t[4] = {vshlq_n_u8(hb, 4), vshlq_n_u8(hb, 2), hb, vshrq_n_u8(hb, 2)};
+        UNROLL for (int c = 0; c < 4; c++) {
+            const uint8x16_t nib = sb ? vshrq_n_u8(l[c], 4) : vandq_u8(l[c], m4);
+            q[sb][c] = vreinterpretq_s8_u8(vorrq_u8(nib, vandq_u8(t[c], m30)));
+        }
     }
 }
 static ALWAYS_INLINE void x8_rows_q6_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
@@ -696,21 +711,24 @@ static ALWAYS_INLINE void x8_rows_q6_K(int64_t n, float *s, const void *vw, cons
         UNROLL for (int h = 0; h < 2; h++) {
             int32x4_t sumi[ROWS_MAX];
             UNROLL for (int r = 0; r < R; r++) sumi[r] = vdupq_n_s32(0);
-            for (int j = 0; j < QK_K / 16; j++) {
-                const int u = j / 2, sb = j % 2;
-                int8x16_t q[4];
-                q6x8_values(&w[b], u, sb, h, q);
-                const int16x8_t sc16 = vmovl_s8(vld1_s8(w[b].scales[j]));
-                const int32x4_t scv = vmovl_s16(h ? vget_high_s16(sc16) : vget_low_s16(sc16));
-                UNROLL for (int r = 0; r < R; r++) {
-                    const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + b;
-                    const int8x16_t y = vld1q_s8(a->qs + 16 * j);
-                    int32x4_t p = vdupq_n_s32(-32 * a->bsums[j]);
-                    p = vdotq_laneq_s32(p, q[0], y, 0);
-                    p = vdotq_laneq_s32(p, q[1], y, 1);
-                    p = vdotq_laneq_s32(p, q[2], y, 2);
-                    p = vdotq_laneq_s32(p, q[3], y, 3);
-                    sumi[r] = vmlaq_s32(sumi[r], p, scv);
+            for (int u = 0; u < QK_K / 32; u++) {
+                int8x16_t q6[2][4];
+                q6x8_values(&w[b], u, h, q6);
+                UNROLL for (int sb = 0; sb < 2; sb++) {
+                    const int j = 2 * u + sb;
+                    const int8x16_t *q = q6[sb];
+                    const int16x8_t sc16 = vmovl_s8(vld1_s8(w[b].scales[j]));
+                    const int32x4_t scv = vmovl_s16(h ? vget_high_s16(sc16) : vget_low_s16(sc16));
+                    UNROLL for (int r = 0; r < R; r++) {
+                        const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + b;
+                        const int8x16_t y = vld1q_s8(a->qs + 16 * j);
+                        int32x4_t p = vdupq_n_s32(-32 * a->bsums[j]);
+                        p = vdotq_laneq_s32(p, q[0], y, 0);
+                        p = vdotq_laneq_s32(p, q[1], y, 1);
+                        p = vdotq_laneq_s32(p, q[2], y, 2);
+                        p = vdotq_laneq_s32(p, q[3], y, 3);
+                        sumi[r] = vmlaq_s32(sumi[r], p, scv);
+                    }
                 }
             }
             const float32x4_t dw = load_f16(w[b].d + 4 * h);
@@ -732,7 +750,8 @@ ROWS_FROM(x8_q6_K, x8_rows_q6_K, 8)
  * sdots by lane (values 16j + 4c.. are in its pair's register 2(j % 2) + c / 2 of sub-block j / 2,
  * lane 2s + c % 2) from -32*bsums[j], sumi += that * the rows' scales; the block's end is
  * x8_rows_q6_K's, so the results are its, ref's, bit for bit. (Starting the sub-blocks from 0 and
- * taking 32 * sum_j sc[j]*bsums[j] off at the block's end took more instructions, 68 against 61.) */
+ * taking 32 * sum_j sc[j]*bsums[j] off at the block's end took more instructions: 68 against 61,
+ * before q6x8_values unpacked two sub-blocks a call.) */
 static ALWAYS_INLINE void sdot_gemm_half_q6_K(int64_t nb, float *y, int64_t ldy, const char *g, size_t bsz, const bool unused,
                                               const void *tile_half, int h, const int NT) {
     (void)unused;
@@ -743,9 +762,12 @@ static ALWAYS_INLINE void sdot_gemm_half_q6_K(int64_t nb, float *y, int64_t ldy,
         const block_q6_Kx8 *w = (const block_q6_Kx8 *)(const void *)(g + (size_t)b * bsz);
         int32x4_t sumi[8];
         UNROLL for (int t = 0; t < NT; t++) sumi[t] = vdupq_n_s32(0);
-        for (int j = 0; j < QK_K / 16; j++) {
-            int8x16_t q[4];
-            q6x8_values(w, j / 2, j % 2, h, q);
+        for (int u = 0; u < QK_K / 32; u++) {
+          int8x16_t q6[2][4];
+          q6x8_values(w, u, h, q6);
+          UNROLL for (int sb = 0; sb < 2; sb++) {
+            const int j = 2 * u + sb;
+            const int8x16_t *q = q6[sb];
             const int16x8_t sc16 = vmovl_s8(vld1_s8(w->scales[j]));
             const int32x4_t scv = vmovl_s16(h ? vget_high_s16(sc16) : vget_low_s16(sc16));
             UNROLL for (int p = 0; p < (NT + 1) / 2; p++) {
@@ -767,6 +789,7 @@ static ALWAYS_INLINE void sdot_gemm_half_q6_K(int64_t nb, float *y, int64_t ldy,
                     sumi[2 * p + s] = vmlaq_s32(sumi[2 * p + s], v, scv);
                 }
             }
+          }
         }
         const float32x4_t dw = load_f16(w->d + 4 * h);
         UNROLL for (int t = 0; t < NT; t++) acc[t] = vfmaq_f32(acc[t], vmulq_f32(dw, vdupq_n_f32(A->d[t])), vcvtq_f32_s32(sumi[t]));
@@ -862,61 +885,8 @@ I8MM static ALWAYS_INLINE void x8_mm_rows_q5_K(int64_t n, float *s, const void *
     x8_mm_rows_kx8(n, s, vw, sizeof(block_q5_Kx8), true, va, stride, P);
 }
 
-/* q6_K (block_q6_Kx8): sub-block j's 16 values are chunks c = 2o, 2o+1 (o = 0, 1: values
- * 8o..8o+7; 6-bit values as in x8_rows_q6_K) zipped into row pairs; each pair's sums start
- * from -32*bsums[j] of its two tokens */
-I8MM static ALWAYS_INLINE void x8_mm_rows_q6_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int P) {
-    const block_q6_Kx8 *w = vw;
-    float32x4_t acc[4][2];   /* [token][h] */
-    UNROLL for (int t = 0; t < 2 * P; t++) acc[t][0] = acc[t][1] = vdupq_n_f32(0);
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        const block_q8_K *a[4];
-        UNROLL for (int t = 0; t < 2 * P; t++) a[t] = (const block_q8_K *)(va + (size_t)t * stride) + b;
-        int32x4_t sumi[2][4];   /* [pair][row pair] */
-        UNROLL for (int q = 0; q < 8; q++) sumi[q / 4][q % 4] = vdupq_n_s32(0);
-        for (int j = 0; j < QK_K / 16; j++) {
-            const int u = j / 2, sb = j % 2;
-            int32x4_t m[2][4];
-            UNROLL for (int p = 0; p < P; p++) {   /* [b0, b0, b1, b1]: -32*bsums[j] of the pair's tokens */
-                const int32x4_t b0 = vdupq_n_s32(-32 * a[2 * p]->bsums[j]), b1 = vdupq_n_s32(-32 * a[2 * p + 1]->bsums[j]);
-                const int32x4_t init = vreinterpretq_s32_s64(vzip1q_s64(vreinterpretq_s64_s32(b0), vreinterpretq_s64_s32(b1)));
-                UNROLL for (int q = 0; q < 4; q++) m[p][q] = init;
-            }
-            UNROLL for (int h = 0; h < 2; h++) {
-                int8x16_t q6[4];
-                q6x8_values(&w[b], u, sb, h, q6);
-                UNROLL for (int o = 0; o < 2; o++) {
-                    const int8x16_t z[2] = {rows_even(q6[2 * o], q6[2 * o + 1]), rows_odd(q6[2 * o], q6[2 * o + 1])};
-                    UNROLL for (int p = 0; p < P; p++) {
-                        const int8x16_t y = act_pair(a[2 * p]->qs + 16 * j + 8 * o, a[2 * p + 1]->qs + 16 * j + 8 * o);
-                        m[p][2 * h] = vmmlaq_s32(m[p][2 * h], y, z[0]);
-                        m[p][2 * h + 1] = vmmlaq_s32(m[p][2 * h + 1], y, z[1]);
-                    }
-                }
-            }
-            const int16x8_t scs = vmovl_s8(vld1_s8(w[b].scales[j]));
-            UNROLL for (int q = 0; q < 4; q++) {
-                const int32x4_t scq = sc_pair(scs, q);
-                UNROLL for (int p = 0; p < P; p++) sumi[p][q] = vmlaq_s32(sumi[p][q], m[p][q], scq);
-            }
-        }
-        UNROLL for (int h = 0; h < 2; h++) {
-            const float32x4_t dw = load_f16(w[b].d + 4 * h);
-            UNROLL for (int t = 0; t < 2 * P; t++) {
-                const float32x4_t da = vdupq_n_f32(a[t]->d);
-                const int32x4_t v = token_rows(sumi[t / 2][2 * h], sumi[t / 2][2 * h + 1], t % 2);
-                acc[t][h] = vfmaq_f32(acc[t][h], vmulq_f32(dw, da), vcvtq_f32_s32(v));
-            }
-        }
-    }
-    UNROLL for (int t = 0; t < 2 * P; t++) {
-        vst1q_f32(s + 8 * t, acc[t][0]);
-        vst1q_f32(s + 8 * t + 4, acc[t][1]);
-    }
-}
 X8_MM_FROM(x8_mm_q4_K, x8_mm_rows_q4_K, x8_rows_q4_K)
 X8_MM_FROM(x8_mm_q5_K, x8_mm_rows_q5_K, x8_rows_q5_K)
-X8_MM_FROM(x8_mm_q6_K, x8_mm_rows_q6_K, x8_rows_q6_K)
 
 /* The K-quant passes by smmla: per sub-block the 4 rows' chunks zipped into row pairs, each token
  * pair's 8 smmla into two sums of the row pairs, sumi += them * sc_pair; the block's end as the
@@ -964,45 +934,6 @@ I8MM static ALWAYS_INLINE void mm_gemm_half_kx8(int64_t nb, float *y, int64_t ld
 GEMM_FROM_HALVES(gemm_mm_q4_K, mm_gemm_half_kx8, block_q4_Kx8, QK_K, act_kpair_tile, false, I8MM)
 GEMM_FROM_HALVES(gemm_mm_q5_K, mm_gemm_half_kx8, block_q5_Kx8, QK_K, act_kpair_tile, true, I8MM)
 
-/* and Q6_K's by smmla: per 16-value sub-block the rows' values zipped into row pairs, each token
- * pair's 4 smmla from [b0, b0, b1, b1] (-32*bsums[j] of its tokens, as x8_mm_rows_q6_K) */
-I8MM static ALWAYS_INLINE void mm_gemm_half_q6_K(int64_t nb, float *y, int64_t ldy, const char *g, size_t bsz, const bool unused,
-                                                 const void *tile_half, int h, const int NT) {
-    (void)unused;
-    const act_kpair_half *A = tile_half;
-    const int NP = (NT + 1) / 2;
-    float32x4_t acc[8];   /* [token]: rows 4h..4h+3 */
-    UNROLL for (int t = 0; t < NT; t++) acc[t] = vdupq_n_f32(0);
-    for (int64_t b = 0; b < nb; b++, A = (const act_kpair_half *)(const void *)((const char *)A + sizeof(act_kpair_tile))) {
-        const block_q6_Kx8 *w = (const block_q6_Kx8 *)(const void *)(g + (size_t)b * bsz);
-        int32x4_t sumi[4][2];   /* [pair][e]: row pair 4h+2e, 4h+2e+1 */
-        UNROLL for (int p = 0; p < NP; p++) sumi[p][0] = sumi[p][1] = vdupq_n_s32(0);
-        for (int j = 0; j < QK_K / 16; j++) {
-            int8x16_t q[4];
-            q6x8_values(w, j / 2, j % 2, h, q);
-            const int8x16_t z[2][2] = {{rows_even(q[0], q[1]), rows_odd(q[0], q[1])}, {rows_even(q[2], q[3]), rows_odd(q[2], q[3])}};
-            const int16x8_t scs = vmovl_s8(vld1_s8(w->scales[j]));
-            const int32x4_t scq[2] = {sc_pair(scs, 2 * h), sc_pair(scs, 2 * h + 1)};
-            UNROLL for (int p = 0; p < NP; p++) {
-                const int32x4_t b0 = vdupq_n_s32(-32 * A->bsums[2 * p][j]), b1 = vdupq_n_s32(-32 * A->bsums[2 * p + 1][j]);
-                int32x4_t m0 = vreinterpretq_s32_s64(vzip1q_s64(vreinterpretq_s64_s32(b0), vreinterpretq_s64_s32(b1))), m1 = m0;
-                UNROLL for (int o = 0; o < 2; o++) {
-                    const int8x16_t a = vld1q_s8(A->qs[j / 2][2 * (j % 2) + o][p]);
-                    m0 = vmmlaq_s32(m0, a, z[o][0]);
-                    m1 = vmmlaq_s32(m1, a, z[o][1]);
-                }
-                sumi[p][0] = vmlaq_s32(sumi[p][0], m0, scq[0]);
-                sumi[p][1] = vmlaq_s32(sumi[p][1], m1, scq[1]);
-            }
-        }
-        const float32x4_t dw = load_f16(w->d + 4 * h);
-        UNROLL for (int t = 0; t < NT; t++)
-            acc[t] = vfmaq_f32(acc[t], vmulq_f32(dw, vdupq_n_f32(A->d[t])),
-                               vcvtq_f32_s32(token_rows(sumi[t / 2][0], sumi[t / 2][1], t % 2)));
-    }
-    UNROLL for (int t = 0; t < NT; t++) vst1q_f32(y + (size_t)t * ldy + 4 * h, acc[t]);
-}
-GEMM_FROM_HALVES(gemm_mm_q6_K, mm_gemm_half_q6_K, block_q6_Kx8, QK_K, act_kpair_tile, false, I8MM)
 #endif
 
 /* q4_1: d*da*sum(q*qa) + m*da*sum(qa); nibbles 0..15 are valid s8 operands */
@@ -1669,18 +1600,19 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) {
         t->t[HACHI_TYPE_Q6_K].gemm_min = 5;
     }
 #ifdef HAVE_I8MM
-    if (dotprod && i8mm) {   /* forwards of several rows by smmla (one row stays sdot's) */
+    if (dotprod && i8mm) {   /* forwards of several rows by smmla (one row stays sdot's); Q6_K stays
+                                sdot's: with two sub-blocks unpacked from one load its sdot kernels
+                                take fewer instructions than smmla's did (4 tokens 63 against 69,
+                                16 in the GEMM 57 against 60), so those were dropped */
         t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_mm_q4_0;
         t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = x8_mm_q8_0;
         t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_mm_q4_K;
         t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = x8_mm_q5_K;
-        t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = x8_mm_q6_K;
         t->t[HACHI_TYPE_Q4_0].gemm_x8 = gemm_mm_q4_0;   /* the same packed tiles as sdot's */
         t->t[HACHI_TYPE_Q8_0].gemm_x8 = gemm_mm_q8_0;
         t->t[HACHI_TYPE_Q4_0].gemm_min = t->t[HACHI_TYPE_Q8_0].gemm_min = 3;
         t->t[HACHI_TYPE_Q4_K].gemm_x8 = gemm_mm_q4_K;
         t->t[HACHI_TYPE_Q5_K].gemm_x8 = gemm_mm_q5_K;
-        t->t[HACHI_TYPE_Q6_K].gemm_x8 = gemm_mm_q6_K;
     }
 #else
     (void)i8mm;
