@@ -6,7 +6,7 @@
  * vec_dot_multi unpacks each weight block once for all rows for Q4_0, Q8_0, Q4_K, Q6_K,
  * F16, F32; other types loop the dot. With sdot, Q4_0, Q8_0, Q4_K, Q5_K and Q6_K also get
  * vec_dot_x8 (rows interleaved by 8, so the loader repacks them); with i8mm (smmla) too, the x8
- * kernels of all but Q6_K take forwards of several rows two at a time. These five types also have a prefill
+ * kernels of Q4_0, Q8_0 and Q5_K take forwards of several rows two at a time. These five types also have a prefill
  * GEMM (gemm_x8) over activations packed in token pairs, by sdot or, with i8mm, smmla. */
 #include "kernels/kernels.h"
 
@@ -878,14 +878,10 @@ I8MM static ALWAYS_INLINE void x8_mm_rows_kx8(int64_t n, float *s, const char *v
         vst1q_f32(s + 8 * t + 4, acc[t][1]);
     }
 }
-I8MM static ALWAYS_INLINE void x8_mm_rows_q4_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int P) {
-    x8_mm_rows_kx8(n, s, vw, sizeof(block_q4_Kx8), false, va, stride, P);
-}
 I8MM static ALWAYS_INLINE void x8_mm_rows_q5_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int P) {
     x8_mm_rows_kx8(n, s, vw, sizeof(block_q5_Kx8), true, va, stride, P);
 }
 
-X8_MM_FROM(x8_mm_q4_K, x8_mm_rows_q4_K, x8_rows_q4_K)
 X8_MM_FROM(x8_mm_q5_K, x8_mm_rows_q5_K, x8_rows_q5_K)
 
 /* The K-quant passes by smmla: per sub-block the 4 rows' chunks zipped into row pairs, each token
@@ -1593,24 +1589,24 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) {
         t->t[HACHI_TYPE_Q5_K].gemm_x8 = gemm_sdot_q5_K;
         t->t[HACHI_TYPE_Q4_K].act_pack = t->t[HACHI_TYPE_Q5_K].act_pack = act_pack_kpairs;
         t->t[HACHI_TYPE_Q4_K].act_pack_bytes = t->t[HACHI_TYPE_Q5_K].act_pack_bytes = act_pack_bytes_kpairs;
-        t->t[HACHI_TYPE_Q4_K].gemm_min = t->t[HACHI_TYPE_Q5_K].gemm_min = 3;   /* (and with smmla) */
+        t->t[HACHI_TYPE_Q4_K].gemm_min = t->t[HACHI_TYPE_Q5_K].gemm_min = 5;   /* the x8 kernels' pairs of sub-blocks win at 3-4 */
         t->t[HACHI_TYPE_Q6_K].gemm_x8 = gemm_sdot_q6_K;
         t->t[HACHI_TYPE_Q6_K].act_pack = act_pack_kpairs;
         t->t[HACHI_TYPE_Q6_K].act_pack_bytes = act_pack_bytes_kpairs;
         t->t[HACHI_TYPE_Q6_K].gemm_min = 5;
     }
 #ifdef HAVE_I8MM
-    if (dotprod && i8mm) {   /* forwards of several rows by smmla (one row stays sdot's); Q6_K stays
-                                sdot's: with two sub-blocks unpacked from one load its sdot kernels
-                                take fewer instructions than smmla's did (4 tokens 63 against 69,
-                                16 in the GEMM 57 against 60), so those were dropped */
+    if (dotprod && i8mm) {   /* forwards of several rows by smmla (one row stays sdot's); Q4_K's x8 and
+                                all of Q6_K stay sdot's: with two sub-blocks unpacked from one load
+                                those take fewer instructions than smmla's did (Q4_K 2-4 tokens
+                                61 / 52 / 41 against 65 / 67 / 48; Q6_K 4 tokens 63 against 69, 16 in
+                                the GEMM 57 against 60), so smmla's were dropped */
         t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_mm_q4_0;
         t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = x8_mm_q8_0;
-        t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_mm_q4_K;
         t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = x8_mm_q5_K;
         t->t[HACHI_TYPE_Q4_0].gemm_x8 = gemm_mm_q4_0;   /* the same packed tiles as sdot's */
         t->t[HACHI_TYPE_Q8_0].gemm_x8 = gemm_mm_q8_0;
-        t->t[HACHI_TYPE_Q4_0].gemm_min = t->t[HACHI_TYPE_Q8_0].gemm_min = 3;
+        t->t[HACHI_TYPE_Q4_0].gemm_min = t->t[HACHI_TYPE_Q8_0].gemm_min = t->t[HACHI_TYPE_Q5_K].gemm_min = 3;
         t->t[HACHI_TYPE_Q4_K].gemm_x8 = gemm_mm_q4_K;
         t->t[HACHI_TYPE_Q5_K].gemm_x8 = gemm_mm_q5_K;
     }
