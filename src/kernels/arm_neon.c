@@ -5,8 +5,8 @@
  * activations (GELU, softcap: the x86 files' Cephes exp and tanh) are still used.
  * vec_dot_multi unpacks each weight block once for all rows for Q4_0, Q8_0, Q4_K, Q6_K,
  * F16, F32; other types loop the dot. With sdot, Q4_0, Q8_0, Q4_K, Q5_K and Q6_K also get
- * vec_dot_x8 (rows interleaved by 8, so the loader repacks them); with i8mm (smmla) too, the x8
- * kernels of Q4_0, Q8_0 and Q5_K take forwards of several rows two at a time. These five types also have a prefill
+ * vec_dot_x8 (rows interleaved by 8, so the loader repacks them); with i8mm (smmla) too, Q5_K's
+ * x8 kernel takes forwards of several rows two at a time. These five types also have a prefill
  * GEMM (gemm_x8) over activations packed in token pairs, by sdot or, with i8mm, smmla. */
 #include "kernels/kernels.h"
 
@@ -135,13 +135,15 @@ MULTI_FROM_ROWS(multi_q8_0, rows_q8_0)
  * qs + 32c (rows 0..3) and qs + 32c + 16 (rows 4..7) hold bytes 4c..4c+3 of each row, so
  * one sdot with lane c of the activation's elements 0..15 (low nibbles) or 16..31 (high
  * nibbles) adds 4 products into each row's int32 lane: the lanes are the rows' sums and
- * nothing is reduced horizontally. Weights are unpacked once per block for all R rows:
- * x ^ 0x88 makes each nibble q the 4-bit two's complement of q - 8, which the shifts sign
- * extend, so the sdots give ref's exact sum(q*y) - 8*sum(y) directly. Then per block
+ * nothing is reduced horizontally. Weights are unpacked once per block for all R rows, as the
+ * unsigned nibbles (0..15, valid s8 operands: an and and a shift a chunk), and the sdots start
+ * from the activation block's -8*sum(y) (its extras, act_prep_q4_0), so they give ref's exact
+ * sum(q*y) - 8*sum(y). (The nibbles as two's complement q - 8, x ^ 0x88 and shifts, took 74
+ * instructions per 8 rows x 32 values for one token under qemu, this 58.) Then per block
  * acc = fma(dw*da, v, acc): ref's order, so results equal ref's bit for bit and never
  * depend on R (fp16 -> f32 is exact in hardware too). */
-static ALWAYS_INLINE int32x4_t x8_dot4(const int8x16_t q[8], int8x16_t y0, int8x16_t y1) {
-    int32x4_t v = vdotq_laneq_s32(vdupq_n_s32(0), q[0], y0, 0);
+static ALWAYS_INLINE int32x4_t x8_dot4(int32x4_t v, const int8x16_t q[8], int8x16_t y0, int8x16_t y1) {
+    v = vdotq_laneq_s32(v, q[0], y0, 0);
     v = vdotq_laneq_s32(v, q[1], y1, 0);
     v = vdotq_laneq_s32(v, q[2], y0, 1);
     v = vdotq_laneq_s32(v, q[3], y1, 1);
@@ -150,26 +152,46 @@ static ALWAYS_INLINE int32x4_t x8_dot4(const int8x16_t q[8], int8x16_t y0, int8x
     v = vdotq_laneq_s32(v, q[6], y0, 3);
     return vdotq_laneq_s32(v, q[7], y1, 3);
 }
+/* NEON's Q4_0 activation extras: per block -8*sum(y) (int32) and d as a float, 8 bytes a block
+ * after the row's blocks (act_prep: once per matmul, not per weight row) */
+static size_t act_extra_q4_0(int64_t n) { return (size_t)(n / QK8_0) * 8; }
+static void act_prep_q4_0(int64_t n, void *va, int64_t b0, int64_t b1) {
+    const block_q8_0 *a = va;
+    char *ex = (char *)va + n / QK8_0 * (int64_t)sizeof(block_q8_0);
+    for (int64_t b = b0; b < b1; b++) {
+        const int32_t corr = -8 * (vaddlvq_s8(vld1q_s8(a[b].qs)) + vaddlvq_s8(vld1q_s8(a[b].qs + 16)));
+        const float d = h2f(a[b].d);
+        memcpy(ex + 8 * b, &corr, 4);
+        memcpy(ex + 8 * b + 4, &d, 4);
+    }
+}
 static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
     const block_q4_0x8 *w = vw;
-    const int8x16_t x88 = vdupq_n_s8((int8_t)0x88);
+    const int64_t nb = n / QK8_0;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
     float32x4_t acc0[ROWS_MAX], acc1[ROWS_MAX];   /* rows 0..3, 4..7 */
     UNROLL for (int r = 0; r < R; r++) acc0[r] = acc1[r] = vdupq_n_f32(0);
-    for (int64_t b = 0; b < n / QK8_0; b++) {
+    for (int64_t b = 0; b < nb; b++) {
         int8x16_t q[2][8];   /* [h][2c], [h][2c + 1]: rows 4h..4h+3, bytes 4c..4c+3, lo and hi nibbles */
         UNROLL for (int c = 0; c < 4; c++)
             UNROLL for (int h = 0; h < 2; h++) {
-                const int8x16_t x = veorq_s8(vld1q_s8((const int8_t *)w[b].qs + 32 * c + 16 * h), x88);
-                q[h][2 * c] = vshrq_n_s8(vshlq_n_s8(x, 4), 4);
-                q[h][2 * c + 1] = vshrq_n_s8(x, 4);
+                const uint8x16_t x = vld1q_u8(w[b].qs + 32 * c + 16 * h);
+                q[h][2 * c] = vreinterpretq_s8_u8(vandq_u8(x, m4));
+                q[h][2 * c + 1] = vreinterpretq_s8_u8(vshrq_n_u8(x, 4));
             }
         const float32x4_t d0 = load_f16(w[b].d), d1 = load_f16(w[b].d + 4);
         UNROLL for (int r = 0; r < R; r++) {
-            const block_q8_0 *a = (const block_q8_0 *)(va + (size_t)r * stride) + b;
+            const char *row = va + (size_t)r * stride;
+            const block_q8_0 *a = (const block_q8_0 *)(const void *)row + b;
             const int8x16_t y0 = vld1q_s8(a->qs), y1 = vld1q_s8(a->qs + 16);
-            const float32x4_t da = vcvt_f32_f16(vreinterpret_f16_u16(vld1_dup_u16(&a->d)));   /* exact */
-            acc0[r] = vfmaq_f32(acc0[r], vmulq_f32(d0, da), vcvtq_f32_s32(x8_dot4(q[0], y0, y1)));
-            acc1[r] = vfmaq_f32(acc1[r], vmulq_f32(d1, da), vcvtq_f32_s32(x8_dot4(q[1], y0, y1)));
+            int32_t corr;
+            float dav;
+            memcpy(&corr, row + nb * (int64_t)sizeof(block_q8_0) + 8 * b, 4);
+            memcpy(&dav, row + nb * (int64_t)sizeof(block_q8_0) + 8 * b + 4, 4);
+            const int32x4_t c0 = vdupq_n_s32(corr);
+            const float32x4_t da = vdupq_n_f32(dav);
+            acc0[r] = vfmaq_f32(acc0[r], vmulq_f32(d0, da), vcvtq_f32_s32(x8_dot4(c0, q[0], y0, y1)));
+            acc1[r] = vfmaq_f32(acc1[r], vmulq_f32(d1, da), vcvtq_f32_s32(x8_dot4(c0, q[1], y0, y1)));
         }
     }
     UNROLL for (int r = 0; r < R; r++) {
@@ -346,8 +368,11 @@ GEMM_FROM_HALVES(gemm_sdot_q8_0, sdot_gemm_half, block_q8_0x8, QK8_0, act_pair_t
  * of rows 4h..4h+3) give for rows 4h, 4h+1 and 4h+2, 4h+3; a holds the same 8 elements of the
  * two activation rows. Two smmla cover 16 values of two weight rows for two tokens, where sdot
  * takes four. Each (token, row) sum is exact in int32 and the float steps per block are the
- * sdot kernels', so the results are theirs (and ref's) bit for bit. A row left over goes
- * through the sdot kernel. */
+ * sdot kernels', so the results are theirs (and ref's) bit for bit. Q4_0's and Q8_0's x8
+ * kernels by smmla (pairs of tokens, each operand built from two 8-byte loads) were dropped:
+ * under qemu's count they took more instructions than the sdot ones at 2-4 tokens (Q4_0 54.5 /
+ * 54.8 / 41.6 against 43.5 / 40.4 / 39.6 once sdot's had the -8*sum(y) extras; Q8_0 52.2 / 54.9
+ * against 45.7 / 44.5), and the GEMMs take 4 tokens and more. */
 #if defined(__ARM_FEATURE_MATMUL_INT8) || !defined(__clang__)
 /* GCC compiles these for i8mm alone (the target attribute); clang 14's arm_neon.h declares
  * vmmlaq_s32 only where the whole file targets i8mm, so its builds go without them */
@@ -362,71 +387,6 @@ static ALWAYS_INLINE int8x16_t rows_odd(int8x16_t x0, int8x16_t x1) {
 }
 static ALWAYS_INLINE int8x16_t act_pair(const int8_t *a0, const int8_t *a1) { return vcombine_s8(vld1_s8(a0), vld1_s8(a1)); }
 
-/* m[q] = [t0.w(2q), t0.w(2q+1), t1.w(2q), t1.w(2q+1)], one block's sums of rows 2q, 2q+1 ->
- * each token's rows 0..3 and 4..7, then acc = fma(dw*da, sum, acc) as the sdot kernels do */
-static ALWAYS_INLINE void mm_accumulate(const int32x4_t m[4], float32x4_t d0, float32x4_t d1,
-                                        const block_q8_0 *const a[2], float32x4_t acc[2][2]) {
-    const int64x2_t m0 = vreinterpretq_s64_s32(m[0]), m1 = vreinterpretq_s64_s32(m[1]);
-    const int64x2_t m2 = vreinterpretq_s64_s32(m[2]), m3 = vreinterpretq_s64_s32(m[3]);
-    const int32x4_t v[2][2] = {{vreinterpretq_s32_s64(vzip1q_s64(m0, m1)), vreinterpretq_s32_s64(vzip1q_s64(m2, m3))},
-                               {vreinterpretq_s32_s64(vzip2q_s64(m0, m1)), vreinterpretq_s32_s64(vzip2q_s64(m2, m3))}};
-    UNROLL for (int t = 0; t < 2; t++) {
-        const float32x4_t da = vcvt_f32_f16(vreinterpret_f16_u16(vld1_dup_u16(&a[t]->d)));   /* exact */
-        acc[t][0] = vfmaq_f32(acc[t][0], vmulq_f32(d0, da), vcvtq_f32_s32(v[t][0]));
-        acc[t][1] = vfmaq_f32(acc[t][1], vmulq_f32(d1, da), vcvtq_f32_s32(v[t][1]));
-    }
-}
-
-/* P pairs of activation rows (P = 1 or 2) against a group of 8 interleaved rows of
- * block_q4_0x8 (q4 true: chunks c = 2e, 2e+1 hold bytes 8e..8e+7, whose low nibbles are
- * elements 8e.. and high nibbles 16 + 8e.., sign-extended after x ^ 0x88 as in x8_rows_q4_0)
- * or block_q8_0x8 (chunks 2o, 2o+1: values 8o..8o+7, stored + 128) */
-I8MM static ALWAYS_INLINE void x8_mm_rows(int64_t n, float *s, const void *vw, const bool q4, const char *va,
-                                          size_t stride, const int P) {
-    const size_t bsz = q4 ? sizeof(block_q4_0x8) : sizeof(block_q8_0x8);
-    const int8x16_t flip = vdupq_n_s8((int8_t)(q4 ? 0x88 : 0x80));
-    float32x4_t acc[4][2];   /* [token][rows 0..3, 4..7] */
-    UNROLL for (int t = 0; t < 2 * P; t++) acc[t][0] = acc[t][1] = vdupq_n_f32(0);
-    for (int64_t b = 0; b < n / QK8_0; b++) {
-        const char *wb = (const char *)vw + (size_t)b * bsz;
-        const int8_t *qs = (const int8_t *)(wb + 8 * sizeof(uint16_t));   /* after d[8] */
-        const block_q8_0 *a[4];
-        UNROLL for (int t = 0; t < 2 * P; t++) a[t] = (const block_q8_0 *)(va + (size_t)t * stride) + b;
-        int32x4_t m[2][4];
-        UNROLL for (int q = 0; q < 8; q++) m[q / 4][q % 4] = vdupq_n_s32(0);
-        UNROLL for (int oh = 0; oh < 8; oh++) {
-            if (q4 && oh >= 4) break;   /* 4 chunk pairs of q4_0 (each byte two values), 8 of q8_0 */
-            const int o = oh / 2, h = oh % 2;
-            const int8x16_t x0 = veorq_s8(vld1q_s8(qs + 64 * o + 16 * h), flip);
-            const int8x16_t x1 = veorq_s8(vld1q_s8(qs + 64 * o + 32 + 16 * h), flip);
-            const int8x16_t z[2] = {rows_even(x0, x1), rows_odd(x0, x1)};   /* rows 4h, 4h+1 / 4h+2, 4h+3 */
-            UNROLL for (int e = 0; e < 2; e++) {
-                const int8x16_t lo = q4 ? vshrq_n_s8(vshlq_n_s8(z[e], 4), 4) : z[e];
-                UNROLL for (int p = 0; p < P; p++) {
-                    int32x4_t *mq = &m[p][2 * h + e];
-                    *mq = vmmlaq_s32(*mq, act_pair(a[2 * p]->qs + 8 * o, a[2 * p + 1]->qs + 8 * o), lo);
-                    if (q4)
-                        *mq = vmmlaq_s32(*mq, act_pair(a[2 * p]->qs + 16 + 8 * o, a[2 * p + 1]->qs + 16 + 8 * o),
-                                         vshrq_n_s8(z[e], 4));
-                }
-            }
-        }
-        const float32x4_t d0 = load_f16((const uint16_t *)(const void *)wb), d1 = load_f16((const uint16_t *)(const void *)wb + 4);
-        UNROLL for (int p = 0; p < P; p++) mm_accumulate(m[p], d0, d1, &a[2 * p], &acc[2 * p]);
-    }
-    UNROLL for (int t = 0; t < 2 * P; t++) {
-        vst1q_f32(s + 8 * t, acc[t][0]);
-        vst1q_f32(s + 8 * t + 4, acc[t][1]);
-    }
-}
-
-I8MM static ALWAYS_INLINE void x8_mm_rows_q4_0(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int P) {
-    x8_mm_rows(n, s, vw, true, va, stride, P);
-}
-I8MM static ALWAYS_INLINE void x8_mm_rows_q8_0(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int P) {
-    x8_mm_rows(n, s, vw, false, va, stride, P);
-}
-
 /* vec_dot_x8 by smmla: 4 rows (two pairs) at a time, then a pair, then a single row by sdot */
 #define X8_MM_FROM(name, mm_rows, sdot_rows)                                                   \
     I8MM static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
@@ -439,15 +399,11 @@ I8MM static ALWAYS_INLINE void x8_mm_rows_q8_0(int64_t n, float *s, const void *
         }                                                                                    \
         if (r < na) sdot_rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1);           \
     }
-X8_MM_FROM(x8_mm_q4_0, x8_mm_rows_q4_0, x8_rows_q4_0)
-X8_MM_FROM(x8_mm_q8_0, x8_mm_rows_q8_0, x8_rows_q8_0)
 
 /* The same passes by smmla: per block the 4 rows' chunks zipped into row pairs (rows_even /
  * rows_odd, 8 registers), each pair of tokens' 8 smmla into two sums [t0.r, t0.r', t1.r, t1.r'] of
- * rows 4h+2e, 4h+2e+1, zipped back into each token's 4 rows. Against x8_mm_rows (which builds each
- * operand from two 8-byte loads and unpacks a block once per 4 tokens): 0.69-0.73 of its
- * instructions for 8 and 16 tokens (0.77-0.86 at 3), 0.78-0.81 of the sdot GEMM's, with half its
- * multiply instructions. */
+ * rows 4h+2e, 4h+2e+1, zipped back into each token's 4 rows: at 8 and 16 tokens 0.78-0.81 of the
+ * sdot GEMM's instructions, with half its multiply instructions (bench/RESULTS.md). */
 I8MM static ALWAYS_INLINE void mm_gemm_half(int64_t nb, float *y, int64_t ldy, const char *g, size_t bsz, const bool q4,
                                             const void *tile_half, int h, const int NT) {
     const act_pair_half *A = tile_half;
@@ -566,7 +522,7 @@ static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const
                         }
                     UNROLL for (int r = 0; r < R; r++) {
                         const int8_t *y = ((const block_q8_K *)(va + (size_t)r * stride) + b)->qs + 32 * j;
-                        sumi[r] = vmlaq_s32(sumi[r], x8_dot4(q, vld1q_s8(y), vld1q_s8(y + 16)), scv);
+                        sumi[r] = vmlaq_s32(sumi[r], x8_dot4(vdupq_n_s32(0), q, vld1q_s8(y), vld1q_s8(y + 16)), scv);
                     }
                 }
             }
@@ -799,8 +755,8 @@ static ALWAYS_INLINE void sdot_gemm_half_q6_K(int64_t nb, float *y, int64_t ldy,
 GEMM_FROM_HALVES(gemm_sdot_q6_K, sdot_gemm_half_q6_K, block_q6_Kx8, QK_K, act_kpair_tile, false, )
 
 #ifdef HAVE_I8MM
-/* i8mm for the 256-element types: per sub-block the same zipped row pairs and smmla as
- * x8_mm_rows, whose int32 sums [t0.w(2q), t0.w(2q+1), t1.w(2q), t1.w(2q+1)] take the rows'
+/* i8mm for Q5_K's x8 kernel (2 tokens: 101 instructions against sdot's 117): per sub-block the
+ * zipped row pairs and smmla above, whose int32 sums [t0.w(2q), t0.w(2q+1), t1.w(2q), t1.w(2q+1)] take the rows'
  * scales as [s(2q), s(2q+1), s(2q), s(2q+1)] (sc_pair) into sumi, exact in int32 as in the
  * sdot kernels; then per token and half the sdot kernels' float steps, bit for bit theirs. */
 static ALWAYS_INLINE int32x4_t sc_pair(int16x8_t sc, int q) {   /* sc: the 8 rows' scales as s16 */
@@ -1570,6 +1526,8 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) {
         t->attn_scores_i8 = attn_scores_i8_sdot;
         set(t, HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_neon, multi_q4_0);
         t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;   /* the loader repacks Q4_0 rows by 8 */
+        t->t[HACHI_TYPE_Q4_0].act_extra = act_extra_q4_0;   /* which read -8*sum(y) and d from here */
+        t->t[HACHI_TYPE_Q4_0].act_prep = act_prep_q4_0;
         set(t, HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_neon, multi_q4_1);
         set(t, HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_neon, multi_q5_0);
         set(t, HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_neon, multi_q8_0);
@@ -1584,7 +1542,8 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) {
         t->t[HACHI_TYPE_Q8_0].gemm_x8 = gemm_sdot_q8_0;
         t->t[HACHI_TYPE_Q4_0].act_pack = t->t[HACHI_TYPE_Q8_0].act_pack = act_pack_pairs;
         t->t[HACHI_TYPE_Q4_0].act_pack_bytes = t->t[HACHI_TYPE_Q8_0].act_pack_bytes = act_pack_bytes_pairs;
-        t->t[HACHI_TYPE_Q4_0].gemm_min = t->t[HACHI_TYPE_Q8_0].gemm_min = 4;   /* by qemu's instruction counts */
+        t->t[HACHI_TYPE_Q4_0].gemm_min = 5;   /* by qemu's instruction counts */
+        t->t[HACHI_TYPE_Q8_0].gemm_min = 4;
         t->t[HACHI_TYPE_Q4_K].gemm_x8 = gemm_sdot_q4_K;
         t->t[HACHI_TYPE_Q5_K].gemm_x8 = gemm_sdot_q5_K;
         t->t[HACHI_TYPE_Q4_K].act_pack = t->t[HACHI_TYPE_Q5_K].act_pack = act_pack_kpairs;
@@ -1596,17 +1555,15 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) {
         t->t[HACHI_TYPE_Q6_K].gemm_min = 5;
     }
 #ifdef HAVE_I8MM
-    if (dotprod && i8mm) {   /* forwards of several rows by smmla (one row stays sdot's); Q4_K's x8 and
-                                all of Q6_K stay sdot's: with two sub-blocks unpacked from one load
-                                those take fewer instructions than smmla's did (Q4_K 2-4 tokens
-                                61 / 52 / 41 against 65 / 67 / 48; Q6_K 4 tokens 63 against 69, 16 in
-                                the GEMM 57 against 60), so smmla's were dropped */
-        t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_mm_q4_0;
-        t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = x8_mm_q8_0;
+    if (dotprod && i8mm) {   /* smmla: the GEMMs but Q6_K's, and Q5_K's x8 kernel. The other x8
+                                kernels and Q6_K's GEMM stay sdot's, which take fewer instructions
+                                (Q4_K 2-4 tokens 61 / 52 / 41 against smmla's 65 / 67 / 48; Q6_K 4
+                                tokens 63 against 69, 16 in the GEMM 57 against 60) */
         t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = x8_mm_q5_K;
         t->t[HACHI_TYPE_Q4_0].gemm_x8 = gemm_mm_q4_0;   /* the same packed tiles as sdot's */
         t->t[HACHI_TYPE_Q8_0].gemm_x8 = gemm_mm_q8_0;
-        t->t[HACHI_TYPE_Q4_0].gemm_min = t->t[HACHI_TYPE_Q8_0].gemm_min = t->t[HACHI_TYPE_Q5_K].gemm_min = 3;
+        t->t[HACHI_TYPE_Q4_0].gemm_min = t->t[HACHI_TYPE_Q8_0].gemm_min = 4;
+        t->t[HACHI_TYPE_Q5_K].gemm_min = 3;
         t->t[HACHI_TYPE_Q4_K].gemm_x8 = gemm_mm_q4_K;
         t->t[HACHI_TYPE_Q5_K].gemm_x8 = gemm_mm_q5_K;
     }
