@@ -302,9 +302,9 @@ static ALWAYS_INLINE int32x4_t pair_dot8(const int8x16_t w[8], const int8x16_t a
  * lane of its pair's registers into one int32 lane per row, its float sums in registers over all
  * blocks. Exact integer sums, then x8_rows_*'s fma(dw*da, float(sum), acc) a block: their
  * results, ref's, bit for bit. x8_rows_* hold all 8 rows for 4 tokens; here the unpacking and the
- * rows' scales serve 8 tokens and the activations come packed: 0.80 (Q4_0) and 0.86-0.87 (Q8_0) of
- * the x8 kernels' instructions for 8 and 16 tokens, counted under qemu (bench/neon_counts.sh); at 3
- * tokens as many as theirs, so the table uses it from 4. */
+ * rows' scales serve 8 tokens and the activations come packed: at 8 and 16 tokens 0.93 (Q4_0) and
+ * 0.86 (Q8_0) of the x8 kernels' instructions, counted under qemu (bench/neon_counts.sh); below 5
+ * (Q4_0) and 4 (Q8_0) tokens the x8 kernels take fewer (gemm_min). */
 static ALWAYS_INLINE void sdot_gemm_half(int64_t nb, float *y, int64_t ldy, const char *g, size_t bsz, const bool q4,
                                          const void *tile_half, int h, const int NT) {
     const act_pair_half *A = tile_half;
