@@ -1,12 +1,15 @@
-/* bench_neon_gemm: the NEON table's prefill GEMM (gemm_x8 over a packed tile) against its x8
- * kernel (vec_dot_x8, group by group), for qemu_insn.c to count: one way per run, REPS times over
- * ROWS x COLS weights and NT tokens, after one call of each that checks they agree bit for bit.
- * bench/neon_counts.sh runs it with REPS and with 0 and divides the difference by the units (8 rows
- * x 32 values x token) of the REPS runs. Build (after make CROSS=aarch64):
+/* bench_neon_gemm: the NEON table's prefill GEMM against the kernel it replaces, for qemu_insn.c to
+ * count: for the interleaved int8 types gemm_x8 over a packed tile against the x8 kernel
+ * (vec_dot_x8, group by group); for the float types (f32, f16, bf16) gemm over rows in the file's
+ * layout against vec_dot_multi row by row. One way per run, REPS times over ROWS x COLS weights
+ * and NT tokens, after one call of each that checks they agree bit for bit. bench/neon_counts.sh
+ * runs it with REPS and with 0 and divides the difference by the units (8 rows x 32 values x
+ * token) of the REPS runs. Build (after make CROSS=aarch64):
  *     aarch64-linux-gnu-gcc -O2 -Isrc -Iinclude -static -o /tmp/bench_neon_gemm bench/bench_neon_gemm.c \
  *         build-aarch64/libhachi.a -lm -lpthread
  * Run: qemu-aarch64 -L /usr/aarch64-linux-gnu [-cpu cortex-a76] /tmp/bench_neon_gemm TYPE x8|gemm ROWS COLS NT REPS
- * (cortex-a76 has sdot but not i8mm; qemu's default CPU has both). */
+ * (x8 names the kernel replaced, multi for the float types; cortex-a76 has sdot but not i8mm;
+ * qemu's default CPU has both). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,36 @@ static float uniform(void) {
     return (float)((rng >> 40) % 2001) / 1000.0f - 1.0f;
 }
 
+/* the float types: gemm against multi, one weight row at a time (matmul's path below gemm_min) */
+static int float_gemm(const hachi_kernels *k, int type, int gemm, int64_t rows, int64_t cols, int nt, int reps) {
+    const hachi_type_kernels *kt = &k->t[type];
+    const size_t rb = hachi_row_size(type, cols), as = (size_t)cols * sizeof(float);
+    char *w = hachi_aligned_alloc(rb * rows);
+    float *a = hachi_aligned_alloc(as * nt), *x = malloc(as);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++) x[c] = uniform();
+        hachi_kernels_ref()->t[type].from_float(x, w + r * rb, cols);
+    }
+    for (int64_t i = 0; i < nt * cols; i++) a[i] = uniform();
+    float *want = malloc((size_t)nt * rows * sizeof(float)), *y = malloc((size_t)nt * rows * sizeof(float)), s[16];
+    for (int64_t r = 0; r < rows; r++) {
+        kt->vec_dot_multi(cols, s, w + r * rb, a, as, nt);
+        for (int t = 0; t < nt; t++) want[t * rows + r] = s[t];
+    }
+    kt->gemm(cols, y, rows, w, rb, (int)rows, a, as, nt);
+    int bad = 0;
+    for (int64_t i = 0; i < nt * rows; i++) bad += memcmp(&want[i], &y[i], sizeof(float)) != 0;
+    for (int it = 0; it < reps; it++) {
+        if (gemm) kt->gemm(cols, y, rows, w, rb, (int)rows, a, as, nt);
+        else
+            for (int64_t r = 0; r < rows; r++) kt->vec_dot_multi(cols, s, w + r * rb, a, as, nt);
+    }
+    printf("%s %s %s nt %d: units %lld, %d of %lld outputs differ\n", k->name, hachi_type_name(type), gemm ? "gemm" : "multi",
+           nt, (long long)reps * (rows / 8) * (cols / 32) * nt, bad, (long long)nt * rows);
+    free(w); free(a); free(x); free(want); free(y);
+    return bad != 0;
+}
+
 int main(int argc, char **argv) {
     if (argc != 7) {
         fprintf(stderr, "usage: bench_neon_gemm TYPE x8|gemm ROWS COLS NT REPS\n");
@@ -30,6 +63,7 @@ int main(int argc, char **argv) {
     const int64_t rows = atoll(argv[3]), cols = atoll(argv[4]);
     const int nt = atoi(argv[5]), reps = atoi(argv[6]);
     const hachi_kernels *k = hachi_kernels_best();
+    if (type >= 0 && k->t[type].gemm) return float_gemm(k, type, gemm, rows, cols, nt, reps);
     if (type < 0 || rows % 8 || cols % 32 || nt < 1 || nt > 16 || !k->t[type].gemm_x8 || !k->t[type].act_pack) {
         fprintf(stderr, "bench_neon_gemm: needs a type whose GEMM takes packed tiles in the %s table, rows %% 8 == 0, "
                         "cols %% 32 == 0, 1 <= nt <= 16\n", k->name);

@@ -657,7 +657,11 @@ TEST(kernels_float_gemm) {
     static const int64_t sizes[] = {13, 64, 64 + 32 + 5, 1536};
 #if defined(__x86_64__)
     static const hachi_isa with_gemm[] = {HACHI_ISA_AVX2, HACHI_ISA_AVX512};
-    for (size_t i = 0; i < 2; i++) {
+#elif defined(__aarch64__)
+    static const hachi_isa with_gemm[] = {HACHI_ISA_NEON};
+#endif
+#if defined(__x86_64__) || defined(__aarch64__)
+    for (size_t i = 0; i < sizeof with_gemm / sizeof with_gemm[0]; i++) {
         const hachi_kernels *K = hachi_kernels_get(with_gemm[i]);
         if (K) CHECKF(K->t[HACHI_TYPE_F16].gemm && K->t[HACHI_TYPE_BF16].gemm && K->t[HACHI_TYPE_F32].gemm,
                       "%s: a float type has no GEMM", K->name);

@@ -27,49 +27,83 @@ static inline float bf2f(uint16_t h) { return hachi_bf16_to_f32(h); }
 
 /* ---------------- float weights ---------------- */
 
-/* float weights, per row: per 16 elements t = w0*a0 (+ w1*a1 + w2*a2 + w3*a3 by fma),
- * acc += t; then 4 at a time acc = fma(w, a, acc); vaddv; scalar tail in order. */
-#define FLOAT_ROWS(name, wtype, load, scalar)                                                \
-    static ALWAYS_INLINE void name(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) { \
-        const wtype *w = vw;                                                                 \
-        float32x4_t acc[ROWS_MAX];                                                           \
-        UNROLL for (int r = 0; r < R; r++) acc[r] = vdupq_n_f32(0);                          \
+/* Float weights: a tile of R weight rows x T activation rows (R <= 3, T <= 4). Per (row, token):
+ * per 16 elements s = w0*a0 (+ w1*a1 + w2*a2 + w3*a3 by fma), acc += s; then 4 at a time
+ * acc = fma(w, a, acc); vaddv; scalar tail in order; the result to y[t*ldy + r]. vec_dot and
+ * multi are the tile of one weight row (rows_*), the prefill GEMM tiles of 3 rows x 4 tokens (the
+ * x86 tables' shape), so all of them give the same sums bit for bit. A 3 x 4 tile converts each
+ * weight vector once for 4 tokens and loads each activation vector once for 3 rows: 12
+ * accumulators, 12 weight and 4 activation vectors and the sum, 29 of the 32 q registers. */
+#define FGEMM_R 3
+#define FGEMM_T 4
+#define FTILE_CASE(tile, R, T) case FGEMM_T * ((R) - 1) + (T) - 1: tile(n, yt, ldy, wr, rb, at, stride, R, T); break;
+#define FLOAT_KERNELS(sfx, wtype, load, scalar)                                              \
+    static ALWAYS_INLINE void tile_##sfx(int64_t n, float *y, int64_t ldy, const char *vw, size_t rb, \
+                                         const char *va, size_t stride, const int R, const int T) { \
+        float32x4_t acc[FGEMM_R][FGEMM_T];                                                   \
+        UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = vdupq_n_f32(0); \
         int64_t i = 0;                                                                       \
         for (; i + 16 <= n; i += 16) {                                                       \
-            const float32x4_t w0 = load(w + i), w1 = load(w + i + 4), w2 = load(w + i + 8), w3 = load(w + i + 12); \
+            float32x4_t w[FGEMM_R][4];                                                       \
             UNROLL for (int r = 0; r < R; r++) {                                             \
-                const float *a = (const float *)(va + (size_t)r * stride) + i;               \
-                float32x4_t t = vmulq_f32(w0, vld1q_f32(a));                                 \
-                t = vfmaq_f32(t, w1, vld1q_f32(a + 4));                                      \
-                t = vfmaq_f32(t, w2, vld1q_f32(a + 8));                                      \
-                t = vfmaq_f32(t, w3, vld1q_f32(a + 12));                                     \
-                acc[r] = vaddq_f32(acc[r], t);                                               \
+                const wtype *wr = (const wtype *)(const void *)(vw + (size_t)r * rb) + i;    \
+                UNROLL for (int k = 0; k < 4; k++) w[r][k] = load(wr + 4 * k);               \
+            }                                                                                \
+            UNROLL for (int t = 0; t < T; t++) {                                             \
+                const float *a = (const float *)(const void *)(va + (size_t)t * stride) + i; \
+                const float32x4_t a0 = vld1q_f32(a), a1 = vld1q_f32(a + 4), a2 = vld1q_f32(a + 8), a3 = vld1q_f32(a + 12); \
+                UNROLL for (int r = 0; r < R; r++) {                                         \
+                    float32x4_t s = vmulq_f32(w[r][0], a0);                                  \
+                    s = vfmaq_f32(s, w[r][1], a1);                                           \
+                    s = vfmaq_f32(s, w[r][2], a2);                                           \
+                    s = vfmaq_f32(s, w[r][3], a3);                                           \
+                    acc[r][t] = vaddq_f32(acc[r][t], s);                                     \
+                }                                                                            \
             }                                                                                \
         }                                                                                    \
-        for (; i + 4 <= n; i += 4) {                                                         \
-            const float32x4_t w0 = load(w + i);                                              \
-            UNROLL for (int r = 0; r < R; r++)                                               \
-                acc[r] = vfmaq_f32(acc[r], w0, vld1q_f32((const float *)(va + (size_t)r * stride) + i)); \
-        }                                                                                    \
+        for (; i + 4 <= n; i += 4)                                                           \
+            UNROLL for (int r = 0; r < R; r++) {                                             \
+                const float32x4_t w0 = load((const wtype *)(const void *)(vw + (size_t)r * rb) + i); \
+                UNROLL for (int t = 0; t < T; t++)                                           \
+                    acc[r][t] = vfmaq_f32(acc[r][t], w0, vld1q_f32((const float *)(const void *)(va + (size_t)t * stride) + i)); \
+            }                                                                                \
         UNROLL for (int r = 0; r < R; r++) {                                                 \
-            const float *a = (const float *)(va + (size_t)r * stride);                       \
-            float sum = vaddvq_f32(acc[r]);                                                  \
-            for (int64_t k = i; k < n; k++) sum += scalar(w[k]) * a[k];                      \
-            s[r] = sum;                                                                      \
+            const wtype *wr = (const wtype *)(const void *)(vw + (size_t)r * rb);            \
+            UNROLL for (int t = 0; t < T; t++) {                                             \
+                const float *a = (const float *)(const void *)(va + (size_t)t * stride);     \
+                float sum = vaddvq_f32(acc[r][t]);                                           \
+                for (int64_t k = i; k < n; k++) sum += scalar(wr[k]) * a[k];                 \
+                y[(size_t)t * ldy + r] = sum;                                                \
+            }                                                                                \
         }                                                                                    \
+    }                                                                                        \
+    static ALWAYS_INLINE void rows_##sfx(int64_t n, float *s, const void *w, const char *va, size_t stride, const int R) { \
+        tile_##sfx(n, s, 1, w, 0, va, stride, 1, R);                                         \
+    }                                                                                        \
+    void hachi_vec_dot_##sfx##_neon(int64_t n, float *s, const void *w, const void *a) { rows_##sfx(n, s, w, a, 0, 1); } \
+    MULTI_FROM_ROWS(multi_##sfx, rows_##sfx)                                                 \
+    /* the GEMM: tiles of FGEMM_R rows x FGEMM_T tokens, the last row and token tiles smaller */ \
+    static void gemm_##sfx(int64_t n, float *y, int64_t ldy, const void *w, size_t rb, int n_rows, const void *a, \
+                           size_t stride, int nt) {                                          \
+        for (int r0 = 0; r0 < n_rows; r0 += FGEMM_R)                                         \
+            for (int t0 = 0; t0 < nt; t0 += FGEMM_T) {                                       \
+                const char *wr = (const char *)w + (size_t)r0 * rb, *at = (const char *)a + (size_t)t0 * stride; \
+                float *yt = y + (size_t)t0 * ldy + r0;                                       \
+                switch (FGEMM_T * (HACHI_MIN(FGEMM_R, n_rows - r0) - 1) + HACHI_MIN(FGEMM_T, nt - t0) - 1) { \
+                    FTILE_CASE(tile_##sfx, 1, 1) FTILE_CASE(tile_##sfx, 1, 2) FTILE_CASE(tile_##sfx, 1, 3) \
+                    FTILE_CASE(tile_##sfx, 1, 4) FTILE_CASE(tile_##sfx, 2, 1) FTILE_CASE(tile_##sfx, 2, 2) \
+                    FTILE_CASE(tile_##sfx, 2, 3) FTILE_CASE(tile_##sfx, 2, 4) FTILE_CASE(tile_##sfx, 3, 1) \
+                    FTILE_CASE(tile_##sfx, 3, 2) FTILE_CASE(tile_##sfx, 3, 3)                \
+                    default: tile_##sfx(n, yt, ldy, wr, rb, at, stride, FGEMM_R, FGEMM_T); break; \
+                }                                                                            \
+            }                                                                                \
     }
 // cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
-FLOAT_ROWS(rows_f32, float, load_f32, id_f32)
+FLOAT_KERNELS(f32, float, load_f32, id_f32)
 // cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
-FLOAT_ROWS(rows_f16, uint16_t, load_f16, h2f)
+FLOAT_KERNELS(f16, uint16_t, load_f16, h2f)
 // cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
-FLOAT_ROWS(rows_bf16, uint16_t, load_bf16, bf2f)
-void hachi_vec_dot_f32_neon(int64_t n, float *s, const void *w, const void *a) { rows_f32(n, s, w, a, 0, 1); }
-void hachi_vec_dot_f16_neon(int64_t n, float *s, const void *w, const void *a) { rows_f16(n, s, w, a, 0, 1); }
-void hachi_vec_dot_bf16_neon(int64_t n, float *s, const void *w, const void *a) { rows_bf16(n, s, w, a, 0, 1); }
-MULTI_FROM_ROWS(multi_f32, rows_f32)
-MULTI_FROM_ROWS(multi_f16, rows_f16)
-MULTI_FROM_ROWS(multi_bf16, rows_bf16)
+FLOAT_KERNELS(bf16, uint16_t, load_bf16, bf2f)
 
 /* ---------------- 32-element blocks x q8_0 ---------------- */
 
@@ -645,18 +679,20 @@ GEMM_FROM_HALVES(gemm_sdot_q5_K, sdot_gemm_half_kx8, block_q5_Kx8, QK_K, act_kpa
 /* q[sb][c]: the unsigned 6-bit values 4c..4c+3 of rows 4h..4h+3 in sub-blocks 2u (sb 0) and 2u + 1
  * of a block, which take the low and the high nibbles of the same ql bytes (loaded once for both;
  * a loop over the 16 sub-blocks one at a time took 199 instructions per 8 rows x 32 values for one
- * token under qemu, this 1.6x fewer, bench/RESULTS.md) */
+ * token under qemu, this 1.6x fewer, bench/RESULTS.md; an and and an or a value before bsl / sri
+ * did the nibbles' part) */
 static ALWAYS_INLINE void q6x8_values(const block_q6_Kx8 *w, int u, int h, int8x16_t q[2][4]) {
     const uint8x16_t m4 = vdupq_n_u8(0xF), m30 = vdupq_n_u8(0x30);
     uint8x16_t l[4];
     UNROLL for (int c = 0; c < 4; c++) l[c] = vld1q_u8(w->ql + 128 * u + 32 * c + 16 * h);
     UNROLL for (int sb = 0; sb < 2; sb++) {
         const uint8x16_t hb = vld1q_u8(w->qh + 64 * u + 32 * sb + 16 * h);
-        const uint8x16_t t[4] = {vshlq_n_u8(hb, 4), vshlq_n_u8(hb, 2), hb, vshrq_n_u8(hb, 2)};
-        UNROLL for (int c = 0; c < 4; c++) {
-            const uint8x16_t nib = sb ? vshrq_n_u8(l[c], 4) : vandq_u8(l[c], m4);
-            q[sb][c] = vreinterpretq_s8_u8(vorrq_u8(nib, vandq_u8(t[c], m30)));
-        }
+        /* top bits at 4-5, 0 at 6-7 (hb >> 2 has them so), the low nibble's bits overwritten below */
+        const uint8x16_t t[4] = {vandq_u8(vshlq_n_u8(hb, 4), m30), vandq_u8(vshlq_n_u8(hb, 2), m30), vandq_u8(hb, m30),
+                                 vshrq_n_u8(hb, 2)};
+        /* the nibble into bits 0-3 in one instruction: bit-select the low one, shift-right-insert the high */
+        UNROLL for (int c = 0; c < 4; c++)
+            q[sb][c] = vreinterpretq_s8_u8(sb ? vsriq_n_u8(t[c], l[c], 4) : vbslq_u8(m4, l[c], t[c]));
     }
 }
 static ALWAYS_INLINE void x8_rows_q6_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
@@ -1507,6 +1543,10 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) {
     set(t, HACHI_TYPE_F32, hachi_vec_dot_f32_neon, multi_f32);
     set(t, HACHI_TYPE_F16, hachi_vec_dot_f16_neon, multi_f16);
     set(t, HACHI_TYPE_BF16, hachi_vec_dot_bf16_neon, multi_bf16);
+    t->t[HACHI_TYPE_F32].gemm = gemm_f32;   /* prefill: tiles of 3 rows x 4 tokens */
+    t->t[HACHI_TYPE_F16].gemm = gemm_f16;
+    t->t[HACHI_TYPE_BF16].gemm = gemm_bf16;
+    t->t[HACHI_TYPE_F32].gemm_min = t->t[HACHI_TYPE_F16].gemm_min = t->t[HACHI_TYPE_BF16].gemm_min = 2;   /* 0.80-0.84x multi's instructions at 2-3 tokens */
     t->t[HACHI_TYPE_F16].to_float = to_float_f16;
     t->f32_to_f16 = f32_to_f16;
     t->f16_to_f32 = f16_to_f32;
