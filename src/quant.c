@@ -179,52 +179,89 @@ void hachi_unpack_q8_0_x8(const void *src, int j, void *row, int64_t n) {
     }
 }
 
-/* q6_K element e (0..255) of a block: ql byte and nibble, qh byte and bit pair (the
- * dequantizer's order: half h = e / 128, quarter e / 32 % 4, l = e % 32) */
-static void q6k_pos(int e, int *ql, int *ql_shift, int *qh, int *qh_shift) {
-    const int h = e / 128, quarter = e / 32 % 4, l = e % 32;
-    *ql = 64 * h + l + (quarter & 1 ? 32 : 0);
-    *ql_shift = quarter & 2 ? 4 : 0;
-    *qh = 32 * h + l;
-    *qh_shift = 2 * quarter;
+/* A q6_K block's 256 6-bit values in element order, from and into its ql / qh bytes (the
+ * dequantizer's order: in half h = e / 128, quarter q = e / 32 % 4 and l = e % 32, the nibble
+ * of ql[64h + l + 32(q & 1)] that q & 2 picks, and bits 2q, 2q + 1 of qh[32h + l]); 8 bytes
+ * at a time, a mask per field */
+static uint64_t rd64(const uint8_t *p) { uint64_t x; memcpy(&x, p, 8); return x; }
+static void wr64(uint8_t *p, uint64_t x) { memcpy(p, &x, 8); }
+static uint32_t rd32(const uint8_t *p) { uint32_t x; memcpy(&x, p, 4); return x; }
+static void wr32(uint8_t *p, uint32_t x) { memcpy(p, &x, 4); }
+#define B8(x) (0x0101010101010101ull * (x))
+#define B4(x) (0x01010101u * (x))
+
+static void q6k_values(const block_q6_K *x, uint8_t *v) {
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l += 8) {
+            const uint64_t a = rd64(x->ql + 64 * h + l), b = rd64(x->ql + 64 * h + 32 + l), t = rd64(x->qh + 32 * h + l);
+            uint8_t *o = v + 128 * h + l;
+            wr64(o, (a & B8(0xF)) | (t & B8(3)) << 4);
+            wr64(o + 32, (b & B8(0xF)) | (t & B8(0xC)) << 2);
+            wr64(o + 64, (a >> 4 & B8(0xF)) | (t & B8(0x30)));
+            wr64(o + 96, (b >> 4 & B8(0xF)) | (t >> 2 & B8(0x30)));
+        }
+}
+static void q6k_from_values(const uint8_t *v, block_q6_K *x) {
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l += 8) {
+            const uint8_t *o = v + 128 * h + l;
+            const uint64_t e0 = rd64(o), e1 = rd64(o + 32), e2 = rd64(o + 64), e3 = rd64(o + 96);
+            wr64(x->ql + 64 * h + l, (e0 & B8(0xF)) | (e2 & B8(0xF)) << 4);
+            wr64(x->ql + 64 * h + 32 + l, (e1 & B8(0xF)) | (e3 & B8(0xF)) << 4);
+            wr64(x->qh + 32 * h + l, (e0 >> 4 & B8(3)) | (e1 >> 2 & B8(0xC)) | (e2 & B8(0x30)) | (e3 << 2 & B8(0xC0)));
+        }
 }
 
+/* Row r's values into / out of an interleaved block: element e = 32u + 16s + 4c + k has its
+ * nibble in ql[128u + 32c + 4r + k] (low for s 0, high for 1) and its top bits at 2c, 2c + 1
+ * of qh[64u + 32s + 4r + k] (x8 kernels, arm_neon.c); 4 bytes (k) at a time */
+static void q6kx8_put(block_q6_Kx8 *y, int r, const uint8_t *v) {
+    for (int u = 0; u < QK_K / 32; u++) {
+        const uint8_t *e = v + 32 * u;
+        for (int c = 0; c < 4; c++)
+            wr32(y->ql + 128 * u + 32 * c + 4 * r, (rd32(e + 4 * c) & B4(0xF)) | (rd32(e + 16 + 4 * c) & B4(0xF)) << 4);
+        for (int s = 0; s < 2; s++) {
+            const uint8_t *f = e + 16 * s;
+            wr32(y->qh + 64 * u + 32 * s + 4 * r, (rd32(f) >> 4 & B4(3)) | (rd32(f + 4) >> 2 & B4(0xC)) |
+                                                      (rd32(f + 8) & B4(0x30)) | (rd32(f + 12) << 2 & B4(0xC0)));
+        }
+    }
+}
+static void q6kx8_get(const block_q6_Kx8 *x, int r, uint8_t *v) {
+    for (int u = 0; u < QK_K / 32; u++)
+        for (int s = 0; s < 2; s++) {
+            const uint32_t t = rd32(x->qh + 64 * u + 32 * s + 4 * r);
+            for (int c = 0; c < 4; c++)
+                wr32(v + 32 * u + 16 * s + 4 * c,
+                     (rd32(x->ql + 128 * u + 32 * c + 4 * r) >> (4 * s) & B4(0xF)) | (t >> (2 * c) & B4(3)) << 4);
+        }
+}
+
+/* through the values, words at a time: a value at a time, by its bit positions, took 69
+ * instructions a byte on ARM (most of loading an E2B file, whose output head is Q6_K:
+ * bench/RESULTS.md) */
 void hachi_repack_q6_K_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n) {
     block_q6_Kx8 *y = dst;
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        memset(&y[b], 0, sizeof y[b]);
+    uint8_t v[QK_K];
+    for (int64_t b = 0; b < n / QK_K; b++)
         for (int r = 0; r < 8; r++) {
             const block_q6_K *x = (const block_q6_K *)((const char *)rows + r * row_bytes) + b;
             y[b].d[r] = x->d;
             for (int j = 0; j < QK_K / 16; j++) y[b].scales[j][r] = x->scales[j];
-            for (int e = 0; e < QK_K; e++) {
-                int ql, qls, qh, qhs;
-                q6k_pos(e, &ql, &qls, &qh, &qhs);
-                const int v = ((x->ql[ql] >> qls) & 0xF) | ((x->qh[qh] >> qhs) & 3) << 4;
-                const int u = e / 32, s = e / 16 % 2, c = e % 16 / 4, k = e % 4;
-                y[b].ql[128 * u + 32 * c + 4 * r + k] |= (uint8_t)((v & 0xF) << (4 * s));
-                y[b].qh[64 * u + 32 * s + 4 * r + k] |= (uint8_t)((v >> 4) << (2 * c));
-            }
+            q6k_values(x, v);
+            q6kx8_put(&y[b], r, v);
         }
-    }
 }
 
 void hachi_unpack_q6_K_x8(const void *src, int j, void *row, int64_t n) {
     const block_q6_Kx8 *x = src;
     block_q6_K *y = row;
+    uint8_t v[QK_K];
     for (int64_t b = 0; b < n / QK_K; b++) {
-        memset(&y[b], 0, sizeof y[b]);
         y[b].d = x[b].d[j];
         for (int i = 0; i < QK_K / 16; i++) y[b].scales[i] = x[b].scales[i][j];
-        for (int e = 0; e < QK_K; e++) {
-            const int u = e / 32, s = e / 16 % 2, c = e % 16 / 4, k = e % 4;
-            const int v = (x[b].ql[128 * u + 32 * c + 4 * j + k] >> (4 * s) & 0xF) |
-                          (x[b].qh[64 * u + 32 * s + 4 * j + k] >> (2 * c) & 3) << 4;
-            int ql, qls, qh, qhs;
-            q6k_pos(e, &ql, &qls, &qh, &qhs);
-            y[b].ql[ql] |= (uint8_t)((v & 0xF) << qls);
-            y[b].qh[qh] |= (uint8_t)((v >> 4) << qhs);
-        }
+        q6kx8_get(&x[b], j, v);
+        q6k_from_values(v, &y[b]);
     }
 }
 
