@@ -5,9 +5,9 @@
  * activations (GELU, softcap: the x86 files' Cephes exp and tanh) are still used.
  * vec_dot_multi unpacks each weight block once for all rows for Q4_0, Q8_0, Q4_K, Q6_K,
  * F16, F32; other types loop the dot. With sdot, Q4_0, Q8_0, Q4_K, Q5_K and Q6_K also get
- * vec_dot_x8 (rows interleaved by 8, so the loader repacks them); with i8mm (smmla) too, Q5_K's
- * x8 kernel takes forwards of several rows two at a time. These five types also have a prefill
- * GEMM (gemm_x8) over activations packed in token pairs, by sdot or, with i8mm, smmla. */
+ * vec_dot_x8 (rows interleaved by 8, so the loader repacks them). These five types also have a
+ * prefill GEMM (gemm_x8) over activations packed in token pairs, by sdot or, with i8mm (smmla),
+ * all but Q6_K's by smmla; F32, F16 and BF16 have one over rows in the file's layout. */
 #include "kernels/kernels.h"
 
 #if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
@@ -419,20 +419,6 @@ static ALWAYS_INLINE int8x16_t rows_even(int8x16_t x0, int8x16_t x1) {
 static ALWAYS_INLINE int8x16_t rows_odd(int8x16_t x0, int8x16_t x1) {
     return vreinterpretq_s8_s32(vzip2q_s32(vreinterpretq_s32_s8(x0), vreinterpretq_s32_s8(x1)));
 }
-static ALWAYS_INLINE int8x16_t act_pair(const int8_t *a0, const int8_t *a1) { return vcombine_s8(vld1_s8(a0), vld1_s8(a1)); }
-
-/* vec_dot_x8 by smmla: 4 rows (two pairs) at a time, then a pair, then a single row by sdot */
-#define X8_MM_FROM(name, mm_rows, sdot_rows)                                                   \
-    I8MM static void name(int64_t n, float *s, const void *w, const void *va, size_t stride, int na) { \
-        const char *a = va;                                                                  \
-        int r = 0;                                                                           \
-        for (; r + 4 <= na; r += 4) mm_rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 2); \
-        if (r + 2 <= na) {                                                                   \
-            mm_rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1);                     \
-            r += 2;                                                                          \
-        }                                                                                    \
-        if (r < na) sdot_rows(n, s + 8 * r, w, a + (size_t)r * stride, stride, 1);           \
-    }
 
 /* The same passes by smmla: per block the 4 rows' chunks zipped into row pairs (rows_even /
  * rows_odd, 8 registers), each pair of tokens' 8 smmla into two sums [t0.r, t0.r', t1.r, t1.r'] of
@@ -550,8 +536,13 @@ static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const
                     UNROLL for (int c = 0; c < 4; c++)
                         UNROLL for (int e = 0; e < 2; e++) {
                             const int k = c + 4 * e;
-                            uint8x16_t u = sb ? vshrq_n_u8(x[k], 4) : vandq_u8(x[k], m4);
-                            if (high) u = vorrq_u8(u, vandq_u8(vshlq_u8(xh[k], shh), m10));
+                            uint8x16_t u;
+                            if (high) {   /* the 5th bit alone at bit 4, the nibble put under it in one instruction */
+                                const uint8x16_t t = vandq_u8(vshlq_u8(xh[k], shh), m10);
+                                u = sb ? vsriq_n_u8(t, x[k], 4) : vbslq_u8(m4, x[k], t);
+                            } else {
+                                u = sb ? vshrq_n_u8(x[k], 4) : vandq_u8(x[k], m4);
+                            }
                             q[2 * c + e] = vreinterpretq_s8_u8(u);
                         }
                     UNROLL for (int r = 0; r < R; r++) {
@@ -630,10 +621,10 @@ static ALWAYS_INLINE float32x4_t kx8_block_end(float32x4_t acc, int32x4_t sumi, 
 
 /* chunk k (values 4k..4k+3 of sub-block j) of rows 4h..4h+3, as x8_rows_kx8 unpacks it */
 static ALWAYS_INLINE uint8x16_t kx8_chunk(const block_q4_Kx8 *w, const uint8_t *qh, const bool high, int j, int k, int h) {
-    const uint8x16_t x = vld1q_u8(w->qs + 256 * (j / 2) + 32 * k + 16 * h);
-    uint8x16_t u = j % 2 ? vshrq_n_u8(x, 4) : vandq_u8(x, vdupq_n_u8(0xF));
-    if (high) u = vorrq_u8(u, vandq_u8(vshlq_u8(vld1q_u8(qh + 32 * k + 16 * h), vdupq_n_s8((int8_t)(4 - j))), vdupq_n_u8(0x10)));
-    return u;
+    const uint8x16_t x = vld1q_u8(w->qs + 256 * (j / 2) + 32 * k + 16 * h), m4 = vdupq_n_u8(0xF);
+    if (!high) return j % 2 ? vshrq_n_u8(x, 4) : vandq_u8(x, m4);
+    const uint8x16_t t = vandq_u8(vshlq_u8(vld1q_u8(qh + 32 * k + 16 * h), vdupq_n_s8((int8_t)(4 - j))), vdupq_n_u8(0x10));
+    return j % 2 ? vsriq_n_u8(t, x, 4) : vbslq_u8(m4, x, t);
 }
 
 static ALWAYS_INLINE void sdot_gemm_half_kx8(int64_t nb, float *y, int64_t ldy, const char *g, size_t bsz, const bool high,
@@ -791,10 +782,8 @@ static ALWAYS_INLINE void sdot_gemm_half_q6_K(int64_t nb, float *y, int64_t ldy,
 GEMM_FROM_HALVES(gemm_sdot_q6_K, sdot_gemm_half_q6_K, block_q6_Kx8, QK_K, act_kpair_tile, false, )
 
 #ifdef HAVE_I8MM
-/* i8mm for Q5_K's x8 kernel (2 tokens: 101 instructions against sdot's 117): per sub-block the
- * zipped row pairs and smmla above, whose int32 sums [t0.w(2q), t0.w(2q+1), t1.w(2q), t1.w(2q+1)] take the rows'
- * scales as [s(2q), s(2q+1), s(2q), s(2q+1)] (sc_pair) into sumi, exact in int32 as in the
- * sdot kernels; then per token and half the sdot kernels' float steps, bit for bit theirs. */
+/* smmla's sums [t0.w(2q), t0.w(2q+1), t1.w(2q), t1.w(2q+1)] take the rows' scales as [s(2q), s(2q+1),
+ * s(2q), s(2q+1)] (sc_pair) into sumi, exact in int32 as in the sdot kernels */
 static ALWAYS_INLINE int32x4_t sc_pair(int16x8_t sc, int q) {   /* sc: the 8 rows' scales as s16 */
     const int32x4_t v = vreinterpretq_s32_s16(sc);
     int32x2_t d;
@@ -811,70 +800,6 @@ static ALWAYS_INLINE int32x4_t token_rows(int32x4_t m0, int32x4_t m1, int t) {
     const int64x2_t a = vreinterpretq_s64_s32(m0), b = vreinterpretq_s64_s32(m1);
     return vreinterpretq_s32_s64(t ? vzip2q_s64(a, b) : vzip1q_s64(a, b));
 }
-
-/* q4_K / q5_K (block_q4_Kx8, block_q5_Kx8): sub-block j's chunks k = 2o, 2o+1 (values
- * 8o..8o+7 of rows 4h..4h+3; nibbles and 5th bits as in x8_rows_kx8) zipped into row pairs */
-I8MM static ALWAYS_INLINE void x8_mm_rows_kx8(int64_t n, float *s, const char *vw, const size_t bsz, const bool high,
-                                              const char *va, size_t stride, const int P) {
-    const uint8x16_t m4 = vdupq_n_u8(0xF), m10 = vdupq_n_u8(0x10);
-    float32x4_t acc[4][2];   /* [token][h] */
-    UNROLL for (int t = 0; t < 2 * P; t++) acc[t][0] = acc[t][1] = vdupq_n_f32(0);
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        const block_q4_Kx8 *w = (const block_q4_Kx8 *)(const void *)(vw + (size_t)b * bsz);
-        const uint8_t *qh = (const uint8_t *)w + offsetof(block_q5_Kx8, qh);
-        const block_q8_K *a[4];
-        UNROLL for (int t = 0; t < 2 * P; t++) a[t] = (const block_q8_K *)(va + (size_t)t * stride) + b;
-        uint8_t sc[64], mn[64];
-        kx8_scales(w, sc, mn);
-        int32x4_t sumi[2][4];   /* [pair][row pair] */
-        UNROLL for (int q = 0; q < 8; q++) sumi[q / 4][q % 4] = vdupq_n_s32(0);
-        for (int j = 0; j < 8; j++) {
-            const int8x16_t sh = vdupq_n_s8((int8_t)(-4 * (j % 2))), shh = vdupq_n_s8((int8_t)(4 - j));
-            const int16x8_t scs = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(sc + 8 * j)));
-            int32x4_t m[2][4];
-            UNROLL for (int q = 0; q < 8; q++) m[q / 4][q % 4] = vdupq_n_s32(0);
-            UNROLL for (int oh = 0; oh < 8; oh++) {
-                const int o = oh / 2, h = oh % 2;
-                int8x16_t u[2];   /* chunks 2o, 2o+1 */
-                UNROLL for (int e = 0; e < 2; e++) {
-                    const int k = 2 * o + e;
-                    uint8x16_t x = vandq_u8(vshlq_u8(vld1q_u8(w->qs + 256 * (j / 2) + 32 * k + 16 * h), sh), m4);
-                    if (high) x = vorrq_u8(x, vandq_u8(vshlq_u8(vld1q_u8(qh + 32 * k + 16 * h), shh), m10));
-                    u[e] = vreinterpretq_s8_u8(x);
-                }
-                const int8x16_t z[2] = {rows_even(u[0], u[1]), rows_odd(u[0], u[1])};
-                UNROLL for (int p = 0; p < P; p++) {
-                    const int8x16_t y = act_pair(a[2 * p]->qs + 32 * j + 8 * o, a[2 * p + 1]->qs + 32 * j + 8 * o);
-                    m[p][2 * h] = vmmlaq_s32(m[p][2 * h], y, z[0]);
-                    m[p][2 * h + 1] = vmmlaq_s32(m[p][2 * h + 1], y, z[1]);
-                }
-            }
-            UNROLL for (int q = 0; q < 4; q++) {
-                const int32x4_t scq = sc_pair(scs, q);
-                UNROLL for (int p = 0; p < P; p++) sumi[p][q] = vmlaq_s32(sumi[p][q], m[p][q], scq);
-            }
-        }
-        UNROLL for (int h = 0; h < 2; h++) {
-            const float32x4_t dw = load_f16(w->d + 4 * h), dmw = load_f16(w->dmin + 4 * h);
-            UNROLL for (int t = 0; t < 2 * P; t++) {
-                const int16x8_t pb = vpaddq_s16(vld1q_s16(a[t]->bsums), vld1q_s16(a[t]->bsums + 8));
-                const float32x4_t da = vdupq_n_f32(a[t]->d);
-                const int32x4_t v = token_rows(sumi[t / 2][2 * h], sumi[t / 2][2 * h + 1], t % 2);
-                acc[t][h] = vfmaq_f32(acc[t][h], vmulq_f32(dw, da), vcvtq_f32_s32(v));
-                acc[t][h] = vfmsq_f32(acc[t][h], vmulq_f32(dmw, da), vcvtq_f32_s32(x8_mins_q4_K(mn, h, pb)));
-            }
-        }
-    }
-    UNROLL for (int t = 0; t < 2 * P; t++) {
-        vst1q_f32(s + 8 * t, acc[t][0]);
-        vst1q_f32(s + 8 * t + 4, acc[t][1]);
-    }
-}
-I8MM static ALWAYS_INLINE void x8_mm_rows_q5_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int P) {
-    x8_mm_rows_kx8(n, s, vw, sizeof(block_q5_Kx8), true, va, stride, P);
-}
-
-X8_MM_FROM(x8_mm_q5_K, x8_mm_rows_q5_K, x8_rows_q5_K)
 
 /* The K-quant passes by smmla: per sub-block the 4 rows' chunks zipped into row pairs, each token
  * pair's 8 smmla into two sums of the row pairs, sumi += them * sc_pair; the block's end as the
@@ -1595,15 +1520,13 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) {
         t->t[HACHI_TYPE_Q6_K].gemm_min = 5;
     }
 #ifdef HAVE_I8MM
-    if (dotprod && i8mm) {   /* smmla: the GEMMs but Q6_K's, and Q5_K's x8 kernel. The other x8
-                                kernels and Q6_K's GEMM stay sdot's, which take fewer instructions
-                                (Q4_K 2-4 tokens 61 / 52 / 41 against smmla's 65 / 67 / 48; Q6_K 4
-                                tokens 63 against 69, 16 in the GEMM 57 against 60) */
-        t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = x8_mm_q5_K;
+    if (dotprod && i8mm) {   /* smmla: the GEMMs but Q6_K's. The x8 kernels and Q6_K's GEMM stay
+                                sdot's, which take fewer instructions (Q4_K 2-4 tokens 61 / 52 / 41
+                                against smmla's 65 / 67 / 48; Q5_K 98 / 76 / 54 against 101 / 113 /
+                                67; Q6_K 4 tokens 63 against 69, 16 in the GEMM 57 against 60) */
         t->t[HACHI_TYPE_Q4_0].gemm_x8 = gemm_mm_q4_0;   /* the same packed tiles as sdot's */
         t->t[HACHI_TYPE_Q8_0].gemm_x8 = gemm_mm_q8_0;
         t->t[HACHI_TYPE_Q4_0].gemm_min = t->t[HACHI_TYPE_Q8_0].gemm_min = 4;
-        t->t[HACHI_TYPE_Q5_K].gemm_min = 3;
         t->t[HACHI_TYPE_Q4_K].gemm_x8 = gemm_mm_q4_K;
         t->t[HACHI_TYPE_Q5_K].gemm_x8 = gemm_mm_q5_K;
     }
