@@ -22,6 +22,24 @@ static inline float h2f(uint16_t h) { return hachi_f16_to_f32(h); }
 static inline float32x4_t load_f16(const uint16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
 static inline float32x4_t load_bf16(const uint16_t *p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
 static inline float32x4_t load_f32(const float *p) { return vld1q_f32(p); }
+/* 16 values as 4 vectors (one 16-byte load per 8 halves, its two halves converted) */
+static inline void load16_f16(const uint16_t *p, float32x4_t v[4]) {
+    UNROLL for (int i = 0; i < 2; i++) {
+        const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(p + 8 * i));
+        v[2 * i] = vcvt_f32_f16(vget_low_f16(h));
+        v[2 * i + 1] = vcvt_high_f32_f16(h);
+    }
+}
+static inline void load16_bf16(const uint16_t *p, float32x4_t v[4]) {
+    UNROLL for (int i = 0; i < 2; i++) {
+        const uint16x8_t h = vld1q_u16(p + 8 * i);
+        v[2 * i] = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h), 16));
+        v[2 * i + 1] = vreinterpretq_f32_u32(vshll_high_n_u16(h, 16));
+    }
+}
+static inline void load16_f32(const float *p, float32x4_t v[4]) {
+    UNROLL for (int i = 0; i < 4; i++) v[i] = vld1q_f32(p + 4 * i);
+}
 static inline float id_f32(float x) { return x; }
 static inline float bf2f(uint16_t h) { return hachi_bf16_to_f32(h); }
 
@@ -37,7 +55,7 @@ static inline float bf2f(uint16_t h) { return hachi_bf16_to_f32(h); }
 #define FGEMM_R 3
 #define FGEMM_T 4
 #define FTILE_CASE(tile, R, T) case FGEMM_T * ((R) - 1) + (T) - 1: tile(n, yt, ldy, wr, rb, at, stride, R, T); break;
-#define FLOAT_KERNELS(sfx, wtype, load, scalar)                                              \
+#define FLOAT_KERNELS(sfx, wtype, load, load16, scalar)                                      \
     static ALWAYS_INLINE void tile_##sfx(int64_t n, float *y, int64_t ldy, const char *vw, size_t rb, \
                                          const char *va, size_t stride, const int R, const int T) { \
         float32x4_t acc[FGEMM_R][FGEMM_T];                                                   \
@@ -47,7 +65,7 @@ static inline float bf2f(uint16_t h) { return hachi_bf16_to_f32(h); }
             float32x4_t w[FGEMM_R][4];                                                       \
             UNROLL for (int r = 0; r < R; r++) {                                             \
                 const wtype *wr = (const wtype *)(const void *)(vw + (size_t)r * rb) + i;    \
-                UNROLL for (int k = 0; k < 4; k++) w[r][k] = load(wr + 4 * k);               \
+                load16(wr, w[r]);                                                            \
             }                                                                                \
             UNROLL for (int t = 0; t < T; t++) {                                             \
                 const float *a = (const float *)(const void *)(va + (size_t)t * stride) + i; \
@@ -99,11 +117,11 @@ static inline float bf2f(uint16_t h) { return hachi_bf16_to_f32(h); }
             }                                                                                \
     }
 // cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
-FLOAT_KERNELS(f32, float, load_f32, id_f32)
+FLOAT_KERNELS(f32, float, load_f32, load16_f32, id_f32)
 // cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
-FLOAT_KERNELS(f16, uint16_t, load_f16, h2f)
+FLOAT_KERNELS(f16, uint16_t, load_f16, load16_f16, h2f)
 // cppcheck-suppress invalidPointerCast ; the activation rows are f32 arrays (aligned scratch)
-FLOAT_KERNELS(bf16, uint16_t, load_bf16, bf2f)
+FLOAT_KERNELS(bf16, uint16_t, load_bf16, load16_bf16, bf2f)
 
 /* ---------------- 32-element blocks x q8_0 ---------------- */
 
