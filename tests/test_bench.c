@@ -86,6 +86,7 @@ TEST(bench_json_tiny) {
     CHECK_POS(json, "bandwidth_end_gbs", 0);
     CHECK(json_num_at(json, "threads", 0) == 1);
     CHECK(strstr(json, "\"type\": \"q4_0\""));
+    CHECK_POS(json, "load_seconds", 0);
     static const char *dkeys[] = {"decode_tps_median", "decode_tps_min", "decode_tps_max", "ms_per_token",
                                   "bytes_per_token", "achieved_gbs", "roofline_pct", "probe_gbs_min", "probe_gbs_max"};
     CHECKF(count(json, "\"depth\":") == 3, "want 2 depth rows + the profile's depth");   /* 2 rows + profile */

@@ -77,6 +77,7 @@ typedef struct bench_result {
     char cpu[128], kernels[16], type[32];
     const char *model_path;
     size_t file_bytes, plan_bytes, rss_bytes;
+    double load_s;                  /* hachi_model_load: parse, checks, the repack */
     depth_result d[MAX_DEPTHS];
     int n_depths;
     int prefill_tokens;
@@ -504,7 +505,9 @@ static bool write_json(const char *path, const bench_result *r, const bench_opts
     fprintf(f, ",\n  \"kernels\": "); json_str(f, r->kernels);
     fprintf(f, ",\n  \"model\": {\"path\": "); json_str(f, r->model_path);
     fprintf(f, ", \"type\": "); json_str(f, r->type);
-    fprintf(f, ", \"file_bytes\": %zu, \"synthetic\": %s},\n", r->file_bytes, b->synth_shape ? "true" : "false");
+    fprintf(f, ", \"file_bytes\": %zu, \"synthetic\": %s, \"load_seconds\": ", r->file_bytes, b->synth_shape ? "true" : "false");
+    json_num(f, r->load_s);
+    fprintf(f, "},\n");
     fprintf(f, "  \"kv_type\": \"%s\",\n  \"sparse_budget\": %d,\n  \"streaming_heads\": %d,\n",
             hachi_kv_type_name(b->o.sp.kv_type), b->o.sp.sparse_budget, hachi_heads_count(b->o.sp.heads));
     fprintf(f, "  \"context\": %d,\n  \"n\": %ld,\n  \"reps\": %ld,\n  \"depths\": [", r->n_ctx, b->n, b->reps);
@@ -731,8 +734,10 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
 
     int rc = 1;
     hachi_session *s = NULL;
+    r.load_s = cli_time_ms();
     hachi_model *m = cli_load_model(CMD, &b.o, false);
     if (!m) goto out;
+    r.load_s = (cli_time_ms() - r.load_s) / 1000.0;
     hachi_status st = hachi_session_create(m, &b.o.sp, &s);
     if (st) { cli_lib_error(CMD, st, "cannot create the session"); goto out; }
     r.file_bytes = hachi_model_file_bytes(m);
@@ -747,8 +752,8 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
     printf("hachi bench: %s, %d CPUs, %d threads, kernels %s, read bandwidth %.1f GB/s (measured)\n", r.cpu, r.n_cpus,
            r.threads, r.kernels, r.bw_gbs);
     printf("model: %s (%s %s, %.1f MB file, %.1f MB weights read per token, %.1f MB of them interleaved by 8), "
-           "context %d, plan %.1f MB\n", r.model_path, hachi_model_arch(m), r.type, r.file_bytes / 1e6,
-           hachi_model_weight_bytes(m) / 1e6, hachi_model_repacked_bytes(m) / 1e6, n_ctx, r.plan_bytes / 1e6);
+           "loaded in %.2f s, context %d, plan %.1f MB\n", r.model_path, hachi_model_arch(m), r.type, r.file_bytes / 1e6,
+           hachi_model_weight_bytes(m) / 1e6, hachi_model_repacked_bytes(m) / 1e6, r.load_s, n_ctx, r.plan_bytes / 1e6);
     printf("mode: kv %s, attention %s", hachi_kv_type_name(b.o.sp.kv_type), b.o.sp.sparse_budget ? "page-sparse" : "dense");
     if (b.o.sp.sparse_budget) printf(" (budget %d positions)", b.o.sp.sparse_budget);
     if (b.o.sp.draft_budget) printf(", self-speculative draft steps page-sparse (budget %d positions)", b.o.sp.draft_budget);
