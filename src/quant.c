@@ -194,7 +194,7 @@ static void wr64(uint8_t *p, uint64_t x) { memcpy(p, &x, 8); }
 
 static void q6k_values(const block_q6_K *x, uint8_t *v) {
     for (int h = 0; h < 2; h++)
-        for (int l = 0; l < 32; l += 8) {
+        UNROLL_ALL for (int l = 0; l < 32; l += 8) {
             const uint64_t a = rd64(x->ql + 64 * h + l), b = rd64(x->ql + 64 * h + 32 + l), t = rd64(x->qh + 32 * h + l);
             uint8_t *o = v + 128 * h + l;
             wr64(o, (a & B8(0xF)) | (t & B8(3)) << 4);
@@ -205,7 +205,7 @@ static void q6k_values(const block_q6_K *x, uint8_t *v) {
 }
 static void q6k_from_values(const uint8_t *v, block_q6_K *x) {
     for (int h = 0; h < 2; h++)
-        for (int l = 0; l < 32; l += 8) {
+        UNROLL_ALL for (int l = 0; l < 32; l += 8) {
             const uint8_t *o = v + 128 * h + l;
             const uint64_t e0 = rd64(o), e1 = rd64(o + 32), e2 = rd64(o + 64), e3 = rd64(o + 96);
             wr64(x->ql + 64 * h + l, (e0 & B8(0xF)) | (e2 & B8(0xF)) << 4);
@@ -220,9 +220,9 @@ static void q6k_from_values(const uint8_t *v, block_q6_K *x) {
 static void q6kx8_put(block_q6_Kx8 *y, int r, const uint8_t *v) {
     for (int u = 0; u < QK_K / 32; u++) {
         const uint8_t *e = v + 32 * u;
-        for (int c = 0; c < 4; c++)
+        UNROLL_ALL for (int c = 0; c < 4; c++)
             wr32(y->ql + 128 * u + 32 * c + 4 * r, (rd32(e + 4 * c) & B4(0xF)) | (rd32(e + 16 + 4 * c) & B4(0xF)) << 4);
-        for (int s = 0; s < 2; s++) {
+        UNROLL_ALL for (int s = 0; s < 2; s++) {
             const uint8_t *f = e + 16 * s;
             wr32(y->qh + 64 * u + 32 * s + 4 * r, (rd32(f) >> 4 & B4(3)) | (rd32(f + 4) >> 2 & B4(0xC)) |
                                                       (rd32(f + 8) & B4(0x30)) | (rd32(f + 12) << 2 & B4(0xC0)));
@@ -233,13 +233,13 @@ static void q6kx8_get(const block_q6_Kx8 *x, int r, uint8_t *v) {
     for (int u = 0; u < QK_K / 32; u++)
         for (int s = 0; s < 2; s++) {
             const uint32_t t = rd32(x->qh + 64 * u + 32 * s + 4 * r);
-            for (int c = 0; c < 4; c++)
+            UNROLL_ALL for (int c = 0; c < 4; c++)
                 wr32(v + 32 * u + 16 * s + 4 * c,
                      (rd32(x->ql + 128 * u + 32 * c + 4 * r) >> (4 * s) & B4(0xF)) | (t >> (2 * c) & B4(3)) << 4);
         }
 }
 
-/* through the values, words at a time: a value at a time, by its bit positions, took 69
+/* through the values, words at a time: a value at a time, by its bit positions, took 64
  * instructions a byte on ARM (most of loading an E2B file, whose output head is Q6_K:
  * bench/RESULTS.md) */
 void hachi_repack_q6_K_x8(const void *rows, uint64_t row_bytes, void *dst, int64_t n) {
