@@ -1489,7 +1489,7 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) {
     t->t[HACHI_TYPE_F32].gemm = gemm_f32;   /* prefill: tiles of 3 rows x 4 tokens */
     t->t[HACHI_TYPE_F16].gemm = gemm_f16;
     t->t[HACHI_TYPE_BF16].gemm = gemm_bf16;
-    t->t[HACHI_TYPE_F32].gemm_min = t->t[HACHI_TYPE_F16].gemm_min = t->t[HACHI_TYPE_BF16].gemm_min = 2;   /* 0.80-0.84x multi's instructions at 2-3 tokens */
+    t->t[HACHI_TYPE_F32].gemm_min = t->t[HACHI_TYPE_F16].gemm_min = t->t[HACHI_TYPE_BF16].gemm_min = 2;   /* 0.79-0.81x multi's instructions at 2-3 tokens */
     t->t[HACHI_TYPE_F16].to_float = to_float_f16;
     t->f32_to_f16 = f32_to_f16;
     t->f16_to_f32 = f16_to_f32;
