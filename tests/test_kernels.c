@@ -877,10 +877,28 @@ TEST(kernels_q6_K_x8) {
     CHECKF(!hachi_kernels_get(HACHI_ISA_AVX512) || x86_x8 > 0, "no x86 q6_K vec_dot_x8 was tested");
 }
 
+/* Every table's quantizer of type (an activation type) on the n values x, block by block the
+ * same bytes as ref's */
+static void check_quantizer(uint32_t type, const float *x, int64_t n) {
+    const hachi_type_traits *ti = hachi_type_info(type);
+    const size_t bs = (size_t)ti->type_size;
+    const int64_t nb = n / ti->blck_size;
+    char *want = malloc(bs * (size_t)nb), *got = malloc(bs * (size_t)nb);
+    hachi_kernels_ref()->t[type].from_float(x, want, n);
+    for (int i = 0; i < HACHI_ISA_COUNT; i++) {
+        const hachi_kernels *K = hachi_kernels_get((hachi_isa)i);
+        if (!K) continue;
+        K->t[type].from_float(x, got, n);
+        for (int64_t b = 0; b < nb; b++)
+            CHECKF(!memcmp(want + b * bs, got + b * bs, bs), "%s: %s from_float block %lld differs from ref", K->name,
+                   ti->name, (long long)b);
+    }
+    free(want); free(got);
+}
+
 /* The activation quantizers match ref to the byte on rounding ties (x * id exactly k + 0.5:
  * roundf rounds away from zero), zero blocks, and large and tiny magnitudes. */
 TEST(kernels_q8_0_quantize_ties) {
-    const hachi_kernels *R = hachi_kernels_ref();
     enum { N = 32 * 6 };
     float x[N];
     for (int i = 0; i < 32; i++) x[i] = (i == 0 ? 127.0f : (float)(i * 4 - 64) + (i & 1 ? 0.5f : -0.5f));  /* d = 1: ties */
@@ -889,23 +907,13 @@ TEST(kernels_q8_0_quantize_ties) {
     for (int i = 96; i < 128; i++) x[i] = (float)((i * 7919) % 255 - 127) * 1e-30f;                      /* tiny */
     for (int i = 128; i < 160; i++) x[i] = (float)((i * 104729) % 255 - 127) * 1e30f;                    /* huge */
     for (int i = 160; i < N; i++) x[i] = (float)(i - 176) * 0.25f * 127.0f / 16.0f;                      /* quarter steps */
-    char want[N / 32 * sizeof(block_q8_0)], got[sizeof want];
-    R->t[HACHI_TYPE_Q8_0].from_float(x, want, N);
-    for (int i = 0; i < HACHI_ISA_COUNT; i++) {
-        const hachi_kernels *K = hachi_kernels_get((hachi_isa)i);
-        if (!K) continue;
-        K->t[HACHI_TYPE_Q8_0].from_float(x, got, N);
-        for (int b = 0; b < N / 32; b++)
-            CHECKF(!memcmp(want + b * sizeof(block_q8_0), got + b * sizeof(block_q8_0), sizeof(block_q8_0)),
-                   "%s: q8_0 from_float block %d differs from ref", K->name, b);
-    }
+    check_quantizer(HACHI_TYPE_Q8_0, x, N);
 }
 
 /* q8_K quantizers against ref's on the blocks where the rules show: the signed maximum is the first
  * value of the largest magnitude (-127 before +127: iscale 1), halves that round to even, a zero
  * block, the opposite order (+8 before -8), tiny and huge values. */
 TEST(kernels_q8_K_quantize_ties) {
-    const hachi_kernels *R = hachi_kernels_ref();
     enum { N = 256 * 5 };
     static float x[N];
     for (int i = 0; i < 256; i++) x[i] = i == 0 ? -127.0f : i == 1 ? 127.0f : (float)(i % 200 - 100) + 0.5f;   /* ties */
@@ -913,16 +921,7 @@ TEST(kernels_q8_K_quantize_ties) {
     for (int i = 512; i < 768; i++) x[i] = i == 520 ? 8.0f : i == 530 ? -8.0f : (float)(i % 31 - 15) * 0.5f;
     for (int i = 768; i < 1024; i++) x[i] = (float)((i * 7919) % 255 - 127) * 1e-30f;
     for (int i = 1024; i < N; i++) x[i] = (float)((i * 104729) % 255 - 127) * 1e30f;
-    static block_q8_K want[N / 256], got[N / 256];
-    R->t[HACHI_TYPE_Q8_K].from_float(x, want, N);
-    for (int i = 0; i < HACHI_ISA_COUNT; i++) {
-        const hachi_kernels *K = hachi_kernels_get((hachi_isa)i);
-        if (!K) continue;
-        K->t[HACHI_TYPE_Q8_K].from_float(x, got, N);
-        for (int b = 0; b < N / 256; b++)
-            CHECKF(!memcmp(&want[b], &got[b], sizeof want[b]),   // NOLINT(bugprone-suspicious-memory-comparison): byte-identical output is the rule (no padding: 4 + 256 + 32 bytes)
-                   "%s: q8_K from_float block %d differs from ref", K->name, b);
-    }
+    check_quantizer(HACHI_TYPE_Q8_K, x, N);   /* block_q8_K has no padding: 4 + 256 + 32 bytes */
 }
 
 /* gelu_mul and softcap of every table against ref's libm tanhf over -30..30, tiny, huge and
