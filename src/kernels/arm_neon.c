@@ -22,13 +22,16 @@ static inline float h2f(uint16_t h) { return hachi_f16_to_f32(h); }
 static inline float32x4_t load_f16(const uint16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
 static inline float32x4_t load_bf16(const uint16_t *p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
 static inline float32x4_t load_f32(const float *p) { return vld1q_f32(p); }
-/* 16 values as 4 vectors (one 16-byte load per 8 halves, its two halves converted) */
+/* 8 fp16 values as 2 vectors: one 16-byte load, its two halves converted */
+static inline void load8_f16(const uint16_t *p, float32x4_t *lo, float32x4_t *hi) {
+    const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(p));
+    *lo = vcvt_f32_f16(vget_low_f16(h));
+    *hi = vcvt_high_f32_f16(h);
+}
+/* 16 values as 4 vectors */
 static inline void load16_f16(const uint16_t *p, float32x4_t v[4]) {
-    UNROLL for (int i = 0; i < 2; i++) {
-        const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(p + 8 * i));
-        v[2 * i] = vcvt_f32_f16(vget_low_f16(h));
-        v[2 * i + 1] = vcvt_high_f32_f16(h);
-    }
+    load8_f16(p, &v[0], &v[1]);
+    load8_f16(p + 8, &v[2], &v[3]);
 }
 static inline void load16_bf16(const uint16_t *p, float32x4_t v[4]) {
     UNROLL for (int i = 0; i < 2; i++) {
@@ -1136,7 +1139,7 @@ static ALWAYS_INLINE void scores_g8_keys(int64_t hd, const uint16_t *k, int64_t 
     UNROLL for (int j = 0; j < NK; j++)
         UNROLL for (int h = 0; h < 8; h++) c[j][h] = vdupq_n_f32(0);
     for (int64_t i = 0; i < hd; i += 4) {
-        float32x4_t kv[3];
+        float32x4_t kv[2];
         UNROLL for (int j = 0; j < NK; j++) kv[j] = load_f16(k + j * ks + i);
         UNROLL for (int h = 0; h < 8; h++) {
             const float32x4_t qv = vld1q_f32(q + h * hd + i);
@@ -1171,8 +1174,8 @@ static ALWAYS_INLINE void values_g8_run(int64_t hd, int n, const uint16_t *v, in
             a[h][1] = vld1q_f32(out + h * hd + d + 4);
         }
         for (int j = 0; j < n; j++) {
-            const float16x8_t x = vreinterpretq_f16_u16(vld1q_u16(v + j * vs + d));
-            const float32x4_t lo = vcvt_f32_f16(vget_low_f16(x)), hi = vcvt_high_f32_f16(x);
+            float32x4_t lo, hi;
+            load8_f16(v + j * vs + d, &lo, &hi);
             const float32x4_t p0 = vld1q_f32(p + j * 8), p1 = vld1q_f32(p + j * 8 + 4);
             a[0][0] = vfmaq_laneq_f32(a[0][0], lo, p0, 0); a[0][1] = vfmaq_laneq_f32(a[0][1], hi, p0, 0);
             a[1][0] = vfmaq_laneq_f32(a[1][0], lo, p0, 1); a[1][1] = vfmaq_laneq_f32(a[1][1], hi, p0, 1);
