@@ -21,14 +21,27 @@ static ALWAYS_INLINE void q4k_x8_scales(const uint8_t (*scales)[8], uint8_t *sc)
                                                               _mm256_and_si256(_mm256_srli_epi16(s0, 2), m30)));
 }
 
-/* the mins: mv[p] int16 lanes 2r, 2r+1 = row r's m[2p], m[2p+1] */
-static ALWAYS_INLINE void q4k_x8_mins(const uint8_t (*scales)[8], __m256i mv[4]) {
+/* the mins as the scales above: mlo byte 8j + r = row r's m[j] for j < 4, mhi for j = 4..7 */
+static ALWAYS_INLINE void q4k_x8_min_halves(const uint8_t (*scales)[8], __m256i *mlo, __m256i *mhi) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
     const __m256i s1 = _mm256_loadu_si256((const __m256i *)scales[4]);
     const __m256i s2 = _mm256_loadu_si256((const __m256i *)scales[8]);
-    const __m256i mlo = _mm256_and_si256(s1, m6);   /* byte 8j + r: m[j], j < 4 */
-    const __m256i mhi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(s2, 4), m4),
-                                        _mm256_and_si256(_mm256_srli_epi16(s1, 2), m30));   /* j 4..7 */
+    *mlo = _mm256_and_si256(s1, m6);
+    *mhi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(s2, 4), m4), _mm256_and_si256(_mm256_srli_epi16(s1, 2), m30));
+}
+
+/* mn[8j + r] = row r's 6-bit min of sub-block j (mn: 64 bytes, 32-byte aligned) */
+static ALWAYS_INLINE void q4k_x8_min_bytes(const uint8_t (*scales)[8], uint8_t *mn) {
+    __m256i mlo, mhi;
+    q4k_x8_min_halves(scales, &mlo, &mhi);
+    _mm256_store_si256((__m256i *)mn, mlo);
+    _mm256_store_si256((__m256i *)(mn + 32), mhi);
+}
+
+/* the mins: mv[p] int16 lanes 2r, 2r+1 = row r's m[2p], m[2p+1] */
+static ALWAYS_INLINE void q4k_x8_mins(const uint8_t (*scales)[8], __m256i mv[4]) {
+    __m256i mlo, mhi;
+    q4k_x8_min_halves(scales, &mlo, &mhi);
     for (int p = 0; p < 4; p++) {
         const __m256i v = p < 2 ? mlo : mhi;
         const __m128i h = p % 2 ? _mm256_extracti128_si256(v, 1) : _mm256_castsi256_si128(v);
