@@ -1011,7 +1011,7 @@ static ALWAYS_INLINE void gemm2_q6_K(int64_t n, float *y, int64_t ldy, const blo
     UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, _mm512_load_ps(acc[t]));
 }
 /* x8_rows_q6_K's work (x86_vnni_x8.h) in 512-bit vectors: this table's vec_dot_x8 (a decode step,
- * forwards of up to 5 tokens) and the GEMM's lone group. A zmm holds the 8 rows of sub-block 2u in
+ * forwards of up to 4 tokens) and the GEMM's lone group. A zmm holds the 8 rows of sub-block 2u in
  * its lower half and of 2u + 1 in its upper half. The two share their ql bytes (low and high
  * nibbles: one 32-byte load to both halves, the upper half shifted) and have their qh bytes and
  * their scales side by side; a token's two activation dwords go to the halves by one vpermd of
@@ -1238,7 +1238,8 @@ int hachi_kernels_fill_avx512(hachi_kernels *t) {
     t->t[HACHI_TYPE_Q6_K].act_prep = act_prep_q6_K;
     t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = x8z_q6_K;
     t->t[HACHI_TYPE_Q6_K].gemm_x8 = gemm_q6_K;
-    t->t[HACHI_TYPE_Q6_K].gemm_min = 6;   /* x8z_q6_K (4 tokens a pass) below: 0.73-0.80 of gemm2 at 3-4 tokens, 0.92 at 5, 1.04 at 6 */
+    t->t[HACHI_TYPE_Q6_K].gemm_min = 5;   /* x8z_q6_K (4 tokens a pass) below; with gemm2 from 4 tokens instead of 6 (bench_ab,
+                                             E2B Q4_K_M): forwards of 4 rows 1.03x the time, of 5 rows 0.97x */
     return 1;
 }
 
