@@ -38,6 +38,14 @@ static inline float hsum_ps(__m256 v) {
     return _mm_cvtss_f32(x);
 }
 
+/* the largest of v's 8 lanes (no NaN among them: the quantizers' max_ps skip NaNs) */
+static inline float hmax_ps(__m256 v) {
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_max_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
 static inline float hsum_ps128(__m128 x) {
     x = _mm_add_ps(x, _mm_movehl_ps(x, x));
     x = _mm_add_ss(x, _mm_movehdup_ps(x));
@@ -714,10 +722,7 @@ static void quantize_row_q8_0(const float *x, void *vy, int64_t n) {
             v[k] = _mm256_loadu_ps(x + 8 * k);
             m = _mm256_max_ps(_mm256_andnot_ps(sign, v[k]), m);   /* a NaN is skipped, as in ref */
         }
-        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_movehdup_ps(h));
-        const float amax = _mm_cvtss_f32(h);
+        const float amax = hmax_ps(m);
         const float d = amax / 127, id = d ? 1.0f / d : 0.0f;
         y[i].d = hachi_f32_to_f16(d);
         const __m256 vid = _mm256_set1_ps(id);
@@ -746,10 +751,7 @@ static void quantize_row_q8_K(const float *x, void *vy, int64_t n) {
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
         __m256 m = _mm256_setzero_ps();
         for (int k = 0; k < QK_K; k += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)), m);
-        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_movehdup_ps(h));
-        const float amax = _mm_cvtss_f32(h);
+        const float amax = hmax_ps(m);
         if (amax == 0) {
             memset(&y[i], 0, sizeof y[i]);
             continue;
