@@ -1,8 +1,8 @@
 /* kernels/x86_avxvnni: the table of x86 CPUs with AVX-VNNI (VEX-encoded vpdpbusd on 256-bit
  * vectors) but no AVX-512: Intel Alder Lake and later client cores, AMD Zen 5 with AVX-512
  * off. It overrides only the interleaved-row kernels (x86_vnni_x8.h: Q4_0, Q4_K, Q5_K, Q6_K,
- * Q8_0; 4 activation rows per pass: 16 vector registers) and the Q4_0 and Q8_0 prefill GEMMs
- * (two groups of 8 rows a pass, below); every other entry is the AVX2 table's, which
+ * Q8_0; 4 activation rows per pass: 16 vector registers) and the Q4_0, Q8_0 (two groups of 8
+ * rows a pass), Q4_K and Q5_K (one group, 8 tokens a pass) prefill GEMMs below; every other entry is the AVX2 table's, which
  * dispatch.c copies first. Built with the AVX2/FMA/F16C/AVX-VNNI flags that dispatch.c
  * checks. */
 #include "kernels/kernels.h"
@@ -80,18 +80,114 @@ static ALWAYS_INLINE void x16_rows_q8_0(int64_t n, float *y, int64_t ldy, const 
 GEMM_FROM_PAIRS(gemm_q4_0_x8, x16_rows_q4_0, block_q4_0x8, QK8_0, x8_q4_0, 4, GEMM_CASES3)
 GEMM_FROM_PAIRS(gemm_q8_0_x8, x16_rows_q8_0, block_q8_0x8, QK8_0, x8_q8_0, 4, GEMM_CASES3)
 
+/* s + sc * (the 8 rows' dot products of one sub-block, q, with the token's 32 bytes at ya),
+ * the running sum s in memory (L1): 8 vpdpbusd against broadcasts of 4 activation bytes (VEX
+ * has no broadcast operand) in two chains, one asm so that nothing spills (as in the AVX-512
+ * file's kx8_subblock: the registers are q's 8, sc, two chains and two broadcasts) */
+static ALWAYS_INLINE void kx8v_subblock(__m256i *s, const __m256i *q, __m256i sc, const int8_t *ya) {
+    __m256i p0, p1, b0, b1;
+    __asm__("vpbroadcastd 0(%[a]), %[b0]\n\t"
+            "vpbroadcastd 4(%[a]), %[b1]\n\t"
+            "vpxor %[p0], %[p0], %[p0]\n\t"
+            "vpxor %[p1], %[p1], %[p1]\n\t"
+            "%{vex%} vpdpbusd %[b0], %[q0], %[p0]\n\t"
+            "vpbroadcastd 8(%[a]), %[b0]\n\t"
+            "%{vex%} vpdpbusd %[b1], %[q1], %[p1]\n\t"
+            "vpbroadcastd 12(%[a]), %[b1]\n\t"
+            "%{vex%} vpdpbusd %[b0], %[q2], %[p0]\n\t"
+            "vpbroadcastd 16(%[a]), %[b0]\n\t"
+            "%{vex%} vpdpbusd %[b1], %[q3], %[p1]\n\t"
+            "vpbroadcastd 20(%[a]), %[b1]\n\t"
+            "%{vex%} vpdpbusd %[b0], %[q4], %[p0]\n\t"
+            "vpbroadcastd 24(%[a]), %[b0]\n\t"
+            "%{vex%} vpdpbusd %[b1], %[q5], %[p1]\n\t"
+            "vpbroadcastd 28(%[a]), %[b1]\n\t"
+            "%{vex%} vpdpbusd %[b0], %[q6], %[p0]\n\t"
+            "%{vex%} vpdpbusd %[b1], %[q7], %[p1]\n\t"
+            "vpaddd %[p1], %[p0], %[p0]\n\t"
+            "vpmulld %[sc], %[p0], %[p0]\n\t"
+            "vpaddd %[s], %[p0], %[p0]\n\t"
+            "vmovdqa %[p0], %[s]"
+            : [s] "+m"(*s), [p0] "=&x"(p0), [p1] "=&x"(p1), [b0] "=&x"(b0), [b1] "=&x"(b1)
+            : [a] "r"(ya), [q0] "x"(q[0]), [q1] "x"(q[1]), [q2] "x"(q[2]), [q3] "x"(q[3]), [q4] "x"(q[4]),
+              [q5] "x"(q[5]), [q6] "x"(q[6]), [q7] "x"(q[7]), [sc] "x"(sc), "m"(*(const int8_t (*)[32])ya));
+}
+
+/* x8_rows_kx8's work (x86_vnni_x8.h) as a GEMM: 8 interleaved q4_K rows (q5_K rows: high) and
+ * NT <= 8 tokens a pass, each sub-block's values unpacked once for all NT (kx8v_subblock), the
+ * tokens' int32 sums in an L1 array, the float sums in y. Each lane is x8_rows_kx8's
+ * computation, bit for bit ref's. */
+static ALWAYS_INLINE void gemm1_kx8(int64_t n, float *y, int64_t ldy, const char *vw, const size_t bsz, const bool high,
+                                    const char *a, size_t a_stride, const int NT) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    UNROLL for (int t = 0; t < NT; t++) _mm256_storeu_ps(y + (size_t)t * ldy, _mm256_setzero_ps());
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        const block_q4_Kx8 *w = (const block_q4_Kx8 *)(const void *)(vw + (size_t)b * bsz);
+        const uint8_t *qh = (const uint8_t *)w + offsetof(block_q5_Kx8, qh);
+        const char *next = (const char *)w + X8_PF_DIST;
+        _Alignas(32) uint8_t sc[64];
+        q4k_x8_scales(w->scales, sc);
+        __m256i sumi[8];
+        UNROLL for (int t = 0; t < NT; t++) sumi[t] = _mm256_setzero_si256();
+        UNROLL for (int j = 0; j < 8; j++) {
+            UNROLL for (int l = 0; l < 3; l++) {   /* bsz / 8 bytes per sub-block */
+                if (l == 2 && !high) break;
+                _mm_prefetch(next + bsz / 8 * j + 64 * l, X8_PF_HINT);
+            }
+            const __m256i scv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8 * j)));
+            const uint8_t *qj = w->qs + 256 * (j / 2);
+            __m256i q[8];
+            UNROLL for (int c = 0; c < 8; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(qj + 32 * c));
+                q[c] = j % 2 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+                if (high) q[c] = _mm256_or_si256(q[c], kx8_high(_mm256_loadu_si256((const __m256i *)(qh + 32 * c)), j));
+            }
+            UNROLL for (int t = 0; t < NT; t++)
+                kx8v_subblock(&sumi[t], q, scv, ((const block_q8_K *)(a + (size_t)t * a_stride) + b)->qs + 32 * j);
+        }
+        __m256i mv[4];
+        q4k_x8_mins(w->scales, mv);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin));
+        UNROLL for (int t = 0; t < NT; t++) {
+            const block_q8_K *ab = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
+            const __m256 da = _mm256_set1_ps(ab->d);
+            __m256 acc = _mm256_loadu_ps(y + (size_t)t * ldy);
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi[t]), acc);
+            acc = _mm256_fnmadd_ps(_mm256_mul_ps(dmw, da), _mm256_cvtepi32_ps(q4k_x8_summ(mv, ab)), acc);
+            _mm256_storeu_ps(y + (size_t)t * ldy, acc);
+        }
+    }
+}
+static ALWAYS_INLINE void gemm2_q4_K(int64_t n, float *y, int64_t ldy, const block_q4_Kx8 *g0, const block_q4_Kx8 *g1,
+                                     const char *a, size_t a_stride, const int NT) {
+    gemm1_kx8(n, y, ldy, (const char *)g0, sizeof *g0, false, a, a_stride, NT);
+    gemm1_kx8(n, y + 8, ldy, (const char *)g1, sizeof *g1, false, a, a_stride, NT);
+}
+static ALWAYS_INLINE void gemm2_q5_K(int64_t n, float *y, int64_t ldy, const block_q5_Kx8 *g0, const block_q5_Kx8 *g1,
+                                     const char *a, size_t a_stride, const int NT) {
+    gemm1_kx8(n, y, ldy, (const char *)g0, sizeof *g0, true, a, a_stride, NT);
+    gemm1_kx8(n, y + 8, ldy, (const char *)g1, sizeof *g1, true, a, a_stride, NT);
+}
+GEMM_FROM_PAIRS(gemm_q4_K, gemm2_q4_K, block_q4_Kx8, QK_K, x8_q4_K, 8, GEMM_CASES7)
+GEMM_FROM_PAIRS(gemm_q5_K, gemm2_q5_K, block_q5_Kx8, QK_K, x8_q5_K, 8, GEMM_CASES7)
+
 /* on a copy of AVX2's table */
 int hachi_kernels_fill_avxvnni(hachi_kernels *t) {
     t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;   /* with AVX2's activation extras */
     t->t[HACHI_TYPE_Q4_0].gemm_x8 = gemm_q4_0_x8;   /* bench_ab on Zen 5: forwards of 2 rows 1.10x, 4 0.99x, 8 0.95x */
     t->t[HACHI_TYPE_Q4_0].gemm_min = 4;
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;
+    t->t[HACHI_TYPE_Q4_K].gemm_x8 = gemm_q4_K;   /* bench_ab, E2B Q4_K_M on Zen 5: prefill 256 0.87x; */
+    t->t[HACHI_TYPE_Q4_K].gemm_min = 8;           /* forwards of 2 rows 1.07x, 4 1.08x, 8-16 1.00x */
     t->t[HACHI_TYPE_Q8_0].act_extra = act_extra_q8_0;
     t->t[HACHI_TYPE_Q8_0].act_prep = act_prep_q8_0;
     t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = x8_q8_0;
     t->t[HACHI_TYPE_Q8_0].gemm_x8 = gemm_q8_0_x8;   /* bench_ab, E2B-shaped Q8_0 on Zen 5: prefill 512 0.81x; */
     t->t[HACHI_TYPE_Q8_0].gemm_min = 16;             /* forwards of 4 rows 1.16x, 8 1.06x, 12 1.01x, 16 0.93x */
     t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = x8_q5_K;
+    t->t[HACHI_TYPE_Q5_K].gemm_x8 = gemm_q5_K;   /* the same kernel: Q4_K's threshold */
+    t->t[HACHI_TYPE_Q5_K].gemm_min = 8;
     t->t[HACHI_TYPE_Q6_K].act_extra = act_extra_q6_K;
     t->t[HACHI_TYPE_Q6_K].act_prep = act_prep_q6_K;
     t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = x8_q6_K;
