@@ -539,17 +539,17 @@ static void multi_q4_K(int64_t n, float *s, const void *vw, const void *va, size
     for (int r = 0; r < na; r++) s[r] = hsum_ps(acc[r]) + hsum_ps128(accm[r]);
 }
 
-/* 8 interleaved q4_K rows (block_q4_Kx8) against R activation rows. Per block the 8 rows'
- * scales and mins are decoded once for all R rows (byte k of the 8 rows' scales is one
- * 64-bit lane, so the 6-bit unpacking of unpack_k_scales runs on 8 rows at once). Per
- * sub-block j and row: 8 maddubs (4 nibble bytes of each weight row against a broadcast of
- * 4 activation bytes) summed in int16 (|sum| <= 8 * 2 * 15 * 128 < 2^15), one madd with
- * sc[j] of each weight row in both int16 lanes of that row -> int32 per row, summed over
- * the 8 sub-blocks; the mins: 4 madds of the rows' (m[2p], m[2p+1]) against (bsum pair 2p,
- * bsum pair 2p+1). Then acc = fma(dw*da, sumi, acc), acc = fma(-(dmw*da), summ, acc):
- * exactly ref's order, so results equal ref's bit for bit and never depend on R. */
-static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
-    const block_q4_Kx8 *w = vw;
+/* 8 interleaved q4_K rows (block_q4_Kx8; bsz its size) or q5_K rows (block_q5_Kx8, high: the
+ * values' 5th bit from its qh) against R activation rows. Per block the 8 rows' scales and
+ * mins are decoded once for all R rows (x86_q4k_x8.h). Per sub-block j and row: 8 maddubs (4
+ * value bytes of each weight row against a broadcast of 4 activation bytes) summed in int16
+ * (q4_K: |sum| <= 8 * 2 * 15 * 128 < 2^15; q5_K in two halves of 4, <= 4 * 2 * 31 * 128), one
+ * madd per int16 sum with sc[j] of each weight row in both int16 lanes of that row -> int32 per
+ * row, summed over the 8 sub-blocks; the mins: 4 madds of the rows' (m[2p], m[2p+1]) against
+ * (bsum pair 2p, bsum pair 2p+1). Then acc = fma(dw*da, sumi, acc), acc = fma(-(dmw*da), summ,
+ * acc): exactly ref's order, so results equal ref's bit for bit and never depend on R. */
+static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const size_t bsz, const bool high,
+                                      const char *va, size_t stride, const int R) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     /* from 8 bytes in each 128-bit half: int16 lanes 2r, 2r+1 = byte r (rows 0..3 in half 0, 4..7 in half 1) */
     const __m256i dup = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
@@ -557,41 +557,56 @@ static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, cons
     __m256 acc[ROWS_MAX];
     UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; b++) {
+        const block_q4_Kx8 *w = (const block_q4_Kx8 *)(const void *)(vw + (size_t)b * bsz);
+        const uint8_t *qh = (const uint8_t *)w + offsetof(block_q5_Kx8, qh);
         /* prefetched: AVX2_PF_DIST ahead, a block's worth per block (the next block instead: E2B
          * Q4_K_M decode 1.08x the time with this table on Zen 5, in one process) */
-        const char *next = (const char *)(w + b) + AVX2_PF_DIST;
+        const char *next = (const char *)w + AVX2_PF_DIST;
         _Alignas(32) uint8_t sc[64];   /* sc[8j + r]: row r's 6-bit scale of sub-block j */
-        q4k_x8_scales(w[b].scales, sc);
+        q4k_x8_scales(w->scales, sc);
         __m256i sumi[ROWS_MAX];
         UNROLL for (int j = 0; j < 8; j++) {
-            _mm_prefetch(next + 128 * j, _MM_HINT_T0);
-            _mm_prefetch(next + 128 * j + 64, _MM_HINT_T0);
+            if (high) {   /* 176 bytes per sub-block */
+                UNROLL for (int l = 0; l < 3; l++) _mm_prefetch(next + 176 * j + 64 * l, _MM_HINT_T0);
+            } else {
+                _mm_prefetch(next + 128 * j, _MM_HINT_T0);
+                _mm_prefetch(next + 128 * j + 64, _MM_HINT_T0);
+            }
             int64_t s8;
             memcpy(&s8, sc + 8 * j, 8);
             const __m256i scv = _mm256_shuffle_epi8(_mm256_set1_epi64x(s8), dup);
-            const uint8_t *qj = w[b].qs + 256 * (j / 2);
+            const uint8_t *qj = w->qs + 256 * (j / 2);
             __m256i p[ROWS_MAX];
             UNROLL for (int c = 0; c < 8; c++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(qj + 32 * c));
-                const __m256i q = j % 2 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+                __m256i q = j % 2 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+                if (high) q = _mm256_or_si256(q, kx8_high(_mm256_loadu_si256((const __m256i *)(qh + 32 * c)), j));
                 UNROLL for (int r = 0; r < R; r++) {
                     const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + b;
                     const __m256i t = _mm256_maddubs_epi16(q, bcast32(a->qs + 32 * j + 4 * c));
-                    p[r] = c ? _mm256_add_epi16(p[r], t) : t;
+                    p[r] = c == 0 || (high && c == 4) ? t : _mm256_add_epi16(p[r], t);
                     __asm__("" : "+x"(p[r]));   /* keep the sum in a register: gcc otherwise spills every product */
+                }
+                if (high && c == 3) {
+                    UNROLL for (int r = 0; r < R; r++) {
+                        const __m256i t = _mm256_madd_epi16(p[r], scv);
+                        sumi[r] = j ? _mm256_add_epi32(sumi[r], t) : t;
+                    }
                 }
             }
             UNROLL for (int r = 0; r < R; r++) {
                 const __m256i t = _mm256_madd_epi16(p[r], scv);
-                sumi[r] = j ? _mm256_add_epi32(sumi[r], t) : t;
+                sumi[r] = j || high ? _mm256_add_epi32(sumi[r], t) : t;
             }
         }
-        _mm_prefetch(next + 1024, _MM_HINT_T0);
-        _mm_prefetch(next + 1088, _MM_HINT_T0);
+        if (!high) {
+            _mm_prefetch(next + 1024, _MM_HINT_T0);
+            _mm_prefetch(next + 1088, _MM_HINT_T0);
+        }
         __m256i mv[4];
-        q4k_x8_mins(w[b].scales, mv);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
-        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].dmin));
+        q4k_x8_mins(w->scales, mv);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin));
         UNROLL for (int r = 0; r < R; r++) {
             const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + b;
             const __m256 da = _mm256_set1_ps(a->d);
@@ -601,7 +616,69 @@ static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, cons
     }
     UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
 }
+static ALWAYS_INLINE void x8_rows_q4_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    x8_rows_kx8(n, s, vw, sizeof(block_q4_Kx8), false, va, stride, R);
+}
+static ALWAYS_INLINE void x8_rows_q5_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    x8_rows_kx8(n, s, vw, sizeof(block_q5_Kx8), true, va, stride, R);
+}
 ROWS_FROM(x8_q4_K, x8_rows_q4_K, 8)
+ROWS_FROM(x8_q5_K, x8_rows_q5_K, 8)
+
+/* 8 interleaved q6_K rows (block_q6_Kx8) against R activation rows. Per sub-block j of 16 and
+ * row: 4 maddubs of the rows' unsigned 6-bit values v (4 of each row a vector, Q6X8_VALUES)
+ * against broadcasts of 4 activation bytes, summed two by two in int16 (|sum| <= 4 * 63 * 128
+ * < 2^15), each pair's sum times sc[j] of each weight row (madd, the int8 scale sign-extended
+ * into both int16 lanes of its row) -> int32 sum_j sc_j * sum(v*y) per row. The offset of v
+ * (v - 32) once a block: 8 madds of the rows' scale pairs (sc[2p], sc[2p+1]) against the bsum
+ * pairs, 32 * sum_j sc_j * bsum_j, subtracted: the exact integer of ref. Then acc = fma(dw*da,
+ * sumi, acc) in block order as ref does, bit for bit, whatever R. */
+static ALWAYS_INLINE void x8_rows_q6_K(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    const block_q6_Kx8 *w = vw;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    /* as x8_rows_kx8's, byte r in the high byte of lanes 2r, 2r+1 (then an arithmetic shift) */
+    const __m256i dup = _mm256_setr_epi8(-1, 0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3,
+                                         -1, 4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7);
+    __m256 acc[ROWS_MAX];
+    UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        const char *next = (const char *)(w + b) + AVX2_PF_DIST;
+        __m256i sumi[ROWS_MAX];
+        for (int u = 0; u < QK_K / 32; u++) {
+            UNROLL for (int sb = 0; sb < 2; sb++) {
+                const int j = 2 * u + sb;
+                _mm_prefetch(next + 128 * j, _MM_HINT_T0);   /* 16 x 128 >= 1680 bytes a block */
+                _mm_prefetch(next + 128 * j + 64, _MM_HINT_T0);
+                __m256i q[4];
+                Q6X8_VALUES(__m256i, v256, load256, w[b].ql, w[b].qh, u, sb, q);
+                int64_t s8;
+                memcpy(&s8, w[b].scales[j], 8);
+                const __m256i scv = _mm256_srai_epi16(_mm256_shuffle_epi8(_mm256_set1_epi64x(s8), dup), 8);
+                UNROLL for (int r = 0; r < R; r++) {
+                    const int8_t *y = ((const block_q8_K *)(va + (size_t)r * stride) + b)->qs + 16 * j;
+                    const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(q[0], bcast32(y)), _mm256_maddubs_epi16(q[1], bcast32(y + 4)));
+                    const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(q[2], bcast32(y + 8)), _mm256_maddubs_epi16(q[3], bcast32(y + 12)));
+                    const __m256i t = _mm256_add_epi32(_mm256_madd_epi16(p0, scv), _mm256_madd_epi16(p1, scv));
+                    sumi[r] = j ? _mm256_add_epi32(sumi[r], t) : t;
+                }
+            }
+        }
+        __m256i scp[8];   /* int16 lanes 2r, 2r+1: row r's sc[2p], sc[2p + 1] */
+        UNROLL for (int k = 0; k < 8; k++)
+            scp[k] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)w[b].scales[2 * k]),
+                                                            _mm_loadl_epi64((const __m128i *)w[b].scales[2 * k + 1])));
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
+        UNROLL for (int r = 0; r < R; r++) {
+            const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + b;
+            __m256i off = _mm256_madd_epi16(scp[0], bcast32((const int8_t *)a->bsums));
+            UNROLL for (int k = 1; k < 8; k++) off = _mm256_add_epi32(off, _mm256_madd_epi16(scp[k], bcast32((const int8_t *)(a->bsums + 2 * k))));
+            const __m256i t = _mm256_sub_epi32(sumi[r], _mm256_slli_epi32(off, 5));
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a->d)), _mm256_cvtepi32_ps(t), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
+}
+ROWS_FROM(x8_q6_K, x8_rows_q6_K, 8)
 
 /* q5_K: the 5th bit of sub-block 2c is bit 2c of qh[l], of sub-block 2c+1 bit 2c+1 */
 void hachi_vec_dot_q5_K_q8_K_avx2(int64_t n, float *s, const void *vw, const void *va) {
@@ -974,8 +1051,8 @@ int hachi_kernels_fill_avx2(hachi_kernels *t) {
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;   /* the loader repacks Q4_K rows by 8 too */
     set(t, HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_avx2, multi_q5_K);
     set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx2, multi_q6_K);
-    t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = NULL;   /* ref's: Q5_K and Q6_K rows keep the file's layout here */
-    t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = NULL;
+    t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = x8_q5_K;
+    t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = x8_q6_K;
     t->t[HACHI_TYPE_F16].to_float = to_float_f16;
     t->t[HACHI_TYPE_Q8_0].from_float = quantize_row_q8_0;
     t->t[HACHI_TYPE_Q8_K].from_float = quantize_row_q8_K;

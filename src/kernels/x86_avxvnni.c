@@ -130,9 +130,11 @@ static ALWAYS_INLINE void gemm1_kx8(int64_t n, float *y, int64_t ldy, const char
         __m256i sumi[8];
         UNROLL for (int t = 0; t < NT; t++) sumi[t] = _mm256_setzero_si256();
         UNROLL for (int j = 0; j < 8; j++) {
-            UNROLL for (int l = 0; l < 3; l++) {   /* bsz / 8 bytes per sub-block */
-                if (l == 2 && !high) break;
-                _mm_prefetch(next + bsz / 8 * j + 64 * l, X8_PF_HINT);
+            if (high) {   /* as x8_rows_kx8: 176 bytes per sub-block */
+                UNROLL for (int l = 0; l < 3; l++) _mm_prefetch(next + 176 * j + 64 * l, X8_PF_HINT);
+            } else {   /* 128, and two lines after the loop */
+                _mm_prefetch(next + 128 * j, X8_PF_HINT);
+                _mm_prefetch(next + 128 * j + 64, X8_PF_HINT);
             }
             const __m256i scv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8 * j)));
             const uint8_t *qj = w->qs + 256 * (j / 2);
@@ -144,6 +146,10 @@ static ALWAYS_INLINE void gemm1_kx8(int64_t n, float *y, int64_t ldy, const char
             }
             UNROLL for (int t = 0; t < NT; t++)
                 kx8v_subblock(&sumi[t], q, scv, ((const block_q8_K *)(a + (size_t)t * a_stride) + b)->qs + 32 * j);
+        }
+        if (!high) {
+            _mm_prefetch(next + 1024, X8_PF_HINT);
+            _mm_prefetch(next + 1088, X8_PF_HINT);
         }
         __m256i mv[4];
         q4k_x8_mins(w->scales, mv);

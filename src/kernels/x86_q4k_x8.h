@@ -1,8 +1,9 @@
-/* kernels/x86_q4k_x8: the per-block parts of the interleaved q4_K and q5_K kernels
- * that the AVX2 and AVX-512 files share: the 8 rows' 6-bit scales and mins decoded with a few
- * vector ops (byte k of the 8 rows' scales is one 64-bit lane, so the 6-bit unpacking runs
- * on 8 rows at once), and the mins' exact integer sum against an activation block's bsums.
- * Included only by files built with AVX2 (or wider) flags. */
+/* kernels/x86_q4k_x8: the per-block parts of the interleaved K-quant kernels (block_q4_Kx8,
+ * block_q5_Kx8, block_q6_Kx8) that the AVX2, AVX-VNNI and AVX-512 files share: the 8 rows'
+ * 6-bit scales and mins decoded with a few vector ops (byte k of the 8 rows' scales is one
+ * 64-bit lane, so the 6-bit unpacking runs on 8 rows at once), the mins' exact integer sum
+ * against an activation block's bsums, the q5_K values' 5th bit (kx8_high) and the q6_K
+ * values (Q6X8_VALUES). Included only by files built with AVX2 (or wider) flags. */
 #ifndef HACHI_KERNELS_X86_Q4K_X8_H
 #define HACHI_KERNELS_X86_Q4K_X8_H
 #include <immintrin.h>
@@ -60,5 +61,33 @@ static ALWAYS_INLINE __m256i q4k_x8_summ(const __m256i mv[4], const block_q8_K *
                             _mm256_add_epi32(_mm256_madd_epi16(mv[2], _mm256_shuffle_epi32(p2, 0xAA)),
                                              _mm256_madd_epi16(mv[3], _mm256_shuffle_epi32(p2, 0xFF))));
 }
+
+/* Bit j of each byte of h moved to bit 4, the rest cleared (j a constant after unrolling):
+ * the high bits of q5_K values in block_q5_Kx8's qh */
+static ALWAYS_INLINE __m256i kx8_high(__m256i h, int j) {
+    const __m256i t = j < 4 ? _mm256_slli_epi16(h, 4 - j) : j == 4 ? h : _mm256_srli_epi16(h, j - 4);
+    return _mm256_and_si256(t, _mm256_set1_epi8(0x10));
+}
+
+/* The 6-bit values of unit u, half sb (sub-block 2u + sb) of 8 interleaved rows (ql, qh: the
+ * block's arrays at that group): 4 vectors of 4 values of each row (c = 0..3), the nibble from
+ * ql (low or high half of the byte) and the top 2 bits from qh (bits 2c, 2c+1) moved to bits
+ * 4-5; the 16-bit shifts' carries between bytes fall outside the masks. */
+#define Q6X8_VALUES(T, P, load, ql, qh, u, sb, q)                                                      \
+    do {                                                                                               \
+        const T h_ = load((qh) + 64 * (u) + 32 * (sb));                                                \
+        UNROLL for (int c_ = 0; c_ < 4; c_++) {                                                        \
+            const T l_ = load((ql) + 128 * (u) + 32 * c_);                                             \
+            const T n_ = (sb) ? P##_and(P##_srli(l_, 4), m4) : P##_and(l_, m4);                       \
+            const T t_ = c_ == 0 ? P##_slli(h_, 4) : c_ == 1 ? P##_slli(h_, 2) : c_ == 2 ? h_ : P##_srli(h_, 2); \
+            (q)[c_] = P##_or(n_, P##_and(t_, m30));                                                    \
+        }                                                                                              \
+    } while (0)
+/* the byte-mask operations of 256-bit vectors, by prefix (Q6X8_VALUES; x86_avx512.c adds v512) */
+#define v256_and _mm256_and_si256
+#define v256_or _mm256_or_si256
+#define v256_srli _mm256_srli_epi16
+#define v256_slli _mm256_slli_epi16
+static ALWAYS_INLINE __m256i load256(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 #endif

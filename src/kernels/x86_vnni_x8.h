@@ -7,7 +7,7 @@
  * vec_dot_x8 entries x8_q4_0 (over AVX2's Q4_0 activation extras), x8_q4_K, x8_q5_K, and
  * x8_q8_0 and x8_q6_K over their own extras (act_extra_q8_0 / act_prep_q8_0, act_extra_q6_K /
  * act_prep_q6_K; x8_q6_K only without VNNI_X8_NO_Q6_K, which AVX-512 sets: it has a 512-bit one),
- * and Q6X8_VALUES (the unpacking the AVX-512 GEMM shares). */
+ * and x86_q4k_x8.h's unpacking of the interleaved K-quant values. */
 #ifndef HACHI_KERNELS_X86_VNNI_X8_H
 #define HACHI_KERNELS_X86_VNNI_X8_H
 #include <immintrin.h>
@@ -91,13 +91,6 @@ static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, cons
         }
     }
     UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
-}
-
-/* Bit j of each byte of h moved to bit 4, the rest cleared (j a constant after unrolling):
- * the high bits of q5_K values in block_q5_Kx8's qh */
-static ALWAYS_INLINE __m256i kx8_high(__m256i h, int j) {
-    const __m256i t = j < 4 ? _mm256_slli_epi16(h, 4 - j) : j == 4 ? h : _mm256_srli_epi16(h, j - 4);
-    return _mm256_and_si256(t, _mm256_set1_epi8(0x10));
 }
 
 /* 8 interleaved q4_K rows (block_q4_Kx8; bsz its size) or q5_K rows (block_q5_Kx8, high: the
@@ -256,27 +249,6 @@ static void act_prep_q6_K(int64_t n, void *va, int64_t b0, int64_t b1) {
         }
     }
 }
-
-/* The 6-bit values of unit u, half sb (sub-block 2u + sb) of 8 interleaved rows (ql, qh: the
- * block's arrays at that group): 4 vectors of 4 values of each row (c = 0..3), the nibble from
- * ql (low or high half of the byte) and the top 2 bits from qh (bits 2c, 2c+1) moved to bits
- * 4-5; the 16-bit shifts' carries between bytes fall outside the masks. */
-#define Q6X8_VALUES(T, P, load, ql, qh, u, sb, q)                                                      \
-    do {                                                                                               \
-        const T h_ = load((qh) + 64 * (u) + 32 * (sb));                                                \
-        UNROLL for (int c_ = 0; c_ < 4; c_++) {                                                        \
-            const T l_ = load((ql) + 128 * (u) + 32 * c_);                                             \
-            const T n_ = (sb) ? P##_and(P##_srli(l_, 4), m4) : P##_and(l_, m4);                       \
-            const T t_ = c_ == 0 ? P##_slli(h_, 4) : c_ == 1 ? P##_slli(h_, 2) : c_ == 2 ? h_ : P##_srli(h_, 2); \
-            (q)[c_] = P##_or(n_, P##_and(t_, m30));                                                    \
-        }                                                                                              \
-    } while (0)
-/* the byte-mask operations of 256-bit vectors, by prefix (Q6X8_VALUES; x86_avx512.c adds v512) */
-#define v256_and _mm256_and_si256
-#define v256_or _mm256_or_si256
-#define v256_srli _mm256_srli_epi16
-#define v256_slli _mm256_slli_epi16
-static ALWAYS_INLINE __m256i load256(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 /* 8 interleaved q6_K rows (block_q6_Kx8) against R activation rows: per sub-block j, 4
  * vpdpbusd of the rows' values against broadcasts of 4 activation bytes, from -32*bsum_j (the
