@@ -156,8 +156,6 @@ static void gemm_q4_0(int64_t n, float *y, int64_t ldy, const void *w8, int n_gr
 int hachi_kernels_fill_amx(hachi_kernels *t) {
     (void)x8_q4_K;   /* the header's other kernels are the AVX-512 table's */
     (void)x8_q8_0;
-    (void)act_extra_q8_0;
-    (void)act_prep_q8_0;
     (void)x8_q5_K;
     (void)x8_q6_K;
     (void)act_extra_q6_K;

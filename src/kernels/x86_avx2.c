@@ -236,12 +236,12 @@ static ALWAYS_INLINE void q4_0_extra(const char *row, int64_t nb, int64_t b, int
     memcpy(da, ex + 16, 4);
 }
 static size_t act_extra_q4_0(int64_t n) { return (size_t)((n / QK8_0 + Q4_0_GROUP - 1) / Q4_0_GROUP) * 32; }
-static void act_prep_q4_0(int64_t n, void *va, int64_t b0, int64_t b1) {
+static ALWAYS_INLINE void act_prep_sums(int64_t n, void *va, int64_t b0, int64_t b1, const int32_t mul) {
     const int64_t nb = n / QK8_0;
     const block_q8_0 *a = va;
     char *ex = (char *)va + nb * (int64_t)sizeof(block_q8_0);
     const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
-    for (int64_t g = b0 / Q4_0_GROUP; g * Q4_0_GROUP < b1; g++) {
+    for (int64_t g = b0 / Q4_0_GROUP; g * Q4_0_GROUP < b1; g++) {   /* b0 % 4 == 0 */
         int32_t sums[Q4_0_GROUP] = {0};
         float d[Q4_0_GROUP] = {0};
         for (int k = 0; k < Q4_0_GROUP && g * Q4_0_GROUP + k < nb; k++) {
@@ -251,13 +251,17 @@ static void act_prep_q4_0(int64_t n, void *va, int64_t b0, int64_t b1) {
             __m128i t = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
             t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
             t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
-            sums[k] = -8 * _mm_cvtsi128_si32(t);
+            sums[k] = mul * _mm_cvtsi128_si32(t);
             d[k] = h2f(b->d);
         }
         memcpy(ex + 32 * g, sums, 16);
         memcpy(ex + 32 * g + 16, d, 16);
     }
 }
+static void act_prep_q4_0(int64_t n, void *va, int64_t b0, int64_t b1) { act_prep_sums(n, va, b0, b1, -8); }
+/* Q8_0's extras in the same layout: -128*sum(y) (block_q8_0x8 stores the weights + 128; the VNNI
+ * kernels' vpdpbusd chains start from it, this table's x8 kernel adds it) and d */
+static void act_prep_q8_0(int64_t n, void *va, int64_t b0, int64_t b1) { act_prep_sums(n, va, b0, b1, -128); }
 
 /* the 32 unsigned nibbles of a q4_0 block: bytes 0..15 low nibbles, 16..31 high nibbles */
 static ALWAYS_INLINE __m256i q4_0_nibbles(const block_q4_0 *b) {
@@ -366,6 +370,46 @@ static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, cons
     UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
 }
 ROWS_FROM(x8_q4_0, x8_rows_q4_0, 8)
+
+/* 8 interleaved q8_0 rows (block_q8_0x8: each value + 128, an unsigned byte u = 16h + l) against
+ * R activation rows: per 32-byte load (4 values of each row) two maddubs, l and h against the
+ * same broadcast of 4 activation bytes, each summed over the block's 8 loads in int16 (8 * 2 * 15
+ * * 127 < 2^15); then madd(L, 1) + madd(H, 16) + the extras' -128*sum(y) is the exact sum(w*y),
+ * and acc = fma(dw*da, v, acc) in block order as ref does: bit for bit, whatever R. The float
+ * sums live in an L1 array (the 8 int16 sums fill the registers). */
+static ALWAYS_INLINE void x8_rows_q8_0(int64_t n, float *s, const void *vw, const char *va, size_t stride, const int R) {
+    const block_q8_0x8 *w = vw;
+    const int64_t nb = n / QK8_0;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi16(16);
+    _Alignas(32) float acc[ROWS_MAX][8];
+    UNROLL for (int r = 0; r < R; r++) _mm256_store_ps(acc[r], _mm256_setzero_ps());
+    for (int64_t b = 0; b < nb; b++) {
+        UNROLL for (int l = 0; l < 5; l++) _mm_prefetch((const char *)(w + b) + AVX2_PF_DIST + 64 * l, _MM_HINT_T0);
+        __m256i L[ROWS_MAX], H[ROWS_MAX];
+        UNROLL for (int c = 0; c < 8; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
+            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            UNROLL for (int r = 0; r < R; r++) {
+                const __m256i y = bcast32(((const block_q8_0 *)(va + (size_t)r * stride) + b)->qs + 4 * c);
+                const __m256i tl = _mm256_maddubs_epi16(lo, y), th = _mm256_maddubs_epi16(hi, y);
+                L[r] = c ? _mm256_add_epi16(L[r], tl) : tl;
+                H[r] = c ? _mm256_add_epi16(H[r], th) : th;
+                __asm__("" : "+x"(L[r]), "+x"(H[r]));   /* as x8_rows_q4_0: the sums stay in registers */
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
+        UNROLL for (int r = 0; r < R; r++) {
+            int32_t sy;
+            float da;
+            q4_0_extra(va + (size_t)r * stride, nb, b, &sy, &da);
+            const __m256i v = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(L[r], ones), _mm256_madd_epi16(H[r], sixteen)),
+                                               _mm256_set1_epi32(sy));
+            _mm256_store_ps(acc[r], _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(da)), _mm256_cvtepi32_ps(v), _mm256_load_ps(acc[r])));
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, _mm256_load_ps(acc[r]));
+}
+ROWS_FROM(x8_q8_0, x8_rows_q8_0, 8)
 
 /* x8_rows_q4_0's work for two groups of 8 rows (g0, g1) and R <= 4 tokens: each broadcast of 4
  * activation bytes meets both groups' nibbles, so a token's block takes 5 broadcasts a group
@@ -1046,7 +1090,9 @@ int hachi_kernels_fill_avx2(hachi_kernels *t) {
     set(t, HACHI_TYPE_Q4_1, hachi_vec_dot_q4_1_q8_0_avx2, multi_q4_1);
     set(t, HACHI_TYPE_Q5_0, hachi_vec_dot_q5_0_q8_0_avx2, multi_q5_0);
     set(t, HACHI_TYPE_Q8_0, hachi_vec_dot_q8_0_q8_0_avx2, multi_q8_0);
-    t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = NULL;   /* ref's: Q8_0 rows keep the file's layout here */
+    t->t[HACHI_TYPE_Q8_0].act_extra = act_extra_q4_0;   /* the same layout, -128*sum(y) (the VNNI tables' too) */
+    t->t[HACHI_TYPE_Q8_0].act_prep = act_prep_q8_0;
+    t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = x8_q8_0;   /* the loader repacks Q8_0 rows by 8 too */
     set(t, HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_avx2, multi_q4_K);
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;   /* the loader repacks Q4_K rows by 8 too */
     set(t, HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_avx2, multi_q5_K);

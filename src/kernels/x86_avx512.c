@@ -1224,8 +1224,6 @@ int hachi_kernels_fill_avx512(hachi_kernels *t) {
     t->t[HACHI_TYPE_Q4_0].gemm_min = 2;
     t->t[HACHI_TYPE_Q4_K].gemm_x8 = gemm_q4_K;
     t->t[HACHI_TYPE_Q4_K].gemm_min = X8_GEMM_MIN;
-    t->t[HACHI_TYPE_Q8_0].act_extra = act_extra_q8_0;
-    t->t[HACHI_TYPE_Q8_0].act_prep = act_prep_q8_0;
     t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = x8_q8_0;
     t->t[HACHI_TYPE_Q8_0].gemm_x8 = gemm_q8_0_packed;
     t->t[HACHI_TYPE_Q8_0].act_pack = act_pack_q8;

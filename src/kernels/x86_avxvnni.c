@@ -186,8 +186,6 @@ int hachi_kernels_fill_avxvnni(hachi_kernels *t) {
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;
     t->t[HACHI_TYPE_Q4_K].gemm_x8 = gemm_q4_K;   /* bench_ab, E2B Q4_K_M on Zen 5: prefill 256 0.87x; */
     t->t[HACHI_TYPE_Q4_K].gemm_min = 8;           /* forwards of 2 rows 1.07x, 4 1.08x, 8-16 1.00x */
-    t->t[HACHI_TYPE_Q8_0].act_extra = act_extra_q8_0;
-    t->t[HACHI_TYPE_Q8_0].act_prep = act_prep_q8_0;
     t->t[HACHI_TYPE_Q8_0].vec_dot_x8 = x8_q8_0;
     t->t[HACHI_TYPE_Q8_0].gemm_x8 = gemm_q8_0_x8;   /* bench_ab, E2B-shaped Q8_0 on Zen 5: prefill 512 0.81x; */
     t->t[HACHI_TYPE_Q8_0].gemm_min = 16;             /* forwards of 4 rows 1.16x, 8 1.06x, 12 1.01x, 16 0.93x */

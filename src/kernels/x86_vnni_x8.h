@@ -5,7 +5,7 @@
  * VNNI_DPBUSD (the intrinsic), optionally VNNI_DPBUSD_B (the same with a broadcast memory
  * operand), and includes rows.h and x86_q4k_x8.h; it gets the static
  * vec_dot_x8 entries x8_q4_0 (over AVX2's Q4_0 activation extras), x8_q4_K, x8_q5_K, and
- * x8_q8_0 and x8_q6_K over their own extras (act_extra_q8_0 / act_prep_q8_0, act_extra_q6_K /
+ * x8_q8_0 over AVX2's Q8_0 extras (-128*sum(y)), and x8_q6_K over its own extras (act_extra_q6_K /
  * act_prep_q6_K; x8_q6_K only without VNNI_X8_NO_Q6_K, which AVX-512 sets: it has a 512-bit one),
  * and x86_q4k_x8.h's unpacking of the interleaved K-quant values. */
 #ifndef HACHI_KERNELS_X86_VNNI_X8_H
@@ -156,32 +156,6 @@ static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const
         }
     }
     UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
-}
-
-/* Q8_0 activation extras of these kernels, in the layout of AVX2's Q4_0 ones (q4_0_extras: per
- * 4 blocks 4 int32 then 4 float d): -128*sum(y), the value each block's vpdpbusd chain starts
- * from (block_q8_0x8 stores the weights + 128), and d as a float. */
-static size_t act_extra_q8_0(int64_t n) { return (size_t)((n / QK8_0 + 3) / 4) * 32; }
-static void act_prep_q8_0(int64_t n, void *va, int64_t b0, int64_t b1) {
-    const int64_t nb = n / QK8_0;
-    const block_q8_0 *a = va;
-    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
-    for (int64_t g = b0 / 4; g * 4 < b1; g++) {   /* b0 % 4 == 0; a last group's unused slots are 0 */
-        int32_t corr[4] = {0};
-        float d[4] = {0};
-        for (int k = 0; k < 4 && g * 4 + k < nb; k++) {
-            const block_q8_0 *b = a + g * 4 + k;
-            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, _mm256_loadu_si256((const __m256i *)b->qs)), ones16);
-            __m128i t = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
-            t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
-            t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
-            corr[k] = -128 * _mm_cvtsi128_si32(t);
-            d[k] = _cvtsh_ss(b->d);
-        }
-        char *ex = (char *)q4_0_extras((const char *)va, nb, g * 4);
-        memcpy(ex, corr, 16);
-        memcpy(ex + 16, d, 16);
-    }
 }
 
 /* 8 interleaved q8_0 rows (block_q8_0x8) against R activation rows: per block 8 vpdpbusd of
