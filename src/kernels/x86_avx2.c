@@ -594,7 +594,6 @@ static void multi_q4_K(int64_t n, float *s, const void *vw, const void *va, size
  * acc): exactly ref's order, so results equal ref's bit for bit and never depend on R. */
 static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const size_t bsz, const bool high,
                                       const char *va, size_t stride, const int R) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     /* from 8 bytes in each 128-bit half: int16 lanes 2r, 2r+1 = byte r (rows 0..3 in half 0, 4..7 in half 1) */
     const __m256i dup = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
                                          4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
@@ -602,7 +601,6 @@ static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const
     UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; b++) {
         const block_q4_Kx8 *w = (const block_q4_Kx8 *)(const void *)(vw + (size_t)b * bsz);
-        const uint8_t *qh = (const uint8_t *)w + offsetof(block_q5_Kx8, qh);
         /* prefetched: AVX2_PF_DIST ahead, a block's worth per block (the next block instead: E2B
          * Q4_K_M decode 1.08x the time with this table on Zen 5, in one process) */
         const char *next = (const char *)w + AVX2_PF_DIST;
@@ -619,12 +617,9 @@ static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const
             int64_t s8;
             memcpy(&s8, sc + 8 * j, 8);
             const __m256i scv = _mm256_shuffle_epi8(_mm256_set1_epi64x(s8), dup);
-            const uint8_t *qj = w->qs + 256 * (j / 2);
             __m256i p[ROWS_MAX];
             UNROLL for (int c = 0; c < 8; c++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(qj + 32 * c));
-                __m256i q = j % 2 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
-                if (high) q = _mm256_or_si256(q, kx8_high(_mm256_loadu_si256((const __m256i *)(qh + 32 * c)), j));
+                const __m256i q = kx8_values(w, high, j, c);
                 UNROLL for (int r = 0; r < R; r++) {
                     const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + b;
                     const __m256i t = _mm256_maddubs_epi16(q, bcast32(a->qs + 32 * j + 4 * c));
@@ -647,16 +642,9 @@ static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const
             _mm_prefetch(next + 1024, _MM_HINT_T0);
             _mm_prefetch(next + 1088, _MM_HINT_T0);
         }
-        __m256i mv[4];
-        q4k_x8_mins(w->scales, mv);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
-        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin));
-        UNROLL for (int r = 0; r < R; r++) {
-            const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + b;
-            const __m256 da = _mm256_set1_ps(a->d);
-            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-            acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(dmw, da), _mm256_cvtepi32_ps(q4k_x8_summ(mv, a)), acc[r]);
-        }
+        const kx8_tail tl = kx8_tail_of(w);
+        UNROLL for (int r = 0; r < R; r++)
+            acc[r] = kx8_accumulate(acc[r], &tl, sumi[r], (const block_q8_K *)(va + (size_t)r * stride) + b);
     }
     UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
 }

@@ -1,9 +1,9 @@
 /* kernels/x86_avxvnni: the table of x86 CPUs with AVX-VNNI (VEX-encoded vpdpbusd on 256-bit
  * vectors) but no AVX-512: Intel Alder Lake and later client cores, AMD Zen 5 with AVX-512
  * off. It overrides only the interleaved-row kernels (x86_vnni_x8.h: Q4_0, Q4_K, Q5_K, Q6_K,
- * Q8_0; 4 activation rows per pass: 16 vector registers) and the Q4_0, Q8_0 (two groups of 8
- * rows a pass), Q4_K and Q5_K (one group, 8 tokens a pass) prefill GEMMs below; every other entry is the AVX2 table's, which
- * dispatch.c copies first. Built with the AVX2/FMA/F16C/AVX-VNNI flags that dispatch.c
+ * Q8_0; 4 activation rows per pass: 16 vector registers) and has the prefill GEMMs below: Q4_0
+ * and Q8_0 (two groups of 8 rows a pass), Q4_K and Q5_K (one group, 8 tokens a pass); every
+ * other entry is the AVX2 table's, which dispatch.c copies first. Built with the AVX2/FMA/F16C/AVX-VNNI flags that dispatch.c
  * checks. */
 #include "kernels/kernels.h"
 
@@ -119,11 +119,9 @@ static ALWAYS_INLINE void kx8v_subblock(__m256i *s, const __m256i *q, __m256i sc
  * computation, bit for bit ref's. */
 static ALWAYS_INLINE void gemm1_kx8(int64_t n, float *y, int64_t ldy, const char *vw, const size_t bsz, const bool high,
                                     const char *a, size_t a_stride, const int NT) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     UNROLL for (int t = 0; t < NT; t++) _mm256_storeu_ps(y + (size_t)t * ldy, _mm256_setzero_ps());
     for (int64_t b = 0; b < n / QK_K; b++) {
         const block_q4_Kx8 *w = (const block_q4_Kx8 *)(const void *)(vw + (size_t)b * bsz);
-        const uint8_t *qh = (const uint8_t *)w + offsetof(block_q5_Kx8, qh);
         const char *next = (const char *)w + X8_PF_DIST;
         _Alignas(32) uint8_t sc[64];
         q4k_x8_scales(w->scales, sc);
@@ -137,13 +135,8 @@ static ALWAYS_INLINE void gemm1_kx8(int64_t n, float *y, int64_t ldy, const char
                 _mm_prefetch(next + 128 * j + 64, X8_PF_HINT);
             }
             const __m256i scv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8 * j)));
-            const uint8_t *qj = w->qs + 256 * (j / 2);
             __m256i q[8];
-            UNROLL for (int c = 0; c < 8; c++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(qj + 32 * c));
-                q[c] = j % 2 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
-                if (high) q[c] = _mm256_or_si256(q[c], kx8_high(_mm256_loadu_si256((const __m256i *)(qh + 32 * c)), j));
-            }
+            UNROLL for (int c = 0; c < 8; c++) q[c] = kx8_values(w, high, j, c);
             UNROLL for (int t = 0; t < NT; t++)
                 kx8v_subblock(&sumi[t], q, scv, ((const block_q8_K *)(a + (size_t)t * a_stride) + b)->qs + 32 * j);
         }
@@ -151,18 +144,10 @@ static ALWAYS_INLINE void gemm1_kx8(int64_t n, float *y, int64_t ldy, const char
             _mm_prefetch(next + 1024, X8_PF_HINT);
             _mm_prefetch(next + 1088, X8_PF_HINT);
         }
-        __m256i mv[4];
-        q4k_x8_mins(w->scales, mv);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
-        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin));
-        UNROLL for (int t = 0; t < NT; t++) {
-            const block_q8_K *ab = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
-            const __m256 da = _mm256_set1_ps(ab->d);
-            __m256 acc = _mm256_loadu_ps(y + (size_t)t * ldy);
-            acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi[t]), acc);
-            acc = _mm256_fnmadd_ps(_mm256_mul_ps(dmw, da), _mm256_cvtepi32_ps(q4k_x8_summ(mv, ab)), acc);
-            _mm256_storeu_ps(y + (size_t)t * ldy, acc);
-        }
+        const kx8_tail tl = kx8_tail_of(w);
+        UNROLL for (int t = 0; t < NT; t++)
+            _mm256_storeu_ps(y + (size_t)t * ldy, kx8_accumulate(_mm256_loadu_ps(y + (size_t)t * ldy), &tl, sumi[t],
+                                                                 (const block_q8_K *)(a + (size_t)t * a_stride) + b));
     }
 }
 static ALWAYS_INLINE void gemm2_q4_K(int64_t n, float *y, int64_t ldy, const block_q4_Kx8 *g0, const block_q4_Kx8 *g1,

@@ -7,6 +7,7 @@
 #ifndef HACHI_KERNELS_X86_Q4K_X8_H
 #define HACHI_KERNELS_X86_Q4K_X8_H
 #include <immintrin.h>
+#include <stddef.h>
 #include "kernels/rows.h"
 #include "quant.h"
 
@@ -67,6 +68,34 @@ static ALWAYS_INLINE __m256i q4k_x8_summ(const __m256i mv[4], const block_q8_K *
 static ALWAYS_INLINE __m256i kx8_high(__m256i h, int j) {
     const __m256i t = j < 4 ? _mm256_slli_epi16(h, 4 - j) : j == 4 ? h : _mm256_srli_epi16(h, j - 4);
     return _mm256_and_si256(t, _mm256_set1_epi8(0x10));
+}
+
+/* vector c of sub-block j's values, 4 of each of the 8 rows (w: a block_q4_Kx8, or with high the
+ * block_q5_Kx8 it starts: the nibbles with the 5th bit from its qh) */
+static ALWAYS_INLINE __m256i kx8_values(const block_q4_Kx8 *w, const bool high, const int j, const int c) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs + 256 * (j / 2) + 32 * c));
+    const __m256i q = j % 2 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+    if (!high) return q;
+    const uint8_t *qh = (const uint8_t *)w + offsetof(block_q5_Kx8, qh);
+    return _mm256_or_si256(q, kx8_high(_mm256_loadu_si256((const __m256i *)(qh + 32 * c)), j));
+}
+
+/* a block's float step of the q4_K and q5_K kernels: its 8 rows' d, dmin and mins (w: a
+ * block_q4_Kx8 or the block_q5_Kx8 it starts), then per token acc + dw*da * sumi - dmw*da * (the
+ * mins against a's bsums), in ref's order */
+typedef struct { __m256 dw, dmw; __m256i mv[4]; } kx8_tail;
+static ALWAYS_INLINE kx8_tail kx8_tail_of(const block_q4_Kx8 *w) {
+    kx8_tail t;
+    t.dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+    t.dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin));
+    q4k_x8_mins(w->scales, t.mv);
+    return t;
+}
+static ALWAYS_INLINE __m256 kx8_accumulate(__m256 acc, const kx8_tail *t, __m256i sumi, const block_q8_K *a) {
+    const __m256 da = _mm256_set1_ps(a->d);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(t->dw, da), _mm256_cvtepi32_ps(sumi), acc);
+    return _mm256_fnmadd_ps(_mm256_mul_ps(t->dmw, da), _mm256_cvtepi32_ps(q4k_x8_summ(t->mv, a)), acc);
 }
 
 /* The 6-bit values of unit u, half sb (sub-block 2u + sb) of 8 interleaved rows (ql, qh: the

@@ -102,12 +102,10 @@ static ALWAYS_INLINE void x8_rows_q4_0(int64_t n, float *s, const void *vw, cons
  * never depend on R. */
 static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const size_t bsz, const bool high,
                                       const char *va, size_t stride, const int R) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[VNNI_ROWS];
     UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; b++) {
         const block_q4_Kx8 *w = (const block_q4_Kx8 *)(const void *)(vw + (size_t)b * bsz);
-        const uint8_t *qh = (const uint8_t *)w + offsetof(block_q5_Kx8, qh);
         /* prefetched: the bytes X8_PF_DIST ahead, a block's worth per block (the next block
          * instead: an E2B Q4_K_M decode step 1.14x the time, in one process) */
         const char *next = (const char *)w + X8_PF_DIST;
@@ -122,13 +120,8 @@ static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const
                 _mm_prefetch(next + 128 * j + 64, X8_PF_HINT);
             }
             const __m256i scv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8 * j)));
-            const uint8_t *qj = w->qs + 256 * (j / 2);
             __m256i q[8];
-            UNROLL for (int c = 0; c < 8; c++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(qj + 32 * c));
-                q[c] = j % 2 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
-                if (high) q[c] = _mm256_or_si256(q[c], kx8_high(_mm256_loadu_si256((const __m256i *)(qh + 32 * c)), j));
-            }
+            UNROLL for (int c = 0; c < 8; c++) q[c] = kx8_values(w, high, j, c);
             UNROLL for (int r = 0; r < R; r++) {
                 const int8_t *y = ((const block_q8_K *)(va + (size_t)r * stride) + b)->qs + 32 * j;
                 __m256i p0 = _mm256_setzero_si256(), p1 = _mm256_setzero_si256();   /* two chains */
@@ -144,16 +137,9 @@ static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const
             _mm_prefetch(next + 1024, X8_PF_HINT);
             _mm_prefetch(next + 1088, X8_PF_HINT);
         }
-        __m256i mv[4];
-        q4k_x8_mins(w->scales, mv);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
-        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin));
-        UNROLL for (int r = 0; r < R; r++) {
-            const block_q8_K *a = (const block_q8_K *)(va + (size_t)r * stride) + b;
-            const __m256 da = _mm256_set1_ps(a->d);
-            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-            acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(dmw, da), _mm256_cvtepi32_ps(q4k_x8_summ(mv, a)), acc[r]);
-        }
+        const kx8_tail tl = kx8_tail_of(w);
+        UNROLL for (int r = 0; r < R; r++)
+            acc[r] = kx8_accumulate(acc[r], &tl, sumi[r], (const block_q8_K *)(va + (size_t)r * stride) + b);
     }
     UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
 }
