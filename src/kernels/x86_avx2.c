@@ -608,12 +608,7 @@ static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const
         q4k_x8_scales(w->scales, sc);
         __m256i sumi[ROWS_MAX];
         UNROLL for (int j = 0; j < 8; j++) {
-            if (high) {   /* 176 bytes per sub-block */
-                UNROLL for (int l = 0; l < 3; l++) _mm_prefetch(next + 176 * j + 64 * l, _MM_HINT_T0);
-            } else {
-                _mm_prefetch(next + 128 * j, _MM_HINT_T0);
-                _mm_prefetch(next + 128 * j + 64, _MM_HINT_T0);
-            }
+            KX8_PREFETCH(next, high, j, _MM_HINT_T0);
             int64_t s8;
             memcpy(&s8, sc + 8 * j, 8);
             const __m256i scv = _mm256_shuffle_epi8(_mm256_set1_epi64x(s8), dup);
@@ -637,10 +632,6 @@ static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const
                 const __m256i t = _mm256_madd_epi16(p[r], scv);
                 sumi[r] = j || high ? _mm256_add_epi32(sumi[r], t) : t;
             }
-        }
-        if (!high) {
-            _mm_prefetch(next + 1024, _MM_HINT_T0);
-            _mm_prefetch(next + 1088, _MM_HINT_T0);
         }
         const kx8_tail tl = kx8_tail_of(w);
         UNROLL for (int r = 0; r < R; r++)

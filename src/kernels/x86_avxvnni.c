@@ -128,21 +128,12 @@ static ALWAYS_INLINE void gemm1_kx8(int64_t n, float *y, int64_t ldy, const char
         __m256i sumi[8];
         UNROLL for (int t = 0; t < NT; t++) sumi[t] = _mm256_setzero_si256();
         UNROLL for (int j = 0; j < 8; j++) {
-            if (high) {   /* as x8_rows_kx8: 176 bytes per sub-block */
-                UNROLL for (int l = 0; l < 3; l++) _mm_prefetch(next + 176 * j + 64 * l, X8_PF_HINT);
-            } else {   /* 128, and two lines after the loop */
-                _mm_prefetch(next + 128 * j, X8_PF_HINT);
-                _mm_prefetch(next + 128 * j + 64, X8_PF_HINT);
-            }
+            KX8_PREFETCH(next, high, j, X8_PF_HINT);
             const __m256i scv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8 * j)));
             __m256i q[8];
             UNROLL for (int c = 0; c < 8; c++) q[c] = kx8_values(w, high, j, c);
             UNROLL for (int t = 0; t < NT; t++)
                 kx8v_subblock(&sumi[t], q, scv, ((const block_q8_K *)(a + (size_t)t * a_stride) + b)->qs + 32 * j);
-        }
-        if (!high) {
-            _mm_prefetch(next + 1024, X8_PF_HINT);
-            _mm_prefetch(next + 1088, X8_PF_HINT);
         }
         const kx8_tail tl = kx8_tail_of(w);
         UNROLL for (int t = 0; t < NT; t++)

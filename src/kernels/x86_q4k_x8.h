@@ -2,8 +2,9 @@
  * block_q5_Kx8, block_q6_Kx8) that the AVX2, AVX-VNNI and AVX-512 files share: the 8 rows'
  * 6-bit scales and mins decoded with a few vector ops (byte k of the 8 rows' scales is one
  * 64-bit lane, so the 6-bit unpacking runs on 8 rows at once), the mins' exact integer sum
- * against an activation block's bsums, the q5_K values' 5th bit (kx8_high) and the q6_K
- * values (Q6X8_VALUES). Included only by files built with AVX2 (or wider) flags. */
+ * against an activation block's bsums, the q4_K / q5_K kernels' prefetch, value vectors and
+ * float step (KX8_PREFETCH, kx8_values, kx8_tail) and the q6_K values (Q6X8_VALUES). Included
+ * only by files built with AVX2 (or wider) flags. */
 #ifndef HACHI_KERNELS_X86_Q4K_X8_H
 #define HACHI_KERNELS_X86_Q4K_X8_H
 #include <immintrin.h>
@@ -69,6 +70,23 @@ static ALWAYS_INLINE __m256i kx8_high(__m256i h, int j) {
     const __m256i t = j < 4 ? _mm256_slli_epi16(h, 4 - j) : j == 4 ? h : _mm256_srli_epi16(h, j - 4);
     return _mm256_and_si256(t, _mm256_set1_epi8(0x10));
 }
+
+/* sub-block j's share of the prefetch of a block at next (hint: the _MM_HINT_ constant): a q5_K
+ * block's 1408 bytes as 176 a sub-block; a q4_K block's 1152 as 128 a sub-block, the last also
+ * taking the two lines past 1024 */
+#define KX8_PREFETCH(next, high, j, hint)                                                  \
+    do {                                                                                   \
+        if (high) {                                                                        \
+            UNROLL for (int l_ = 0; l_ < 3; l_++) _mm_prefetch((next) + 176 * (j) + 64 * l_, hint); \
+        } else {                                                                           \
+            _mm_prefetch((next) + 128 * (j), hint);                                        \
+            _mm_prefetch((next) + 128 * (j) + 64, hint);                                   \
+            if ((j) == 7) {                                                                \
+                _mm_prefetch((next) + 1024, hint);                                         \
+                _mm_prefetch((next) + 1088, hint);                                         \
+            }                                                                              \
+        }                                                                                  \
+    } while (0)
 
 /* vector c of sub-block j's values, 4 of each of the 8 rows (w: a block_q4_Kx8, or with high the
  * block_q5_Kx8 it starts: the nibbles with the 5th bit from its qh) */

@@ -113,12 +113,7 @@ static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const
         q4k_x8_scales(w->scales, sc);
         __m256i sumi[VNNI_ROWS];
         UNROLL for (int j = 0; j < 8; j++) {
-            if (high) {   /* 176 bytes per sub-block */
-                UNROLL for (int l = 0; l < 3; l++) _mm_prefetch(next + 176 * j + 64 * l, X8_PF_HINT);
-            } else {
-                _mm_prefetch(next + 128 * j, X8_PF_HINT);
-                _mm_prefetch(next + 128 * j + 64, X8_PF_HINT);
-            }
+            KX8_PREFETCH(next, high, j, X8_PF_HINT);
             const __m256i scv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8 * j)));
             __m256i q[8];
             UNROLL for (int c = 0; c < 8; c++) q[c] = kx8_values(w, high, j, c);
@@ -132,10 +127,6 @@ static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const
                 const __m256i t = _mm256_mullo_epi32(_mm256_add_epi32(p0, p1), scv);
                 sumi[r] = j ? _mm256_add_epi32(sumi[r], t) : t;
             }
-        }
-        if (!high) {
-            _mm_prefetch(next + 1024, X8_PF_HINT);
-            _mm_prefetch(next + 1088, X8_PF_HINT);
         }
         const kx8_tail tl = kx8_tail_of(w);
         UNROLL for (int r = 0; r < R; r++)
