@@ -635,7 +635,7 @@ static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const
         }
         const kx8_tail tl = kx8_tail_of(w);
         UNROLL for (int r = 0; r < R; r++)
-            acc[r] = kx8_accumulate(acc[r], &tl, sumi[r], (const block_q8_K *)(va + (size_t)r * stride) + b);
+            acc[r] = kx8_accumulate(acc[r], &tl, sumi[r], va + (size_t)r * stride, n / QK_K, b);
     }
     UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
 }
@@ -1075,6 +1075,9 @@ int hachi_kernels_fill_avx2(hachi_kernels *t) {
     set(t, HACHI_TYPE_Q4_K, hachi_vec_dot_q4_K_q8_K_avx2, multi_q4_K);
     t->t[HACHI_TYPE_Q4_K].vec_dot_x8 = x8_q4_K;   /* the loader repacks Q4_K rows by 8 too */
     set(t, HACHI_TYPE_Q5_K, hachi_vec_dot_q5_K_q8_K_avx2, multi_q5_K);
+    /* the x8 kernels' and GEMMs' sub-block sums (x86_q4k_x8.h; the VNNI tables' too) */
+    t->t[HACHI_TYPE_Q4_K].act_extra = t->t[HACHI_TYPE_Q5_K].act_extra = act_extra_kx8;
+    t->t[HACHI_TYPE_Q4_K].act_prep = t->t[HACHI_TYPE_Q5_K].act_prep = act_prep_kx8;
     set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx2, multi_q6_K);
     t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = x8_q5_K;
     t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = x8_q6_K;

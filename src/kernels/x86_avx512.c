@@ -811,9 +811,10 @@ static ALWAYS_INLINE __m512i kx8_subblock(__m512i s, const __m512i *q, __m512i s
 
 /* The same for interleaved q4_K rows (q5_K rows: high, the 5th bit from qh): per sub-block j of
  * 32 elements, the 16 rows' values in 8 zmm, 8 vpdpbusd per token (kx8_subblock), times the
- * rows' 6-bit scales (vpmulld); the mins' sum per token in 8 vpdpwssd, each row's min of
- * sub-block j twice in a lane against the token's two 16-value sums of it (an exact integer, as
- * the int16 path of x86_q4k_x8.h, which took 17% of this kernel's time). The float sums build up
+ * rows' 6-bit scales (vpmulld); the mins' sum per token in 4 vpdpwssd, a row's mins of sub-
+ * blocks 2k, 2k + 1 in a lane against the token's sums of those sub-blocks (x86_q4k_x8.h's
+ * extras: an exact integer, as x86_q4k_x8.h's per-token path, which took 17% of this kernel's
+ * time, and 8 vpdpwssd over the bsum pairs 1.0x-1.0x of these 4's). The float sums build up
  * in y. Each lane is exactly x8_rows_kx8's computation, bit for bit ref's. Up to 8 tokens per
  * pass (16 were no faster). */
 static ALWAYS_INLINE void gemm2_kx8(int64_t n, float *y, int64_t ldy, const char *g0b, const char *g1b, const size_t bsz,
@@ -854,28 +855,22 @@ static ALWAYS_INLINE void gemm2_kx8(int64_t n, float *y, int64_t ldy, const char
                 sumi[t] = kx8_subblock(j ? sumi[t] : _mm512_setzero_si512(), q, scv, ya);
             }
         }
-        __m512i mz[8];   /* lane r: row r's min of sub-block j, twice (int16) */
+        __m512i mz[4];   /* int16 lanes 2r, 2r + 1: row r's mins of sub-blocks 2k, 2k + 1 */
         {
-            _Alignas(32) uint8_t mn0[64], mn1[64];
-            q4k_x8_min_bytes(g0->scales, mn0);
-            q4k_x8_min_bytes(g1->scales, mn1);
-            UNROLL for (int j = 0; j < 8; j++) {
-                const __m512i m = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(mn0 + 8 * j)),
-                                                                          _mm_loadl_epi64((const __m128i *)(mn1 + 8 * j))));
-                mz[j] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
-            }
+            __m256i m0[4], m1[4];
+            q4k_x8_mins(g0->scales, m0);
+            q4k_x8_mins(g1->scales, m1);
+            UNROLL for (int k = 0; k < 4; k++) mz[k] = _mm512_inserti64x4(_mm512_castsi256_si512(m0[k]), m1[k], 1);
         }
         const __m512 dw = load_ph_pair(g0->d, g1->d);
         const __m512 dmw = load_ph_pair(g0->dmin, g1->dmin);
         UNROLL for (int t = 0; t < NT; t++) {
-            const block_q8_K *ab = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
+            const char *at = a + (size_t)t * a_stride;
+            const block_q8_K *ab = (const block_q8_K *)at + b;
+            const int32_t *bs = kx8_extras(at, n / QK_K, b);
             const __m512 da = _mm512_set1_ps(ab->d);
             __m512i summ = _mm512_setzero_si512();
-            UNROLL for (int j = 0; j < 8; j++) {
-                int32_t bs;   /* bsums[2j], bsums[2j + 1] */
-                memcpy(&bs, ab->bsums + 2 * j, 4);
-                summ = _mm512_dpwssd_epi32(summ, mz[j], _mm512_set1_epi32(bs));
-            }
+            UNROLL for (int k = 0; k < 4; k++) summ = _mm512_dpwssd_epi32(summ, mz[k], _mm512_set1_epi32(bs[k]));
             __m512 acc = _mm512_loadu_ps(y + (size_t)t * ldy);
             acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(sumi[t]), acc);
             acc = _mm512_fnmadd_ps(_mm512_mul_ps(dmw, da), _mm512_cvtepi32_ps(summ), acc);

@@ -138,7 +138,7 @@ static ALWAYS_INLINE void gemm1_kx8(int64_t n, float *y, int64_t ldy, const char
         const kx8_tail tl = kx8_tail_of(w);
         UNROLL for (int t = 0; t < NT; t++)
             _mm256_storeu_ps(y + (size_t)t * ldy, kx8_accumulate(_mm256_loadu_ps(y + (size_t)t * ldy), &tl, sumi[t],
-                                                                 (const block_q8_K *)(a + (size_t)t * a_stride) + b));
+                                                                 a + (size_t)t * a_stride, n / QK_K, b));
     }
 }
 static ALWAYS_INLINE void gemm2_q4_K(int64_t n, float *y, int64_t ldy, const block_q4_Kx8 *g0, const block_q4_Kx8 *g1,

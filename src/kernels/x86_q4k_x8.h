@@ -52,16 +52,31 @@ static ALWAYS_INLINE void q4k_x8_mins(const uint8_t (*scales)[8], __m256i mv[4])
     }
 }
 
-/* int32 lane r: sum_j m_r[j] * (bsums[2j] + bsums[2j+1]) of activation block a */
-static ALWAYS_INLINE __m256i q4k_x8_summ(const __m256i mv[4], const block_q8_K *a) {
-    const __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
-    /* int32 lane p (of each half) = the bsum pairs of sub-blocks 2p and 2p+1 */
-    const __m128i pr = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-    const __m256i p2 = _mm256_broadcastsi128_si256(pr);
-    return _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(mv[0], _mm256_shuffle_epi32(p2, 0x00)),
-                                             _mm256_madd_epi16(mv[1], _mm256_shuffle_epi32(p2, 0x55))),
-                            _mm256_add_epi32(_mm256_madd_epi16(mv[2], _mm256_shuffle_epi32(p2, 0xAA)),
-                                             _mm256_madd_epi16(mv[3], _mm256_shuffle_epi32(p2, 0xFF))));
+/* The activation extras of the q4_K and q5_K kernels (act_extra / act_prep of every x86 table):
+ * per block the sums of its 8 sub-blocks of 32 values (bsums[2j] + bsums[2j+1], |sum| <= 32 *
+ * 127: int16), so that dword p, the sums of sub-blocks 2p and 2p+1, meets a row's mins m[2p],
+ * m[2p+1] in one madd (against a hadd and 4 shuffles a block and token before; in the AVX-512
+ * GEMM 4 vpdpwssd against 8 over the bsum pairs: E2B Q4_K_M prefill 0.96-0.98x the time) */
+static inline size_t act_extra_kx8(int64_t n) { return (size_t)(n / QK_K) * 16; }
+static ALWAYS_INLINE const int32_t *kx8_extras(const char *row, int64_t nb, int64_t b) {
+    return (const int32_t *)(const void *)(row + (size_t)nb * sizeof(block_q8_K)) + 4 * b;
+}
+static inline void act_prep_kx8(int64_t n, void *va, int64_t b0, int64_t b1) {
+    const int64_t nb = n / QK_K;
+    const block_q8_K *a = va;
+    for (int64_t b = b0; b < b1; b++) {
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)a[b].bsums);
+        _mm_storeu_si128((__m128i *)(void *)kx8_extras(va, nb, b),
+                         _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
+    }
+}
+
+/* int32 lane r: sum_j m_r[j] * (bsums[2j] + bsums[2j+1]) of an activation block (ex: its extras) */
+static ALWAYS_INLINE __m256i q4k_x8_summ(const __m256i mv[4], const int32_t *ex) {
+    return _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(mv[0], _mm256_set1_epi32(ex[0])),
+                                             _mm256_madd_epi16(mv[1], _mm256_set1_epi32(ex[1]))),
+                            _mm256_add_epi32(_mm256_madd_epi16(mv[2], _mm256_set1_epi32(ex[2])),
+                                             _mm256_madd_epi16(mv[3], _mm256_set1_epi32(ex[3]))));
 }
 
 /* Bit j of each byte of h moved to bit 4, the rest cleared (j a constant after unrolling):
@@ -101,7 +116,7 @@ static ALWAYS_INLINE __m256i kx8_values(const block_q4_Kx8 *w, const bool high, 
 
 /* a block's float step of the q4_K and q5_K kernels: its 8 rows' d, dmin and mins (w: a
  * block_q4_Kx8 or the block_q5_Kx8 it starts), then per token acc + dw*da * sumi - dmw*da * (the
- * mins against a's bsums), in ref's order */
+ * mins against the sub-block sums of block b of the activation row, its extras), in ref's order */
 typedef struct { __m256 dw, dmw; __m256i mv[4]; } kx8_tail;
 static ALWAYS_INLINE kx8_tail kx8_tail_of(const block_q4_Kx8 *w) {
     kx8_tail t;
@@ -110,10 +125,11 @@ static ALWAYS_INLINE kx8_tail kx8_tail_of(const block_q4_Kx8 *w) {
     q4k_x8_mins(w->scales, t.mv);
     return t;
 }
-static ALWAYS_INLINE __m256 kx8_accumulate(__m256 acc, const kx8_tail *t, __m256i sumi, const block_q8_K *a) {
-    const __m256 da = _mm256_set1_ps(a->d);
+static ALWAYS_INLINE __m256 kx8_accumulate(__m256 acc, const kx8_tail *t, __m256i sumi, const char *row, int64_t nb,
+                                           int64_t b) {
+    const __m256 da = _mm256_set1_ps(((const block_q8_K *)(const void *)row + b)->d);
     acc = _mm256_fmadd_ps(_mm256_mul_ps(t->dw, da), _mm256_cvtepi32_ps(sumi), acc);
-    return _mm256_fnmadd_ps(_mm256_mul_ps(t->dmw, da), _mm256_cvtepi32_ps(q4k_x8_summ(t->mv, a)), acc);
+    return _mm256_fnmadd_ps(_mm256_mul_ps(t->dmw, da), _mm256_cvtepi32_ps(q4k_x8_summ(t->mv, kx8_extras(row, nb, b))), acc);
 }
 
 /* The 6-bit values of unit u, half sb (sub-block 2u + sb) of 8 interleaved rows (ql, qh: the

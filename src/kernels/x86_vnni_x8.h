@@ -130,7 +130,7 @@ static ALWAYS_INLINE void x8_rows_kx8(int64_t n, float *s, const char *vw, const
         }
         const kx8_tail tl = kx8_tail_of(w);
         UNROLL for (int r = 0; r < R; r++)
-            acc[r] = kx8_accumulate(acc[r], &tl, sumi[r], (const block_q8_K *)(va + (size_t)r * stride) + b);
+            acc[r] = kx8_accumulate(acc[r], &tl, sumi[r], va + (size_t)r * stride, n / QK_K, b);
     }
     UNROLL for (int r = 0; r < R; r++) _mm256_storeu_ps(s + 8 * r, acc[r]);
 }
