@@ -812,10 +812,9 @@ static ALWAYS_INLINE __m512i kx8_subblock(__m512i s, const __m512i *q, __m512i s
 /* The same for interleaved q4_K rows (q5_K rows: high, the 5th bit from qh): per sub-block j of
  * 32 elements, the 16 rows' values in 8 zmm, 8 vpdpbusd per token (kx8_subblock), times the
  * rows' 6-bit scales (vpmulld); the mins' sum per token in 4 vpdpwssd, a row's mins of sub-
- * blocks 2k, 2k + 1 in a lane against the token's sums of those sub-blocks (x86_q4k_x8.h's
- * extras: an exact integer, as x86_q4k_x8.h's per-token path, which took 17% of this kernel's
- * time, and 8 vpdpwssd over the bsum pairs 1.0x-1.0x of these 4's). The float sums build up
- * in y. Each lane is exactly x8_rows_kx8's computation, bit for bit ref's. Up to 8 tokens per
+ * blocks 2k, 2k + 1 in a lane against the token's sums of those sub-blocks (the activation
+ * extras of x86_q4k_x8.h): an exact integer, as the 8 vpdpwssd over the bsum pairs before it
+ * (E2B Q4_K_M prefill 1.02-1.04x the time). The float sums build up in y. Each lane is exactly x8_rows_kx8's computation, bit for bit ref's. Up to 8 tokens per
  * pass (16 were no faster). */
 static ALWAYS_INLINE void gemm2_kx8(int64_t n, float *y, int64_t ldy, const char *g0b, const char *g1b, const size_t bsz,
                                     const bool high, const char *a, size_t a_stride, const int NT) {
