@@ -814,8 +814,8 @@ static ALWAYS_INLINE __m512i kx8_subblock(__m512i s, const __m512i *q, __m512i s
  * rows' 6-bit scales (vpmulld); the mins' sum per token in 4 vpdpwssd, a row's mins of sub-
  * blocks 2k, 2k + 1 in a lane against the token's sums of those sub-blocks (the activation
  * extras of x86_q4k_x8.h): an exact integer, as the 8 vpdpwssd over the bsum pairs before it
- * (E2B Q4_K_M prefill 1.02-1.04x the time). The float sums build up in y. Each lane is exactly x8_rows_kx8's computation, bit for bit ref's. Up to 8 tokens per
- * pass (16 were no faster). */
+ * (E2B Q4_K_M prefill 1.02-1.04x the time). The float sums build up in y. Each lane is exactly
+ * x8_rows_kx8's computation, bit for bit ref's. Up to 8 tokens per pass (16 were no faster). */
 static ALWAYS_INLINE void gemm2_kx8(int64_t n, float *y, int64_t ldy, const char *g0b, const char *g1b, const size_t bsz,
                                     const bool high, const char *a, size_t a_stride, const int NT) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
