@@ -2,7 +2,7 @@
  * vectors) but no AVX-512: Intel Alder Lake and later client cores, AMD Zen 5 with AVX-512
  * off. It overrides only the interleaved-row kernels (x86_vnni_x8.h: Q4_0, Q4_K, Q5_K, Q6_K,
  * Q8_0; 4 activation rows per pass: 16 vector registers) and has the prefill GEMMs below: Q4_0
- * and Q8_0 (two groups of 8 rows a pass), Q4_K and Q5_K (one group, 8 tokens a pass); every
+ * and Q8_0 (two groups of 8 rows a pass), Q4_K, Q5_K and Q6_K (one group, 8 tokens a pass); every
  * other entry is the AVX2 table's, which dispatch.c copies first. Built with the AVX2/FMA/F16C/AVX-VNNI flags that dispatch.c
  * checks. */
 #include "kernels/kernels.h"
@@ -154,6 +154,82 @@ static ALWAYS_INLINE void gemm2_q5_K(int64_t n, float *y, int64_t ldy, const blo
 GEMM_FROM_PAIRS(gemm_q4_K, gemm2_q4_K, block_q4_Kx8, QK_K, x8_q4_K, 8, GEMM_CASES7)
 GEMM_FROM_PAIRS(gemm_q5_K, gemm2_q5_K, block_q5_Kx8, QK_K, x8_q5_K, 8, GEMM_CASES7)
 
+/* s + sc0 * (the 8 rows' sums of sub-block 2u, q[0..3], with the token's 16 bytes at ya, from
+ * the extras' -32*bsum e[0]) + sc1 * (those of sub-block 2u + 1, q[4..7], ya + 16, e[1]): x8_rows_q6_K's
+ * two sub-blocks in one asm (as kx8v_subblock: 8 values, 2 scales, 2 chains, 2 broadcasts fill
+ * 14 registers), the running sum s in L1 */
+static ALWAYS_INLINE void q6v_subblocks(__m256i *s, const __m256i *q, __m256i sc0, __m256i sc1, const int8_t *ya,
+                                        const int32_t *e) {
+    __m256i p0, p1, b0, b1;
+    __asm__("vpbroadcastd %[e0], %[p0]\n\t"
+            "vpbroadcastd %[e1], %[p1]\n\t"
+            "vpbroadcastd 0(%[a]), %[b0]\n\t"
+            "vpbroadcastd 16(%[a]), %[b1]\n\t"
+            "%{vex%} vpdpbusd %[b0], %[q0], %[p0]\n\t"
+            "vpbroadcastd 4(%[a]), %[b0]\n\t"
+            "%{vex%} vpdpbusd %[b1], %[q4], %[p1]\n\t"
+            "vpbroadcastd 20(%[a]), %[b1]\n\t"
+            "%{vex%} vpdpbusd %[b0], %[q1], %[p0]\n\t"
+            "vpbroadcastd 8(%[a]), %[b0]\n\t"
+            "%{vex%} vpdpbusd %[b1], %[q5], %[p1]\n\t"
+            "vpbroadcastd 24(%[a]), %[b1]\n\t"
+            "%{vex%} vpdpbusd %[b0], %[q2], %[p0]\n\t"
+            "vpbroadcastd 12(%[a]), %[b0]\n\t"
+            "%{vex%} vpdpbusd %[b1], %[q6], %[p1]\n\t"
+            "vpbroadcastd 28(%[a]), %[b1]\n\t"
+            "%{vex%} vpdpbusd %[b0], %[q3], %[p0]\n\t"
+            "%{vex%} vpdpbusd %[b1], %[q7], %[p1]\n\t"
+            "vpmulld %[sc0], %[p0], %[p0]\n\t"
+            "vpmulld %[sc1], %[p1], %[p1]\n\t"
+            "vpaddd %[p1], %[p0], %[p0]\n\t"
+            "vpaddd %[s], %[p0], %[p0]\n\t"
+            "vmovdqa %[p0], %[s]"
+            : [s] "+m"(*s), [p0] "=&x"(p0), [p1] "=&x"(p1), [b0] "=&x"(b0), [b1] "=&x"(b1)
+            : [a] "r"(ya), [e0] "m"(e[0]), [e1] "m"(e[1]), [q0] "x"(q[0]), [q1] "x"(q[1]), [q2] "x"(q[2]), [q3] "x"(q[3]),
+              [q4] "x"(q[4]), [q5] "x"(q[5]), [q6] "x"(q[6]), [q7] "x"(q[7]), [sc0] "x"(sc0), [sc1] "x"(sc1),
+              "m"(*(const int8_t (*)[32])ya));
+}
+
+/* x8_rows_q6_K's work (x86_vnni_x8.h) as a GEMM: 8 interleaved q6_K rows and NT <= 8 tokens a
+ * pass, each pair of sub-blocks unpacked once for all NT (q6v_subblocks), the tokens' int32 sums
+ * in an L1 array, the float sums in y. The integer sums are exact in any order, so each lane is
+ * x8_rows_q6_K's computation, bit for bit ref's. */
+static ALWAYS_INLINE void gemm1_q6_K(int64_t n, float *y, int64_t ldy, const block_q6_Kx8 *w, const char *a,
+                                     size_t a_stride, const int NT) {
+    const int64_t nb = n / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    UNROLL for (int t = 0; t < NT; t++) _mm256_storeu_ps(y + (size_t)t * ldy, _mm256_setzero_ps());
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i sumi[8];
+        UNROLL for (int t = 0; t < NT; t++) sumi[t] = _mm256_setzero_si256();
+        for (int u = 0; u < QK_K / 32; u++) {
+            UNROLL for (int l = 0; l < 4; l++)   /* 2048 bytes over the block's 1680 */
+                _mm_prefetch((const char *)(w + b) + X8_PF_DIST + 256 * u + 64 * l, X8_PF_HINT);
+            __m256i q[8];
+            Q6X8_VALUES(__m256i, v256, load256, w[b].ql, w[b].qh, u, 0, q);
+            Q6X8_VALUES(__m256i, v256, load256, w[b].ql, w[b].qh, u, 1, q + 4);
+            const __m256i sc0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)w[b].scales[2 * u]));
+            const __m256i sc1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)w[b].scales[2 * u + 1]));
+            UNROLL for (int t = 0; t < NT; t++) {
+                const char *at = a + (size_t)t * a_stride;
+                q6v_subblocks(&sumi[t], q, sc0, sc1, ((const block_q8_K *)at + b)->qs + 32 * u, q6_K_extras(at, nb, b) + 2 * u);
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
+        UNROLL for (int t = 0; t < NT; t++) {
+            const __m256 da = _mm256_set1_ps(((const block_q8_K *)(a + (size_t)t * a_stride) + b)->d);
+            _mm256_storeu_ps(y + (size_t)t * ldy, _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi[t]),
+                                                                  _mm256_loadu_ps(y + (size_t)t * ldy)));
+        }
+    }
+}
+static ALWAYS_INLINE void gemm2_q6_K(int64_t n, float *y, int64_t ldy, const block_q6_Kx8 *g0, const block_q6_Kx8 *g1,
+                                     const char *a, size_t a_stride, const int NT) {
+    gemm1_q6_K(n, y, ldy, g0, a, a_stride, NT);
+    gemm1_q6_K(n, y + 8, ldy, g1, a, a_stride, NT);
+}
+GEMM_FROM_PAIRS(gemm_q6_K, gemm2_q6_K, block_q6_Kx8, QK_K, x8_q6_K, 8, GEMM_CASES7)
+
 /* on a copy of AVX2's table */
 int hachi_kernels_fill_avxvnni(hachi_kernels *t) {
     t->t[HACHI_TYPE_Q4_0].vec_dot_x8 = x8_q4_0;   /* with AVX2's activation extras */
@@ -171,6 +247,8 @@ int hachi_kernels_fill_avxvnni(hachi_kernels *t) {
     t->t[HACHI_TYPE_Q6_K].act_extra = act_extra_q6_K;
     t->t[HACHI_TYPE_Q6_K].act_prep = act_prep_q6_K;
     t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = x8_q6_K;
+    t->t[HACHI_TYPE_Q6_K].gemm_x8 = gemm_q6_K;   /* bench_ab on Zen 5: E2B Q4_K_M prefill 256 0.95x; forwards */
+    t->t[HACHI_TYPE_Q6_K].gemm_min = 5;           /* of the Q4_0 file (its Q6_K head) of 4 rows 1.00x, 5 0.97x, 8 0.98x */
     return 1;
 }
 
