@@ -154,10 +154,10 @@ static ALWAYS_INLINE void gemm2_q5_K(int64_t n, float *y, int64_t ldy, const blo
 GEMM_FROM_PAIRS(gemm_q4_K, gemm2_q4_K, block_q4_Kx8, QK_K, x8_q4_K, 8, GEMM_CASES7)
 GEMM_FROM_PAIRS(gemm_q5_K, gemm2_q5_K, block_q5_Kx8, QK_K, x8_q5_K, 8, GEMM_CASES7)
 
-/* s + sc0 * (the 8 rows' sums of sub-block 2u, q[0..3], with the token's 16 bytes at ya, from
- * the extras' -32*bsum e[0]) + sc1 * (those of sub-block 2u + 1, q[4..7], ya + 16, e[1]): x8_rows_q6_K's
- * two sub-blocks in one asm (as kx8v_subblock: 8 values, 2 scales, 2 chains, 2 broadcasts fill
- * 14 registers), the running sum s in L1 */
+/* s + sc0 * (the 8 rows' sums of sub-block 2u, q[0..3], against the token's 16 bytes at ya,
+ * starting from the extras' -32*bsum e[0]) + sc1 * (the same for sub-block 2u + 1: q[4..7],
+ * ya + 16, e[1]): x8_rows_q6_K's work for two sub-blocks in one asm, as kx8v_subblock (8 values,
+ * 2 scales, 2 chains and 2 broadcasts fill 14 registers), the running sum s in L1 */
 static ALWAYS_INLINE void q6v_subblocks(__m256i *s, const __m256i *q, __m256i sc0, __m256i sc1, const int8_t *ya,
                                         const int32_t *e) {
     __m256i p0, p1, b0, b1;
