@@ -1,10 +1,11 @@
 /* kernels/x86_q4k_x8: the per-block parts of the interleaved K-quant kernels (block_q4_Kx8,
  * block_q5_Kx8, block_q6_Kx8) that the AVX2, AVX-VNNI and AVX-512 files share: the 8 rows'
  * 6-bit scales and mins decoded with a few vector ops (byte k of the 8 rows' scales is one
- * 64-bit lane, so the 6-bit unpacking runs on 8 rows at once), the mins' exact integer sum
- * against an activation block's bsums, the q4_K / q5_K kernels' prefetch, value vectors and
- * float step (KX8_PREFETCH, kx8_values, kx8_tail) and the q6_K values (Q6X8_VALUES). Included
- * only by files built with AVX2 (or wider) flags. */
+ * 64-bit lane, so the 6-bit unpacking runs on 8 rows at once), the activation extras of the
+ * q4_K / q5_K kernels (act_prep_kx8: a block's sub-block sums) and the mins' exact integer sum
+ * against them, those kernels' prefetch, value vectors and float step (KX8_PREFETCH, kx8_values,
+ * kx8_tail) and the q6_K values (Q6X8_VALUES). Included only by files built with AVX2 (or wider)
+ * flags. */
 #ifndef HACHI_KERNELS_X86_Q4K_X8_H
 #define HACHI_KERNELS_X86_Q4K_X8_H
 #include <immintrin.h>
@@ -31,14 +32,6 @@ static ALWAYS_INLINE void q4k_x8_min_halves(const uint8_t (*scales)[8], __m256i 
     const __m256i s2 = _mm256_loadu_si256((const __m256i *)scales[8]);
     *mlo = _mm256_and_si256(s1, m6);
     *mhi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(s2, 4), m4), _mm256_and_si256(_mm256_srli_epi16(s1, 2), m30));
-}
-
-/* mn[8j + r] = row r's 6-bit min of sub-block j (mn: 64 bytes, 32-byte aligned) */
-static ALWAYS_INLINE void q4k_x8_min_bytes(const uint8_t (*scales)[8], uint8_t *mn) {
-    __m256i mlo, mhi;
-    q4k_x8_min_halves(scales, &mlo, &mhi);
-    _mm256_store_si256((__m256i *)mn, mlo);
-    _mm256_store_si256((__m256i *)(mn + 32), mhi);
 }
 
 /* the mins: mv[p] int16 lanes 2r, 2r+1 = row r's m[2p], m[2p+1] */
