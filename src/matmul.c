@@ -200,6 +200,10 @@ static void matmul_chunk(const matmul_ctx *c, int64_t i) {
     int64_t r0 = (i - c->out_first[m]) * c->out_chunk[m], r1 = HACHI_MIN(r0 + c->out_chunk[m], W->rows);
     if (c->gemm) {   /* prefill GEMM: the chunk's rows (x8: groups) for each token tile */
         const char *w = (const char *)W->data + r0 * W->row_bytes;
+        if (W->x8 && c->kt->gemm_x8_all && !c->pack) {
+            c->kt->gemm_x8(W->cols, o->y + r0, o->ldy, w, (int)((r1 - r0) / 8), c->act, c->act_stride, c->n_tok);
+            return;
+        }
         for (int t0 = 0; t0 < c->n_tok; t0 += MATMUL_MULTI_MAX) {
             float *y = o->y + t0 * o->ldy + r0;
             const char *a = c->pack ? tile_pack(c, t0 / MATMUL_MULTI_MAX) : c->act + (size_t)t0 * c->act_stride;

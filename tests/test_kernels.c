@@ -538,15 +538,18 @@ static int check_x8(uint32_t type, int64_t n, const char *w, int64_t rb, const c
 
 /* The prefill GEMM (gemm_x8, where a table has one for the type) on GEMM_GROUPS groups of 8 rows
  * (w8, interleaved, gb bytes a group) and 16 activation rows a (ab bytes apart, no extras): for
- * n_groups 1..GEMM_GROUPS and nt 1..16, every output bitwise ref's vec_dot_x8 and nothing written
- * past the nt tokens and 8*n_groups rows. Five groups: a kernel that takes groups in pairs meets
- * more than one pair and a lone group. Returns how many tables ran it. */
-enum { GEMM_GROUPS = 5 };
+ * n_groups 1..GEMM_GROUPS and nt 1..16 (1..GEMM_ALL_TOK where the GEMM takes any nt, token t then
+ * being row gemm_src(t) of a), every output bitwise ref's vec_dot_x8 and nothing written past
+ * the nt tokens and 8*n_groups rows. Five groups: a kernel that takes groups in pairs meets more
+ * than one pair and a lone group. Returns how many tables ran it. */
+enum { GEMM_GROUPS = 5, GEMM_ALL_TOK = 41 };
+/* the 16 rows in another order in each tile of 16 tokens, so that no two tiles match */
+static int gemm_src(int t) { return (5 * t + t / 16) % 16; }
 static int check_gemm(uint32_t type, int64_t n, const char *w8, size_t gb, const char *a, size_t ab) {
     const hachi_kernels *R = hachi_kernels_ref();
     const uint32_t vdt = R->t[type].vec_dot_type;
     enum { LDY = 8 * GEMM_GROUPS + 3 };
-    float want[GEMM_GROUPS][128], y[16 * LDY];
+    float want[GEMM_GROUPS][128], y[GEMM_ALL_TOK * LDY];
     for (int g = 0; g < GEMM_GROUPS; g++) R->t[type].vec_dot_x8(n, want[g], w8 + g * gb, a, ab, 16);
     int ran = 0;
     for (int isa = 0; isa <= HACHI_ISA_COUNT; isa++) {   /* and NEON's sdot table where i8mm replaced it */
@@ -555,9 +558,12 @@ static int check_gemm(uint32_t type, int64_t n, const char *w8, size_t gb, const
         const hachi_type_kernels *kt = &K->t[type];
         ran++;
         const size_t st = ab + (kt->act_extra ? kt->act_extra(n) : 0);
-        char *ax = malloc(st * 16);
-        for (int t = 0; t < 16; t++) {
-            memcpy(ax + t * st, a + t * ab, ab);
+        const int max_nt = kt->gemm_x8_all ? GEMM_ALL_TOK : 16;
+        CHECKF(!kt->gemm_x8_all || !kt->act_pack, "%s %s: gemm_x8_all with packed activations", K->name,
+               hachi_type_name(type));
+        char *ax = malloc(st * (size_t)max_nt);
+        for (int t = 0; t < max_nt; t++) {
+            memcpy(ax + t * st, a + gemm_src(t) * ab, ab);
             if (kt->act_prep) kt->act_prep(n, ax + t * st, 0, n / hachi_type_info(vdt)->blck_size);
         }
         /* a table whose GEMM takes packed activations gets the tile of the nt tokens */
@@ -565,20 +571,20 @@ static int check_gemm(uint32_t type, int64_t n, const char *w8, size_t gb, const
                hachi_type_name(type));
         char *pk = kt->act_pack_bytes ? malloc(kt->act_pack_bytes(n)) : NULL;
         int bad = 0, at = -1;
-        for (int nt = 1; nt <= 16; nt++) {
+        for (int nt = 1; nt <= max_nt; nt++) {
             if (pk) {
                 memset(pk, 0x5a, kt->act_pack_bytes(n));
                 for (int t0 = 0; t0 < nt; t0 += 8)   /* in halves, as matmul.c packs */
                     kt->act_pack(n, ax + (size_t)t0 * st, st, t0, nt - t0 < 8 ? nt - t0 : 8, nt, pk);
             }
             for (int ng = 1; ng <= GEMM_GROUPS; ng++) {
-                for (int i = 0; i < 16 * LDY; i++) y[i] = NAN;
+                for (int i = 0; i < max_nt * LDY; i++) y[i] = NAN;
                 kt->gemm_x8(n, y, LDY, w8, ng, pk ? pk : ax, st, nt);
-                for (int t = 0; t < 16; t++)
+                for (int t = 0; t < max_nt; t++)
                     for (int r = 0; r < LDY; r++) {
                         const float *g = &y[t * LDY + r];
                         const int in = t < nt && r < 8 * ng;
-                        const int ok = in ? !memcmp(g, &want[r / 8][8 * t + r % 8], sizeof(float)) : isnan(*g);   // NOLINT(bugprone-suspicious-memory-comparison): bitwise equality is what is tested
+                        const int ok = in ? !memcmp(g, &want[r / 8][8 * gemm_src(t) + r % 8], sizeof(float)) : isnan(*g);   // NOLINT(bugprone-suspicious-memory-comparison): bitwise equality is what is tested
                         if (!ok) { bad++; if (at < 0) at = 10000 * nt + 100 * ng + r; }
                     }
             }

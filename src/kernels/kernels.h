@@ -82,6 +82,9 @@ typedef struct hachi_type_kernels {
     void (*gemm)(int64_t n, float *y, int64_t ldy, const void *w, size_t row_bytes, int n_rows, const void *a,
                  size_t a_stride, int nt);
     int gemm_min;                     /* forwards of this many tokens or more use gemm_x8 / gemm (measured per ISA) */
+    /* Set: gemm_x8 (with act_pack NULL) takes any nt, so matmul hands it all the forward's
+     * tokens in one call and it can unpack each weight block once for all of them. */
+    int gemm_x8_all;
 } hachi_type_kernels;
 
 typedef struct hachi_kernels {
