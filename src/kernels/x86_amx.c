@@ -155,18 +155,28 @@ static void gemm_q4_0(int64_t n, float *y, int64_t ldy, const void *w8, int n_gr
  * Per block of 256 and 16 weight rows (two block_q4_Kx8 groups), ref's exact integers are
  * sumi = sum_j sc[j] * sum(q * y over sub-block j) and summ = sum_j m[j] * sum(y over sub-block
  * j). With sc = lo + 8 * hi (lo, hi < 8) each product q * lo, q * hi (q < 16) fits an int8, so
- * three tiles take them over the whole block (4 TDPBSSD of 64 elements each): C_lo = sum(y * q *
- * lo), C_hi = sum(y * q * hi), C_m = sum(y * m), and sumi = C_lo + 8 * C_hi. Then, as ref does,
- * acc = fma(d*da, sumi, acc), acc = fma(-(dmin*da), summ, acc) per block. The B tiles (3 KiB a
- * 64-element step, 12 KiB a block) are built once per block and group pair for all the tokens of
+ * two tiles take sumi over the whole block (4 TDPBSSD of 64 elements each): C_lo = sum(y * q *
+ * lo), C_hi = sum(y * q * hi), sumi = C_lo + 8 * C_hi. summ comes from the vector units (the
+ * mins against the activation extras, as the AVX-512 GEMM does). Then, as ref does, acc =
+ * fma(d*da, sumi, acc), acc = fma(-(dmin*da), summ, acc) per block. The B tiles (2 KiB a
+ * 64-element step, 8 KiB a block) are built once per block and group pair for all the tokens of
  * the call (gemm_x8_all: matmul hands over the whole forward), KQ_CHUNK blocks at a time; the
- * token tiles of 16 then run over those blocks with their sums in registers. */
-#define KQ_CHUNK 4                       /* blocks whose B tiles are built at once (48 KiB) */
+ * token tiles of 16 then run over those blocks with their sums in registers, the C tiles of
+ * consecutive blocks in two sets so that one block's tile products need not wait for the last
+ * one's stores. */
+#define KQ_CHUNK 4                       /* blocks whose B tiles are built at once (32 KiB) */
 #define KQ_MIN_TOKENS 16                 /* fewer tokens: the AVX-512 GEMM */
 
 typedef struct {
-    int8_t b[QK_K / 64][3][QK_K / 16][AMX_ROWS * 4];   /* [step][lo, hi, m][row of 4 elements][16 rows x 4] */
+    int8_t b[QK_K / 64][2][QK_K / 16][AMX_ROWS * 4];   /* [step][lo, hi][row of 4 elements][16 rows x 4] */
 } kq_btiles;
+
+/* what the vector units need of a block of the pair: d, dmin and the mins (int16 pairs m[2p],
+ * m[2p+1] of row r in int32 lane r of mz[p]) */
+typedef struct {
+    __m512 dw, dmw;
+    __m512i mz[4];
+} kq_tail;
 
 /* word lanes 2n, 2n+1 = v[n] (16 bytes: the 8 rows of g0, then g1's) */
 static ALWAYS_INLINE __m512i kq_words(__m128i v) {
@@ -174,32 +184,31 @@ static ALWAYS_INLINE __m512i kq_words(__m128i v) {
     return _mm512_or_si512(d, _mm512_slli_epi32(d, 16));
 }
 
-/* the B tiles of block b of the group pair (g0, g1) */
-static ALWAYS_INLINE void kq_unpack(const block_q4_Kx8 *g0, const block_q4_Kx8 *g1, kq_btiles *bt) {
+static ALWAYS_INLINE __m512 kq_halves(const hachi_half *a, const hachi_half *b) {
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+                                                   _mm_loadu_si128((const __m128i *)b), 1));
+}
+
+/* the B tiles and the tail of block b of the group pair (g0, g1) */
+static ALWAYS_INLINE void kq_unpack(const block_q4_Kx8 *g0, const block_q4_Kx8 *g1, kq_btiles *bt, kq_tail *tl) {
     _Alignas(32) uint8_t sc0[64], sc1[64];
-    _Alignas(32) uint8_t mn0[64], mn1[64];
-    __m256i lo, hi;
     q4k_x8_scales(g0->scales, sc0);
     q4k_x8_scales(g1->scales, sc1);
-    q4k_x8_min_halves(g0->scales, &lo, &hi);
-    _mm256_store_si256((__m256i *)mn0, lo);
-    _mm256_store_si256((__m256i *)(mn0 + 32), hi);
-    q4k_x8_min_halves(g1->scales, &lo, &hi);
-    _mm256_store_si256((__m256i *)mn1, lo);
-    _mm256_store_si256((__m256i *)(mn1 + 32), hi);
+    __m256i m0[4], m1[4];
+    q4k_x8_mins(g0->scales, m0);
+    q4k_x8_mins(g1->scales, m1);
+    UNROLL for (int p = 0; p < 4; p++) tl->mz[p] = _mm512_inserti64x4(_mm512_castsi256_si512(m0[p]), m1[p], 1);
+    tl->dw = kq_halves(g0->d, g1->d);
+    tl->dmw = kq_halves(g0->dmin, g1->dmin);
     const __m512i m4 = _mm512_set1_epi8(0x0F), m7 = _mm512_set1_epi16(7);
     UNROLL for (int k = 0; k < QK_K / 64; k++) {   /* sub-blocks 2k (B rows 0-7) and 2k+1 (rows 8-15) */
         __m512i mlo[2], mhi[2];
         UNROLL for (int h = 0; h < 2; h++) {
             const int j = 2 * k + h;
-            const __m512i s = kq_words(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(sc0 + 8 * j)),
-                                                          _mm_loadl_epi64((const __m128i *)(sc1 + 8 * j))));
-            mlo[h] = _mm512_and_si512(s, m7);
-            mhi[h] = _mm512_srli_epi16(s, 3);
-            const __m512i m = kq_words(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(mn0 + 8 * j)),
-                                                          _mm_loadl_epi64((const __m128i *)(mn1 + 8 * j))));
-            const __m512i mb = _mm512_or_si512(m, _mm512_slli_epi16(m, 8));
-            UNROLL for (int c = 0; c < 8; c++) _mm512_store_si512(bt->b[k][2][8 * h + c], mb);
+            const __m512i sw = kq_words(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(sc0 + 8 * j)),
+                                                           _mm_loadl_epi64((const __m128i *)(sc1 + 8 * j))));
+            mlo[h] = _mm512_and_si512(sw, m7);
+            mhi[h] = _mm512_srli_epi16(sw, 3);
         }
         UNROLL for (int hh = 0; hh < 4; hh++) {   /* slices 2hh, 2hh+1 of the 8 (32 bytes a group) */
             const __m512i a = _mm512_loadu_si512(g0->qs + 256 * k + 64 * hh), b = _mm512_loadu_si512(g1->qs + 256 * k + 64 * hh);
@@ -217,61 +226,72 @@ static ALWAYS_INLINE void kq_unpack(const block_q4_Kx8 *g0, const block_q4_Kx8 *
     }
 }
 
-/* C (tmm0-2: lo, hi, m): nt tokens x 16 int32; A (tmm3): nt tokens x 64 bytes; B (tmm4-6) */
+/* C: tmm0-1 (lo, hi) for even blocks, tmm2-3 for odd ones, nt tokens x 16 int32; A (tmm4, tmm5
+ * by step): nt tokens x 64 bytes; B (tmm6 lo, tmm7 hi) */
 static void kq_config(int nt) {
     amx_tilecfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
-    for (int i = 0; i < 4; i++) { cfg.rows[i] = (uint8_t)nt; cfg.colsb[i] = 64; }
-    for (int i = 4; i < 7; i++) { cfg.rows[i] = QK_K / 16; cfg.colsb[i] = 64; }
+    for (int i = 0; i < 6; i++) { cfg.rows[i] = (uint8_t)nt; cfg.colsb[i] = 64; }
+    for (int i = 6; i < 8; i++) { cfg.rows[i] = QK_K / 16; cfg.colsb[i] = 64; }
     AMX_BARRIER(&cfg);
     _tile_loadconfig(&cfg);
 }
 
-/* the three products of one block for the tile's tokens (arow: token 0's block) into c */
-static ALWAYS_INLINE void kq_tiles(const int8_t *arow, size_t a_stride, const kq_btiles *bt, int32_t (*c)[AMX_ROWS][AMX_ROWS]) {
-    AMX_BARRIER(bt);
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    UNROLL for (int k = 0; k < QK_K / 64; k++) {
-        _tile_loadd(3, arow + 64 * k, (long)a_stride);
-        _tile_loadd(4, bt->b[k][0][0], AMX_ROWS * 4);
-        _tile_dpbssd(0, 3, 4);
-        _tile_loadd(5, bt->b[k][1][0], AMX_ROWS * 4);
-        _tile_dpbssd(1, 3, 5);
-        _tile_loadd(6, bt->b[k][2][0], AMX_ROWS * 4);
-        _tile_dpbssd(2, 3, 6);
-    }
-    _tile_stored(0, c[0], AMX_ROWS * 4);
-    _tile_stored(1, c[1], AMX_ROWS * 4);
-    _tile_stored(2, c[2], AMX_ROWS * 4);
-    AMX_BARRIER(c);
-}
+/* the two products of one block for the tile's tokens (arow: token 0's block) into tiles (tl, th), stored to c */
+#define KQ_TILES(tl, th, arow, bt, c)                                                              \
+    do {                                                                                           \
+        AMX_BARRIER(bt);                                                                           \
+        _tile_zero(tl);                                                                            \
+        _tile_zero(th);                                                                            \
+        UNROLL for (int k_ = 0; k_ < QK_K / 64; k_ += 2) {                                         \
+            _tile_loadd(4, (arow) + 64 * k_, (long)a_stride);                                      \
+            _tile_loadd(6, (bt)->b[k_][0][0], AMX_ROWS * 4);                                       \
+            _tile_loadd(7, (bt)->b[k_][1][0], AMX_ROWS * 4);                                       \
+            _tile_dpbssd(tl, 4, 6);                                                                \
+            _tile_dpbssd(th, 4, 7);                                                                \
+            _tile_loadd(5, (arow) + 64 * (k_ + 1), (long)a_stride);                                \
+            _tile_loadd(6, (bt)->b[k_ + 1][0][0], AMX_ROWS * 4);                                   \
+            _tile_loadd(7, (bt)->b[k_ + 1][1][0], AMX_ROWS * 4);                                   \
+            _tile_dpbssd(tl, 5, 6);                                                                \
+            _tile_dpbssd(th, 5, 7);                                                                \
+        }                                                                                          \
+        _tile_stored(tl, (c)[0], AMX_ROWS * 4);                                                    \
+        _tile_stored(th, (c)[1], AMX_ROWS * 4);                                                    \
+        AMX_BARRIER(c);                                                                            \
+    } while (0)
 
-static ALWAYS_INLINE void kq_scale(__m512 *acc, const int32_t (*c)[AMX_ROWS][AMX_ROWS], __m512 dw, __m512 dmw, const char *a,
-                                   size_t a_stride, int64_t b, const int NT) {
+static ALWAYS_INLINE void kq_scale(__m512 *acc, const int32_t (*c)[AMX_ROWS][AMX_ROWS], const kq_tail *tl, const char *a,
+                                   size_t a_stride, int64_t nb, int64_t b, const int NT) {
     UNROLL for (int t = 0; t < NT; t++) {
-        const __m512 da = _mm512_set1_ps(((const block_q8_K *)(const void *)(a + (size_t)t * a_stride) + b)->d);
+        const char *row = a + (size_t)t * a_stride;
+        const __m512 da = _mm512_set1_ps(((const block_q8_K *)(const void *)row + b)->d);
+        const int32_t *ex = kx8_extras(row, nb, b);
+        __m512i summ = _mm512_dpwssd_epi32(_mm512_setzero_si512(), tl->mz[0], _mm512_set1_epi32(ex[0]));
+        UNROLL for (int p = 1; p < 4; p++) summ = _mm512_dpwssd_epi32(summ, tl->mz[p], _mm512_set1_epi32(ex[p]));
         const __m512i sumi = _mm512_add_epi32(_mm512_load_si512(c[0][t]), _mm512_slli_epi32(_mm512_load_si512(c[1][t]), 3));
-        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(sumi), acc[t]);
-        acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmw, da), _mm512_cvtepi32_ps(_mm512_load_si512(c[2][t])), acc[t]);
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(tl->dw, da), _mm512_cvtepi32_ps(sumi), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(tl->dmw, da), _mm512_cvtepi32_ps(summ), acc[t]);
     }
 }
 
 /* blocks [b0, b1) of the pair's B tiles bt (bt[0]: block b0) for the NT tokens at a, into and
  * out of y (first: y not yet written) */
-static ALWAYS_INLINE void kq_token_tile(float *y, int64_t ldy, const kq_btiles *bt, const __m512 *dw, const __m512 *dmw,
-                                        const char *a, size_t a_stride, int64_t b0, int64_t b1, bool first, const int NT) {
+static ALWAYS_INLINE void kq_token_tile(float *y, int64_t ldy, const kq_btiles *bt, const kq_tail *tl, const char *a,
+                                        size_t a_stride, int64_t nb, int64_t b0, int64_t b1, bool first, const int NT) {
     __m512 acc[AMX_ROWS];
     UNROLL for (int t = 0; t < AMX_ROWS; t++)
         acc[t] = first || t >= NT ? _mm512_setzero_ps() : _mm512_loadu_ps(y + (size_t)t * ldy);
-    _Alignas(64) int32_t c[2][3][AMX_ROWS][AMX_ROWS];
+    _Alignas(64) int32_t c[2][2][AMX_ROWS][AMX_ROWS];
     const int8_t *a0 = (const int8_t *)a + offsetof(block_q8_K, qs);
     for (int64_t b = b0; b <= b1; b++) {   /* block b on the tile unit, b-1 on the vector units */
-        if (b < b1) kq_tiles(a0 + (size_t)b * sizeof(block_q8_K), a_stride, &bt[b - b0], c[b & 1]);
-        if (b > b0) kq_scale(acc, (const int32_t(*)[AMX_ROWS][AMX_ROWS])c[(b - 1) & 1], dw[b - 1 - b0], dmw[b - 1 - b0], a,
-                             a_stride, b - 1, NT);
+        if (b < b1) {
+            const int8_t *arow = a0 + (size_t)b * sizeof(block_q8_K);
+            if (b & 1) KQ_TILES(2, 3, arow, &bt[b - b0], c[1]);
+            else KQ_TILES(0, 1, arow, &bt[b - b0], c[0]);
+        }
+        if (b > b0)
+            kq_scale(acc, (const int32_t(*)[AMX_ROWS][AMX_ROWS])c[(b - 1) & 1], &tl[b - 1 - b0], a, a_stride, nb, b - 1, NT);
     }
     UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
@@ -298,26 +318,20 @@ static void gemm_q4_K(int64_t n, float *y, int64_t ldy, const void *w8, int n_gr
     const block_q4_Kx8 *w = w8;
     const char *ac = a;
     _Alignas(64) kq_btiles bt[KQ_CHUNK];
-    __m512 dw[KQ_CHUNK], dmw[KQ_CHUNK];
+    kq_tail tl[KQ_CHUNK];
     int cfg_nt = 0, gi = 0;
     for (; gi + 2 <= n_groups; gi += 2) {
         const block_q4_Kx8 *g0 = w + (size_t)gi * nb, *g1 = g0 + nb;
         for (int64_t b0 = 0; b0 < nb; b0 += KQ_CHUNK) {
             const int64_t b1 = b0 + KQ_CHUNK < nb ? b0 + KQ_CHUNK : nb;
-            for (int64_t b = b0; b < b1; b++) {
-                kq_unpack(g0 + b, g1 + b, &bt[b - b0]);
-                dw[b - b0] = _mm512_cvtph_ps(_mm256_inserti128_si256(
-                    _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)g0[b].d)), _mm_loadu_si128((const __m128i *)g1[b].d), 1));
-                dmw[b - b0] = _mm512_cvtph_ps(_mm256_inserti128_si256(
-                    _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)g0[b].dmin)), _mm_loadu_si128((const __m128i *)g1[b].dmin), 1));
-            }
+            for (int64_t b = b0; b < b1; b++) kq_unpack(g0 + b, g1 + b, &bt[b - b0], &tl[b - b0]);
             for (int t0 = 0; t0 < nt; t0 += AMX_ROWS) {
                 const int tn = nt - t0 < AMX_ROWS ? nt - t0 : AMX_ROWS;
                 if (tn != cfg_nt) kq_config(cfg_nt = tn);
                 float *yt = y + (size_t)t0 * ldy + 8 * gi;
                 const char *at = ac + (size_t)t0 * a_stride;
-                if (tn == AMX_ROWS) kq_token_tile(yt, ldy, bt, dw, dmw, at, a_stride, b0, b1, b0 == 0, AMX_ROWS);
-                else kq_token_tile(yt, ldy, bt, dw, dmw, at, a_stride, b0, b1, b0 == 0, tn);
+                if (tn == AMX_ROWS) kq_token_tile(yt, ldy, bt, tl, at, a_stride, nb, b0, b1, b0 == 0, AMX_ROWS);
+                else kq_token_tile(yt, ldy, bt, tl, at, a_stride, nb, b0, b1, b0 == 0, tn);
             }
         }
     }
