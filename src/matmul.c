@@ -17,7 +17,10 @@
  *           16 rows per zmm, AMX's tiles) or for its float rows (AVX2's and
  *           AVX-512's register-blocked F32 / F16 / BF16), forwards of the table's
  *           gemm_min tokens or more send each chunk's rows through it
- *           instead, token tile by token tile (bitwise the same sums).
+ *           instead, token tile by token tile (bitwise the same sums), or
+ *           with all the forward's tokens in one call where the GEMM takes
+ *           them (gemm_x8_all: AMX's, which unpacks each weight block once
+ *           for all its token tiles).
  * Chunks are claimed from atomic counters rather than split statically: on
  * a loaded machine a descheduled thread then delays a call by at most the
  * chunks it holds (a quarter of its share, fewer near the end), not by its

@@ -1,14 +1,18 @@
-/* kernels/x86_amx: the prefill GEMM of interleaved Q4_0 rows on Intel AMX (TMUL, int8), for
- * up to 16 tokens and 16 weight rows (two block_q4_0x8 groups) at a time. Per weight block of
- * 32 elements, one TDPBSSD multiplies the tokens' int8 activations (A: 16 rows of 32 bytes,
- * loaded straight from the q8_0 rows) by the weights' signed q - 8 (B: 8 rows of 16 x 4 bytes,
- * which the interleaved layout nearly is: one nibble mask and a lane shuffle per 64 bytes) into
- * 16 x 16 exact int32 sums sum(y*(q-8)), row t = token t; then, as ref does, acc = fma(dw*da,
- * v, acc) in block order with a token's 16 weight rows in one zmm: every result equals ref's
- * vec_dot_x8 bit for bit. The tiles are double-buffered so that the tile unit works on block b
- * while the vector units scale block b-1. A lone group (rows % 16 == 8) goes to the VNNI x8
- * kernel. Built with the AVX-512 and AMX flags; dispatch.c adds this entry to the AVX-512 table
- * only where the CPU has AMX-TILE/INT8 and Linux grants the tile data permission. */
+/* kernels/x86_amx: the prefill GEMMs of interleaved Q4_0 and Q4_K rows on Intel AMX (TMUL,
+ * int8), 16 tokens (a tile's rows) by 16 weight rows (two x8 groups) at a time. Both take the
+ * whole forward in one call (gemm_x8_all), so the weights' B tiles are unpacked once per block
+ * for all its token tiles, a chunk of blocks at a time; each token tile then runs over the chunk
+ * with its 16 sums (one zmm a token, the 16 weight rows in its lanes) in registers, the tile
+ * unit on block b while the vector units scale block b-1 (two sets of C tiles).
+ * - Q4_0: per block of 32, one TDPBSSD multiplies the tokens' int8 activations (A: loaded straight
+ *   from the q8_0 rows) by the weights' signed q - 8 (B: 8 rows of 16 x 4 bytes, which the
+ *   interleaved layout nearly is: one nibble mask and a lane shuffle per 64 bytes) into exact
+ *   int32 sums; then, as ref does, acc = fma(dw*da, v, acc) in block order.
+ * - Q4_K: the 6-bit scales folded into two B tiles (below).
+ * Every result equals ref's vec_dot_x8 bit for bit. Short forwards and a lone group (rows % 16
+ * == 8) go to the AVX-512 kernels. Built with the AVX-512 and AMX flags; dispatch.c adds these
+ * entries to the AVX-512 table only where the CPU has AMX-TILE/INT8 and Linux grants the tile
+ * data permission. Tile unit and vector costs on a Sapphire Rapids VM: bench/RESULTS.md. */
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__) && defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__) && \
@@ -90,65 +94,75 @@ static ALWAYS_INLINE void scale_block(__m512 *acc, const int32_t (*c)[AMX_ROWS],
     }
 }
 
-/* y[t*ldy + 8*gi + j] for the n_groups groups of w8 (each n/32 blocks) and tokens t < nt; a:
- * the nt q8_0 activation rows with AVX2's extras (per 4 blocks 4 int32, then 4 float d) */
-static ALWAYS_INLINE void gemm_q4_0_nt(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
-                                        size_t a_stride, const int nt) {
-    const int64_t nb = n / QK8_0;
-    const block_q4_0x8 *w = w8;
-    const char *ac = a;
-    int gi = 0;
-    if (n_groups >= 2) amx_config(nt);
-    for (; gi + 2 <= n_groups; gi += 2) {
-        const block_q4_0x8 *g0 = w + (size_t)gi * nb, *g1 = g0 + nb;
-        _Alignas(64) int8_t bt[2][QK8_0 / 4][AMX_ROWS * 4];
-        _Alignas(64) int32_t c[2][AMX_ROWS][AMX_ROWS];
-        __m512 acc[AMX_ROWS], dw[2];
-        for (int t = 0; t < AMX_ROWS; t++) acc[t] = _mm512_setzero_ps();
-        unpack_b(g0, g1, bt[0][0]);
-        for (int64_t b = 0; b <= nb; b++) {
-            const int k = (int)(b & 1);
-            if (b < nb) {   /* block b on the tile unit (its B tile unpacked the iteration before) */
-                const block_q8_0 *arow = (const block_q8_0 *)ac + b;
-                if (k) AMX_BLOCK(1, 3, 5, arow->qs, bt[1][0], c[1][0]);
-                else AMX_BLOCK(0, 2, 4, arow->qs, bt[0][0], c[0][0]);
-                dw[k] = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)g0[b].d)),
-                                                                 _mm_loadu_si128((const __m128i *)g1[b].d), 1));
-            }
-            if (b + 1 < nb) {   /* the next block's B tile */
-                _mm_prefetch((const char *)(g0 + b) + 4096, _MM_HINT_T0);
-                _mm_prefetch((const char *)(g0 + b) + 4096 + 64, _MM_HINT_T0);
-                _mm_prefetch((const char *)(g0 + b) + 4096 + 128, _MM_HINT_T0);
-                _mm_prefetch((const char *)(g1 + b) + 4096, _MM_HINT_T0);
-                _mm_prefetch((const char *)(g1 + b) + 4096 + 64, _MM_HINT_T0);
-                _mm_prefetch((const char *)(g1 + b) + 4096 + 128, _MM_HINT_T0);
-                unpack_b(g0 + b + 1, g1 + b + 1, bt[k ^ 1][0]);
-            }
-            if (b > 0) {    /* block b-1 on the vector units */
-                const int64_t p = b - 1;
-                scale_block(acc, (const int32_t(*)[AMX_ROWS])c[p & 1], dw[p & 1], ac, a_stride, nb, p, nt);
-            }
-        }
-        for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + (size_t)t * ldy + 8 * gi, acc[t]);
-    }
-    if (gi < n_groups) {   /* a lone group: the VNNI kernel */
-        float s[8 * AMX_ROWS];
-        x8_q4_0(n, s, w + (size_t)gi * nb, a, a_stride, nt);
-        for (int t = 0; t < nt; t++) memcpy(y + (size_t)t * ldy + 8 * gi, s + 8 * t, 8 * sizeof(float));
-    }
-}
-
-
 /* AMX costs about the same per 16-row block for 1 to 16 tokens and passes the VNNI kernels
  * near 12 (bench_matmul, Sapphire Rapids class: 16 tokens 3.1-3.7 against 4.0-4.6 ns per
  * row-block, 8 tokens 2.8-3.3 against 1.9-2.3) */
 #define AMX_MIN_TOKENS 12
 
-static void gemm_q4_0(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
-                      int nt) {
-    if (nt < AMX_MIN_TOKENS) hachi_gemm_q4_0_x8_rows_avx512(n, y, ldy, w8, n_groups, a, a_stride, nt);
-    else if (nt == AMX_ROWS) gemm_q4_0_nt(n, y, ldy, w8, n_groups, a, a_stride, AMX_ROWS);
-    else gemm_q4_0_nt(n, y, ldy, w8, n_groups, a, a_stride, nt);
+/* gemm_x8 of the AMX table for Q4_0 with any nt (gemm_x8_all): per group pair, Q4_CHUNK blocks'
+ * B tiles are unpacked once, then each token tile of 16 runs over them with its sums in
+ * registers, the tile unit on block b while the vector units scale block b-1, as above. */
+#define Q4_CHUNK 16
+
+static ALWAYS_INLINE void q4_token_tile(float *y, int64_t ldy, int8_t (*bt)[QK8_0 / 4][AMX_ROWS * 4], const __m512 *dw,
+                                        const char *a, size_t a_stride, int64_t nb, int64_t b0, int64_t b1, bool first,
+                                        const int NT) {
+    __m512 acc[AMX_ROWS];
+    UNROLL for (int t = 0; t < AMX_ROWS; t++)
+        acc[t] = first || t >= NT ? _mm512_setzero_ps() : _mm512_loadu_ps(y + (size_t)t * ldy);
+    _Alignas(64) int32_t c[2][AMX_ROWS][AMX_ROWS];
+    for (int64_t b = b0; b <= b1; b++) {
+        if (b < b1) {
+            const block_q8_0 *arow = (const block_q8_0 *)a + b;
+            if (b & 1) AMX_BLOCK(1, 3, 5, arow->qs, bt[b - b0][0], c[1][0]);
+            else AMX_BLOCK(0, 2, 4, arow->qs, bt[b - b0][0], c[0][0]);
+        }
+        if (b > b0) scale_block(acc, (const int32_t(*)[AMX_ROWS])c[(b - 1) & 1], dw[b - 1 - b0], a, a_stride, nb, b - 1, NT);
+    }
+    UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
+}
+
+static void gemm_q4_0_all(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
+                          int nt) {
+    const char *ac = a;
+    if (nt < AMX_MIN_TOKENS) {
+        for (int t0 = 0; t0 < nt; t0 += AMX_ROWS)
+            hachi_gemm_q4_0_x8_rows_avx512(n, y + (size_t)t0 * ldy, ldy, w8, n_groups, ac + (size_t)t0 * a_stride, a_stride,
+                                           nt - t0 < AMX_ROWS ? nt - t0 : AMX_ROWS);
+        return;
+    }
+    const int64_t nb = n / QK8_0;
+    const block_q4_0x8 *w = w8;
+    _Alignas(64) int8_t bt[Q4_CHUNK][QK8_0 / 4][AMX_ROWS * 4];
+    __m512 dw[Q4_CHUNK];
+    int cfg_nt = 0, gi = 0;
+    for (; gi + 2 <= n_groups; gi += 2) {
+        const block_q4_0x8 *g0 = w + (size_t)gi * nb, *g1 = g0 + nb;
+        for (int64_t b0 = 0; b0 < nb; b0 += Q4_CHUNK) {
+            const int64_t b1 = b0 + Q4_CHUNK < nb ? b0 + Q4_CHUNK : nb;
+            for (int64_t b = b0; b < b1; b++) {
+                unpack_b(g0 + b, g1 + b, bt[b - b0][0]);
+                dw[b - b0] = _mm512_cvtph_ps(_mm256_inserti128_si256(
+                    _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)g0[b].d)), _mm_loadu_si128((const __m128i *)g1[b].d), 1));
+            }
+            for (int t0 = 0; t0 < nt; t0 += AMX_ROWS) {
+                const int tn = nt - t0 < AMX_ROWS ? nt - t0 : AMX_ROWS;
+                if (tn != cfg_nt) amx_config(cfg_nt = tn);
+                float *yt = y + (size_t)t0 * ldy + 8 * gi;
+                const char *at = ac + (size_t)t0 * a_stride;
+                if (tn == AMX_ROWS) q4_token_tile(yt, ldy, bt, dw, at, a_stride, nb, b0, b1, b0 == 0, AMX_ROWS);
+                else q4_token_tile(yt, ldy, bt, dw, at, a_stride, nb, b0, b1, b0 == 0, tn);
+            }
+        }
+    }
+    if (gi < n_groups) {   /* a lone group: the VNNI kernel */
+        float s[8 * AMX_ROWS];
+        for (int t0 = 0; t0 < nt; t0 += AMX_ROWS) {
+            const int tn = nt - t0 < AMX_ROWS ? nt - t0 : AMX_ROWS;
+            x8_q4_0(n, s, w + (size_t)gi * nb, ac + (size_t)t0 * a_stride, a_stride, tn);
+            for (int t = 0; t < tn; t++) memcpy(y + (size_t)(t0 + t) * ldy + 8 * gi, s + 8 * t, 8 * sizeof(float));
+        }
+    }
 }
 
 /* ---- Q4_K: the scales folded into the tiles ----
@@ -339,8 +353,8 @@ static void gemm_q4_K(int64_t n, float *y, int64_t ldy, const void *w8, int n_gr
         kq_vnni_tiles(n, y + 8 * gi, ldy, w + (size_t)gi * nb, 1, ac, a_stride, nt);
 }
 
-/* on the AVX-512 table, after its filler: Q4_0's prefill GEMM (its x8 kernel stays VNNI's; forwards
- * of fewer than AMX_MIN_TOKENS tokens stay on the table's VNNI GEMM) */
+/* on the AVX-512 table, after its filler: the Q4_0 and Q4_K prefill GEMMs (the x8 kernels stay
+ * VNNI's; shorter forwards than AMX_MIN_TOKENS / KQ_MIN_TOKENS tokens go to the table's GEMMs) */
 int hachi_kernels_fill_amx(hachi_kernels *t) {
     (void)x8_q4_K;   /* the header's other kernels are the AVX-512 table's */
     (void)x8_q8_0;
@@ -351,7 +365,8 @@ int hachi_kernels_fill_amx(hachi_kernels *t) {
     hachi_type_kernels *q = &t->t[HACHI_TYPE_Q4_0];
     q->act_pack = NULL;   /* the tiles read activation rows; short forwards go to AVX-512's GEMM of rows */
     q->act_pack_bytes = NULL;
-    q->gemm_x8 = gemm_q4_0;
+    q->gemm_x8 = gemm_q4_0_all;
+    q->gemm_x8_all = 1;
     hachi_type_kernels *k4 = &t->t[HACHI_TYPE_Q4_K];
     if (k4->gemm_x8 && !k4->act_pack) {   /* the AVX-512 GEMM takes short forwards and lone groups */
         gemm_q4_K_vnni = k4->gemm_x8;
