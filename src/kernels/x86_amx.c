@@ -26,6 +26,12 @@
 #include "kernels/x86_vnni_x8.h"
 
 #define AMX_ROWS 16   /* weight rows (two groups) and tokens per tile */
+
+/* 16 lanes from the 8 halves at a (group g0's rows) and the 8 at b (g1's) */
+static ALWAYS_INLINE __m512 halves16(const hachi_half *a, const hachi_half *b) {
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+                                                   _mm_loadu_si128((const __m128i *)b), 1));
+}
 /* The tile intrinsics are asm statements that tell the compiler neither that they read memory
  * (the config, the B tile written just before) nor that they write it (the stored C tile): a
  * compiler barrier on each side, with the buffers' addresses escaping into it, keeps the
@@ -122,13 +128,35 @@ static ALWAYS_INLINE void q4_token_tile(float *y, int64_t ldy, int8_t (*bt)[QK8_
     UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
 
+typedef void (*amx_gemm_fn)(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
+                            size_t a_stride, int nt);
+
+/* fn (a GEMM of at most 16 tokens) over the nt tokens, 16 at a time */
+static void gemm_by_16(amx_gemm_fn fn, int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const char *a,
+                       size_t a_stride, int nt) {
+    for (int t0 = 0; t0 < nt; t0 += AMX_ROWS)
+        fn(n, y + (size_t)t0 * ldy, ldy, w8, n_groups, a + (size_t)t0 * a_stride, a_stride,
+           nt - t0 < AMX_ROWS ? nt - t0 : AMX_ROWS);
+}
+
+/* the token tiles of 16 (the last maybe fewer) of the nt at ac, each over blocks [b0, b1) of
+ * group pair gi: tile(y, ldy, bt, per-block floats, a, a_stride, nb, b0, b1, first, NT), the
+ * tiles configured by config(rows) when the tile's token count changes */
+#define AMX_TOKEN_TILES(config, tile, bt, fl)                                                      \
+    for (int t0 = 0; t0 < nt; t0 += AMX_ROWS) {                                                    \
+        const int tn = nt - t0 < AMX_ROWS ? nt - t0 : AMX_ROWS;                                    \
+        if (tn != cfg_nt) config(cfg_nt = tn);                                                     \
+        float *yt = y + (size_t)t0 * ldy + 8 * gi;                                                 \
+        const char *at = ac + (size_t)t0 * a_stride;                                               \
+        if (tn == AMX_ROWS) tile(yt, ldy, bt, fl, at, a_stride, nb, b0, b1, b0 == 0, AMX_ROWS);    \
+        else tile(yt, ldy, bt, fl, at, a_stride, nb, b0, b1, b0 == 0, tn);                         \
+    }
+
 static void gemm_q4_0_all(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
                           int nt) {
     const char *ac = a;
     if (nt < AMX_MIN_TOKENS) {
-        for (int t0 = 0; t0 < nt; t0 += AMX_ROWS)
-            hachi_gemm_q4_0_x8_rows_avx512(n, y + (size_t)t0 * ldy, ldy, w8, n_groups, ac + (size_t)t0 * a_stride, a_stride,
-                                           nt - t0 < AMX_ROWS ? nt - t0 : AMX_ROWS);
+        gemm_by_16(hachi_gemm_q4_0_x8_rows_avx512, n, y, ldy, w8, n_groups, ac, a_stride, nt);
         return;
     }
     const int64_t nb = n / QK8_0;
@@ -142,27 +170,13 @@ static void gemm_q4_0_all(int64_t n, float *y, int64_t ldy, const void *w8, int 
             const int64_t b1 = b0 + Q4_CHUNK < nb ? b0 + Q4_CHUNK : nb;
             for (int64_t b = b0; b < b1; b++) {
                 unpack_b(g0 + b, g1 + b, bt[b - b0][0]);
-                dw[b - b0] = _mm512_cvtph_ps(_mm256_inserti128_si256(
-                    _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)g0[b].d)), _mm_loadu_si128((const __m128i *)g1[b].d), 1));
+                dw[b - b0] = halves16(g0[b].d, g1[b].d);
             }
-            for (int t0 = 0; t0 < nt; t0 += AMX_ROWS) {
-                const int tn = nt - t0 < AMX_ROWS ? nt - t0 : AMX_ROWS;
-                if (tn != cfg_nt) amx_config(cfg_nt = tn);
-                float *yt = y + (size_t)t0 * ldy + 8 * gi;
-                const char *at = ac + (size_t)t0 * a_stride;
-                if (tn == AMX_ROWS) q4_token_tile(yt, ldy, bt, dw, at, a_stride, nb, b0, b1, b0 == 0, AMX_ROWS);
-                else q4_token_tile(yt, ldy, bt, dw, at, a_stride, nb, b0, b1, b0 == 0, tn);
-            }
+            AMX_TOKEN_TILES(amx_config, q4_token_tile, bt, dw)
         }
     }
-    if (gi < n_groups) {   /* a lone group: the VNNI kernel */
-        float s[8 * AMX_ROWS];
-        for (int t0 = 0; t0 < nt; t0 += AMX_ROWS) {
-            const int tn = nt - t0 < AMX_ROWS ? nt - t0 : AMX_ROWS;
-            x8_q4_0(n, s, w + (size_t)gi * nb, ac + (size_t)t0 * a_stride, a_stride, tn);
-            for (int t = 0; t < tn; t++) memcpy(y + (size_t)(t0 + t) * ldy + 8 * gi, s + 8 * t, 8 * sizeof(float));
-        }
-    }
+    if (gi < n_groups)   /* a lone group */
+        gemm_by_16(hachi_gemm_q4_0_x8_rows_avx512, n, y + 8 * gi, ldy, w + (size_t)gi * nb, 1, ac, a_stride, nt);
 }
 
 /* ---- Q4_K: the scales folded into the tiles ----
@@ -198,11 +212,6 @@ static ALWAYS_INLINE __m512i kq_words(__m128i v) {
     return _mm512_or_si512(d, _mm512_slli_epi32(d, 16));
 }
 
-static ALWAYS_INLINE __m512 kq_halves(const hachi_half *a, const hachi_half *b) {
-    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
-                                                   _mm_loadu_si128((const __m128i *)b), 1));
-}
-
 /* the B tiles and the tail of block b of the group pair (g0, g1) */
 static ALWAYS_INLINE void kq_unpack(const block_q4_Kx8 *g0, const block_q4_Kx8 *g1, kq_btiles *bt, kq_tail *tl) {
     _Alignas(32) uint8_t sc0[64], sc1[64];
@@ -212,8 +221,8 @@ static ALWAYS_INLINE void kq_unpack(const block_q4_Kx8 *g0, const block_q4_Kx8 *
     q4k_x8_mins(g0->scales, m0);
     q4k_x8_mins(g1->scales, m1);
     UNROLL for (int p = 0; p < 4; p++) tl->mz[p] = _mm512_inserti64x4(_mm512_castsi256_si512(m0[p]), m1[p], 1);
-    tl->dw = kq_halves(g0->d, g1->d);
-    tl->dmw = kq_halves(g0->dmin, g1->dmin);
+    tl->dw = halves16(g0->d, g1->d);
+    tl->dmw = halves16(g0->dmin, g1->dmin);
     const __m512i m4 = _mm512_set1_epi8(0x0F), m7 = _mm512_set1_epi16(7);
     UNROLL for (int k = 0; k < QK_K / 64; k++) {   /* sub-blocks 2k (B rows 0-7) and 2k+1 (rows 8-15) */
         __m512i mlo[2], mhi[2];
@@ -310,22 +319,13 @@ static ALWAYS_INLINE void kq_token_tile(float *y, int64_t ldy, const kq_btiles *
     UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
 
-static void (*gemm_q4_K_vnni)(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
-                              size_t a_stride, int nt);
-
-/* the VNNI GEMM in token tiles of 16 */
-static void kq_vnni_tiles(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const char *a, size_t a_stride,
-                          int nt) {
-    for (int t0 = 0; t0 < nt; t0 += AMX_ROWS)
-        gemm_q4_K_vnni(n, y + (size_t)t0 * ldy, ldy, w8, n_groups, a + (size_t)t0 * a_stride, a_stride,
-                       nt - t0 < AMX_ROWS ? nt - t0 : AMX_ROWS);
-}
+static amx_gemm_fn gemm_q4_K_vnni;   /* the AVX-512 table's */
 
 /* gemm_x8 of the AMX table for Q4_K: any nt (gemm_x8_all) */
 static void gemm_q4_K(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
                       int nt) {
     if (nt < KQ_MIN_TOKENS) {
-        kq_vnni_tiles(n, y, ldy, w8, n_groups, a, a_stride, nt);
+        gemm_by_16(gemm_q4_K_vnni, n, y, ldy, w8, n_groups, a, a_stride, nt);
         return;
     }
     const int64_t nb = n / QK_K;
@@ -339,24 +339,18 @@ static void gemm_q4_K(int64_t n, float *y, int64_t ldy, const void *w8, int n_gr
         for (int64_t b0 = 0; b0 < nb; b0 += KQ_CHUNK) {
             const int64_t b1 = b0 + KQ_CHUNK < nb ? b0 + KQ_CHUNK : nb;
             for (int64_t b = b0; b < b1; b++) kq_unpack(g0 + b, g1 + b, &bt[b - b0], &tl[b - b0]);
-            for (int t0 = 0; t0 < nt; t0 += AMX_ROWS) {
-                const int tn = nt - t0 < AMX_ROWS ? nt - t0 : AMX_ROWS;
-                if (tn != cfg_nt) kq_config(cfg_nt = tn);
-                float *yt = y + (size_t)t0 * ldy + 8 * gi;
-                const char *at = ac + (size_t)t0 * a_stride;
-                if (tn == AMX_ROWS) kq_token_tile(yt, ldy, bt, tl, at, a_stride, nb, b0, b1, b0 == 0, AMX_ROWS);
-                else kq_token_tile(yt, ldy, bt, tl, at, a_stride, nb, b0, b1, b0 == 0, tn);
-            }
+            AMX_TOKEN_TILES(kq_config, kq_token_tile, bt, tl)
         }
     }
     if (gi < n_groups)   /* a lone group */
-        kq_vnni_tiles(n, y + 8 * gi, ldy, w + (size_t)gi * nb, 1, ac, a_stride, nt);
+        gemm_by_16(gemm_q4_K_vnni, n, y + 8 * gi, ldy, w + (size_t)gi * nb, 1, ac, a_stride, nt);
 }
 
 /* on the AVX-512 table, after its filler: the Q4_0 and Q4_K prefill GEMMs (the x8 kernels stay
  * VNNI's; shorter forwards than AMX_MIN_TOKENS / KQ_MIN_TOKENS tokens go to the table's GEMMs) */
 int hachi_kernels_fill_amx(hachi_kernels *t) {
-    (void)x8_q4_K;   /* the header's other kernels are the AVX-512 table's */
+    (void)x8_q4_0;   /* the header's kernels are the AVX-512 table's */
+    (void)x8_q4_K;
     (void)x8_q8_0;
     (void)x8_q5_K;
     (void)x8_q6_K;
