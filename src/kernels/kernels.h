@@ -63,9 +63,8 @@ typedef struct hachi_type_kernels {
     hachi_vec_dot_x8_fn vec_dot_x8;   /* NULL: rows are not interleaved for this type */
     /* Prefill GEMM over interleaved rows (NULL where this ISA has none): y[t*ldy + r] for the
      * 8*n_groups rows of w8 (n_groups consecutive groups of 8) and the nt <= 16 (any nt with
-     * gemm_x8_all) activation rows
-     * at a (vec_dot_type rows with this ISA's extras, a_stride apart), each bit for bit
-     * vec_dot_x8's. */
+     * gemm_x8_all) activation rows at a (vec_dot_type rows with this ISA's extras, a_stride
+     * apart), each bit for bit vec_dot_x8's. */
     void (*gemm_x8)(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
                     int nt);
     /* Where set, gemm_x8 takes its activations packed: a tile of act_pack_bytes(n) bytes holds
