@@ -100,9 +100,10 @@ static ALWAYS_INLINE void scale_block(__m512 *acc, const int32_t (*c)[AMX_ROWS],
     }
 }
 
-/* AMX costs about the same per 16-row block for 1 to 16 tokens and passes the VNNI kernels
- * near 12 (bench_matmul, Sapphire Rapids class: 16 tokens 3.1-3.7 against 4.0-4.6 ns per
- * row-block, 8 tokens 2.8-3.3 against 1.9-2.3) */
+/* AMX costs about the same per 16-row block for 1 to 16 tokens and passed the VNNI kernels
+ * near 12 (bench_matmul, Sapphire Rapids class, 2026-12-02, with the earlier kernel that
+ * unpacked every block for each 16 tokens: 16 tokens 3.1-3.7 against 4.0-4.6 ns per row-block,
+ * 8 tokens 2.8-3.3 against 1.9-2.3); not re-measured since the B tiles serve all token tiles */
 #define AMX_MIN_TOKENS 12
 
 /* gemm_x8 of the AMX table for Q4_0 with any nt (gemm_x8_all): per group pair, Q4_CHUNK blocks'
