@@ -20,7 +20,8 @@
  *           instead, token tile by token tile (bitwise the same sums), or
  *           with all the forward's tokens in one call where the GEMM takes
  *           them (gemm_x8_all: AMX's, which unpacks each weight block once
- *           for all its token tiles).
+ *           for all its token tiles; with the rows, and packed too where
+ *           the table packs them).
  * Chunks are claimed from atomic counters rather than split statically: on
  * a loaded machine a descheduled thread then delays a call by at most the
  * chunks it holds (a quarter of its share, fewer near the end), not by its
@@ -65,8 +66,8 @@ typedef struct matmul_ctx {
     const char *act;                     /* activations in vdt: scratch or x */
     size_t act_stride;                   /* bytes between activation rows */
     int64_t row_chunks;                  /* over all outputs */
-    bool gemm;                           /* prefill through the ISA's GEMM (kt->gemm_x8, or kt->gemm for rows
-                                          * in the file's layout) */
+    bool gemm;                           /* prefill through the ISA's GEMM (kt->gemm_x8 or gemm_x8_all, or
+                                          * kt->gemm for rows in the file's layout) */
     char *pack;                          /* the packed tiles of 16 tokens (kt->act_pack), NULL: none */
     size_t pack_bytes;                   /* bytes per tile */
     _Alignas(64) atomic_int_fast64_t conv_next;          /* chunk counters, off the read-mostly line */
@@ -203,8 +204,9 @@ static void matmul_chunk(const matmul_ctx *c, int64_t i) {
     int64_t r0 = (i - c->out_first[m]) * c->out_chunk[m], r1 = HACHI_MIN(r0 + c->out_chunk[m], W->rows);
     if (c->gemm) {   /* prefill GEMM: the chunk's rows (x8: groups) for each token tile */
         const char *w = (const char *)W->data + r0 * W->row_bytes;
-        if (W->x8 && c->kt->gemm_x8_all && !c->pack) {
-            c->kt->gemm_x8(W->cols, o->y + r0, o->ldy, w, (int)((r1 - r0) / 8), c->act, c->act_stride, c->n_tok);
+        if (W->x8 && c->kt->gemm_x8_all) {
+            c->kt->gemm_x8_all(W->cols, o->y + r0, o->ldy, w, (int)((r1 - r0) / 8), c->act, c->act_stride, c->pack,
+                               c->n_tok);
             return;
         }
         for (int t0 = 0; t0 < c->n_tok; t0 += MATMUL_MULTI_MAX) {
@@ -270,7 +272,7 @@ void hachi_matmul_n(hachi_pool *pool, const hachi_kernels *k, const hachi_matmul
         c.act = scratch;
         c.act_stride = hachi_matmul_act_stride(k, W->type, W->cols);
     }
-    c.gemm = (W->x8 ? kt->gemm_x8 != NULL : kt->gemm != NULL) && n_tok >= kt->gemm_min;
+    c.gemm = (W->x8 ? kt->gemm_x8 || kt->gemm_x8_all : kt->gemm != NULL) && n_tok >= kt->gemm_min;
     for (int m = 0; m < n_out; m++) {   /* each matrix in its own chunks, one after the other */
         c.out[m] = out[m];
         c.out_chunk[m] = matmul_row_chunk(out[m].W, n_tok, hachi_pool_size(pool), c.gemm);

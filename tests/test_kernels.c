@@ -536,12 +536,12 @@ static int check_x8(uint32_t type, int64_t n, const char *w, int64_t rb, const c
     return x86;
 }
 
-/* The prefill GEMM (gemm_x8, where a table has one for the type) on GEMM_GROUPS groups of 8 rows
- * (w8, interleaved, gb bytes a group) and 16 activation rows a (ab bytes apart, no extras): for
- * n_groups 1..GEMM_GROUPS and nt 1..16 (1..GEMM_ALL_TOK where the GEMM takes any nt, token t then
- * being row gemm_src(t) of a), every output bitwise ref's vec_dot_x8 and nothing written past
- * the nt tokens and 8*n_groups rows. Five groups: a kernel that takes groups in pairs meets more
- * than one pair and a lone group. Returns how many tables ran it. */
+/* The prefill GEMM (gemm_x8 or gemm_x8_all, where a table has one for the type) on GEMM_GROUPS
+ * groups of 8 rows (w8, interleaved, gb bytes a group) and 16 activation rows a (ab bytes apart,
+ * no extras): for n_groups 1..GEMM_GROUPS and nt 1..16 (1..GEMM_ALL_TOK for gemm_x8_all, token t
+ * then being row gemm_src(t) of a), every output bitwise ref's vec_dot_x8 and nothing written
+ * past the nt tokens and 8*n_groups rows. Five groups: a kernel that takes groups in pairs meets
+ * more than one pair and a lone group. Returns how many tables ran it. */
 enum { GEMM_GROUPS = 5, GEMM_ALL_TOK = 41 };
 /* the 16 rows in another order in each tile of 16 tokens, so that no two tiles match */
 static int gemm_src(int t) { return (5 * t + t / 16) % 16; }
@@ -554,32 +554,35 @@ static int check_gemm(uint32_t type, int64_t n, const char *w8, size_t gb, const
     int ran = 0;
     for (int isa = 0; isa <= HACHI_ISA_COUNT; isa++) {   /* and NEON's sdot table where i8mm replaced it */
         const hachi_kernels *K = isa < HACHI_ISA_COUNT ? hachi_kernels_get((hachi_isa)isa) : hachi_kernels_neon_sdot();
-        if (!K || !K->t[type].gemm_x8) continue;
+        if (!K || (!K->t[type].gemm_x8 && !K->t[type].gemm_x8_all)) continue;
         const hachi_type_kernels *kt = &K->t[type];
         ran++;
         const size_t st = ab + (kt->act_extra ? kt->act_extra(n) : 0);
         const int max_nt = kt->gemm_x8_all ? GEMM_ALL_TOK : 16;
-        CHECKF(!kt->gemm_x8_all || !kt->act_pack, "%s %s: gemm_x8_all with packed activations", K->name,
-               hachi_type_name(type));
+        CHECKF(!kt->gemm_x8_all || !kt->gemm_x8, "%s %s: both gemm_x8 and gemm_x8_all", K->name, hachi_type_name(type));
         char *ax = malloc(st * (size_t)max_nt);
         for (int t = 0; t < max_nt; t++) {
             memcpy(ax + t * st, a + gemm_src(t) * ab, ab);
             if (kt->act_prep) kt->act_prep(n, ax + t * st, 0, n / hachi_type_info(vdt)->blck_size);
         }
-        /* a table whose GEMM takes packed activations gets the tile of the nt tokens */
+        /* a table whose GEMM takes packed activations gets the tiles of the nt tokens (and gemm_x8_all
+         * the rows too) */
         CHECKF(!kt->act_pack == !kt->act_pack_bytes, "%s %s: act_pack and act_pack_bytes come together", K->name,
                hachi_type_name(type));
-        char *pk = kt->act_pack_bytes ? malloc(kt->act_pack_bytes(n)) : NULL;
+        const size_t pb = kt->act_pack_bytes ? kt->act_pack_bytes(n) : 0;
+        char *pk = pb ? malloc(pb * (size_t)((max_nt + 15) / 16)) : NULL;
         int bad = 0, at = -1;
         for (int nt = 1; nt <= max_nt; nt++) {
             if (pk) {
-                memset(pk, 0x5a, kt->act_pack_bytes(n));
+                memset(pk, 0x5a, pb * (size_t)((max_nt + 15) / 16));
                 for (int t0 = 0; t0 < nt; t0 += 8)   /* in halves, as matmul.c packs */
-                    kt->act_pack(n, ax + (size_t)t0 * st, st, t0, nt - t0 < 8 ? nt - t0 : 8, nt, pk);
+                    kt->act_pack(n, ax + (size_t)t0 * st, st, t0 % 16, nt - t0 < 8 ? nt - t0 : 8,
+                                 nt - t0 / 16 * 16 < 16 ? nt - t0 / 16 * 16 : 16, pk + pb * (size_t)(t0 / 16));
             }
             for (int ng = 1; ng <= GEMM_GROUPS; ng++) {
                 for (int i = 0; i < max_nt * LDY; i++) y[i] = NAN;
-                kt->gemm_x8(n, y, LDY, w8, ng, pk ? pk : ax, st, nt);
+                if (kt->gemm_x8_all) kt->gemm_x8_all(n, y, LDY, w8, ng, ax, st, pk, nt);
+                else kt->gemm_x8(n, y, LDY, w8, ng, pk ? pk : ax, st, nt);
                 for (int t = 0; t < max_nt; t++)
                     for (int r = 0; r < LDY; r++) {
                         const float *g = &y[t * LDY + r];

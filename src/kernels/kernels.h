@@ -62,18 +62,19 @@ typedef struct hachi_type_kernels {
     hachi_act_prep_fn act_prep;
     hachi_vec_dot_x8_fn vec_dot_x8;   /* NULL: rows are not interleaved for this type */
     /* Prefill GEMM over interleaved rows (NULL where this ISA has none): y[t*ldy + r] for the
-     * 8*n_groups rows of w8 (n_groups consecutive groups of 8) and the nt <= 16 (any nt with
-     * gemm_x8_all) activation rows at a (vec_dot_type rows with this ISA's extras, a_stride
-     * apart), each bit for bit vec_dot_x8's. */
+     * 8*n_groups rows of w8 (n_groups consecutive groups of 8) and the nt <= 16 activation rows
+     * at a (vec_dot_type rows with this ISA's extras, a_stride apart), each bit for bit
+     * vec_dot_x8's. */
     void (*gemm_x8)(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
                     int nt);
-    /* Where set, gemm_x8 takes its activations packed: a tile of act_pack_bytes(n) bytes holds
-     * 16 tokens in the order the GEMM reads them (one stream where the rows were 2 per token);
-     * act_pack(n, a, a_stride, t0, nt, tile_nt, tile) writes the nt rows at a (as above) as the
-     * tile's tokens t0.. t0 + nt - 1 of its tile_nt (t0 0 or 8, nt <= 8: the two halves touch no
-     * common cache line, so two threads can fill them), and gemm_x8 gets the tile (a_stride
-     * unused) and nt = tile_nt. A tile of at most 8 tokens is so packed in one call (t0 0, nt =
-     * tile_nt): a table may lay such a tile out its own way (AVX-512's Q4_0 does). */
+    /* Where set, gemm_x8 (or gemm_x8_all, below) takes its activations packed: a tile of
+     * act_pack_bytes(n) bytes holds 16 tokens in the order the GEMM reads them (one stream where
+     * the rows were 2 per token); act_pack(n, a, a_stride, t0, nt, tile_nt, tile) writes the nt
+     * rows at a (as above) as the tile's tokens t0.. t0 + nt - 1 of its tile_nt (t0 0 or 8,
+     * nt <= 8: the two halves touch no common cache line, so two threads can fill them), and
+     * gemm_x8 gets the tile (a_stride unused) and nt = tile_nt. A tile of at most 8 tokens is so
+     * packed in one call (t0 0, nt = tile_nt): a table may lay such a tile out its own way
+     * (AVX-512's Q4_0 does). */
     void (*act_pack)(int64_t n, const void *a, size_t a_stride, int t0, int nt, int tile_nt, void *tile);
     size_t (*act_pack_bytes)(int64_t n);
     /* Prefill GEMM over rows in the file's layout (the float types; NULL where this ISA has none):
@@ -82,9 +83,13 @@ typedef struct hachi_type_kernels {
     void (*gemm)(int64_t n, float *y, int64_t ldy, const void *w, size_t row_bytes, int n_rows, const void *a,
                  size_t a_stride, int nt);
     int gemm_min;                     /* forwards of this many tokens or more use gemm_x8 / gemm (measured per ISA) */
-    /* Set: gemm_x8 (with act_pack NULL) takes any nt, so matmul hands it all the forward's
-     * tokens in one call and it can unpack each weight block once for all of them. */
-    int gemm_x8_all;
+    /* Where set (gemm_x8 then NULL), the interleaved rows' GEMM takes any nt: matmul hands it all
+     * the forward's tokens in one call, so it can unpack each weight block once for all of them.
+     * It gets the activation rows (a, a_stride, as gemm_x8's) and, where act_pack is set, the
+     * same tokens packed too: tile t (tokens 16t..16t+15) at pack + t * act_pack_bytes(n) (else
+     * pack is NULL). */
+    void (*gemm_x8_all)(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
+                        size_t a_stride, const void *pack, int nt);
 } hachi_type_kernels;
 
 typedef struct hachi_kernels {

@@ -3,11 +3,13 @@
  * whole forward in one call (gemm_x8_all), so the weights' B tiles are unpacked once per block
  * for all its token tiles, a chunk of blocks at a time; each token tile then runs over the chunk
  * with its 16 sums (one zmm a token, the 16 weight rows in its lanes) in registers, the tile
- * unit on block b while the vector units scale block b-1 (two sets of C tiles).
- * - Q4_0: per block of 32, one TDPBSSD multiplies the tokens' int8 activations (A: loaded straight
- *   from the q8_0 rows) by the weights' signed q - 8 (B: 8 rows of 16 x 4 bytes, which the
- *   interleaved layout nearly is: one nibble mask and a lane shuffle per 64 bytes) into exact
- *   int32 sums; then, as ref does, acc = fma(dw*da, v, acc) in block order.
+ * unit on block b while the vector units scale block b-1 (two sets of C tiles). The A tiles
+ * (the tokens' int8 activations) come packed by act_pack once per forward, each a contiguous
+ * block of memory instead of 16 lines gathered from the activation rows.
+ * - Q4_0: per block of 32, one TDPBSSD multiplies the tokens' int8 activations by the weights'
+ *   signed q - 8 (B: 8 rows of 16 x 4 bytes, which the interleaved layout nearly is: one nibble
+ *   mask and a lane shuffle per 64 bytes) into exact int32 sums; then, as ref does,
+ *   acc = fma(dw*da, v, acc) in block order.
  * - Q4_K: the 6-bit scales folded into two B tiles (below).
  * Every result equals ref's vec_dot_x8 bit for bit. Short forwards and a lone group (rows % 16
  * == 8) go to the AVX-512 kernels. Built with the AVX-512 and AMX flags; dispatch.c adds these
@@ -77,11 +79,36 @@ static ALWAYS_INLINE void unpack_b(const block_q4_0x8 *g0, const block_q4_0x8 *g
     }
 }
 
+/* The Q4_0 GEMM's activations (act_pack), per block of 32 and tile of 16 tokens: the A tile
+ * (token t's 32 int8 in row t: 512 contiguous bytes, where a tile of the rows gathers 16 lines
+ * some 27 KiB apart) and the tokens' d, each half of the tile on its own cache lines. */
+typedef struct {
+    int8_t qs[AMX_ROWS][QK8_0];
+    float d[2][16];   /* token t's at [t / 8][t % 8] */
+} q4_act_block;
+
+static size_t q4_pack_bytes(int64_t n) { return (size_t)(n / QK8_0) * sizeof(q4_act_block); }
+
+static void q4_pack(int64_t n, const void *va, size_t a_stride, int t0, int nt, int tile_nt, void *tile) {
+    (void)tile_nt;
+    const int64_t nb = n / QK8_0;
+    q4_act_block *p = tile;
+    for (int i = 0; i < nt; i++) {
+        const int t = t0 + i;
+        const char *row = (const char *)va + (size_t)i * a_stride;
+        const block_q8_0 *q = (const block_q8_0 *)(const void *)row;
+        for (int64_t b = 0; b < nb; b++) {
+            memcpy(p[b].qs[t], q[b].qs, QK8_0);
+            memcpy(&p[b].d[t / 8][t % 8], q4_0_extras(row, nb, b) + 16, sizeof(float));
+        }
+    }
+}
+
 /* the tile ops of one block into tile set (C, A, B) (the intrinsics want literal tile numbers) */
-#define AMX_BLOCK(tc, ta, tb, arow, bt, c)                                                         \
+#define AMX_BLOCK(tc, ta, tb, ab, bt, c)                                                           \
     do {                                                                                           \
         AMX_BARRIER(bt);                                                                           \
-        _tile_loadd(ta, (arow), (long)a_stride);                                                   \
+        _tile_loadd(ta, (ab)->qs[0], QK8_0);                                                       \
         _tile_loadd(tb, (bt), AMX_ROWS * 4);                                                       \
         _tile_zero(tc);                                                                            \
         _tile_dpbssd(tc, ta, tb);                                                                  \
@@ -89,15 +116,13 @@ static ALWAYS_INLINE void unpack_b(const block_q4_0x8 *g0, const block_q4_0x8 *g
         AMX_BARRIER(c);                                                                            \
     } while (0)
 
-/* acc[t] = fma(dw * da_t, float(c[t]), acc[t]) for the NT tokens of block b (NT a constant
+/* acc[t] = fma(dw * da_t, float(c[t]), acc[t]) for the NT tokens of a block (ab; NT a constant
  * where it is 16, so the accumulators stay in registers) */
-static ALWAYS_INLINE void scale_block(__m512 *acc, const int32_t (*c)[AMX_ROWS], __m512 dw, const char *a, size_t a_stride,
-                                      int64_t nb, int64_t b, const int NT) {
-    UNROLL for (int t = 0; t < NT; t++) {
-        float da;
-        memcpy(&da, q4_0_extras(a + (size_t)t * a_stride, nb, b) + 16, 4);
-        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(da)), _mm512_cvtepi32_ps(_mm512_load_si512(c[t])), acc[t]);
-    }
+static ALWAYS_INLINE void scale_block(__m512 *acc, const int32_t (*c)[AMX_ROWS], __m512 dw, const q4_act_block *ab,
+                                      const int NT) {
+    UNROLL for (int t = 0; t < NT; t++)
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(ab->d[t / 8][t % 8])),
+                                 _mm512_cvtepi32_ps(_mm512_load_si512(c[t])), acc[t]);
 }
 
 /* AMX costs about the same per 16-row block for 1 to 16 tokens and passed the VNNI kernels
@@ -106,7 +131,7 @@ static ALWAYS_INLINE void scale_block(__m512 *acc, const int32_t (*c)[AMX_ROWS],
  * 8 tokens 2.8-3.3 against 1.9-2.3); not re-measured since the B tiles serve all token tiles */
 #define AMX_MIN_TOKENS 12
 
-/* gemm_x8 of the AMX table for Q4_0 with any nt (gemm_x8_all): per group pair, Q4_CHUNK blocks'
+/* gemm_x8_all of the AMX table for Q4_0 (the tiles from pack): per group pair, Q4_CHUNK blocks'
  * B tiles are unpacked once, then each token tile of 16 runs over them with its sums in
  * registers, the tile unit on block b while the vector units scale block b-1, as above. */
 #define Q4_CHUNK 16
@@ -114,17 +139,19 @@ static ALWAYS_INLINE void scale_block(__m512 *acc, const int32_t (*c)[AMX_ROWS],
 static ALWAYS_INLINE void q4_token_tile(float *y, int64_t ldy, int8_t (*bt)[QK8_0 / 4][AMX_ROWS * 4], const __m512 *dw,
                                         const char *a, size_t a_stride, int64_t nb, int64_t b0, int64_t b1, bool first,
                                         const int NT) {
+    (void)a_stride;
+    (void)nb;
+    const q4_act_block *ab = (const q4_act_block *)(const void *)a;   /* the packed tile */
     __m512 acc[AMX_ROWS];
     UNROLL for (int t = 0; t < AMX_ROWS; t++)
         acc[t] = first || t >= NT ? _mm512_setzero_ps() : _mm512_loadu_ps(y + (size_t)t * ldy);
     _Alignas(64) int32_t c[2][AMX_ROWS][AMX_ROWS];
     for (int64_t b = b0; b <= b1; b++) {
         if (b < b1) {
-            const block_q8_0 *arow = (const block_q8_0 *)a + b;
-            if (b & 1) AMX_BLOCK(1, 3, 5, arow->qs, bt[b - b0][0], c[1][0]);
-            else AMX_BLOCK(0, 2, 4, arow->qs, bt[b - b0][0], c[0][0]);
+            if (b & 1) AMX_BLOCK(1, 3, 5, &ab[b], bt[b - b0][0], c[1][0]);
+            else AMX_BLOCK(0, 2, 4, &ab[b], bt[b - b0][0], c[0][0]);
         }
-        if (b > b0) scale_block(acc, (const int32_t(*)[AMX_ROWS])c[(b - 1) & 1], dw[b - 1 - b0], a, a_stride, nb, b - 1, NT);
+        if (b > b0) scale_block(acc, (const int32_t(*)[AMX_ROWS])c[(b - 1) & 1], dw[b - 1 - b0], &ab[b - 1], NT);
     }
     UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
@@ -140,23 +167,24 @@ static void gemm_by_16(amx_gemm_fn fn, int64_t n, float *y, int64_t ldy, const v
            nt - t0 < AMX_ROWS ? nt - t0 : AMX_ROWS);
 }
 
-/* the token tiles of 16 (the last maybe fewer) of the nt at ac, each over blocks [b0, b1) of
- * group pair gi: tile(y, ldy, bt, per-block floats, a, a_stride, nb, b0, b1, first, NT), the
- * tiles configured by config(rows) when the tile's token count changes */
-#define AMX_TOKEN_TILES(config, tile, bt, fl)                                                      \
+/* the token tiles of 16 (the last maybe fewer) of the nt tokens, tile i's activations at
+ * abase + i * astep, each over blocks [b0, b1) of group pair gi: tile(y, ldy, bt, per-block
+ * floats, a, a_stride, nb, b0, b1, first, NT), the tiles configured by config(rows) when the
+ * tile's token count changes */
+#define AMX_TOKEN_TILES(config, tile, bt, fl, abase, astep)                                        \
     for (int t0 = 0; t0 < nt; t0 += AMX_ROWS) {                                                    \
         const int tn = nt - t0 < AMX_ROWS ? nt - t0 : AMX_ROWS;                                    \
         if (tn != cfg_nt) config(cfg_nt = tn);                                                     \
         float *yt = y + (size_t)t0 * ldy + 8 * gi;                                                 \
-        const char *at = ac + (size_t)t0 * a_stride;                                               \
+        const char *at = (abase) + (size_t)(t0 / AMX_ROWS) * (astep);                              \
         if (tn == AMX_ROWS) tile(yt, ldy, bt, fl, at, a_stride, nb, b0, b1, b0 == 0, AMX_ROWS);    \
         else tile(yt, ldy, bt, fl, at, a_stride, nb, b0, b1, b0 == 0, tn);                         \
     }
 
 static void gemm_q4_0_all(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
-                          int nt) {
-    const char *ac = a;
-    if (nt < AMX_MIN_TOKENS) {
+                          const void *pack, int nt) {
+    const char *ac = a, *pk = pack;
+    if (nt < AMX_MIN_TOKENS || !pack) {
         gemm_by_16(hachi_gemm_q4_0_x8_rows_avx512, n, y, ldy, w8, n_groups, ac, a_stride, nt);
         return;
     }
@@ -173,7 +201,7 @@ static void gemm_q4_0_all(int64_t n, float *y, int64_t ldy, const void *w8, int 
                 unpack_b(g0 + b, g1 + b, bt[b - b0][0]);
                 dw[b - b0] = halves16(g0[b].d, g1[b].d);
             }
-            AMX_TOKEN_TILES(amx_config, q4_token_tile, bt, dw)
+            AMX_TOKEN_TILES(amx_config, q4_token_tile, bt, dw, pk, q4_pack_bytes(n))
         }
     }
     if (gi < n_groups)   /* a lone group */
@@ -192,7 +220,7 @@ static void gemm_q4_0_all(int64_t n, float *y, int64_t ldy, const void *w8, int 
  * the call (gemm_x8_all: matmul hands over the whole forward), KQ_CHUNK blocks at a time; the
  * token tiles of 16 then run over those blocks with their sums in registers, the C tiles of
  * consecutive blocks in two sets so that one block's tile products need not wait for the last
- * one's stores. */
+ * one's stores. The A tiles come packed (kq_act_block), each a contiguous KiB. */
 #define KQ_CHUNK 4                       /* blocks whose B tiles are built at once (32 KiB) */
 #define KQ_MIN_TOKENS 16                 /* fewer tokens: the AVX-512 GEMM */
 
@@ -250,6 +278,41 @@ static ALWAYS_INLINE void kq_unpack(const block_q4_Kx8 *g0, const block_q4_Kx8 *
     }
 }
 
+/* The Q4_K GEMM's activations (act_pack), per block of 256 and tile of 16 tokens: the 4 A tiles
+ * (token t's qs[64k..64k+63] in row t of tile k: one contiguous KiB a tile load, where a tile
+ * of the rows gathers 16 lines from some 30 KiB: that GEMM, in cache, 61 against 70 ns per block
+ * and row), then each token's mins extras (kx8_extras) and d, 32 bytes a token so that the
+ * tile's two halves share no cache line. */
+typedef struct {
+    int32_t ex[4];
+    float d;
+    int32_t pad[3];
+} kq_act_tok;
+typedef struct {
+    int8_t qs[QK_K / 64][AMX_ROWS][64];
+    kq_act_tok tok[AMX_ROWS];
+} kq_act_block;
+
+static size_t kq_pack_bytes(int64_t n) { return (size_t)(n / QK_K) * sizeof(kq_act_block); }
+
+static ALWAYS_INLINE void kq_pack_rows(int64_t n, const void *va, size_t a_stride, int t0, int nt, void *tile, bool extras) {
+    const int64_t nb = n / QK_K;
+    kq_act_block *p = tile;
+    for (int t = 0; t < nt; t++) {
+        const char *row = (const char *)va + (size_t)t * a_stride;
+        const block_q8_K *q = (const block_q8_K *)(const void *)row;
+        for (int64_t b = 0; b < nb; b++) {
+            UNROLL for (int k = 0; k < QK_K / 64; k++)
+                _mm512_storeu_si512(p[b].qs[k][t0 + t], _mm512_loadu_si512(q[b].qs + 64 * k));
+            if (extras) memcpy(p[b].tok[t0 + t].ex, kx8_extras(row, nb, b), sizeof p[b].tok[0].ex);
+            p[b].tok[t0 + t].d = q[b].d;
+        }
+    }
+}
+static void kq_pack(int64_t n, const void *va, size_t a_stride, int t0, int nt, int tile_nt, void *tile) {
+    (void)tile_nt;
+    kq_pack_rows(n, va, a_stride, t0, nt, tile, true);
+}
 /* C: tmm0-1 (lo, hi) for even blocks, tmm2-3 for odd ones, nt tokens x 16 int32; A (tmm4, tmm5
  * by step): nt tokens x 64 bytes; B (tmm6 lo, tmm7 hi) */
 static void kq_config(int nt) {
@@ -262,19 +325,19 @@ static void kq_config(int nt) {
     _tile_loadconfig(&cfg);
 }
 
-/* the two products of one block for the tile's tokens (arow: token 0's block) into tiles (tl, th), stored to c */
-#define KQ_TILES(tl, th, arow, bt, c)                                                              \
+/* the two products of one block for the tile's tokens (ab: their kq_act_block) into tiles (tl, th), stored to c */
+#define KQ_TILES(tl, th, ab, bt, c)                                                                \
     do {                                                                                           \
         AMX_BARRIER(bt);                                                                           \
         _tile_zero(tl);                                                                            \
         _tile_zero(th);                                                                            \
         UNROLL for (int k_ = 0; k_ < QK_K / 64; k_ += 2) {                                         \
-            _tile_loadd(4, (arow) + 64 * k_, (long)a_stride);                                      \
+            _tile_loadd(4, (ab)->qs[k_][0], 64);                                                   \
             _tile_loadd(6, (bt)->b[k_][0][0], AMX_ROWS * 4);                                       \
             _tile_loadd(7, (bt)->b[k_][1][0], AMX_ROWS * 4);                                       \
             _tile_dpbssd(tl, 4, 6);                                                                \
             _tile_dpbssd(th, 4, 7);                                                                \
-            _tile_loadd(5, (arow) + 64 * (k_ + 1), (long)a_stride);                                \
+            _tile_loadd(5, (ab)->qs[k_ + 1][0], 64);                                               \
             _tile_loadd(6, (bt)->b[k_ + 1][0][0], AMX_ROWS * 4);                                   \
             _tile_loadd(7, (bt)->b[k_ + 1][1][0], AMX_ROWS * 4);                                   \
             _tile_dpbssd(tl, 5, 6);                                                                \
@@ -285,12 +348,11 @@ static void kq_config(int nt) {
         AMX_BARRIER(c);                                                                            \
     } while (0)
 
-static ALWAYS_INLINE void kq_scale(__m512 *acc, const int32_t (*c)[AMX_ROWS][AMX_ROWS], const kq_tail *tl, const char *a,
-                                   size_t a_stride, int64_t nb, int64_t b, const int NT) {
+static ALWAYS_INLINE void kq_scale(__m512 *acc, const int32_t (*c)[AMX_ROWS][AMX_ROWS], const kq_tail *tl,
+                                   const kq_act_block *ab, const int NT) {
     UNROLL for (int t = 0; t < NT; t++) {
-        const char *row = a + (size_t)t * a_stride;
-        const __m512 da = _mm512_set1_ps(((const block_q8_K *)(const void *)row + b)->d);
-        const int32_t *ex = kx8_extras(row, nb, b);
+        const __m512 da = _mm512_set1_ps(ab->tok[t].d);
+        const int32_t *ex = ab->tok[t].ex;
         __m512i summ = _mm512_dpwssd_epi32(_mm512_setzero_si512(), tl->mz[0], _mm512_set1_epi32(ex[0]));
         UNROLL for (int p = 1; p < 4; p++) summ = _mm512_dpwssd_epi32(summ, tl->mz[p], _mm512_set1_epi32(ex[p]));
         const __m512i sumi = _mm512_add_epi32(_mm512_load_si512(c[0][t]), _mm512_slli_epi32(_mm512_load_si512(c[1][t]), 3));
@@ -299,39 +361,39 @@ static ALWAYS_INLINE void kq_scale(__m512 *acc, const int32_t (*c)[AMX_ROWS][AMX
     }
 }
 
-/* blocks [b0, b1) of the pair's B tiles bt (bt[0]: block b0) for the NT tokens at a, into and
- * out of y (first: y not yet written) */
+/* blocks [b0, b1) of the pair's B tiles bt (bt[0]: block b0) for the NT tokens of the packed
+ * tile a (its kq_act_blocks), into and out of y (first: y not yet written) */
 static ALWAYS_INLINE void kq_token_tile(float *y, int64_t ldy, const kq_btiles *bt, const kq_tail *tl, const char *a,
                                         size_t a_stride, int64_t nb, int64_t b0, int64_t b1, bool first, const int NT) {
+    (void)a_stride;
+    (void)nb;
+    const kq_act_block *ab = (const kq_act_block *)(const void *)a;
     __m512 acc[AMX_ROWS];
     UNROLL for (int t = 0; t < AMX_ROWS; t++)
         acc[t] = first || t >= NT ? _mm512_setzero_ps() : _mm512_loadu_ps(y + (size_t)t * ldy);
     _Alignas(64) int32_t c[2][2][AMX_ROWS][AMX_ROWS];
-    const int8_t *a0 = (const int8_t *)a + offsetof(block_q8_K, qs);
     for (int64_t b = b0; b <= b1; b++) {   /* block b on the tile unit, b-1 on the vector units */
         if (b < b1) {
-            const int8_t *arow = a0 + (size_t)b * sizeof(block_q8_K);
-            if (b & 1) KQ_TILES(2, 3, arow, &bt[b - b0], c[1]);
-            else KQ_TILES(0, 1, arow, &bt[b - b0], c[0]);
+            if (b & 1) KQ_TILES(2, 3, &ab[b], &bt[b - b0], c[1]);
+            else KQ_TILES(0, 1, &ab[b], &bt[b - b0], c[0]);
         }
-        if (b > b0)
-            kq_scale(acc, (const int32_t(*)[AMX_ROWS][AMX_ROWS])c[(b - 1) & 1], &tl[b - 1 - b0], a, a_stride, nb, b - 1, NT);
+        if (b > b0) kq_scale(acc, (const int32_t(*)[AMX_ROWS][AMX_ROWS])c[(b - 1) & 1], &tl[b - 1 - b0], &ab[b - 1], NT);
     }
     UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
 
 static amx_gemm_fn gemm_q4_K_vnni;   /* the AVX-512 table's */
 
-/* gemm_x8 of the AMX table for Q4_K: any nt (gemm_x8_all) */
+/* gemm_x8_all of the AMX table for Q4_K (the tiles from pack) */
 static void gemm_q4_K(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
-                      int nt) {
-    if (nt < KQ_MIN_TOKENS) {
+                      const void *pack, int nt) {
+    if (nt < KQ_MIN_TOKENS || !pack) {
         gemm_by_16(gemm_q4_K_vnni, n, y, ldy, w8, n_groups, a, a_stride, nt);
         return;
     }
     const int64_t nb = n / QK_K;
     const block_q4_Kx8 *w = w8;
-    const char *ac = a;
+    const char *ac = a, *pk = pack;
     _Alignas(64) kq_btiles bt[KQ_CHUNK];
     kq_tail tl[KQ_CHUNK];
     int cfg_nt = 0, gi = 0;
@@ -340,7 +402,7 @@ static void gemm_q4_K(int64_t n, float *y, int64_t ldy, const void *w8, int n_gr
         for (int64_t b0 = 0; b0 < nb; b0 += KQ_CHUNK) {
             const int64_t b1 = b0 + KQ_CHUNK < nb ? b0 + KQ_CHUNK : nb;
             for (int64_t b = b0; b < b1; b++) kq_unpack(g0 + b, g1 + b, &bt[b - b0], &tl[b - b0]);
-            AMX_TOKEN_TILES(kq_config, kq_token_tile, bt, tl)
+            AMX_TOKEN_TILES(kq_config, kq_token_tile, bt, tl, pk, kq_pack_bytes(n))
         }
     }
     if (gi < n_groups)   /* a lone group */
@@ -358,15 +420,17 @@ int hachi_kernels_fill_amx(hachi_kernels *t) {
     (void)act_extra_q6_K;
     (void)act_prep_q6_K;
     hachi_type_kernels *q = &t->t[HACHI_TYPE_Q4_0];
-    q->act_pack = NULL;   /* the tiles read activation rows; short forwards go to AVX-512's GEMM of rows */
-    q->act_pack_bytes = NULL;
-    q->gemm_x8 = gemm_q4_0_all;
-    q->gemm_x8_all = 1;
+    q->act_pack = q4_pack;   /* short forwards go to AVX-512's GEMM of rows */
+    q->act_pack_bytes = q4_pack_bytes;
+    q->gemm_x8 = NULL;
+    q->gemm_x8_all = gemm_q4_0_all;
     hachi_type_kernels *k4 = &t->t[HACHI_TYPE_Q4_K];
     if (k4->gemm_x8 && !k4->act_pack) {   /* the AVX-512 GEMM takes short forwards and lone groups */
         gemm_q4_K_vnni = k4->gemm_x8;
-        k4->gemm_x8 = gemm_q4_K;
-        k4->gemm_x8_all = 1;
+        k4->gemm_x8 = NULL;
+        k4->gemm_x8_all = gemm_q4_K;
+        k4->act_pack = kq_pack;
+        k4->act_pack_bytes = kq_pack_bytes;
     }
     return 1;
 }
