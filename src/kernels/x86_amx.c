@@ -1,5 +1,5 @@
-/* kernels/x86_amx: the prefill GEMMs of interleaved Q4_0 and Q4_K rows on Intel AMX (TMUL,
- * int8), 16 tokens (a tile's rows) by 16 weight rows (two x8 groups) at a time. Both take the
+/* kernels/x86_amx: the prefill GEMMs of interleaved Q4_0, Q4_K and Q6_K rows on Intel AMX (TMUL,
+ * int8), 16 tokens (a tile's rows) by 16 weight rows (two x8 groups) at a time. All take the
  * whole forward in one call (gemm_x8_all), so the weights' B tiles are unpacked once per block
  * for all its token tiles, a chunk of blocks at a time; each token tile then runs over the chunk
  * with its 16 sums (one zmm a token, the 16 weight rows in its lanes) in registers, the tile
@@ -10,7 +10,7 @@
  *   signed q - 8 (B: 8 rows of 16 x 4 bytes, which the interleaved layout nearly is: one nibble
  *   mask and a lane shuffle per 64 bytes) into exact int32 sums; then, as ref does,
  *   acc = fma(dw*da, v, acc) in block order.
- * - Q4_K: the 6-bit scales folded into two B tiles (below).
+ * - Q4_K: the 6-bit scales folded into two B tiles, Q6_K: the int8 scales into three (below).
  * Every result equals ref's vec_dot_x8 bit for bit. Short forwards and a lone group (rows % 16
  * == 8) go to the AVX-512 kernels. Built with the AVX-512 and AMX flags; dispatch.c adds these
  * entries to the AVX-512 table only where the CPU has AMX-TILE/INT8 and Linux grants the tile
@@ -313,6 +313,12 @@ static void kq_pack(int64_t n, const void *va, size_t a_stride, int t0, int nt, 
     (void)tile_nt;
     kq_pack_rows(n, va, a_stride, t0, nt, tile, true);
 }
+/* Q6_K's: the same tiles without the mins' extras */
+static void q6_pack(int64_t n, const void *va, size_t a_stride, int t0, int nt, int tile_nt, void *tile) {
+    (void)tile_nt;
+    kq_pack_rows(n, va, a_stride, t0, nt, tile, false);
+}
+
 /* C: tmm0-1 (lo, hi) for even blocks, tmm2-3 for odd ones, nt tokens x 16 int32; A (tmm4, tmm5
  * by step): nt tokens x 64 bytes; B (tmm6 lo, tmm7 hi) */
 static void kq_config(int nt) {
@@ -409,8 +415,163 @@ static void gemm_q4_K(int64_t n, float *y, int64_t ldy, const void *w8, int n_gr
         gemm_by_16(gemm_q4_K_vnni, n, y + 8 * gi, ldy, w + (size_t)gi * nb, 1, ac, a_stride, nt);
 }
 
-/* on the AVX-512 table, after its filler: the Q4_0 and Q4_K prefill GEMMs (the x8 kernels stay
- * VNNI's; shorter forwards than AMX_MIN_TOKENS / KQ_MIN_TOKENS tokens go to the table's GEMMs) */
+/* ---- Q6_K: the int8 scales folded into three tiles ----
+ * Per block of 256 and 16 weight rows, ref's exact integer is sumi = sum_j sc[j] * sum(q * y
+ * over sub-block j of 16), q = v - 32 in [-32, 31], sc in [-128, 127]. Written in balanced base
+ * 8, sc = e0 + 8 * e1 + 64 * e2 with digits e in [-3, 4] (e2 in [-2, 2]), each q * e fits an
+ * int8 ([-128, 124]), so three B tiles hold q * e0, q * e1, q * e2 and three C tiles take their
+ * sums over the whole block (12 TDPBSSD): sumi = C0 + 8 * C1 + 64 * C2. Then acc = fma(d*da,
+ * sumi, acc) per block, as ref. The byte products come from two vpmullw a B row and digit: the
+ * low byte of a 16-bit product is the low byte's product mod 256 (what int8 keeps), and the high
+ * byte's comes from the lane with its low byte cleared. B tiles of Q6_CHUNK blocks (12 KiB each)
+ * are built at a time, the A tiles packed as Q4_K's. */
+#define Q6_CHUNK 2
+#define Q6_MIN_TOKENS 16   /* fewer tokens: the AVX-512 GEMM */
+
+typedef struct {
+    int8_t b[QK_K / 64][3][QK_K / 16][AMX_ROWS * 4];   /* [step][digit][B row][16 rows x 4] */
+} q6_btiles;
+
+/* digit i of the 16 scales at sc (int32 lanes), in both 16-bit halves of each lane */
+static ALWAYS_INLINE void q6_digits(__m512i sc, __m512i e[3]) {
+    const __m512i three = _mm512_set1_epi32(3), seven = _mm512_set1_epi32(7), lo16 = _mm512_set1_epi32(0xFFFF);
+    UNROLL for (int i = 0; i < 3; i++) {
+        const __m512i d = i < 2 ? _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(sc, three), seven), three) : sc;
+        e[i] = _mm512_or_si512(_mm512_and_si512(d, lo16), _mm512_slli_epi32(d, 16));
+        sc = _mm512_srai_epi32(_mm512_sub_epi32(sc, d), 3);
+    }
+}
+
+/* the B tiles of block b of the group pair (g0, g1), and its d */
+static ALWAYS_INLINE void q6_unpack(const block_q6_Kx8 *g0, const block_q6_Kx8 *g1, q6_btiles *bt, __m512 *dw) {
+    *dw = halves16(g0->d, g1->d);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), k32 = _mm512_set1_epi8(32),
+                  odd = _mm512_set1_epi16((short)0xFF00);
+    UNROLL for (int u = 0; u < QK_K / 32; u++) {   /* 32 values: sub-blocks 2u, 2u+1; step u / 2, B rows 8(u % 2).. */
+        __m512i e[2][3], ql[4], qh[2];
+        UNROLL for (int s = 0; s < 2; s++) {
+            const __m128i sc = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(const void *)g0->scales[2 * u + s]),
+                                                  _mm_loadl_epi64((const __m128i *)(const void *)g1->scales[2 * u + s]));
+            q6_digits(_mm512_cvtepi8_epi32(sc), e[s]);
+        }
+        UNROLL for (int h = 0; h < 2; h++) {   /* [g0 | g1] 32-byte slices c = 2h, 2h+1 */
+            const __m512i a = _mm512_loadu_si512(g0->ql + 128 * u + 64 * h), b = _mm512_loadu_si512(g1->ql + 128 * u + 64 * h);
+            ql[2 * h] = _mm512_shuffle_i64x2(a, b, 0x44);
+            ql[2 * h + 1] = _mm512_shuffle_i64x2(a, b, 0xEE);
+        }
+        {
+            const __m512i a = _mm512_loadu_si512(g0->qh + 64 * u), b = _mm512_loadu_si512(g1->qh + 64 * u);
+            qh[0] = _mm512_shuffle_i64x2(a, b, 0x44);
+            qh[1] = _mm512_shuffle_i64x2(a, b, 0xEE);
+        }
+        UNROLL for (int s = 0; s < 2; s++)
+            UNROLL for (int c = 0; c < 4; c++) {
+                const __m512i nib = _mm512_and_si512(s ? _mm512_srli_epi16(ql[c], 4) : ql[c], m4);
+                const __m512i top = c == 0 ? _mm512_slli_epi16(qh[s], 4) : c == 1 ? _mm512_slli_epi16(qh[s], 2)
+                                  : c == 2 ? qh[s] : _mm512_srli_epi16(qh[s], 2);   /* bits 2c, 2c+1 to 4, 5 */
+                const __m512i q = _mm512_sub_epi8(_mm512_or_si512(nib, _mm512_and_si512(top, m30)), k32);
+                const __m512i qo = _mm512_and_si512(q, odd);
+                UNROLL for (int i = 0; i < 3; i++)
+                    _mm512_store_si512(bt->b[u / 2][i][8 * (u % 2) + 4 * s + c],
+                                       _mm512_mask_blend_epi8((__mmask64)0xAAAAAAAAAAAAAAAAull, _mm512_mullo_epi16(q, e[s][i]),
+                                                              _mm512_mullo_epi16(qo, e[s][i])));
+            }
+    }
+}
+
+/* C: tmm0-2 (the digits); A: tmm3, tmm4 by step; B: tmm5-7 */
+static void q6_config(int nt) {
+    amx_tilecfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int i = 0; i < 5; i++) { cfg.rows[i] = (uint8_t)nt; cfg.colsb[i] = 64; }
+    for (int i = 5; i < 8; i++) { cfg.rows[i] = QK_K / 16; cfg.colsb[i] = 64; }
+    AMX_BARRIER(&cfg);
+    _tile_loadconfig(&cfg);
+}
+
+/* one step's three products (A tile ta from the packed block ab) */
+#define Q6_STEP(ta, ab, bt, k)                                                                     \
+    do {                                                                                           \
+        _tile_loadd(ta, (ab)->qs[k][0], 64);                                                       \
+        _tile_loadd(5, (bt)->b[k][0][0], AMX_ROWS * 4);                                            \
+        _tile_loadd(6, (bt)->b[k][1][0], AMX_ROWS * 4);                                            \
+        _tile_loadd(7, (bt)->b[k][2][0], AMX_ROWS * 4);                                            \
+        _tile_dpbssd(0, ta, 5);                                                                    \
+        _tile_dpbssd(1, ta, 6);                                                                    \
+        _tile_dpbssd(2, ta, 7);                                                                    \
+    } while (0)
+
+static ALWAYS_INLINE void q6_token_tile(float *y, int64_t ldy, const q6_btiles *bt, const __m512 *dw, const char *a,
+                                        size_t a_stride, int64_t nb, int64_t b0, int64_t b1, bool first, const int NT) {
+    (void)a_stride;
+    (void)nb;
+    const kq_act_block *ab = (const kq_act_block *)(const void *)a;
+    __m512 acc[AMX_ROWS];
+    UNROLL for (int t = 0; t < AMX_ROWS; t++)
+        acc[t] = first || t >= NT ? _mm512_setzero_ps() : _mm512_loadu_ps(y + (size_t)t * ldy);
+    _Alignas(64) int32_t c[2][3][AMX_ROWS][AMX_ROWS];
+    for (int64_t b = b0; b <= b1; b++) {   /* block b on the tile unit, b-1 on the vector units */
+        if (b < b1) {
+            const q6_btiles *bb = &bt[b - b0];
+            int32_t (*cb)[AMX_ROWS][AMX_ROWS] = c[b & 1];
+            AMX_BARRIER(bb);
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            Q6_STEP(3, &ab[b], bb, 0);
+            Q6_STEP(4, &ab[b], bb, 1);
+            Q6_STEP(3, &ab[b], bb, 2);
+            Q6_STEP(4, &ab[b], bb, 3);
+            _tile_stored(0, cb[0], AMX_ROWS * 4);
+            _tile_stored(1, cb[1], AMX_ROWS * 4);
+            _tile_stored(2, cb[2], AMX_ROWS * 4);
+            AMX_BARRIER(cb);
+        }
+        if (b > b0) {
+            const int32_t (*cb)[AMX_ROWS][AMX_ROWS] = (const int32_t(*)[AMX_ROWS][AMX_ROWS])c[(b - 1) & 1];
+            const __m512 d = dw[b - 1 - b0];
+            UNROLL for (int t = 0; t < NT; t++) {
+                const __m512i sumi = _mm512_add_epi32(_mm512_add_epi32(_mm512_load_si512(cb[0][t]),
+                                                                       _mm512_slli_epi32(_mm512_load_si512(cb[1][t]), 3)),
+                                                      _mm512_slli_epi32(_mm512_load_si512(cb[2][t]), 6));
+                acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(ab[b - 1].tok[t].d)), _mm512_cvtepi32_ps(sumi), acc[t]);
+            }
+        }
+    }
+    UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
+}
+
+static amx_gemm_fn gemm_q6_K_vnni;   /* the AVX-512 table's */
+
+/* gemm_x8_all of the AMX table for Q6_K (the tiles from pack) */
+static void gemm_q6_K(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
+                      const void *pack, int nt) {
+    if (nt < Q6_MIN_TOKENS || !pack) {
+        gemm_by_16(gemm_q6_K_vnni, n, y, ldy, w8, n_groups, a, a_stride, nt);
+        return;
+    }
+    const int64_t nb = n / QK_K;
+    const block_q6_Kx8 *w = w8;
+    const char *ac = a, *pk = pack;
+    _Alignas(64) q6_btiles bt[Q6_CHUNK];
+    __m512 dw[Q6_CHUNK];
+    int cfg_nt = 0, gi = 0;
+    for (; gi + 2 <= n_groups; gi += 2) {
+        const block_q6_Kx8 *g0 = w + (size_t)gi * nb, *g1 = g0 + nb;
+        for (int64_t b0 = 0; b0 < nb; b0 += Q6_CHUNK) {
+            const int64_t b1 = b0 + Q6_CHUNK < nb ? b0 + Q6_CHUNK : nb;
+            for (int64_t b = b0; b < b1; b++) q6_unpack(g0 + b, g1 + b, &bt[b - b0], &dw[b - b0]);
+            AMX_TOKEN_TILES(q6_config, q6_token_tile, bt, dw, pk, kq_pack_bytes(n))
+        }
+    }
+    if (gi < n_groups)   /* a lone group */
+        gemm_by_16(gemm_q6_K_vnni, n, y + 8 * gi, ldy, w + (size_t)gi * nb, 1, ac, a_stride, nt);
+}
+
+/* on the AVX-512 table, after its filler: the Q4_0, Q4_K and Q6_K prefill GEMMs (the x8 kernels
+ * stay VNNI's; shorter forwards than AMX_MIN_TOKENS / KQ_MIN_TOKENS / Q6_MIN_TOKENS tokens go to
+ * the table's GEMMs) */
 int hachi_kernels_fill_amx(hachi_kernels *t) {
     (void)x8_q4_0;   /* the header's kernels are the AVX-512 table's */
     (void)x8_q4_K;
@@ -431,6 +592,14 @@ int hachi_kernels_fill_amx(hachi_kernels *t) {
         k4->gemm_x8_all = gemm_q4_K;
         k4->act_pack = kq_pack;
         k4->act_pack_bytes = kq_pack_bytes;
+    }
+    hachi_type_kernels *k6 = &t->t[HACHI_TYPE_Q6_K];
+    if (k6->gemm_x8 && !k6->act_pack) {
+        gemm_q6_K_vnni = k6->gemm_x8;
+        k6->gemm_x8 = NULL;
+        k6->gemm_x8_all = gemm_q6_K;
+        k6->act_pack = q6_pack;
+        k6->act_pack_bytes = kq_pack_bytes;
     }
     return 1;
 }
