@@ -241,8 +241,10 @@ static ALWAYS_INLINE __m512i kq_words(__m128i v) {
     return _mm512_or_si512(d, _mm512_slli_epi32(d, 16));
 }
 
-/* the B tiles and the tail of block b of the group pair (g0, g1) */
-static ALWAYS_INLINE void kq_unpack(const block_q4_Kx8 *g0, const block_q4_Kx8 *g1, kq_btiles *bt, kq_tail *tl) {
+/* the B tiles and the tail of block b of the group pair (g0, g1); Q5_K: with the values' 5th
+ * bits from the pair's qh (h0, h1; NULL for Q4_K) */
+static ALWAYS_INLINE void kq_unpack(const block_q4_Kx8 *g0, const block_q4_Kx8 *g1, const uint8_t *h0, const uint8_t *h1,
+                                    kq_btiles *bt, kq_tail *tl) {
     _Alignas(32) uint8_t sc0[64], sc1[64];
     q4k_x8_scales(g0->scales, sc0);
     q4k_x8_scales(g1->scales, sc1);
@@ -252,7 +254,7 @@ static ALWAYS_INLINE void kq_unpack(const block_q4_Kx8 *g0, const block_q4_Kx8 *
     UNROLL for (int p = 0; p < 4; p++) tl->mz[p] = _mm512_inserti64x4(_mm512_castsi256_si512(m0[p]), m1[p], 1);
     tl->dw = halves16(g0->d, g1->d);
     tl->dmw = halves16(g0->dmin, g1->dmin);
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m7 = _mm512_set1_epi16(7);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m7 = _mm512_set1_epi16(7), m10 = _mm512_set1_epi8(0x10);
     UNROLL for (int k = 0; k < QK_K / 64; k++) {   /* sub-blocks 2k (B rows 0-7) and 2k+1 (rows 8-15) */
         __m512i mlo[2], mhi[2];
         UNROLL for (int h = 0; h < 2; h++) {
@@ -265,10 +267,23 @@ static ALWAYS_INLINE void kq_unpack(const block_q4_Kx8 *g0, const block_q4_Kx8 *
         UNROLL for (int hh = 0; hh < 4; hh++) {   /* slices 2hh, 2hh+1 of the 8 (32 bytes a group) */
             const __m512i a = _mm512_loadu_si512(g0->qs + 256 * k + 64 * hh), b = _mm512_loadu_si512(g1->qs + 256 * k + 64 * hh);
             const __m512i s[2] = {_mm512_shuffle_i64x2(a, b, 0x44), _mm512_shuffle_i64x2(a, b, 0xEE)};
+            __m512i hb[2] = {m4, m4};   /* Q5_K: slice c's high bits (bit j: sub-block j), as qs */
+            if (h0) {
+                const __m512i ha = _mm512_loadu_si512(h0 + 64 * hh), hb_ = _mm512_loadu_si512(h1 + 64 * hh);
+                hb[0] = _mm512_shuffle_i64x2(ha, hb_, 0x44);
+                hb[1] = _mm512_shuffle_i64x2(ha, hb_, 0xEE);
+            }
             UNROLL for (int e = 0; e < 2; e++) {
                 const int c = 2 * hh + e;
-                const __m512i q0 = _mm512_and_si512(s[e], m4), q1 = _mm512_and_si512(_mm512_srli_epi16(s[e], 4), m4);
-                /* bytes q * m (q < 16, m < 8) in 16-bit lanes: no carry into the high byte */
+                __m512i q0 = _mm512_and_si512(s[e], m4), q1 = _mm512_and_si512(_mm512_srli_epi16(s[e], 4), m4);
+                if (h0) {   /* bits 2k, 2k+1 to bit 4 */
+                    const int j = 2 * k;
+                    q0 = _mm512_or_si512(q0, _mm512_and_si512(j <= 4 ? _mm512_slli_epi16(hb[e], 4 - j)
+                                                                     : _mm512_srli_epi16(hb[e], j - 4), m10));
+                    q1 = _mm512_or_si512(q1, _mm512_and_si512(j + 1 <= 4 ? _mm512_slli_epi16(hb[e], 3 - j)
+                                                                         : _mm512_srli_epi16(hb[e], j - 3), m10));
+                }
+                /* bytes q * m (q < 32, m < 8: below 256) in 16-bit lanes: no carry into the high byte */
                 _mm512_store_si512(bt->b[k][0][c], _mm512_mullo_epi16(q0, mlo[0]));
                 _mm512_store_si512(bt->b[k][1][c], _mm512_mullo_epi16(q0, mhi[0]));
                 _mm512_store_si512(bt->b[k][0][8 + c], _mm512_mullo_epi16(q1, mlo[1]));
@@ -331,7 +346,8 @@ static void kq_config(int nt) {
     _tile_loadconfig(&cfg);
 }
 
-/* the two products of one block for the tile's tokens (ab: their kq_act_block) into tiles (tl, th), stored to c */
+/* the two products of one block for the tile's tokens (ab: their kq_act_block) into tiles (tl, th),
+ * stored to c; TDPBSUD: the activations signed, the B bytes unsigned (Q5_K's reach 31 * 7) */
 #define KQ_TILES(tl, th, ab, bt, c)                                                                \
     do {                                                                                           \
         AMX_BARRIER(bt);                                                                           \
@@ -341,13 +357,13 @@ static void kq_config(int nt) {
             _tile_loadd(4, (ab)->qs[k_][0], 64);                                                   \
             _tile_loadd(6, (bt)->b[k_][0][0], AMX_ROWS * 4);                                       \
             _tile_loadd(7, (bt)->b[k_][1][0], AMX_ROWS * 4);                                       \
-            _tile_dpbssd(tl, 4, 6);                                                                \
-            _tile_dpbssd(th, 4, 7);                                                                \
+            _tile_dpbsud(tl, 4, 6);                                                                \
+            _tile_dpbsud(th, 4, 7);                                                                \
             _tile_loadd(5, (ab)->qs[k_ + 1][0], 64);                                               \
             _tile_loadd(6, (bt)->b[k_ + 1][0][0], AMX_ROWS * 4);                                   \
             _tile_loadd(7, (bt)->b[k_ + 1][1][0], AMX_ROWS * 4);                                   \
-            _tile_dpbssd(tl, 5, 6);                                                                \
-            _tile_dpbssd(th, 5, 7);                                                                \
+            _tile_dpbsud(tl, 5, 6);                                                                \
+            _tile_dpbsud(th, 5, 7);                                                                \
         }                                                                                          \
         _tile_stored(tl, (c)[0], AMX_ROWS * 4);                                                    \
         _tile_stored(th, (c)[1], AMX_ROWS * 4);                                                    \
@@ -388,31 +404,45 @@ static ALWAYS_INLINE void kq_token_tile(float *y, int64_t ldy, const kq_btiles *
     UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
 
-static amx_gemm_fn gemm_q4_K_vnni;   /* the AVX-512 table's */
+static amx_gemm_fn gemm_q4_K_vnni, gemm_q5_K_vnni;   /* the AVX-512 table's */
 
-/* gemm_x8_all of the AMX table for Q4_K (the tiles from pack) */
-static void gemm_q4_K(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
-                      const void *pack, int nt) {
+/* gemm_x8_all of the AMX table for Q4_K and Q5_K (q5; bsz bytes a block of 8 rows), the tiles from pack */
+static ALWAYS_INLINE void gemm_kq(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
+                                  size_t a_stride, const void *pack, int nt, size_t bsz, bool q5) {
+    const amx_gemm_fn vnni = q5 ? gemm_q5_K_vnni : gemm_q4_K_vnni;
     if (nt < KQ_MIN_TOKENS || !pack) {
-        gemm_by_16(gemm_q4_K_vnni, n, y, ldy, w8, n_groups, a, a_stride, nt);
+        gemm_by_16(vnni, n, y, ldy, w8, n_groups, a, a_stride, nt);
         return;
     }
     const int64_t nb = n / QK_K;
-    const block_q4_Kx8 *w = w8;
-    const char *ac = a, *pk = pack;
+    const char *w = w8, *ac = a, *pk = pack;
     _Alignas(64) kq_btiles bt[KQ_CHUNK];
     kq_tail tl[KQ_CHUNK];
     int cfg_nt = 0, gi = 0;
     for (; gi + 2 <= n_groups; gi += 2) {
-        const block_q4_Kx8 *g0 = w + (size_t)gi * nb, *g1 = g0 + nb;
+        const char *g0 = w + (size_t)gi * nb * bsz, *g1 = g0 + (size_t)nb * bsz;
         for (int64_t b0 = 0; b0 < nb; b0 += KQ_CHUNK) {
             const int64_t b1 = b0 + KQ_CHUNK < nb ? b0 + KQ_CHUNK : nb;
-            for (int64_t b = b0; b < b1; b++) kq_unpack(g0 + b, g1 + b, &bt[b - b0], &tl[b - b0]);
+            for (int64_t b = b0; b < b1; b++) {
+                const char *k0 = g0 + (size_t)b * bsz, *k1 = g1 + (size_t)b * bsz;
+                kq_unpack((const block_q4_Kx8 *)(const void *)k0, (const block_q4_Kx8 *)(const void *)k1,
+                          q5 ? (const uint8_t *)k0 + offsetof(block_q5_Kx8, qh) : NULL,
+                          q5 ? (const uint8_t *)k1 + offsetof(block_q5_Kx8, qh) : NULL, &bt[b - b0], &tl[b - b0]);
+            }
             AMX_TOKEN_TILES(kq_config, kq_token_tile, bt, tl, pk, kq_pack_bytes(n))
         }
     }
     if (gi < n_groups)   /* a lone group */
-        gemm_by_16(gemm_q4_K_vnni, n, y + 8 * gi, ldy, w + (size_t)gi * nb, 1, ac, a_stride, nt);
+        gemm_by_16(vnni, n, y + 8 * gi, ldy, w + (size_t)gi * nb * bsz, 1, ac, a_stride, nt);
+}
+
+static void gemm_q4_K(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
+                      const void *pack, int nt) {
+    gemm_kq(n, y, ldy, w8, n_groups, a, a_stride, pack, nt, sizeof(block_q4_Kx8), false);
+}
+static void gemm_q5_K(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
+                      const void *pack, int nt) {
+    gemm_kq(n, y, ldy, w8, n_groups, a, a_stride, pack, nt, sizeof(block_q5_Kx8), true);
 }
 
 /* ---- Q6_K: the int8 scales folded into three tiles ----
@@ -592,6 +622,14 @@ int hachi_kernels_fill_amx(hachi_kernels *t) {
         k4->gemm_x8_all = gemm_q4_K;
         k4->act_pack = kq_pack;
         k4->act_pack_bytes = kq_pack_bytes;
+    }
+    hachi_type_kernels *k5 = &t->t[HACHI_TYPE_Q5_K];
+    if (k5->gemm_x8 && !k5->act_pack && k5->act_extra == k4->act_extra) {   /* the mins' extras as Q4_K's */
+        gemm_q5_K_vnni = k5->gemm_x8;
+        k5->gemm_x8 = NULL;
+        k5->gemm_x8_all = gemm_q5_K;
+        k5->act_pack = kq_pack;
+        k5->act_pack_bytes = kq_pack_bytes;
     }
     hachi_type_kernels *k6 = &t->t[HACHI_TYPE_Q6_K];
     if (k6->gemm_x8 && !k6->act_pack) {
