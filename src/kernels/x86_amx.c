@@ -61,7 +61,7 @@ static void amx_config(int nt) {
     _tile_loadconfig(&cfg);
 }
 
-/* The B tile of block b of groups g0, g1: row r holds elements 4r..4r+3 of each of the 16
+/* The B tile of block b of Q4_0 groups g0, g1: row r holds elements 4r..4r+3 of each of the 16
  * weight rows (rows 0-7 from g0, 8-15 from g1), as q - 8. A group's 32-byte slice c holds
  * elements 4c..4c+3 of its 8 rows in its low nibbles and 16+4c.. in its high ones, so B row r
  * is [g0 slice r | g1 slice r] low nibbles for r < 4 and high nibbles of slice r-4 after. */
@@ -79,28 +79,13 @@ static ALWAYS_INLINE void unpack_b(const block_q4_0x8 *g0, const block_q4_0x8 *g
     }
 }
 
-/* The Q4_0 GEMM's activations (act_pack), per block of 32 and tile of 16 tokens: the A tile
- * (token t's 32 int8 in row t: 512 contiguous bytes, where a tile of the rows gathers 16 lines
- * some 27 KiB apart) and the tokens' d, each half of the tile on its own cache lines. */
-typedef struct {
-    int8_t qs[AMX_ROWS][QK8_0];
-    float d[2][16];   /* token t's at [t / 8][t % 8] */
-} q4_act_block;
-
-static size_t q4_pack_bytes(int64_t n) { return (size_t)(n / QK8_0) * sizeof(q4_act_block); }
-
-static void q4_pack(int64_t n, const void *va, size_t a_stride, int t0, int nt, int tile_nt, void *tile) {
-    (void)tile_nt;
-    const int64_t nb = n / QK8_0;
-    q4_act_block *p = tile;
-    for (int i = 0; i < nt; i++) {
-        const int t = t0 + i;
-        const char *row = (const char *)va + (size_t)i * a_stride;
-        const block_q8_0 *q = (const block_q8_0 *)(const void *)row;
-        for (int64_t b = 0; b < nb; b++) {
-            memcpy(p[b].qs[t], q[b].qs, QK8_0);
-            memcpy(&p[b].d[t / 8][t % 8], q4_0_extras(row, nb, b) + 16, sizeof(float));
-        }
+/* The same of Q8_0 groups: slice r of a group is B row r's half, its bytes q + 128 */
+static ALWAYS_INLINE void unpack_b8(const block_q8_0x8 *g0, const block_q8_0x8 *g1, int8_t *bt) {
+    const __m512i k80 = _mm512_set1_epi8((char)0x80);
+    UNROLL for (int h = 0; h < 4; h++) {   /* slices 2h, 2h+1 */
+        const __m512i a = _mm512_loadu_si512(g0->qs + 64 * h), b = _mm512_loadu_si512(g1->qs + 64 * h);
+        _mm512_storeu_si512(bt + 128 * h, _mm512_xor_si512(_mm512_shuffle_i64x2(a, b, 0x44), k80));
+        _mm512_storeu_si512(bt + 128 * h + 64, _mm512_xor_si512(_mm512_shuffle_i64x2(a, b, 0xEE), k80));
     }
 }
 
@@ -118,10 +103,10 @@ static void q4_pack(int64_t n, const void *va, size_t a_stride, int t0, int nt, 
 
 /* acc[t] = fma(dw * da_t, float(c[t]), acc[t]) for the NT tokens of a block (ab; NT a constant
  * where it is 16, so the accumulators stay in registers) */
-static ALWAYS_INLINE void scale_block(__m512 *acc, const int32_t (*c)[AMX_ROWS], __m512 dw, const q4_act_block *ab,
+static ALWAYS_INLINE void scale_block(__m512 *acc, const int32_t (*c)[AMX_ROWS], __m512 dw, const act_tile_q8 *ab,
                                       const int NT) {
     UNROLL for (int t = 0; t < NT; t++)
-        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(ab->d[t / 8][t % 8])),
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(ab->half[t / 8].d[t % 8])),
                                  _mm512_cvtepi32_ps(_mm512_load_si512(c[t])), acc[t]);
 }
 
@@ -141,7 +126,7 @@ static ALWAYS_INLINE void q4_token_tile(float *y, int64_t ldy, int8_t (*bt)[QK8_
                                         const int NT) {
     (void)a_stride;
     (void)nb;
-    const q4_act_block *ab = (const q4_act_block *)(const void *)a;   /* the packed tile */
+    const act_tile_q8 *ab = (const act_tile_q8 *)(const void *)a;   /* the packed tile */
     __m512 acc[AMX_ROWS];
     UNROLL for (int t = 0; t < AMX_ROWS; t++)
         acc[t] = first || t >= NT ? _mm512_setzero_ps() : _mm512_loadu_ps(y + (size_t)t * ldy);
@@ -181,31 +166,55 @@ static void gemm_by_16(amx_gemm_fn fn, int64_t n, float *y, int64_t ldy, const v
         else tile(yt, ldy, bt, fl, at, a_stride, nb, b0, b1, b0 == 0, tn);                         \
     }
 
-static void gemm_q4_0_all(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
-                          const void *pack, int nt) {
+static amx_gemm_fn gemm_q8_0_vnni;   /* the AVX-512 table's (packed tiles) */
+
+/* gemm_x8_all of the AMX table for Q4_0 and Q8_0 (q8), the A tiles from pack (act_tile_q8).
+ * Shorter forwards and a lone group: Q4_0's to AVX-512's GEMM of rows, Q8_0's to AVX-512's of
+ * the same packed tiles, a tile at a time. */
+static ALWAYS_INLINE void gemm_q8_all(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
+                                      size_t a_stride, const void *pack, int nt, bool q8) {
     const char *ac = a, *pk = pack;
-    if (nt < AMX_MIN_TOKENS || !pack) {
-        gemm_by_16(hachi_gemm_q4_0_x8_rows_avx512, n, y, ldy, w8, n_groups, ac, a_stride, nt);
-        return;
-    }
     const int64_t nb = n / QK8_0;
-    const block_q4_0x8 *w = w8;
-    _Alignas(64) int8_t bt[Q4_CHUNK][QK8_0 / 4][AMX_ROWS * 4];
-    __m512 dw[Q4_CHUNK];
-    int cfg_nt = 0, gi = 0;
-    for (; gi + 2 <= n_groups; gi += 2) {
-        const block_q4_0x8 *g0 = w + (size_t)gi * nb, *g1 = g0 + nb;
-        for (int64_t b0 = 0; b0 < nb; b0 += Q4_CHUNK) {
-            const int64_t b1 = b0 + Q4_CHUNK < nb ? b0 + Q4_CHUNK : nb;
-            for (int64_t b = b0; b < b1; b++) {
-                unpack_b(g0 + b, g1 + b, bt[b - b0][0]);
-                dw[b - b0] = halves16(g0[b].d, g1[b].d);
+    const size_t bsz = q8 ? sizeof(block_q8_0x8) : sizeof(block_q4_0x8), pb = act_pack_bytes_q8(n);
+    int gi = 0;
+    if (nt >= AMX_MIN_TOKENS && pack) {
+        _Alignas(64) int8_t bt[Q4_CHUNK][QK8_0 / 4][AMX_ROWS * 4];
+        __m512 dw[Q4_CHUNK];
+        int cfg_nt = 0;
+        for (; gi + 2 <= n_groups; gi += 2) {
+            const char *g0 = (const char *)w8 + (size_t)gi * nb * bsz, *g1 = g0 + (size_t)nb * bsz;
+            for (int64_t b0 = 0; b0 < nb; b0 += Q4_CHUNK) {
+                const int64_t b1 = b0 + Q4_CHUNK < nb ? b0 + Q4_CHUNK : nb;
+                for (int64_t b = b0; b < b1; b++) {
+                    const void *k0 = g0 + (size_t)b * bsz, *k1 = g1 + (size_t)b * bsz;
+                    if (q8) unpack_b8(k0, k1, bt[b - b0][0]);
+                    else unpack_b(k0, k1, bt[b - b0][0]);
+                    /* d[8] leads both blocks */
+                    dw[b - b0] = halves16(((const block_q4_0x8 *)k0)->d, ((const block_q4_0x8 *)k1)->d);
+                }
+                AMX_TOKEN_TILES(amx_config, q4_token_tile, bt, dw, pk, pb)
             }
-            AMX_TOKEN_TILES(amx_config, q4_token_tile, bt, dw, pk, q4_pack_bytes(n))
         }
     }
-    if (gi < n_groups)   /* a lone group */
-        gemm_by_16(hachi_gemm_q4_0_x8_rows_avx512, n, y + 8 * gi, ldy, w + (size_t)gi * nb, 1, ac, a_stride, nt);
+    if (gi == n_groups) return;
+    const char *wr = (const char *)w8 + (size_t)gi * nb * bsz;
+    float *yr = y + 8 * gi;
+    if (!q8) {
+        gemm_by_16(hachi_gemm_q4_0_x8_rows_avx512, n, yr, ldy, wr, n_groups - gi, ac, a_stride, nt);
+        return;
+    }
+    for (int t0 = 0; t0 < nt; t0 += AMX_ROWS)
+        gemm_q8_0_vnni(n, yr + (size_t)t0 * ldy, ldy, wr, n_groups - gi, pk + (size_t)(t0 / AMX_ROWS) * pb, a_stride,
+                       nt - t0 < AMX_ROWS ? nt - t0 : AMX_ROWS);
+}
+
+static void gemm_q4_0_all(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
+                          const void *pack, int nt) {
+    gemm_q8_all(n, y, ldy, w8, n_groups, a, a_stride, pack, nt, false);
+}
+static void gemm_q8_0_all(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
+                          const void *pack, int nt) {
+    gemm_q8_all(n, y, ldy, w8, n_groups, a, a_stride, pack, nt, true);
 }
 
 /* ---- Q4_K: the scales folded into the tiles ----
@@ -611,10 +620,18 @@ int hachi_kernels_fill_amx(hachi_kernels *t) {
     (void)act_extra_q6_K;
     (void)act_prep_q6_K;
     hachi_type_kernels *q = &t->t[HACHI_TYPE_Q4_0];
-    q->act_pack = q4_pack;   /* short forwards go to AVX-512's GEMM of rows */
-    q->act_pack_bytes = q4_pack_bytes;
+    q->act_pack = act_pack_q8;   /* not AVX-512's (that lays tiles of 8 tokens out its own way) */
+    q->act_pack_bytes = act_pack_bytes_q8;
     q->gemm_x8 = NULL;
     q->gemm_x8_all = gemm_q4_0_all;
+    hachi_type_kernels *q8 = &t->t[HACHI_TYPE_Q8_0];
+    if (q8->gemm_x8 && q8->act_pack) {   /* AVX-512's GEMM of the same tiles (act_pack_q8's) takes short forwards */
+        gemm_q8_0_vnni = q8->gemm_x8;
+        q8->gemm_x8 = NULL;
+        q8->gemm_x8_all = gemm_q8_0_all;
+        q8->act_pack = act_pack_q8;
+        q8->act_pack_bytes = act_pack_bytes_q8;
+    }
     hachi_type_kernels *k4 = &t->t[HACHI_TYPE_Q4_K];
     if (k4->gemm_x8 && !k4->act_pack) {   /* the AVX-512 GEMM takes short forwards and lone groups */
         gemm_q4_K_vnni = k4->gemm_x8;

@@ -575,16 +575,6 @@ static ALWAYS_INLINE void pair_pf_next(pair_pf *p, size_t blk) {
     if (p->r >= p->S) { p->r -= p->S; p->k++; }
 }
 
-/* The GEMM's activations for Q4_0 and Q8_0 weights, packed (act_pack): per block of 32, the 16
- * tokens' quants, then per half of the tokens their -k*sum(y) (k = 8 for Q4_0, 128 for Q8_0: the
- * extras that this table shares with AVX2's) and their d, one cache line a half. The GEMM then
- * reads one stream; from the rows (two streams a token: the block, its extras) it ran 11% slower
- * in L1 at 1536 columns and 17-23% at 12288. */
-typedef struct act_tile_q8 {
-    int8_t qs[16][QK8_0];
-    struct { int32_t corr[8]; float d[8]; } half[2];
-} act_tile_q8;
-
 /* A forward of at most GEMM1_TOKENS tokens over Q4_0 rows of an even number of blocks goes
  * through gemm1, which takes its tile per pair of blocks (2j, 2j + 1): per token its 8 dwords of
  * quants, each beside its twin of the other block, so that one qword load broadcasts both; then
@@ -600,21 +590,6 @@ typedef struct act_twin_q8 {
 _Static_assert(sizeof(act_twin_q8) <= 2 * sizeof(act_tile_q8), "a twin tile fits where a plain one goes");
 static ALWAYS_INLINE bool act_twin(int64_t nb, int nt) { return nt <= GEMM1_TOKENS && nb % 2 == 0; }
 
-static size_t act_pack_bytes_q8(int64_t n) { return (size_t)(n / QK8_0) * sizeof(act_tile_q8); }
-static void act_pack_q8(int64_t n, const void *va, size_t a_stride, int t0, int nt, int tile_nt, void *tile) {
-    const int64_t nb = n / QK8_0;
-    act_tile_q8 *o = tile;
-    for (int i = 0; i < nt; i++) {
-        const int t = t0 + i;
-        const char *ar = (const char *)va + (size_t)i * a_stride;
-        for (int64_t b = 0; b < nb; b++) {
-            const char *ex = q4_0_extras(ar, nb, b);
-            memcpy(o[b].qs[t], ((const block_q8_0 *)ar + b)->qs, QK8_0);
-            memcpy(&o[b].half[t / 8].corr[t % 8], ex, 4);
-            memcpy(&o[b].half[t / 8].d[t % 8], ex + 16, 4);
-        }
-    }
-}
 static void act_pack_q4_0(int64_t n, const void *va, size_t a_stride, int t0, int nt, int tile_nt, void *tile) {
     const int64_t nb = n / QK8_0;
     if (!act_twin(nb, tile_nt)) {
