@@ -1,16 +1,17 @@
-/* kernels/x86_amx: the prefill GEMMs of interleaved Q4_0, Q4_K and Q6_K rows on Intel AMX (TMUL,
- * int8), 16 tokens (a tile's rows) by 16 weight rows (two x8 groups) at a time. All take the
- * whole forward in one call (gemm_x8_all), so the weights' B tiles are unpacked once per block
- * for all its token tiles, a chunk of blocks at a time; each token tile then runs over the chunk
- * with its 16 sums (one zmm a token, the 16 weight rows in its lanes) in registers, the tile
- * unit on block b while the vector units scale block b-1 (two sets of C tiles). The A tiles
+/* kernels/x86_amx: the prefill GEMMs of interleaved Q4_0, Q8_0, Q4_K, Q5_K and Q6_K rows on
+ * Intel AMX (TMUL, int8), 16 tokens (a tile's rows) by 16 weight rows (two x8 groups) at a
+ * time. All take the whole forward in one call (gemm_x8_all), so the weights' B tiles are
+ * unpacked once per block for all its token tiles, a chunk of blocks at a time; each token tile
+ * then runs over the chunk with its 16 sums (one zmm a token, the 16 weight rows in its lanes)
+ * in registers, the tile unit on block b while the vector units scale block b-1. The A tiles
  * (the tokens' int8 activations) come packed by act_pack once per forward, each a contiguous
  * block of memory instead of 16 lines gathered from the activation rows.
  * - Q4_0: per block of 32, one TDPBSSD multiplies the tokens' int8 activations by the weights'
  *   signed q - 8 (B: 8 rows of 16 x 4 bytes, which the interleaved layout nearly is: one nibble
  *   mask and a lane shuffle per 64 bytes) into exact int32 sums; then, as ref does,
- *   acc = fma(dw*da, v, acc) in block order.
- * - Q4_K: the 6-bit scales folded into two B tiles, Q6_K: the int8 scales into three (below).
+ *   acc = fma(dw*da, v, acc) in block order. Q8_0 the same, its bytes q + 128 made signed again.
+ * - Q4_K and Q5_K: the 6-bit scales folded into two B tiles, Q6_K: the int8 scales into three
+ *   (below).
  * Every result equals ref's vec_dot_x8 bit for bit. Short forwards and a lone group (rows % 16
  * == 8) go to the AVX-512 kernels. Built with the AVX-512 and AMX flags; dispatch.c adds these
  * entries to the AVX-512 table only where the CPU has AMX-TILE/INT8 and Linux grants the tile
@@ -59,6 +60,15 @@ static void amx_config(int nt) {
     }
     AMX_BARRIER(&cfg);
     _tile_loadconfig(&cfg);
+}
+
+/* a token tile's sums: token t's 16 rows in acc[t], from y (zero where first, or past NT) and back */
+static ALWAYS_INLINE void acc_load(__m512 *acc, const float *y, int64_t ldy, bool first, const int NT) {
+    UNROLL for (int t = 0; t < AMX_ROWS; t++)
+        acc[t] = first || t >= NT ? _mm512_setzero_ps() : _mm512_loadu_ps(y + (size_t)t * ldy);
+}
+static ALWAYS_INLINE void acc_store(const __m512 *acc, float *y, int64_t ldy, const int NT) {
+    UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
 
 /* The B tile of block b of Q4_0 groups g0, g1: row r holds elements 4r..4r+3 of each of the 16
@@ -116,9 +126,9 @@ static ALWAYS_INLINE void scale_block(__m512 *acc, const int32_t (*c)[AMX_ROWS],
  * 8 tokens 2.8-3.3 against 1.9-2.3); not re-measured since the B tiles serve all token tiles */
 #define AMX_MIN_TOKENS 12
 
-/* gemm_x8_all of the AMX table for Q4_0 (the tiles from pack): per group pair, Q4_CHUNK blocks'
- * B tiles are unpacked once, then each token tile of 16 runs over them with its sums in
- * registers, the tile unit on block b while the vector units scale block b-1, as above. */
+/* The Q4_0 and Q8_0 GEMMs: per group pair, Q4_CHUNK blocks' B tiles are unpacked once, then
+ * each token tile of 16 runs over them with its sums in registers, the tile unit on block b
+ * while the vector units scale block b-1, as above. */
 #define Q4_CHUNK 16
 
 static ALWAYS_INLINE void q4_token_tile(float *y, int64_t ldy, int8_t (*bt)[QK8_0 / 4][AMX_ROWS * 4], const __m512 *dw,
@@ -128,8 +138,7 @@ static ALWAYS_INLINE void q4_token_tile(float *y, int64_t ldy, int8_t (*bt)[QK8_
     (void)nb;
     const act_tile_q8 *ab = (const act_tile_q8 *)(const void *)a;   /* the packed tile */
     __m512 acc[AMX_ROWS];
-    UNROLL for (int t = 0; t < AMX_ROWS; t++)
-        acc[t] = first || t >= NT ? _mm512_setzero_ps() : _mm512_loadu_ps(y + (size_t)t * ldy);
+    acc_load(acc, y, ldy, first, NT);
     _Alignas(64) int32_t c[2][AMX_ROWS][AMX_ROWS];
     for (int64_t b = b0; b <= b1; b++) {
         if (b < b1) {
@@ -138,7 +147,7 @@ static ALWAYS_INLINE void q4_token_tile(float *y, int64_t ldy, int8_t (*bt)[QK8_
         }
         if (b > b0) scale_block(acc, (const int32_t(*)[AMX_ROWS])c[(b - 1) & 1], dw[b - 1 - b0], &ab[b - 1], NT);
     }
-    UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
+    acc_store(acc, y, ldy, NT);
 }
 
 typedef void (*amx_gemm_fn)(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
@@ -221,7 +230,7 @@ static void gemm_q8_0_all(int64_t n, float *y, int64_t ldy, const void *w8, int 
  * Per block of 256 and 16 weight rows (two block_q4_Kx8 groups), ref's exact integers are
  * sumi = sum_j sc[j] * sum(q * y over sub-block j) and summ = sum_j m[j] * sum(y over sub-block
  * j). With sc = lo + 8 * hi (lo, hi < 8) each product q * lo, q * hi (q < 16) fits an int8, so
- * two tiles take sumi over the whole block (4 TDPBSSD of 64 elements each): C_lo = sum(y * q *
+ * two tiles take sumi over the whole block (4 products of 64 elements each): C_lo = sum(y * q *
  * lo), C_hi = sum(y * q * hi), sumi = C_lo + 8 * C_hi. summ comes from the vector units (the
  * mins against the activation extras, as the AVX-512 GEMM does). Then, as ref does, acc =
  * fma(d*da, sumi, acc), acc = fma(-(dmin*da), summ, acc) per block. The B tiles (2 KiB a
@@ -400,8 +409,7 @@ static ALWAYS_INLINE void kq_token_tile(float *y, int64_t ldy, const kq_btiles *
     (void)nb;
     const kq_act_block *ab = (const kq_act_block *)(const void *)a;
     __m512 acc[AMX_ROWS];
-    UNROLL for (int t = 0; t < AMX_ROWS; t++)
-        acc[t] = first || t >= NT ? _mm512_setzero_ps() : _mm512_loadu_ps(y + (size_t)t * ldy);
+    acc_load(acc, y, ldy, first, NT);
     _Alignas(64) int32_t c[2][2][AMX_ROWS][AMX_ROWS];
     for (int64_t b = b0; b <= b1; b++) {   /* block b on the tile unit, b-1 on the vector units */
         if (b < b1) {
@@ -410,7 +418,7 @@ static ALWAYS_INLINE void kq_token_tile(float *y, int64_t ldy, const kq_btiles *
         }
         if (b > b0) kq_scale(acc, (const int32_t(*)[AMX_ROWS][AMX_ROWS])c[(b - 1) & 1], &tl[b - 1 - b0], &ab[b - 1], NT);
     }
-    UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
+    acc_store(acc, y, ldy, NT);
 }
 
 static amx_gemm_fn gemm_q4_K_vnni, gemm_q5_K_vnni;   /* the AVX-512 table's */
@@ -547,8 +555,7 @@ static ALWAYS_INLINE void q6_token_tile(float *y, int64_t ldy, const q6_btiles *
     (void)nb;
     const kq_act_block *ab = (const kq_act_block *)(const void *)a;
     __m512 acc[AMX_ROWS];
-    UNROLL for (int t = 0; t < AMX_ROWS; t++)
-        acc[t] = first || t >= NT ? _mm512_setzero_ps() : _mm512_loadu_ps(y + (size_t)t * ldy);
+    acc_load(acc, y, ldy, first, NT);
     _Alignas(64) int32_t c[2][3][AMX_ROWS][AMX_ROWS];
     for (int64_t b = b0; b <= b1; b++) {   /* block b on the tile unit, b-1 on the vector units */
         if (b < b1) {
@@ -578,7 +585,7 @@ static ALWAYS_INLINE void q6_token_tile(float *y, int64_t ldy, const q6_btiles *
             }
         }
     }
-    UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
+    acc_store(acc, y, ldy, NT);
 }
 
 static amx_gemm_fn gemm_q6_K_vnni;   /* the AVX-512 table's */
@@ -608,9 +615,23 @@ static void gemm_q6_K(int64_t n, float *y, int64_t ldy, const void *w8, int n_gr
         gemm_by_16(gemm_q6_K_vnni, n, y + 8 * gi, ldy, w + (size_t)gi * nb, 1, ac, a_stride, nt);
 }
 
-/* on the AVX-512 table, after its filler: the Q4_0, Q4_K and Q6_K prefill GEMMs (the x8 kernels
- * stay VNNI's; shorter forwards than AMX_MIN_TOKENS / KQ_MIN_TOKENS / Q6_MIN_TOKENS tokens go to
- * the table's GEMMs) */
+typedef void (*amx_all_fn)(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
+                           size_t a_stride, const void *pack, int nt);
+
+/* type kt's prefill GEMM to AMX's (all, on tiles packed by pack), its gemm_x8 kept in *vnni for
+ * the forwards and groups that AMX leaves to it */
+static void amx_entry(hachi_type_kernels *kt, amx_gemm_fn *vnni, amx_all_fn all,
+                      void (*pack)(int64_t, const void *, size_t, int, int, int, void *), size_t (*pack_bytes)(int64_t)) {
+    if (vnni) *vnni = kt->gemm_x8;
+    kt->gemm_x8 = NULL;
+    kt->gemm_x8_all = all;
+    kt->act_pack = pack;
+    kt->act_pack_bytes = pack_bytes;
+}
+
+/* on the AVX-512 table, after its filler: the Q4_0, Q8_0, Q4_K, Q5_K and Q6_K prefill GEMMs (the
+ * x8 kernels stay VNNI's; shorter forwards than AMX_MIN_TOKENS / KQ_MIN_TOKENS / Q6_MIN_TOKENS
+ * tokens go to the table's GEMMs: Q4_0's over the rows, the others' as that table has them) */
 int hachi_kernels_fill_amx(hachi_kernels *t) {
     (void)x8_q4_0;   /* the header's kernels are the AVX-512 table's */
     (void)x8_q4_K;
@@ -619,43 +640,18 @@ int hachi_kernels_fill_amx(hachi_kernels *t) {
     (void)x8_q6_K;
     (void)act_extra_q6_K;
     (void)act_prep_q6_K;
-    hachi_type_kernels *q = &t->t[HACHI_TYPE_Q4_0];
-    q->act_pack = act_pack_q8;   /* not AVX-512's (that lays tiles of 8 tokens out its own way) */
-    q->act_pack_bytes = act_pack_bytes_q8;
-    q->gemm_x8 = NULL;
-    q->gemm_x8_all = gemm_q4_0_all;
-    hachi_type_kernels *q8 = &t->t[HACHI_TYPE_Q8_0];
-    if (q8->gemm_x8 && q8->act_pack) {   /* AVX-512's GEMM of the same tiles (act_pack_q8's) takes short forwards */
-        gemm_q8_0_vnni = q8->gemm_x8;
-        q8->gemm_x8 = NULL;
-        q8->gemm_x8_all = gemm_q8_0_all;
-        q8->act_pack = act_pack_q8;
-        q8->act_pack_bytes = act_pack_bytes_q8;
-    }
-    hachi_type_kernels *k4 = &t->t[HACHI_TYPE_Q4_K];
-    if (k4->gemm_x8 && !k4->act_pack) {   /* the AVX-512 GEMM takes short forwards and lone groups */
-        gemm_q4_K_vnni = k4->gemm_x8;
-        k4->gemm_x8 = NULL;
-        k4->gemm_x8_all = gemm_q4_K;
-        k4->act_pack = kq_pack;
-        k4->act_pack_bytes = kq_pack_bytes;
-    }
-    hachi_type_kernels *k5 = &t->t[HACHI_TYPE_Q5_K];
-    if (k5->gemm_x8 && !k5->act_pack && k5->act_extra == k4->act_extra) {   /* the mins' extras as Q4_K's */
-        gemm_q5_K_vnni = k5->gemm_x8;
-        k5->gemm_x8 = NULL;
-        k5->gemm_x8_all = gemm_q5_K;
-        k5->act_pack = kq_pack;
-        k5->act_pack_bytes = kq_pack_bytes;
-    }
-    hachi_type_kernels *k6 = &t->t[HACHI_TYPE_Q6_K];
-    if (k6->gemm_x8 && !k6->act_pack) {
-        gemm_q6_K_vnni = k6->gemm_x8;
-        k6->gemm_x8 = NULL;
-        k6->gemm_x8_all = gemm_q6_K;
-        k6->act_pack = q6_pack;
-        k6->act_pack_bytes = kq_pack_bytes;
-    }
+    /* Q4_0: act_pack_q8's tiles, not AVX-512's own (which lays tiles of 8 tokens out its own way) */
+    amx_entry(&t->t[HACHI_TYPE_Q4_0], NULL, gemm_q4_0_all, act_pack_q8, act_pack_bytes_q8);
+    hachi_type_kernels *q8 = &t->t[HACHI_TYPE_Q8_0], *k4 = &t->t[HACHI_TYPE_Q4_K], *k5 = &t->t[HACHI_TYPE_Q5_K],
+                       *k6 = &t->t[HACHI_TYPE_Q6_K];
+    if (q8->gemm_x8 && q8->act_pack)   /* AVX-512's, over the same tiles (act_pack_q8's) */
+        amx_entry(q8, &gemm_q8_0_vnni, gemm_q8_0_all, act_pack_q8, act_pack_bytes_q8);
+    if (k4->gemm_x8 && !k4->act_pack)   /* AVX-512's over the rows */
+        amx_entry(k4, &gemm_q4_K_vnni, gemm_q4_K, kq_pack, kq_pack_bytes);
+    if (k5->gemm_x8 && !k5->act_pack && k5->act_extra == k4->act_extra)   /* the mins' extras as Q4_K's */
+        amx_entry(k5, &gemm_q5_K_vnni, gemm_q5_K, kq_pack, kq_pack_bytes);
+    if (k6->gemm_x8 && !k6->act_pack)
+        amx_entry(k6, &gemm_q6_K_vnni, gemm_q6_K, q6_pack, kq_pack_bytes);
     return 1;
 }
 
