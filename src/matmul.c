@@ -84,7 +84,7 @@ static size_t hachi_matmul_act_stride(const hachi_kernels *k, uint32_t type, int
 
 /* bytes of the packed activation tiles of n_tok tokens (where the ISA's GEMM takes them packed) */
 static size_t matmul_pack_bytes(const hachi_type_kernels *kt, int64_t cols, int n_tok) {
-    if (!kt->act_pack || n_tok < kt->gemm_min) return 0;
+    if (!kt->act_pack || n_tok < kt->gemm_min || n_tok < kt->act_pack_min) return 0;
     return (size_t)((n_tok + MATMUL_MULTI_MAX - 1) / MATMUL_MULTI_MAX) * kt->act_pack_bytes(cols);
 }
 

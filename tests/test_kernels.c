@@ -573,7 +573,8 @@ static int check_gemm(uint32_t type, int64_t n, const char *w8, size_t gb, const
         char *pk = pb ? malloc(pb * (size_t)((max_nt + 15) / 16)) : NULL;
         int bad = 0, at = -1;
         for (int nt = 1; nt <= max_nt; nt++) {
-            if (pk) {
+            const bool packed = pk && nt >= kt->act_pack_min;   /* as matmul.c packs */
+            if (packed) {
                 memset(pk, 0x5a, pb * (size_t)((max_nt + 15) / 16));
                 for (int t0 = 0; t0 < nt; t0 += 8)   /* in halves, as matmul.c packs */
                     kt->act_pack(n, ax + (size_t)t0 * st, st, t0 % 16, nt - t0 < 8 ? nt - t0 : 8,
@@ -581,8 +582,8 @@ static int check_gemm(uint32_t type, int64_t n, const char *w8, size_t gb, const
             }
             for (int ng = 1; ng <= GEMM_GROUPS; ng++) {
                 for (int i = 0; i < max_nt * LDY; i++) y[i] = NAN;
-                if (kt->gemm_x8_all) kt->gemm_x8_all(n, y, LDY, w8, ng, ax, st, pk, nt);
-                else kt->gemm_x8(n, y, LDY, w8, ng, pk ? pk : ax, st, nt);
+                if (kt->gemm_x8_all) kt->gemm_x8_all(n, y, LDY, w8, ng, ax, st, packed ? pk : NULL, nt);
+                else kt->gemm_x8(n, y, LDY, w8, ng, packed ? pk : ax, st, nt);
                 for (int t = 0; t < max_nt; t++)
                     for (int r = 0; r < LDY; r++) {
                         const float *g = &y[t * LDY + r];

@@ -77,6 +77,7 @@ typedef struct hachi_type_kernels {
      * (AVX-512's Q4_0 does). */
     void (*act_pack)(int64_t n, const void *a, size_t a_stride, int t0, int nt, int tile_nt, void *tile);
     size_t (*act_pack_bytes)(int64_t n);
+    int act_pack_min;                 /* forwards of fewer tokens are not packed (gemm_x8_all: pack NULL) */
     /* Prefill GEMM over rows in the file's layout (the float types; NULL where this ISA has none):
      * y[t*ldy + r] for the n_rows rows at w (row_bytes apart) and the nt <= 16 activation rows at
      * a (a_stride apart), each bit for bit this ISA's vec_dot. */

@@ -132,10 +132,7 @@ static ALWAYS_INLINE void scale_block(__m512 *acc, const int32_t (*c)[AMX_ROWS],
 #define Q4_CHUNK 16
 
 static ALWAYS_INLINE void q4_token_tile(float *y, int64_t ldy, int8_t (*bt)[QK8_0 / 4][AMX_ROWS * 4], const __m512 *dw,
-                                        const char *a, size_t a_stride, int64_t nb, int64_t b0, int64_t b1, bool first,
-                                        const int NT) {
-    (void)a_stride;
-    (void)nb;
+                                        const char *a, int64_t b0, int64_t b1, bool first, const int NT) {
     const act_tile_q8 *ab = (const act_tile_q8 *)(const void *)a;   /* the packed tile */
     __m512 acc[AMX_ROWS];
     acc_load(acc, y, ldy, first, NT);
@@ -153,17 +150,18 @@ static ALWAYS_INLINE void q4_token_tile(float *y, int64_t ldy, int8_t (*bt)[QK8_
 typedef void (*amx_gemm_fn)(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
                             size_t a_stride, int nt);
 
-/* fn (a GEMM of at most 16 tokens) over the nt tokens, 16 at a time */
+/* fn (a GEMM of at most 16 tokens) over the nt tokens, 16 at a time, tile i's activations at
+ * a + i * step (rows: 16 * a_stride; packed tiles: their bytes) */
 static void gemm_by_16(amx_gemm_fn fn, int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const char *a,
-                       size_t a_stride, int nt) {
+                       size_t a_stride, size_t step, int nt) {
     for (int t0 = 0; t0 < nt; t0 += AMX_ROWS)
-        fn(n, y + (size_t)t0 * ldy, ldy, w8, n_groups, a + (size_t)t0 * a_stride, a_stride,
+        fn(n, y + (size_t)t0 * ldy, ldy, w8, n_groups, a + (size_t)(t0 / AMX_ROWS) * step, a_stride,
            nt - t0 < AMX_ROWS ? nt - t0 : AMX_ROWS);
 }
 
 /* the token tiles of 16 (the last maybe fewer) of the nt tokens, tile i's activations at
  * abase + i * astep, each over blocks [b0, b1) of group pair gi: tile(y, ldy, bt, per-block
- * floats, a, a_stride, nb, b0, b1, first, NT), the tiles configured by config(rows) when the
+ * floats, a, b0, b1, first, NT), the tiles configured by config(rows) when the
  * tile's token count changes */
 #define AMX_TOKEN_TILES(config, tile, bt, fl, abase, astep)                                        \
     for (int t0 = 0; t0 < nt; t0 += AMX_ROWS) {                                                    \
@@ -171,8 +169,8 @@ static void gemm_by_16(amx_gemm_fn fn, int64_t n, float *y, int64_t ldy, const v
         if (tn != cfg_nt) config(cfg_nt = tn);                                                     \
         float *yt = y + (size_t)t0 * ldy + 8 * gi;                                                 \
         const char *at = (abase) + (size_t)(t0 / AMX_ROWS) * (astep);                              \
-        if (tn == AMX_ROWS) tile(yt, ldy, bt, fl, at, a_stride, nb, b0, b1, b0 == 0, AMX_ROWS);    \
-        else tile(yt, ldy, bt, fl, at, a_stride, nb, b0, b1, b0 == 0, tn);                         \
+        if (tn == AMX_ROWS) tile(yt, ldy, bt, fl, at, b0, b1, b0 == 0, AMX_ROWS);                  \
+        else tile(yt, ldy, bt, fl, at, b0, b1, b0 == 0, tn);                                       \
     }
 
 static amx_gemm_fn gemm_q8_0_vnni;   /* the AVX-512 table's (packed tiles) */
@@ -208,13 +206,8 @@ static ALWAYS_INLINE void gemm_q8_all(int64_t n, float *y, int64_t ldy, const vo
     if (gi == n_groups) return;
     const char *wr = (const char *)w8 + (size_t)gi * nb * bsz;
     float *yr = y + 8 * gi;
-    if (!q8) {
-        gemm_by_16(hachi_gemm_q4_0_x8_rows_avx512, n, yr, ldy, wr, n_groups - gi, ac, a_stride, nt);
-        return;
-    }
-    for (int t0 = 0; t0 < nt; t0 += AMX_ROWS)
-        gemm_q8_0_vnni(n, yr + (size_t)t0 * ldy, ldy, wr, n_groups - gi, pk + (size_t)(t0 / AMX_ROWS) * pb, a_stride,
-                       nt - t0 < AMX_ROWS ? nt - t0 : AMX_ROWS);
+    if (q8) gemm_by_16(gemm_q8_0_vnni, n, yr, ldy, wr, n_groups - gi, pk, a_stride, pb, nt);
+    else gemm_by_16(hachi_gemm_q4_0_x8_rows_avx512, n, yr, ldy, wr, n_groups - gi, ac, a_stride, AMX_ROWS * a_stride, nt);
 }
 
 static void gemm_q4_0_all(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
@@ -352,17 +345,18 @@ static void q6_pack(int64_t n, const void *va, size_t a_stride, int t0, int nt, 
     kq_pack_rows(n, va, a_stride, t0, nt, tile, false);
 }
 
-/* C: tmm0-1 (lo, hi) for even blocks, tmm2-3 for odd ones, nt tokens x 16 int32; A (tmm4, tmm5
- * by step): nt tokens x 64 bytes; B (tmm6 lo, tmm7 hi) */
-static void kq_config(int nt) {
+/* The K-quant GEMMs' tiles, 64 bytes a row: tmm0..n_tok-1 (C and A) nt tokens' rows, the
+ * rest (B) the 16 rows of a 64-element step */
+static void kquant_config(int nt, int n_tok) {
     amx_tilecfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
-    for (int i = 0; i < 6; i++) { cfg.rows[i] = (uint8_t)nt; cfg.colsb[i] = 64; }
-    for (int i = 6; i < 8; i++) { cfg.rows[i] = QK_K / 16; cfg.colsb[i] = 64; }
+    for (int i = 0; i < 8; i++) { cfg.rows[i] = (uint8_t)(i < n_tok ? nt : QK_K / 16); cfg.colsb[i] = 64; }
     AMX_BARRIER(&cfg);
     _tile_loadconfig(&cfg);
 }
+/* C: tmm0-1 (lo, hi) for even blocks, tmm2-3 for odd ones; A: tmm4, tmm5 by step; B: tmm6 lo, tmm7 hi */
+static void kq_config(int nt) { kquant_config(nt, 6); }
 
 /* the two products of one block for the tile's tokens (ab: their kq_act_block) into tiles (tl, th),
  * stored to c; TDPBSUD: the activations signed, the B bytes unsigned (Q5_K's reach 31 * 7) */
@@ -404,9 +398,7 @@ static ALWAYS_INLINE void kq_scale(__m512 *acc, const int32_t (*c)[AMX_ROWS][AMX
 /* blocks [b0, b1) of the pair's B tiles bt (bt[0]: block b0) for the NT tokens of the packed
  * tile a (its kq_act_blocks), into and out of y (first: y not yet written) */
 static ALWAYS_INLINE void kq_token_tile(float *y, int64_t ldy, const kq_btiles *bt, const kq_tail *tl, const char *a,
-                                        size_t a_stride, int64_t nb, int64_t b0, int64_t b1, bool first, const int NT) {
-    (void)a_stride;
-    (void)nb;
+                                        int64_t b0, int64_t b1, bool first, const int NT) {
     const kq_act_block *ab = (const kq_act_block *)(const void *)a;
     __m512 acc[AMX_ROWS];
     acc_load(acc, y, ldy, first, NT);
@@ -428,7 +420,7 @@ static ALWAYS_INLINE void gemm_kq(int64_t n, float *y, int64_t ldy, const void *
                                   size_t a_stride, const void *pack, int nt, size_t bsz, bool q5) {
     const amx_gemm_fn vnni = q5 ? gemm_q5_K_vnni : gemm_q4_K_vnni;
     if (nt < KQ_MIN_TOKENS || !pack) {
-        gemm_by_16(vnni, n, y, ldy, w8, n_groups, a, a_stride, nt);
+        gemm_by_16(vnni, n, y, ldy, w8, n_groups, a, a_stride, AMX_ROWS * a_stride, nt);
         return;
     }
     const int64_t nb = n / QK_K;
@@ -450,7 +442,7 @@ static ALWAYS_INLINE void gemm_kq(int64_t n, float *y, int64_t ldy, const void *
         }
     }
     if (gi < n_groups)   /* a lone group */
-        gemm_by_16(vnni, n, y + 8 * gi, ldy, w + (size_t)gi * nb * bsz, 1, ac, a_stride, nt);
+        gemm_by_16(vnni, n, y + 8 * gi, ldy, w + (size_t)gi * nb * bsz, 1, ac, a_stride, AMX_ROWS * a_stride, nt);
 }
 
 static void gemm_q4_K(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
@@ -527,15 +519,7 @@ static ALWAYS_INLINE void q6_unpack(const block_q6_Kx8 *g0, const block_q6_Kx8 *
 }
 
 /* C: tmm0-2 (the digits); A: tmm3, tmm4 by step; B: tmm5-7 */
-static void q6_config(int nt) {
-    amx_tilecfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int i = 0; i < 5; i++) { cfg.rows[i] = (uint8_t)nt; cfg.colsb[i] = 64; }
-    for (int i = 5; i < 8; i++) { cfg.rows[i] = QK_K / 16; cfg.colsb[i] = 64; }
-    AMX_BARRIER(&cfg);
-    _tile_loadconfig(&cfg);
-}
+static void q6_config(int nt) { kquant_config(nt, 5); }
 
 /* one step's three products (A tile ta from the packed block ab) */
 #define Q6_STEP(ta, ab, bt, k)                                                                     \
@@ -550,9 +534,7 @@ static void q6_config(int nt) {
     } while (0)
 
 static ALWAYS_INLINE void q6_token_tile(float *y, int64_t ldy, const q6_btiles *bt, const __m512 *dw, const char *a,
-                                        size_t a_stride, int64_t nb, int64_t b0, int64_t b1, bool first, const int NT) {
-    (void)a_stride;
-    (void)nb;
+                                        int64_t b0, int64_t b1, bool first, const int NT) {
     const kq_act_block *ab = (const kq_act_block *)(const void *)a;
     __m512 acc[AMX_ROWS];
     acc_load(acc, y, ldy, first, NT);
@@ -594,7 +576,7 @@ static amx_gemm_fn gemm_q6_K_vnni;   /* the AVX-512 table's */
 static void gemm_q6_K(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a, size_t a_stride,
                       const void *pack, int nt) {
     if (nt < Q6_MIN_TOKENS || !pack) {
-        gemm_by_16(gemm_q6_K_vnni, n, y, ldy, w8, n_groups, a, a_stride, nt);
+        gemm_by_16(gemm_q6_K_vnni, n, y, ldy, w8, n_groups, a, a_stride, AMX_ROWS * a_stride, nt);
         return;
     }
     const int64_t nb = n / QK_K;
@@ -612,21 +594,23 @@ static void gemm_q6_K(int64_t n, float *y, int64_t ldy, const void *w8, int n_gr
         }
     }
     if (gi < n_groups)   /* a lone group */
-        gemm_by_16(gemm_q6_K_vnni, n, y + 8 * gi, ldy, w + (size_t)gi * nb, 1, ac, a_stride, nt);
+        gemm_by_16(gemm_q6_K_vnni, n, y + 8 * gi, ldy, w + (size_t)gi * nb, 1, ac, a_stride, AMX_ROWS * a_stride, nt);
 }
 
 typedef void (*amx_all_fn)(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
                            size_t a_stride, const void *pack, int nt);
 
-/* type kt's prefill GEMM to AMX's (all, on tiles packed by pack), its gemm_x8 kept in *vnni for
- * the forwards and groups that AMX leaves to it */
+/* type kt's prefill GEMM to AMX's (all, on tiles packed by pack from pack_min tokens), its gemm_x8
+ * kept in *vnni for the forwards and groups that AMX leaves to it */
 static void amx_entry(hachi_type_kernels *kt, amx_gemm_fn *vnni, amx_all_fn all,
-                      void (*pack)(int64_t, const void *, size_t, int, int, int, void *), size_t (*pack_bytes)(int64_t)) {
+                      void (*pack)(int64_t, const void *, size_t, int, int, int, void *), size_t (*pack_bytes)(int64_t),
+                      int pack_min) {
     if (vnni) *vnni = kt->gemm_x8;
     kt->gemm_x8 = NULL;
     kt->gemm_x8_all = all;
     kt->act_pack = pack;
     kt->act_pack_bytes = pack_bytes;
+    kt->act_pack_min = pack_min;
 }
 
 /* on the AVX-512 table, after its filler: the Q4_0, Q8_0, Q4_K, Q5_K and Q6_K prefill GEMMs (the
@@ -641,17 +625,17 @@ int hachi_kernels_fill_amx(hachi_kernels *t) {
     (void)act_extra_q6_K;
     (void)act_prep_q6_K;
     /* Q4_0: act_pack_q8's tiles, not AVX-512's own (which lays tiles of 8 tokens out its own way) */
-    amx_entry(&t->t[HACHI_TYPE_Q4_0], NULL, gemm_q4_0_all, act_pack_q8, act_pack_bytes_q8);
+    amx_entry(&t->t[HACHI_TYPE_Q4_0], NULL, gemm_q4_0_all, act_pack_q8, act_pack_bytes_q8, AMX_MIN_TOKENS);
     hachi_type_kernels *q8 = &t->t[HACHI_TYPE_Q8_0], *k4 = &t->t[HACHI_TYPE_Q4_K], *k5 = &t->t[HACHI_TYPE_Q5_K],
                        *k6 = &t->t[HACHI_TYPE_Q6_K];
-    if (q8->gemm_x8 && q8->act_pack)   /* AVX-512's, over the same tiles (act_pack_q8's) */
-        amx_entry(q8, &gemm_q8_0_vnni, gemm_q8_0_all, act_pack_q8, act_pack_bytes_q8);
+    if (q8->gemm_x8 && q8->act_pack)   /* AVX-512's, over the same tiles (act_pack_q8's): packed from its gemm_min */
+        amx_entry(q8, &gemm_q8_0_vnni, gemm_q8_0_all, act_pack_q8, act_pack_bytes_q8, 0);
     if (k4->gemm_x8 && !k4->act_pack)   /* AVX-512's over the rows */
-        amx_entry(k4, &gemm_q4_K_vnni, gemm_q4_K, kq_pack, kq_pack_bytes);
+        amx_entry(k4, &gemm_q4_K_vnni, gemm_q4_K, kq_pack, kq_pack_bytes, KQ_MIN_TOKENS);
     if (k5->gemm_x8 && !k5->act_pack && k5->act_extra == k4->act_extra)   /* the mins' extras as Q4_K's */
-        amx_entry(k5, &gemm_q5_K_vnni, gemm_q5_K, kq_pack, kq_pack_bytes);
+        amx_entry(k5, &gemm_q5_K_vnni, gemm_q5_K, kq_pack, kq_pack_bytes, KQ_MIN_TOKENS);
     if (k6->gemm_x8 && !k6->act_pack)
-        amx_entry(k6, &gemm_q6_K_vnni, gemm_q6_K, q6_pack, kq_pack_bytes);
+        amx_entry(k6, &gemm_q6_K_vnni, gemm_q6_K, q6_pack, kq_pack_bytes, Q6_MIN_TOKENS);
     return 1;
 }
 
