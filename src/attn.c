@@ -26,6 +26,12 @@ typedef struct attn_job {
 /* Keys per tile of attn_task: 128 K and 128 V rows of 512 fp16 dims are 256 KiB, which stay
  * in L2 while every token of a group reads them */
 #define ATTN_TILE_KEYS 128
+/* A thread with this many head sets converts each fp16 tile they read to f32 once
+ * (hachi_kv_rows_f32), so that the sets' kernels read f32 rows instead of each converting them
+ * (where the table has such kernels, dense attention only). Attention cycles against converting
+ * nothing (bench_ab, Sapphire Rapids class, 2 threads, depth 8192): forwards of 4 tokens (4 sets a
+ * thread) 1.02x, 8 tokens 0.957x, 16 0.957x; a prefill of 4096 from position 0, 0.895x. */
+#define ATTN_F32_SETS 6
 
 /* Floats of a token's slot in attn_task: its gathered queries [G][hd] (head sets that are not
  * all G heads), its running state [G][hd + 2] (a head set's value sums [Gs][hd], maxima [Gs],
@@ -33,11 +39,11 @@ typedef struct attn_job {
 static size_t token_floats(int G, int hd) { return (size_t)G * (2 * (size_t)hd + 2) + hachi_kv_query_floats(G, hd); }
 
 /* Per thread: a tile's scores [ATTN_TILE_KEYS][G], then a slot for each token of a group, then
- * the int8 value sums [G][hd] (int32); before that, page selection's two query sums [hd] and
- * its page scores [n_ctx / HACHI_PAGE]. */
+ * the int8 value sums [G][hd] (int32), then the tile's K and V rows as f32 [2][ATTN_TILE_KEYS][hd];
+ * before that, page selection's two query sums [hd] and its page scores [n_ctx / HACHI_PAGE]. */
 size_t hachi_attn_scores_stride(int n_head, int n_ctx, int hd_max) {
     const size_t tiles = (size_t)n_head * ATTN_TILE_KEYS + HACHI_ATTN_GROUP * token_floats(n_head, hd_max) +
-                         (size_t)n_head * hd_max;
+                         (size_t)n_head * hd_max + 2 * (size_t)ATTN_TILE_KEYS * hd_max;
     return HACHI_MAX(tiles, 2 * (size_t)hd_max + (size_t)n_ctx / HACHI_PAGE);
 }
 
@@ -240,9 +246,11 @@ static int key_pos(const int *r, int nr, int j) {
 }
 
 /* The set's keys in positions [p, p + T) as runs of rows (at most one a key): the segments where
- * its runs (within its keys [a, b)) meet the tile, in order. Returns the runs, their keys in
- * *m. The cursor moves past runs that end before p. */
-static int tile_runs(const attn_job *jb, tile_set *ts, int p, int T, hachi_kv_run *out, int *m) {
+ * its runs (within its keys [a, b)) meet the tile, in order, with their f32 rows where the tile's
+ * positions from `from` on are converted at kf, vf (else NULL). Returns the runs, their keys in *m.
+ * The cursor moves past runs that end before p. */
+static int tile_runs(const attn_job *jb, tile_set *ts, int p, int T, const float *kf, const float *vf, int from,
+                     hachi_kv_run *out, int *m) {
     const hachi_attn_args *A = jb->a;
     const int *r = ts->h->r, nr = ts->h->nr;
     while (ts->ci < nr && (r[2 * ts->ci + 1] <= p || ts->cf + r[2 * ts->ci + 1] - r[2 * ts->ci] <= ts->a)) {
@@ -256,6 +264,10 @@ static int tile_runs(const attn_job *jb, tile_set *ts, int p, int T, hachi_kv_ru
         const int hi = HACHI_MIN(p + T, HACHI_MIN(r[2 * i + 1], r[2 * i] + (ts->b - f)));
         for (int j = lo; j < hi; j += out[n++].n) {
             out[n] = hachi_kv_segment(A->kv, j, hi, A->p0);
+            if (kf) {
+                out[n].kf = kf + (size_t)(j - from) * A->head_dim;
+                out[n].vf = vf + (size_t)(j - from) * A->head_dim;
+            }
             *m += out[n].n;
         }
     }
@@ -271,7 +283,8 @@ static int tile_runs(const attn_job *jb, tile_set *ts, int p, int T, hachi_kv_ru
  * value sums (the sums so far rescaled when the max grows, the tile's weights when it does
  * not), then the value sums. Tile by tile every token of the group reads the tile while it is in
  * cache, so a forward of k tokens reads each K/V row from memory once, not k times; the value
- * sums of a set whose tile rows an earlier set mostly read go through the kernels' hot entry. A token's
+ * sums of a set whose tile rows an earlier set mostly read go through the kernels' hot entry, and
+ * with ATTN_F32_SETS sets or more the tile is converted to f32 once for all of them. A token's
  * arithmetic depends only on its position, its keys and the thread count, never on the other
  * tokens of the forward: bit for bit the same in a decode step, a verify forward or a prefill
  * chunk. */
@@ -282,6 +295,10 @@ static void attn_task(void *ctx, int ith, int nth) {
     float *sc = A->scores + (size_t)ith * A->scores_stride, *row0 = sc + (size_t)G * T;
     // cppcheck-suppress invalidPointerCast ; the thread's scratch ends in int32 value sums (scores_stride)
     int32_t *vsum = (int32_t *)(row0 + (size_t)HACHI_ATTN_GROUP * token_floats(G, hd));
+    // cppcheck-suppress invalidPointerCast ; the f32 tile follows the value sums (scores_stride)
+    float *kf = (float *)(vsum + (size_t)A->n_head * hd), *vf = kf + (size_t)ATTN_TILE_KEYS * hd;
+    /* (page-sparse sets read scattered pages of the range a conversion would cover) */
+    const bool f32 = !A->sparse_pages && hachi_kv_f32_rows(A->kv, jb->kern, G, hd);
     hachi_kv_run runs[ATTN_TILE_KEYS];
     int dense[HACHI_ATTN_GROUP][2], sr[HACHI_ATTN_GROUP][4];
     head_set hs[HACHI_ATTN_GROUP][2];
@@ -327,12 +344,15 @@ static void attn_task(void *ctx, int ith, int nth) {
                 nts++;
             }
         }
-        for (int p = first / T * T; p < end; p += T)
+        for (int p = first / T * T; p < end; p += T) {
+            const int lo = HACHI_MAX(p, first);
+            const bool cvt = f32 && nts >= ATTN_F32_SETS;
+            if (cvt) hachi_kv_rows_f32(A->kv, jb->kern, lo, HACHI_MIN(p + T, end), A->p0, g, hd, kf, vf);
             for (int e = 0, seen = 0; e < nts; e++) {   /* seen: the most keys of the tile a set read */
                 tile_set *x = &ts[e];
                 const int Gs = x->Gs;
                 int m;
-                const int nr = tile_runs(jb, x, p, T, runs, &m);
+                const int nr = tile_runs(jb, x, p, T, cvt ? kf : NULL, vf, lo, runs, &m);
                 if (!m) continue;
                 for (int k = 0, j = 0; k < nr; j += runs[k++].n)
                     hachi_kv_scores(A->kv, jb->kern, &runs[k], g, hd, &x->q, Gs, sc + (size_t)j * Gs);
@@ -352,6 +372,7 @@ static void attn_task(void *ctx, int ith, int nth) {
                 hachi_kv_values(A->kv, jb->kern, runs, nr, g, hd, sc, Gs, x->acc, 2 * seen >= m, vsum);
                 seen = HACHI_MAX(seen, m);
             }
+        }
         for (int e = 0; e < nts; e++) {   /* whole sets to the output, split ones to their partials */
             const tile_set *x = &ts[e];
             const int t = jb->t0 + x->i, Gs = x->Gs;

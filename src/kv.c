@@ -321,10 +321,28 @@ void hachi_kv_fill_fast(hachi_kv *kv, int pos, int n, uint64_t *rng) {
 
 /* ---- attention over one run of rows ------------------------------------------------------- */
 
+bool hachi_kv_f32_rows(const hachi_kv *kv, const hachi_kernels *kern, int G, int hd) {
+    return kv->type == HACHI_KV_F16 && kern->attn_scores_f32 && G == kern->attn_f32_g && hd % kern->attn_f32_hd == 0;
+}
+
+void hachi_kv_rows_f32(const hachi_kv *kv, const hachi_kernels *kern, int a, int b, int p0, int g, int hd, float *k,
+                       float *v) {
+    for (int x = a; x < b;) {
+        const hachi_kv_run r = hachi_kv_segment(kv, x, b, p0);
+        for (int j = 0; j < r.n; j++, x++) {
+            const size_t off = (size_t)j * kv->dim + (size_t)g * hd, at = (size_t)(x - a) * hd;
+            kern->f16_to_f32((const uint16_t *)r.k + off, k + at, hd);
+            kern->f16_to_f32((const uint16_t *)r.v + off, v + at, hd);
+        }
+    }
+}
+
 void hachi_kv_scores(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,
                      const hachi_kv_query *q, int G, float *s) {
     const int64_t stride = kv->dim;
-    if (kv->type == HACHI_KV_F32) {
+    if (r->kf && G == kern->attn_f32_g) {
+        kern->attn_scores_f32(hd, r->n, r->kf, hd, q->f, G, s);
+    } else if (kv->type == HACHI_KV_F32) {
         for (int j = 0; j < r->n; j++) {
             const float *k = (const float *)r->k + j * stride + (int64_t)g * hd;
             for (int h = 0; h < G; h++) {
@@ -378,7 +396,9 @@ void hachi_kv_values(const hachi_kv *kv, const hachi_kernels *kern, const hachi_
     const int64_t stride = kv->dim;
     if (kv->type == HACHI_KV_INT8) { values_i8(kv, kern, r, n_runs, g, hd, p, G, out, hot, acc); return; }
     for (int i = 0; i < n_runs; p += (size_t)r[i].n * G, i++) {
-        if (kv->type == HACHI_KV_F32) {
+        if (r[i].vf && G == kern->attn_f32_g) {
+            kern->attn_values_f32(hd, r[i].n, r[i].vf, hd, p, G, out);
+        } else if (kv->type == HACHI_KV_F32) {
             for (int j = 0; j < r[i].n; j++) {
                 const float *v = (const float *)r[i].v + j * stride + (int64_t)g * hd;
                 for (int h = 0; h < G; h++)

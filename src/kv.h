@@ -47,8 +47,9 @@ typedef struct hachi_kv {
 } hachi_kv;
 
 /* A run of consecutive rows: n rows of k and v, stride hachi_kv.dim elements; int8: their
- * scales ks, vs, stride n_head_kv (NULL for the other types). */
-typedef struct hachi_kv_run { const void *k, *v; const float *ks, *vs; int n; } hachi_kv_run;
+ * scales ks, vs, stride n_head_kv (NULL for the other types). kf, vf: where the caller has
+ * them, one K/V head's rows of the run as f32 (hachi_kv_rows_f32), head_dim apart; else NULL. */
+typedef struct hachi_kv_run { const void *k, *v; const float *ks, *vs, *kf, *vf; int n; } hachi_kv_run;
 
 /* Bytes of one K (or V) row of n_head_kv heads of head_dim, the int8 scales included. */
 size_t hachi_kv_row_bytes(hachi_kv_type type, int n_head_kv, int head_dim);
@@ -132,9 +133,17 @@ size_t hachi_kv_query_floats(int G, int hd);
 hachi_kv_query hachi_kv_query_prepare(const hachi_kv *kv, const hachi_kernels *kern, const float *q, int G, int hd,
                                       float *buf);
 
+/* Whether an f16 cache's rows, converted to f32 once (hachi_kv_rows_f32), serve scores and values
+ * for G query heads of head dim hd (the kernel table's attn_scores_f32, attn_values_f32: the
+ * same sums bit for bit) */
+bool hachi_kv_f32_rows(const hachi_kv *kv, const hachi_kernels *kern, int G, int hd);
+/* The K and V rows of KV head g at positions [a, b) (held before p0, pending from p0) as f32:
+ * position x at k + (x - a) * hd, v likewise (hachi_kv_f32_rows) */
+void hachi_kv_rows_f32(const hachi_kv *kv, const hachi_kernels *kern, int a, int b, int p0, int g, int hd, float *k,
+                       float *v);
 /* Scores over one run of rows for G query heads of KV head g (head dim hd): s[j*G + h] =
  * dot(q_h, key j) (int8: the kernel table's attn_scores_i8 over the quantized queries, with the
- * rows' scales). */
+ * rows' scales; from the run's f32 rows where it has them). */
 void hachi_kv_scores(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,
                      const hachi_kv_query *q, int G, float *s);
 /* Value sums of a tile of keys given as n_runs runs, their weights p one run after another

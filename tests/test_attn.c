@@ -11,6 +11,7 @@
 #include <float.h>
 #include <math.h>
 #include "test.h"
+#include "attn.h"
 #include "kernels/kernels.h"
 #include "kv.h"
 #include "util.h"
@@ -122,12 +123,34 @@ static int check_case(const hachi_kernels *K, const hachi_kernels *R, int G, int
             good = 0;
         }
     }
+    if (K->attn_scores_f32 && G == K->attn_f32_g && hd % K->attn_f32_hd == 0) {   /* f32 rows: the fp16 entries' bits */
+        float *kf = malloc(sizeof *kf * nk * hd), *vf = malloc(sizeof *vf * nk * hd), *s32 = malloc(sizeof *s32 * nk * G);
+        for (int j = 0; j < nk; j++)
+            for (int d = 0; d < hd; d++) {
+                kf[j * hd + d] = hachi_f16_to_f32(k[j * stride + d]);
+                vf[j * hd + d] = hachi_f16_to_f32(v[j * stride + d]);
+            }
+        K->attn_scores_f16(hd, nk, k, stride, q, G, sk);
+        K->attn_scores_f32(hd, nk, kf, hd, q, G, s32);
+        memcpy(or, o0, sizeof *o0 * G * hd);
+        K->attn_values_f32(hd, nk, vf, hd, sr, G, or);
+        if (memcmp(sk, s32, sizeof *sk * nk * G) || memcmp(or, ok, sizeof *ok * G * hd)) {
+            test_fail(__FILE__, __LINE__, "%s f32 rows G %d hd %d nk %d: scores or values differ from the fp16 entries'",
+                      isa, G, hd, nk);
+            good = 0;
+        }
+        free(kf); free(vf); free(s32);
+    }
     free(k); free(v); free(q); free(sr); free(sk); free(o0); free(or); free(ok);
     return good;
 }
 
 TEST(attn_tiles_vs_ref) {
     const hachi_kernels *R = hachi_kernels_ref();
+#if defined(__x86_64__)
+    const hachi_kernels *X = hachi_kernels_get(HACHI_ISA_AVX512);
+    CHECKF(!X || (X->attn_scores_f32 && X->attn_values_f32 && X->attn_f32_g == 8), "avx512: no f32-row attention entries");
+#endif
     const int Gs[] = {1, 2, 3, 4, 8, 16}, hds[] = {32, 64, 256, 512, 40, 24}, nks[] = {1, 3, 8, 33, 200};
     for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
         const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
@@ -145,6 +168,70 @@ TEST(attn_tiles_vs_ref) {
                 for (size_t ni = 0; ni < sizeof nks / sizeof nks[0]; ni++)
                     if (!check_case(K, R, Gs[gi], hds[hi], nks[ni], &seed)) goto next;   /* one report per table */
     next:;
+    }
+}
+
+/* A forward of n tokens at depth P through hachi_attention against n decode steps over another
+ * cache with the same rows: bitwise the same outputs. With G = 8 the tables that have f32-row
+ * entries (kernels.h attn_scores_f32) convert each tile once for the forward's tokens, while a
+ * decode step reads the fp16 rows; windowed caches wrap. */
+static void forward_vs_decode(const hachi_kernels *K, int hd, int window, int th, int P, int n, uint64_t *seed) {
+    enum { G = 8, CTX = 2048 };
+    hachi_kv kd, kf;
+    size_t bytes = 0;
+    hachi_pool *pool = NULL;
+    CHECK(hachi_kv_init(&kd, 0, 1, hd, window, CTX, n, HACHI_KV_F16, false, &bytes) == HACHI_OK);
+    CHECK(hachi_kv_init(&kf, 0, 1, hd, window, CTX, n, HACHI_KV_F16, false, &bytes) == HACHI_OK);
+    CHECK(hachi_pool_create(th, &pool) == HACHI_OK);
+    const int N = P + n;
+    float *k = malloc(sizeof *k * N * hd), *v = malloc(sizeof *v * N * hd), *q = malloc(sizeof *q * n * G * hd);
+    float *od = malloc(sizeof *od * n * G * hd), *of = malloc(sizeof *of * n * G * hd);
+    for (int i = 0; i < N * hd; i++) { k[i] = 2.0f * frand(seed); v[i] = frand(seed); }
+    for (int i = 0; i < n * G * hd; i++) q[i] = frand(seed);
+    for (int t = 0; t < P; t++) {
+        hachi_kv_stage(&kd, K, t, 0, k + (size_t)t * hd, v + (size_t)t * hd);
+        hachi_kv_commit(&kd, t, 1);
+        hachi_kv_stage(&kf, K, t, 0, k + (size_t)t * hd, v + (size_t)t * hd);
+        hachi_kv_commit(&kf, t, 1);
+    }
+    const size_t stride = hachi_attn_scores_stride(G, CTX, hd);
+    float *scores = malloc(sizeof(float) * stride * th), *partial = malloc(sizeof(float) * hachi_attn_partial_floats(th, G, hd));
+    hachi_attn_args a = {.q = q, .out = od, .kv = &kd, .p0 = P, .n = 1, .window = window, .n_head = G, .n_head_kv = 1,
+                         .head_dim = hd, .scale = 0.125f, .scores = scores, .scores_stride = stride, .partial = partial};
+    for (int t = 0; t < n; t++) {   /* decode steps */
+        hachi_kv_stage(&kd, K, P + t, 0, k + (size_t)(P + t) * hd, v + (size_t)(P + t) * hd);
+        a.q = q + (size_t)t * G * hd;
+        a.out = od + (size_t)t * G * hd;
+        a.p0 = P + t;
+        hachi_attention(pool, K, &a);
+        hachi_kv_commit(&kd, P + t, 1);
+    }
+    for (int t = 0; t < n; t++) hachi_kv_stage(&kf, K, P, t, k + (size_t)(P + t) * hd, v + (size_t)(P + t) * hd);
+    a = (hachi_attn_args){.q = q, .out = of, .kv = &kf, .p0 = P, .n = n, .window = window, .n_head = G, .n_head_kv = 1,
+                          .head_dim = hd, .scale = 0.125f, .scores = scores, .scores_stride = stride, .partial = partial};
+    hachi_attention(pool, K, &a);
+    int bad = -1;
+    for (int t = n - 1; t >= 0; t--)
+        if (memcmp(od + (size_t)t * G * hd, of + (size_t)t * G * hd, sizeof *od * G * hd)) bad = t;
+    CHECKF(bad < 0, "%s: hd %d window %d, %d thread(s): token %d of a forward of %d at depth %d differs from its decode step",
+           K->name, hd, window, th, bad, n, P);
+    free(k); free(v); free(q); free(od); free(of); free(scores); free(partial);
+    hachi_kv_free(&kd);
+    hachi_kv_free(&kf);
+    hachi_pool_free(pool);
+}
+
+TEST(attn_forward_equals_decode_g8) {
+    uint64_t seed = 5;
+    for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
+        const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
+        if (!K) continue;
+        for (int th = 1; th <= 2; th++) {
+            forward_vs_decode(K, 512, 0, th, 300, 16, &seed);
+            forward_vs_decode(K, 64, 0, th, 260, 40, &seed);
+            forward_vs_decode(K, 64, 100, th, 400, 21, &seed);
+            forward_vs_decode(K, 96, 0, th, 130, 3, &seed);
+        }
     }
 }
 

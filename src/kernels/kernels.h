@@ -115,6 +115,13 @@ typedef struct hachi_kernels {
      * across all nk keys instead of a tile of keys streamed with prefetches. NULL: attn_values_f16 */
     void (*attn_values_f16_hot)(int64_t hd, int nk, const uint16_t *v, int64_t v_stride, const float *p, int G,
                                 float *out);
+    /* attn_scores_f16 and attn_values_f16 bit for bit over fp16 rows already converted to f32
+     * (exactly: every fp16 is an f32): a tile that several tokens of a forward read is converted
+     * once, sparing each token its conversions (rows in cache, as attn_values_f16_hot's). Only for
+     * G == attn_f32_g and head dims a multiple of attn_f32_hd; NULL (attn_f32_g 0): none. */
+    int attn_f32_g, attn_f32_hd;
+    void (*attn_scores_f32)(int64_t hd, int nk, const float *k, int64_t k_stride, const float *q, int G, float *s);
+    void (*attn_values_f32)(int64_t hd, int nk, const float *v, int64_t v_stride, const float *p, int G, float *out);
     /* int8 KV rows: key j is ks[j*ks_stride] * (its hd int8 values at k + j*k_stride), value j
      * likewise. Scores take the queries quantized as the keys are (hachi_query_i8):
      * s[j*G + h] = (float)dot(q_h, k_j) * qs[h] * ks_j, the dot an exact integer sum and the two

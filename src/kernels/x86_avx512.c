@@ -234,20 +234,31 @@ static inline __m256 hsum8x16(const __m512 *a) {
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-/* Scores of NK <= 3 fp16 keys against the 8 heads: 8 * NK accumulators, each query load used
- * NK times. Zen 4 issues about one 512-bit load a cycle beside its FMA: with one query load per
- * FMA the kernel was load-bound, with two keys (8 query and 2 key loads per 16 FMAs) still ~75%
- * of the FMA rate in cache, with three 11 loads per 24 FMAs. A key's sums never depend on its
- * partners (each accumulator sums over d in the same order), so every key gets the same result
- * whichever pass computes it. ahead: NK K rows prefetched line by line into L2, or NULL. */
-static ALWAYS_INLINE void scores_g8_keys(int64_t hd, const uint16_t *k, int64_t ks, const float *q, float *s,
-                                         const uint16_t *ahead, const int NK) {
+/* 16 elements of a K/V row from element d: fp16 converted, or f32 (a tile converted already,
+ * kernels.h attn_scores_f32: the same values) */
+static ALWAYS_INLINE __m512 load16_row(const void *r, int64_t d, const bool f32) {
+    return f32 ? _mm512_loadu_ps((const float *)r + d) : load16_f16((const uint16_t *)r + d);
+}
+/* row i of rows stride elements apart */
+static ALWAYS_INLINE const void *row_at(const void *rows, int64_t i, int64_t stride, const bool f32) {
+    return (const char *)rows + i * stride * (f32 ? 4 : 2);
+}
+
+/* Scores of NK <= 3 keys (fp16 rows, or f32) against the 8 heads: 8 * NK accumulators, each
+ * query load used NK times. Zen 4 issues about one 512-bit load a cycle beside its FMA: with one
+ * query load per FMA the kernel was load-bound, with two keys (8 query and 2 key loads per 16
+ * FMAs) still ~75% of the FMA rate in cache, with three 11 loads per 24 FMAs. A key's sums never
+ * depend on its partners (each accumulator sums over d in the same order), so every key gets the
+ * same result whichever pass computes it. ahead: NK K rows prefetched line by line into L2, or
+ * NULL. */
+static ALWAYS_INLINE void scores_g8_keys(int64_t hd, const void *k, int64_t ks, const float *q, float *s,
+                                         const uint16_t *ahead, const int NK, const bool f32) {
     __m512 a[3][8];
     UNROLL for (int i = 0; i < NK; i++) UNROLL for (int h = 0; h < 8; h++) a[i][h] = _mm512_setzero_ps();
     for (int64_t d = 0; d < hd; d += 16) {
         if (ahead && d % 32 == 0) UNROLL for (int i = 0; i < NK; i++) _mm_prefetch((const char *)(ahead + i * ks + d), _MM_HINT_T1);
         __m512 x[3];
-        UNROLL for (int i = 0; i < NK; i++) x[i] = load16_f16(k + i * ks + d);
+        UNROLL for (int i = 0; i < NK; i++) x[i] = load16_row(row_at(k, i, ks, f32), d, f32);
         UNROLL for (int h = 0; h < 8; h++) {
             __m512 qh = _mm512_loadu_ps(q + (size_t)h * hd + d);
             __asm__("" : "+v"(qh));   /* one load into a register: gcc would fold it into every FMA */
@@ -266,9 +277,22 @@ static void scores_g8(int64_t hd, int nk, const uint16_t *k, int64_t ks, const f
     for (int j = 0; j < nk; j += 3) {
         const uint16_t *kj = k + (size_t)j * ks;
         float *sj = s + (size_t)j * 8;
-        if (nk - j >= 3) scores_g8_keys(hd, kj, ks, q, sj, kj + AHEAD * ks, 3);
-        else if (nk - j == 2) scores_g8_keys(hd, kj, ks, q, sj, NULL, 2);
-        else scores_g8_keys(hd, kj, ks, q, sj, NULL, 1);
+        if (nk - j >= 3) scores_g8_keys(hd, kj, ks, q, sj, kj + AHEAD * ks, 3, false);
+        else if (nk - j == 2) scores_g8_keys(hd, kj, ks, q, sj, NULL, 2, false);
+        else scores_g8_keys(hd, kj, ks, q, sj, NULL, 1, false);
+    }
+}
+
+/* kernels.h's attn_scores_f32 (G 8): scores_g8's passes over f32 rows, nothing to prefetch.
+ * One SPR core, 126 keys x 8 heads x 512 dims in L2: 75 G FMA/s against 59 for fp16 rows. */
+static void attn_scores_f32(int64_t hd, int nk, const float *k, int64_t ks, const float *q, int G, float *s) {
+    (void)G;
+    for (int j = 0; j < nk; j += 3) {
+        const float *kj = k + (size_t)j * ks;
+        float *sj = s + (size_t)j * 8;
+        if (nk - j >= 3) scores_g8_keys(hd, kj, ks, q, sj, NULL, 3, true);
+        else if (nk - j == 2) scores_g8_keys(hd, kj, ks, q, sj, NULL, 2, true);
+        else scores_g8_keys(hd, kj, ks, q, sj, NULL, 1, true);
     }
 }
 
@@ -278,17 +302,17 @@ static void attn_scores_f16(int64_t hd, int nk, const uint16_t *k, int64_t ks, c
 }
 
 /* out[h][d..d + 16 NZ) += p[j*8 + h] * v_j[d..d + 16 NZ) for the 8 heads over keys j < n in
- * order (rows vs elements apart, fp16 or int8): 8 NZ accumulators loaded from out and stored
+ * order (rows vs elements apart, fp16 or f32): 8 NZ accumulators loaded from out and stored
  * back, each weight broadcast once into a register. With NZ = 3 a key costs 3 row loads and 8
  * broadcasts for 24 FMAs (2 and 8 for 16 with NZ = 2: Zen 4 issues about one 512-bit load a
  * cycle beside its FMA). */
-static ALWAYS_INLINE void values_g8_dims(int64_t hd, int64_t d, int n, const uint16_t *v, int64_t vs, const float *p,
-                                         float *out, const int NZ) {
+static ALWAYS_INLINE void values_g8_dims(int64_t hd, int64_t d, int n, const void *v, int64_t vs, const float *p,
+                                         float *out, const int NZ, const bool f32) {
     __m512 a[8][3];
     UNROLL for (int h = 0; h < 8; h++) UNROLL for (int z = 0; z < NZ; z++) a[h][z] = _mm512_loadu_ps(out + (size_t)h * hd + d + 16 * z);
     for (int j = 0; j < n; j++) {
         __m512 x[3];
-        UNROLL for (int z = 0; z < NZ; z++) x[z] = load16_f16(v + (int64_t)j * vs + d + 16 * z);
+        UNROLL for (int z = 0; z < NZ; z++) x[z] = load16_row(row_at(v, j, vs, f32), d + 16 * z, f32);
         UNROLL for (int h = 0; h < 8; h++) {
             const __m512 w = _mm512_set1_ps(p[(size_t)j * 8 + h]);
             UNROLL for (int z = 0; z < NZ; z++) a[h][z] = _mm512_fmadd_ps(w, x[z], a[h][z]);
@@ -302,12 +326,20 @@ static ALWAYS_INLINE void values_g8_dims(int64_t hd, int64_t d, int n, const uin
  * dims while they last (64 left go as two of 32). One Zen 4 core, 128 keys x 8 heads
  * (bench/bench_attn.c), in L2: 53-55 G FMA/s at head dim 512 and 51-53 at 256, against 47-50
  * and 48-50 with passes of 32, and 31-40 for values_g8. */
-static void values_g8_hot(int64_t hd, int n, const uint16_t *v, int64_t vs, const float *p, float *out) {
+static ALWAYS_INLINE void values_g8_all(int64_t hd, int n, const void *v, int64_t vs, const float *p, float *out,
+                                        const bool f32) {
     for (int64_t d = 0; d < hd;) {
         const int64_t left = hd - d;
-        if (left >= 48 && left != 64) { values_g8_dims(hd, d, n, v, vs, p, out, 3); d += 48; }
-        else { values_g8_dims(hd, d, n, v, vs, p, out, 2); d += 32; }
+        if (left >= 48 && left != 64) { values_g8_dims(hd, d, n, v, vs, p, out, 3, f32); d += 48; }
+        else { values_g8_dims(hd, d, n, v, vs, p, out, 2, f32); d += 32; }
     }
+}
+
+/* kernels.h's attn_values_f32 (G 8): values_g8_all over f32 rows. One SPR core, 126 keys x 8
+ * heads x 512 dims in L2: 86 G FMA/s against 67 for fp16 rows. */
+static void attn_values_f32(int64_t hd, int nk, const float *v, int64_t vs, const float *p, int G, float *out) {
+    (void)G;
+    values_g8_all(hd, nk, v, vs, p, out, true);
 }
 
 /* fp16 V rows streamed from memory: keys in tiles of 8, 32 dims at a time per tile (so the sums
@@ -324,7 +356,7 @@ static void values_g8(int64_t hd, int nk, const uint16_t *v, int64_t vs, const f
         for (int64_t d = 0; d < hd; d += 32) {
             for (int64_t e = line + per_step; line < e && line < lines; line++)
                 _mm_prefetch((const char *)(next + line / row_lines * vs) + line % row_lines * 64, _MM_HINT_T0);
-            values_g8_dims(hd, d, n, tile, vs, p + (size_t)j0 * 8, out, 2);
+            values_g8_dims(hd, d, n, tile, vs, p + (size_t)j0 * 8, out, 2, false);
         }
     }
 }
@@ -335,7 +367,7 @@ static void attn_values_f16(int64_t hd, int nk, const uint16_t *v, int64_t vs, c
 }
 
 static void attn_values_f16_hot(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, float *out) {
-    if (G == 8 && hd % 32 == 0) values_g8_hot(hd, nk, v, vs, p, out);
+    if (G == 8 && hd % 32 == 0) values_g8_all(hd, nk, v, vs, p, out, false);
     else hachi_attn_values_f16_hot_avx2(axpy_f16_multi, hd, nk, v, vs, p, G, out);
 }
 
@@ -1171,6 +1203,10 @@ int hachi_kernels_fill_avx512(hachi_kernels *t) {
     t->attn_softmax = attn_softmax;
     t->attn_values_f16 = attn_values_f16;
     t->attn_values_f16_hot = attn_values_f16_hot;
+    t->attn_f32_g = 8;
+    t->attn_f32_hd = 32;
+    t->attn_scores_f32 = attn_scores_f32;
+    t->attn_values_f32 = attn_values_f32;
     t->attn_scores_i8 = attn_scores_i8;
     t->attn_values_i8 = attn_values_i8;
     t->attn_values_i8_hot = attn_values_i8_hot;
