@@ -10,6 +10,8 @@
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc -pthread bench/bench_attn.c \
  *       build/libhachi.a -o /tmp/bench_attn -lm
  * Run: /tmp/bench_attn [rounds=5] [head_dim=512] [f16|int8]   ($HACHI_ISA picks a table)
+ * f16 also times the f32-row entries (kernels.h attn_scores_f32, attn_values_f32) over the cache
+ * tile converted once, as attn.c runs a tile that several tokens of a forward read.
  * int8: the int8 K/V entries (attn_scores_i8; a tile's values as kv.c runs them: attn_vmax_i8,
  * attn_values_i8 or attn_values_i8_hot, attn_flush_i8) over the same bytes read as int8 rows of
  * twice the length' worth, with a scale per row. */
@@ -80,7 +82,14 @@ int main(int argc, char **argv) {
     for (int i = 0; i < NK * G; i++) s[i] = 1.0f / (float)(1 + i % 5);
     printf("kernels %s, %s K/V, %d heads x %d dims, tiles of %d keys; G FMA/s (1 thread)\n", k->name, i8 ? "int8" : "f16",
            G, hd, NK);
-    printf("  round   scores cache   values cache   values_hot cache   scores dram   values dram   values_hot dram\n");
+    const bool f32 = !i8 && k->attn_scores_f32 && k->attn_f32_g == G && hd % k->attn_f32_hd == 0;
+    float *kf = aligned_alloc(64, sizeof *kf * NK * hd), *vf = aligned_alloc(64, sizeof *vf * NK * hd);   /* as attn.c aligns its tile */
+    if (f32 && kf && vf) {
+        k->f16_to_f32(kv, kf, (int64_t)NK * hd);
+        k->f16_to_f32(kv + tile, vf, (int64_t)NK * hd);
+    }
+    printf("  round   scores cache   values cache   values_hot cache   scores dram   values dram   values_hot dram%s\n",
+           f32 && kf && vf ? "   scores f32 cache   values f32 cache" : "");
     const double fma = (double)NK * G * hd;
     for (int r = 0; r < rounds; r++) {
         double g[6];
@@ -101,8 +110,17 @@ int main(int argc, char **argv) {
                 g[dram * 3 + 1 + v] = fma * it / ((hachi_time_ms() - t0) * 1e6);
             }
         }
-        printf("  %5d   %12.1f   %12.1f   %16.1f   %11.1f   %11.1f   %15.1f\n", r + 1, g[0], g[1], g[2], g[3], g[4], g[5]);
+        printf("  %5d   %12.1f   %12.1f   %16.1f   %11.1f   %11.1f   %15.1f", r + 1, g[0], g[1], g[2], g[3], g[4], g[5]);
+        if (f32 && kf && vf) {
+            double t0 = hachi_time_ms();
+            for (int i = 0; i < 2000; i++) k->attn_scores_f32(hd, NK, kf, hd, q, G, s);
+            const double gs = fma * 2000 / ((hachi_time_ms() - t0) * 1e6);
+            t0 = hachi_time_ms();
+            for (int i = 0; i < 2000; i++) k->attn_values_f32(hd, NK, vf, hd, s, G, o);
+            printf("   %16.1f   %16.1f", gs, fma * 2000 / ((hachi_time_ms() - t0) * 1e6));
+        }
+        printf("\n");
     }
-    free(kv); free(q); free(s); free(o); free(sc);
+    free(kv); free(q); free(s); free(o); free(sc); free(kf); free(vf);
     return 0;
 }

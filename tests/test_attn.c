@@ -44,7 +44,7 @@ static int check_case(const hachi_kernels *K, const hachi_kernels *R, int G, int
     const int64_t stride = hd + 8;   /* rows not packed, as in a multi-head cache */
     uint16_t *k = malloc(sizeof *k * nk * stride), *v = malloc(sizeof *v * nk * stride);
     float *q = malloc(sizeof *q * G * hd), *sr = malloc(sizeof *sr * nk * G), *sk = malloc(sizeof *sk * nk * G);
-    float *o0 = malloc(sizeof *o0 * G * hd), *or = malloc(sizeof *or * G * hd), *ok = malloc(sizeof *ok * G * hd);
+    float *o0 = calloc((size_t)G * hd, sizeof *o0), *or = malloc(sizeof *or * G * hd), *ok = malloc(sizeof *ok * G * hd);
     for (int i = 0; i < nk * stride; i++) { k[i] = hachi_f32_to_f16(frand(seed)); v[i] = hachi_f32_to_f16(frand(seed)); }
     for (int i = 0; i < G * hd; i++) { q[i] = frand(seed); o0[i] = frand(seed); }
     const char *isa = K->name;
@@ -147,10 +147,11 @@ static int check_case(const hachi_kernels *K, const hachi_kernels *R, int G, int
 
 TEST(attn_tiles_vs_ref) {
     const hachi_kernels *R = hachi_kernels_ref();
-#if defined(__x86_64__)
-    const hachi_kernels *X = hachi_kernels_get(HACHI_ISA_AVX512);
-    CHECKF(!X || (X->attn_scores_f32 && X->attn_values_f32 && X->attn_f32_g == 8), "avx512: no f32-row attention entries");
-#endif
+    for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {   /* every SIMD table has f32-row entries for Gemma 4's G */
+        const hachi_kernels *X = hachi_kernels_get((hachi_isa)isa);
+        CHECKF(!X || X == R || (X->attn_scores_f32 && X->attn_values_f32 && X->attn_f32_g == 8 && X->attn_f32_hd > 0),
+               "%s: no f32-row attention entries", X ? X->name : "");
+    }
     const int Gs[] = {1, 2, 3, 4, 8, 16}, hds[] = {32, 64, 256, 512, 40, 24}, nks[] = {1, 3, 8, 33, 200};
     for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
         const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);

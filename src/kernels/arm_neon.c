@@ -1134,13 +1134,19 @@ static void axpy_f16_multi(int64_t n, const float *a, const uint16_t *v, float *
  * every score is dot_f16_multi's bit for bit, while each query load serves 2 keys and each key row
  * is converted once for the 8 heads (dot_f16_multi: once per 4). Under qemu's count (RESULTS):
  * 0.53 instructions per key x head x dim against dot_f16_multi's 0.84-0.86 (3 keys a pass: 0.53-0.54). */
-static ALWAYS_INLINE void scores_g8_keys(int64_t hd, const uint16_t *k, int64_t ks, const float *q, float *s, const int NK) {
+/* 4 elements of row j of rows ks elements apart, from element i: fp16 converted, or f32 (a tile
+ * converted already, kernels.h attn_scores_f32: the same values) */
+static ALWAYS_INLINE float32x4_t load_row4(const void *rows, int64_t j, int64_t ks, int64_t i, const bool f32) {
+    return f32 ? vld1q_f32((const float *)rows + j * ks + i) : load_f16((const uint16_t *)rows + j * ks + i);
+}
+static ALWAYS_INLINE void scores_g8_keys(int64_t hd, const void *k, int64_t ks, const float *q, float *s, const int NK,
+                                         const bool f32) {
     float32x4_t c[2][8];
     UNROLL for (int j = 0; j < NK; j++)
         UNROLL for (int h = 0; h < 8; h++) c[j][h] = vdupq_n_f32(0);
     for (int64_t i = 0; i < hd; i += 4) {
         float32x4_t kv[2];
-        UNROLL for (int j = 0; j < NK; j++) kv[j] = load_f16(k + j * ks + i);
+        UNROLL for (int j = 0; j < NK; j++) kv[j] = load_row4(k, j, ks, i, f32);
         UNROLL for (int h = 0; h < 8; h++) {
             const float32x4_t qv = vld1q_f32(q + h * hd + i);
             UNROLL for (int j = 0; j < NK; j++) c[j][h] = vfmaq_f32(c[j][h], kv[j], qv);
@@ -1155,8 +1161,15 @@ static void attn_scores_f16_g8(int64_t hd, int nk, const uint16_t *k, int64_t ks
         return;
     }
     int j = 0;
-    for (; j + 2 <= nk; j += 2) scores_g8_keys(hd, k + j * ks, ks, q, s + j * 8, 2);
-    if (nk - j == 1) scores_g8_keys(hd, k + j * ks, ks, q, s + j * 8, 1);
+    for (; j + 2 <= nk; j += 2) scores_g8_keys(hd, k + j * ks, ks, q, s + j * 8, 2, false);
+    if (nk - j == 1) scores_g8_keys(hd, k + j * ks, ks, q, s + j * 8, 1, false);
+}
+/* kernels.h's attn_scores_f32 (G 8, head dims a multiple of 8): the same passes over f32 rows */
+static void attn_scores_f32_g8(int64_t hd, int nk, const float *k, int64_t ks, const float *q, int G, float *s) {
+    (void)G;
+    int j = 0;
+    for (; j + 2 <= nk; j += 2) scores_g8_keys(hd, k + j * ks, ks, q, s + j * 8, 2, true);
+    if (nk - j == 1) scores_g8_keys(hd, k + j * ks, ks, q, s + j * 8, 1, true);
 }
 
 /* Values: out[h][d..d+8) of the 8 heads in 16 registers over a run of keys, each key's 8 dims
@@ -1166,7 +1179,8 @@ static void attn_scores_f16_g8(int64_t hd, int nk, const uint16_t *k, int64_t ks
  * 16 bytes at a time, each a few cache lines apart); rows in cache (attn_values_f16_hot) in one run.
  * Under qemu's count: 0.42 (runs of 16) and 0.38 (one run) instructions per key x head x dim
  * against axpy_f16_multi's 1.33-1.35. */
-static ALWAYS_INLINE void values_g8_run(int64_t hd, int n, const uint16_t *v, int64_t vs, const float *p, float *out) {
+static ALWAYS_INLINE void values_g8_run(int64_t hd, int n, const void *v, int64_t vs, const float *p, float *out,
+                                        const bool f32) {
     for (int64_t d = 0; d < hd; d += 8) {
         float32x4_t a[8][2];
         UNROLL for (int h = 0; h < 8; h++) {
@@ -1175,7 +1189,12 @@ static ALWAYS_INLINE void values_g8_run(int64_t hd, int n, const uint16_t *v, in
         }
         for (int j = 0; j < n; j++) {
             float32x4_t lo, hi;
-            load8_f16(v + j * vs + d, &lo, &hi);
+            if (f32) {
+                lo = load_row4(v, j, vs, d, true);
+                hi = load_row4(v, j, vs, d + 4, true);
+            } else {
+                load8_f16((const uint16_t *)v + j * vs + d, &lo, &hi);
+            }
             const float32x4_t p0 = vld1q_f32(p + j * 8), p1 = vld1q_f32(p + j * 8 + 4);
             a[0][0] = vfmaq_laneq_f32(a[0][0], lo, p0, 0); a[0][1] = vfmaq_laneq_f32(a[0][1], hi, p0, 0);
             a[1][0] = vfmaq_laneq_f32(a[1][0], lo, p0, 1); a[1][1] = vfmaq_laneq_f32(a[1][1], hi, p0, 1);
@@ -1197,14 +1216,19 @@ static void attn_values_f16_g8(int64_t hd, int nk, const uint16_t *v, int64_t vs
         attn_values_rows(axpy_f16_multi, hd, nk, v, vs, p, G, out);
         return;
     }
-    for (int j = 0; j < nk; j += 16) values_g8_run(hd, HACHI_MIN(16, nk - j), v + j * vs, vs, p + j * 8, out);
+    for (int j = 0; j < nk; j += 16) values_g8_run(hd, HACHI_MIN(16, nk - j), v + j * vs, vs, p + j * 8, out, false);
 }
 static void attn_values_f16_hot(int64_t hd, int nk, const uint16_t *v, int64_t vs, const float *p, int G, float *out) {
     if (G != 8 || hd % 8) {
         attn_values_rows(axpy_f16_multi, hd, nk, v, vs, p, G, out);
         return;
     }
-    values_g8_run(hd, nk, v, vs, p, out);
+    values_g8_run(hd, nk, v, vs, p, out, false);
+}
+/* kernels.h's attn_values_f32 (G 8): the hot entry's one run over f32 rows */
+static void attn_values_f32_g8(int64_t hd, int nk, const float *v, int64_t vs, const float *p, int G, float *out) {
+    (void)G;
+    values_g8_run(hd, nk, v, vs, p, out, true);
 }
 
 /* e^x on 4 floats: x86_avx2_exp.h's operations on exp_cephes.h's constants (floor by vrndmq, 2^n
@@ -1506,6 +1530,10 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) {
     t->attn_scores_f16 = attn_scores_f16_g8;
     t->attn_values_f16 = attn_values_f16_g8;
     t->attn_values_f16_hot = attn_values_f16_hot;
+    t->attn_f32_g = 8;
+    t->attn_f32_hd = 8;
+    t->attn_scores_f32 = attn_scores_f32_g8;
+    t->attn_values_f32 = attn_values_f32_g8;
     t->attn_scores_i8 = attn_scores_i8;
     t->attn_values_i8 = attn_values_i8;
     if (dotprod) {

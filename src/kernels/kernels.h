@@ -205,6 +205,8 @@ void hachi_attn_values_f16_avx2(hachi_axpy_f16_multi_fn rows, int64_t hd, int nk
                                 const float *p, int G, float *out);
 void hachi_attn_values_f16_hot_avx2(hachi_axpy_f16_multi_fn rows, int64_t hd, int nk, const uint16_t *v,
                                     int64_t v_stride, const float *p, int G, float *out);
+void hachi_attn_scores_f32_avx2(int64_t hd, int nk, const float *k, int64_t k_stride, const float *q, int G, float *s);
+void hachi_attn_values_f32_avx2(int64_t hd, int nk, const float *v, int64_t v_stride, const float *p, int G, float *out);
 void hachi_attn_softmax_avx2(float *x, int n, int G, float scale, float *mx, float *sum);
 /* k/v rows at stride ks/vs, their per-row scales sc at stride ss */
 void hachi_attn_scores_i8_avx2(int64_t hd, int nk, const int8_t *k, int64_t ks, const float *sc, int64_t ss,

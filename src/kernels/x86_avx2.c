@@ -1091,6 +1091,10 @@ int hachi_kernels_fill_avx2(hachi_kernels *t) {
     t->attn_scores_f16 = attn_scores_f16;
     t->attn_values_f16 = attn_values_f16;
     t->attn_values_f16_hot = attn_values_f16_hot;
+    t->attn_f32_g = 8;
+    t->attn_f32_hd = 16;
+    t->attn_scores_f32 = hachi_attn_scores_f32_avx2;
+    t->attn_values_f32 = hachi_attn_values_f32_avx2;
     t->attn_scores_i8 = hachi_attn_scores_i8_avx2;   /* AVX-512 keeps these */
     t->attn_vmax_i8 = hachi_attn_vmax_i8_avx2;
     t->attn_values_i8 = hachi_attn_values_i8_avx2;

@@ -29,6 +29,15 @@
  * for them. */
 // NOLINTBEGIN(clang-analyzer-core.NullDereference)
 static inline __m256 ld16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+/* 8 elements of a K/V row from element d: fp16 converted, or f32 (a tile converted already,
+ * kernels.h attn_scores_f32: the same values) */
+static ALWAYS_INLINE __m256 ld_row8(const void *r, int64_t d, const bool f32) {
+    return f32 ? _mm256_loadu_ps((const float *)r + d) : ld16((const uint16_t *)r + d);
+}
+/* row i of rows stride elements apart */
+static ALWAYS_INLINE const void *row_at(const void *rows, int64_t i, int64_t stride, const bool f32) {
+    return (const char *)rows + i * stride * (f32 ? 4 : 2);
+}
 
 /* [sum(a0), .., sum(a7)] */
 static inline __m256 hsum8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5, __m256 a6, __m256 a7) {
@@ -37,15 +46,17 @@ static inline __m256 hsum8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-static void scores_g8(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, float *s) {
+/* fp16 rows (the row KAHEAD keys ahead prefetched), or f32 rows (kernels.h attn_scores_f32) */
+static ALWAYS_INLINE void scores_g8(int64_t hd, int nk, const void *k, int64_t ks, const float *q, float *s,
+                                    const bool f32) {
     const float *q0 = q, *q1 = q + hd, *q2 = q1 + hd, *q3 = q2 + hd, *q4 = q3 + hd, *q5 = q4 + hd, *q6 = q5 + hd,
                 *q7 = q6 + hd;
     for (int j = 0; j < nk; j++) {
-        const uint16_t *kr = k + (size_t)j * ks, *ahead = kr + KAHEAD * ks;
+        const void *kr = row_at(k, j, ks, f32);
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
         for (int64_t d = 0; d < hd; d += 8) {
-            if (d % 32 == 0) _mm_prefetch((const char *)(ahead + d), _MM_HINT_T0);
-            const __m256 kv = ld16(kr + d);
+            if (!f32 && d % 32 == 0) _mm_prefetch((const char *)row_at(kr, KAHEAD, ks, false) + 2 * d, _MM_HINT_T0);
+            const __m256 kv = ld_row8(kr, d, f32);
             a0 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q0 + d), a0);
             a1 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q1 + d), a1);
             a2 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q2 + d), a2);
@@ -97,7 +108,7 @@ static void scores_g4(int64_t hd, int nk, const uint16_t *k, int64_t ks, const f
 
 void hachi_attn_scores_f16_avx2(hachi_dot_f16_multi_fn rows, int64_t hd, int nk, const uint16_t *k, int64_t ks,
                                 const float *q, int G, float *s) {
-    if (hd % 8 == 0 && G == 8) scores_g8(hd, nk, k, ks, q, s);
+    if (hd % 8 == 0 && G == 8) scores_g8(hd, nk, k, ks, q, s, false);
     else if (hd % 8 == 0 && G == 4) scores_g4(hd, nk, k, ks, q, s);
     else attn_scores_rows(rows, hd, nk, k, ks, q, G, s);
 }
@@ -118,14 +129,14 @@ static inline void acc4_fma(const float *w, __m256 x, __m256 y, __m256 *a, __m25
     }
 }
 
-/* out rows h0..h0+3, dims [d, d+16) += p[j*G + h] * v_j for keys j < n in order */
-static inline void values_4heads_dims(int64_t hd, int64_t d, int n, const uint16_t *v, int64_t vs, const float *p,
-                                      int G, int h0, float *out) {
+/* out rows h0..h0+3, dims [d, d+16) += p[j*G + h] * v_j for keys j < n in order (fp16 or f32 rows) */
+static ALWAYS_INLINE void values_4heads_dims(int64_t hd, int64_t d, int n, const void *v, int64_t vs, const float *p,
+                                             int G, int h0, float *out, const bool f32) {
     __m256 a[4], b[4];
     acc4_load(out + (size_t)h0 * hd + d, hd, a, b);
     for (int j = 0; j < n; j++) {
-        const uint16_t *vr = v + (size_t)j * vs + d;
-        acc4_fma(p + (size_t)j * G + h0, ld16(vr), ld16(vr + 8), a, b);
+        const void *vr = row_at(v, j, vs, f32);
+        acc4_fma(p + (size_t)j * G + h0, ld_row8(vr, d, f32), ld_row8(vr, d + 8, f32), a, b);
     }
     acc4_store(out + (size_t)h0 * hd + d, hd, a, b);
 }
@@ -142,7 +153,7 @@ static void values_4heads(int64_t hd, int nk, const uint16_t *v, int64_t vs, con
     for (int64_t d = 0; d < hd; d += 16) {
         for (int64_t e = line + per_step; line < e && line < lines; line++)
             _mm_prefetch((const char *)(next + (size_t)(line / row_lines) * vs + (line % row_lines) * 32), _MM_HINT_T0);
-        values_4heads_dims(hd, d, nk, v, vs, p, G, h0, out);
+        values_4heads_dims(hd, d, nk, v, vs, p, G, h0, out, false);
     }
 }
 
@@ -163,7 +174,18 @@ void hachi_attn_values_f16_hot_avx2(hachi_axpy_f16_multi_fn rows, int64_t hd, in
                                     const float *p, int G, float *out) {
     if (hd % 16 || (G != 4 && G != 8)) { attn_values_rows(rows, hd, nk, v, vs, p, G, out); return; }
     for (int h0 = 0; h0 < G; h0 += 4)
-        for (int64_t d = 0; d < hd; d += 16) values_4heads_dims(hd, d, nk, v, vs, p, G, h0, out);
+        for (int64_t d = 0; d < hd; d += 16) values_4heads_dims(hd, d, nk, v, vs, p, G, h0, out, false);
+}
+
+/* kernels.h's attn_scores_f32 and attn_values_f32 for G = 8 and head dims a multiple of 16: the
+ * fp16 tiles above (scores_g8, the hot values) over f32 rows, nothing to prefetch */
+void hachi_attn_scores_f32_avx2(int64_t hd, int nk, const float *k, int64_t ks, const float *q, int G, float *s) {
+    (void)G;
+    scores_g8(hd, nk, k, ks, q, s, true);
+}
+void hachi_attn_values_f32_avx2(int64_t hd, int nk, const float *v, int64_t vs, const float *p, int G, float *out) {
+    for (int h0 = 0; h0 < G; h0 += 4)
+        for (int64_t d = 0; d < hd; d += 16) values_4heads_dims(hd, d, nk, v, vs, p, G, h0, out, true);
 }
 
 /* ---- int8 K/V rows ---------------------------------------------------------------------- */
