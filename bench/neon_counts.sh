@@ -3,7 +3,8 @@
 # 1. the prefill GEMM against the x8 kernel, per 8 rows x 32 values x token, with sdot alone
 #    (-cpu cortex-a76) and with i8mm (qemu's default CPU), for each interleaved type and 2-16 tokens;
 # 2. the fp16 attention tiles (scores, values streamed, values in cache) per key x head x dim, at 8
-#    heads (Gemma 4's tiles) and at 4 (the per-row kernels, which 8 heads ran before).
+#    heads (Gemma 4's tiles) and at 4 (the per-row kernels, which 8 heads ran before); at 8 heads
+#    also the f32-row entries over rows converted once (scores32, values32: a prefill group's tile).
 # Run from the repository root after make CROSS=aarch64: sh bench/neon_counts.sh [ROWS COLS REPS]
 # (TYPES="q4_0 q4_K" and NTS="8 16" narrow the first table; ATTN=0 skips the second; LIB=path/to/
 # libhachi.a counts another aarch64 build).
@@ -41,4 +42,7 @@ for way in scores values hot; do
     for hd in 256 512; do
         echo "$way  $hd  $(per_unit max /tmp/bench_neon_attn $way 8 $hd 128 | cut -d' ' -f1)  $(per_unit max /tmp/bench_neon_attn $way 4 $hd 128 | cut -d' ' -f1)"
     done
+done
+for way in scores32 values32; do
+    for hd in 256 512; do echo "$way  $hd  $(per_unit max /tmp/bench_neon_attn $way 8 $hd 128 | cut -d' ' -f1)"; done
 done
