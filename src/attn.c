@@ -5,7 +5,8 @@
  * would be: with enough keys, its key range split over the threads and the softmax
  * partials merged (flash-decoding), else whole on one thread; the keys in tiles of
  * positions with an online softmax (flash attention), up to 16 tokens per dispatch
- * sharing each tile while it is in cache. So a token's logits do not depend on how the
+ * sharing each tile while it is in cache (an fp16 tile converted to f32 once for them,
+ * the kernels' sums unchanged). So a token's logits do not depend on how the
  * sequence was cut into forwards (prefill chunks, verified drafts, a restored prompt
  * cache): they are bitwise those of decoding it. Streaming heads see their own keys (a
  * sink and a recent window): the query heads of a KV head form at most two sets, each
