@@ -276,6 +276,14 @@ static int tile_runs(const attn_job *jb, tile_set *ts, int p, int T, const float
     return n;
 }
 
+/* y[d] = x[d] * f for d < n, four at a time (gcc -O2 left the loop scalar: 1% of a prefill) */
+static void scale_row(float *y, const float *x, float f, int n) {
+    const hachi_f32x4 f4 = {f, f, f, f};
+    int d = 0;
+    for (; d + 4 <= n; d += 4) *(hachi_f32x4 *)(y + d) = *(const hachi_f32x4 *)(x + d) * f4;
+    for (; d < n; d++) y[d] = x[d] * f;
+}
+
 /* Tokens t0..t0+n-1 of the forward, flash-attention style. Per KV head, each token's query
  * heads form one or two head sets (streaming heads see other keys); a set's keys are split
  * over the threads when there are enough of them (the partials of slot i left for the
@@ -366,7 +374,7 @@ static void attn_task(void *ctx, int ith, int nth) {
                 for (int c = 0; c < Gs; c++) {   /* the sums so far to the new max */
                     if (mx[c] < mt[c]) {
                         const float f = expf(mx[c] - mt[c]);
-                        for (int d = 0; d < hd; d++) x->acc[(size_t)c * hd + d] *= f;
+                        scale_row(x->acc + (size_t)c * hd, x->acc + (size_t)c * hd, f, hd);
                         sum[c] *= f;
                     }
                     mx[c] = mt[c];
@@ -388,7 +396,7 @@ static void attn_task(void *ctx, int ith, int nth) {
                 const float *src = x->acc + (size_t)++c * hd;
                 if (!x->split) {
                     const float inv = 1.0f / sum[c];
-                    for (int d = 0; d < hd; d++) out[j * hd + d] = src[d] * inv;
+                    scale_row(out + (size_t)j * hd, src, inv, hd);
                     continue;
                 }
                 float *pa = part + (size_t)j * (hd + 2);
