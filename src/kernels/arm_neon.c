@@ -1128,17 +1128,18 @@ static void axpy_f16_multi(int64_t n, const float *a, const uint16_t *v, float *
     }
 }
 
+/* 4 elements of row j of rows ks elements apart, from element i: fp16 converted, or f32 (a tile
+ * converted already, kernels.h attn_scores_f32: the same values) */
+static ALWAYS_INLINE float32x4_t load_row4(const void *rows, int64_t j, int64_t ks, int64_t i, const bool f32) {
+    return f32 ? vld1q_f32((const float *)rows + j * ks + i) : load_f16((const uint16_t *)rows + j * ks + i);
+}
+
 /* Attention tiles of 8 query heads per K/V head (Gemma 4's) with head dims a multiple of 8; other
  * shapes go to the per-row kernels above. Scores: 2 keys a pass, each head's 4-lane sum over the
  * dims as dot_f16_multi keeps it (lane i takes dims i, i+4, .. by fma) and vaddvq at the end, so
  * every score is dot_f16_multi's bit for bit, while each query load serves 2 keys and each key row
  * is converted once for the 8 heads (dot_f16_multi: once per 4). Under qemu's count (RESULTS):
  * 0.53 instructions per key x head x dim against dot_f16_multi's 0.84-0.86 (3 keys a pass: 0.53-0.54). */
-/* 4 elements of row j of rows ks elements apart, from element i: fp16 converted, or f32 (a tile
- * converted already, kernels.h attn_scores_f32: the same values) */
-static ALWAYS_INLINE float32x4_t load_row4(const void *rows, int64_t j, int64_t ks, int64_t i, const bool f32) {
-    return f32 ? vld1q_f32((const float *)rows + j * ks + i) : load_f16((const uint16_t *)rows + j * ks + i);
-}
 static ALWAYS_INLINE void scores_g8_keys(int64_t hd, const void *k, int64_t ks, const float *q, float *s, const int NK,
                                          const bool f32) {
     float32x4_t c[2][8];
