@@ -356,9 +356,9 @@ static void attn_task(void *ctx, int ith, int nth) {
                 nts++;
             }
         }
+        const bool cvt = f32 && nts >= ATTN_F32_SETS;
         for (int p = first / T * T; p < end; p += T) {
             const int lo = HACHI_MAX(p, first);
-            const bool cvt = f32 && nts >= ATTN_F32_SETS;
             if (cvt) hachi_kv_rows_f32(A->kv, jb->kern, lo, HACHI_MIN(p + T, end), A->p0, g, hd, kf, vf);
             for (int e = 0, seen = 0; e < nts; e++) {   /* seen: the most keys of the tile a set read */
                 tile_set *x = &ts[e];

@@ -1156,21 +1156,25 @@ static ALWAYS_INLINE void scores_g8_keys(int64_t hd, const void *k, int64_t ks, 
     UNROLL for (int j = 0; j < NK; j++)
         UNROLL for (int h = 0; h < 8; h++) s[j * 8 + h] = vaddvq_f32(c[j][h]);
 }
+/* two keys a pass, a last odd key alone (fp16 or f32 rows) */
+static ALWAYS_INLINE void scores_g8_passes(int64_t hd, int nk, const void *k, int64_t ks, const float *q, float *s,
+                                           const bool f32) {
+    const size_t row = (size_t)ks * (f32 ? 4 : 2);
+    int j = 0;
+    for (; j + 2 <= nk; j += 2) scores_g8_keys(hd, (const char *)k + j * row, ks, q, s + j * 8, 2, f32);
+    if (nk - j == 1) scores_g8_keys(hd, (const char *)k + j * row, ks, q, s + j * 8, 1, f32);
+}
 static void attn_scores_f16_g8(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, int G, float *s) {
     if (G != 8 || hd % 8) {
         attn_scores_rows(dot_f16_multi, hd, nk, k, ks, q, G, s);
         return;
     }
-    int j = 0;
-    for (; j + 2 <= nk; j += 2) scores_g8_keys(hd, k + j * ks, ks, q, s + j * 8, 2, false);
-    if (nk - j == 1) scores_g8_keys(hd, k + j * ks, ks, q, s + j * 8, 1, false);
+    scores_g8_passes(hd, nk, k, ks, q, s, false);
 }
 /* kernels.h's attn_scores_f32 (G 8, head dims a multiple of 8): the same passes over f32 rows */
 static void attn_scores_f32_g8(int64_t hd, int nk, const float *k, int64_t ks, const float *q, int G, float *s) {
     (void)G;
-    int j = 0;
-    for (; j + 2 <= nk; j += 2) scores_g8_keys(hd, k + j * ks, ks, q, s + j * 8, 2, true);
-    if (nk - j == 1) scores_g8_keys(hd, k + j * ks, ks, q, s + j * 8, 1, true);
+    scores_g8_passes(hd, nk, k, ks, q, s, true);
 }
 
 /* Values: out[h][d..d+8) of the 8 heads in 16 registers over a run of keys, each key's 8 dims

@@ -268,36 +268,31 @@ static ALWAYS_INLINE void scores_g8_keys(int64_t hd, const void *k, int64_t ks, 
     UNROLL for (int i = 0; i < NK; i++) _mm256_storeu_ps(s + (size_t)i * 8, hsum8x16(a[i]));
 }
 
-/* Three keys a pass, the last one or two keys in one pass. The K rows 4 passes (12 keys) ahead
- * are prefetched into L2: from DRAM, one thread, 128-key tiles (bench_attn), 35-44 G FMA/s
- * against 24-36 with the rows 2 passes ahead into L1, 22 with none. Past the last key too
- * (kernels.h: the rows that follow a call's are the next tile's). */
-static void scores_g8(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, float *s) {
+/* Three keys a pass, the last one or two keys in one pass. fp16 rows: the K rows 4 passes (12
+ * keys) ahead are prefetched into L2: from DRAM, one thread, 128-key tiles (bench_attn), 35-44 G
+ * FMA/s against 24-36 with the rows 2 passes ahead into L1, 22 with none. Past the last key too
+ * (kernels.h: the rows that follow a call's are the next tile's). f32 rows (kernels.h
+ * attn_scores_f32, a tile in cache): nothing to prefetch; one SPR core, 126 keys x 8 heads x 512
+ * dims in L2, 75 G FMA/s against 59 for fp16 rows. */
+static ALWAYS_INLINE void scores_g8(int64_t hd, int nk, const void *k, int64_t ks, const float *q, float *s,
+                                    const bool f32) {
     enum { AHEAD = 12 };
     for (int j = 0; j < nk; j += 3) {
-        const uint16_t *kj = k + (size_t)j * ks;
+        const void *kj = row_at(k, j, ks, f32);
         float *sj = s + (size_t)j * 8;
-        if (nk - j >= 3) scores_g8_keys(hd, kj, ks, q, sj, kj + AHEAD * ks, 3, false);
-        else if (nk - j == 2) scores_g8_keys(hd, kj, ks, q, sj, NULL, 2, false);
-        else scores_g8_keys(hd, kj, ks, q, sj, NULL, 1, false);
+        if (nk - j >= 3) scores_g8_keys(hd, kj, ks, q, sj, f32 ? NULL : row_at(kj, AHEAD, ks, false), 3, f32);
+        else if (nk - j == 2) scores_g8_keys(hd, kj, ks, q, sj, NULL, 2, f32);
+        else scores_g8_keys(hd, kj, ks, q, sj, NULL, 1, f32);
     }
 }
 
-/* kernels.h's attn_scores_f32 (G 8): scores_g8's passes over f32 rows, nothing to prefetch.
- * One SPR core, 126 keys x 8 heads x 512 dims in L2: 75 G FMA/s against 59 for fp16 rows. */
 static void attn_scores_f32(int64_t hd, int nk, const float *k, int64_t ks, const float *q, int G, float *s) {
     (void)G;
-    for (int j = 0; j < nk; j += 3) {
-        const float *kj = k + (size_t)j * ks;
-        float *sj = s + (size_t)j * 8;
-        if (nk - j >= 3) scores_g8_keys(hd, kj, ks, q, sj, NULL, 3, true);
-        else if (nk - j == 2) scores_g8_keys(hd, kj, ks, q, sj, NULL, 2, true);
-        else scores_g8_keys(hd, kj, ks, q, sj, NULL, 1, true);
-    }
+    scores_g8(hd, nk, k, ks, q, s, true);
 }
 
 static void attn_scores_f16(int64_t hd, int nk, const uint16_t *k, int64_t ks, const float *q, int G, float *s) {
-    if (G == 8 && hd % 16 == 0) scores_g8(hd, nk, k, ks, q, s);
+    if (G == 8 && hd % 16 == 0) scores_g8(hd, nk, k, ks, q, s, false);
     else hachi_attn_scores_f16_avx2(dot_f16_multi, hd, nk, k, ks, q, G, s);
 }
 
