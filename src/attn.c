@@ -43,9 +43,41 @@ static size_t token_floats(int G, int hd) { return (size_t)G * (2 * (size_t)hd +
  * the int8 value sums [G][hd] (int32), then the tile's K and V rows as f32 [2][ATTN_TILE_KEYS][hd]
  * from the next 64-byte boundary (512-bit loads across two lines: 56 against 70 G FMA/s);
  * before that, page selection's two query sums [hd] and its page scores [n_ctx / HACHI_PAGE]. */
+/* Queries of a group's head sets of one KV head on a thread (each token's G heads, in one or two
+ * sets), rounded up to the int8 products' tiles of 16 */
+static int i8_queries(int G) { return (HACHI_ATTN_GROUP * G + 15) / 16 * 16; }
+
+/* Bytes of the int8 products' buffers (i8_bufs), each a multiple of 64 bytes */
+typedef struct i8_bufs {
+    int8_t *qp, *k, *v, *vp;    /* packed queries [nq][hd]; the tile's K and V rows, V packed [T][hd] */
+    int32_t *d, *S;             /* dots [T][nq]; value sums [nq][hd] (first the queries to pack) */
+    uint8_t *whi, *wlo;         /* the weights' two parts [nq][T] */
+    float *ks, *vs;             /* the rows' scales [T] */
+} i8_bufs;
+static size_t i8_bytes(int G, int hd) {
+    const size_t nq = (size_t)i8_queries(G), T = ATTN_TILE_KEYS;
+    return (size_t)hd * (nq + 3 * T) + 4 * T * nq + 4 * nq * (size_t)hd + 2 * nq * T + 8 * T;
+}
+static i8_bufs i8_layout(char *p, int G, int hd) {
+    const size_t nq = (size_t)i8_queries(G), T = ATTN_TILE_KEYS;
+    i8_bufs b;
+    b.qp = (int8_t *)p; p += nq * hd;
+    b.k = (int8_t *)p; p += T * hd;
+    b.v = (int8_t *)p; p += T * hd;
+    b.vp = (int8_t *)p; p += T * hd;
+    b.d = (int32_t *)(void *)p; p += 4 * T * nq;
+    b.S = (int32_t *)(void *)p; p += 4 * nq * hd;
+    b.whi = (uint8_t *)p; p += nq * T;
+    b.wlo = (uint8_t *)p; p += nq * T;
+    b.ks = (float *)(void *)p; p += 4 * T;
+    b.vs = (float *)(void *)p;
+    return b;
+}
+
 size_t hachi_attn_scores_stride(int n_head, int n_ctx, int hd_max) {
+    const size_t rows = HACHI_MAX(2 * (size_t)ATTN_TILE_KEYS * hd_max, (i8_bytes(n_head, hd_max) + 3) / 4);
     const size_t tiles = (size_t)n_head * ATTN_TILE_KEYS + HACHI_ATTN_GROUP * token_floats(n_head, hd_max) +
-                         (size_t)n_head * hd_max + 16 + 2 * (size_t)ATTN_TILE_KEYS * hd_max;
+                         (size_t)n_head * hd_max + 16 + rows;
     return HACHI_MAX(tiles, 2 * (size_t)hd_max + (size_t)n_ctx / HACHI_PAGE);
 }
 
@@ -252,7 +284,7 @@ static int key_pos(const int *r, int nr, int j) {
  * positions from `from` on are converted at kf, vf (else NULL). Returns the runs, their keys in *m.
  * The cursor moves past runs that end before p. */
 static int tile_runs(const attn_job *jb, tile_set *ts, int p, int T, const float *kf, const float *vf, int from,
-                     hachi_kv_run *out, int *m) {
+                     hachi_kv_run *out, int *at, int *m) {
     const hachi_attn_args *A = jb->a;
     const int *r = ts->h->r, nr = ts->h->nr;
     while (ts->ci < nr && (r[2 * ts->ci + 1] <= p || ts->cf + r[2 * ts->ci + 1] - r[2 * ts->ci] <= ts->a)) {
@@ -265,6 +297,7 @@ static int tile_runs(const attn_job *jb, tile_set *ts, int p, int T, const float
         const int lo = HACHI_MAX(p, r[2 * i] + HACHI_MAX(0, ts->a - f));
         const int hi = HACHI_MIN(p + T, HACHI_MIN(r[2 * i + 1], r[2 * i] + (ts->b - f)));
         for (int j = lo; j < hi; j += out[n++].n) {
+            if (at) at[n] = j;
             out[n] = hachi_kv_segment(A->kv, j, hi, A->p0);
             if (kf) {
                 out[n].kf = kf + (size_t)(j - from) * A->head_dim;
@@ -282,6 +315,108 @@ static void scale_row(float *y, const float *x, float f, int n) {
     int d = 0;
     for (; d + 4 <= n; d += 4) *(hachi_f32x4 *)(y + d) = *(const hachi_f32x4 *)(x + d) * f4;
     for (; d < n; d++) y[d] = x[d] * f;
+}
+
+/* The set's scores of a tile's m keys (sc, [m][Gs]) to their weights against the set's new
+ * running maximum, the set's sums so far rescaled to it */
+static void tile_softmax(const attn_job *jb, tile_set *x, float *sc, int m, int hd) {
+    const int Gs = x->Gs;
+    float *mx = x->acc + (size_t)Gs * hd, *sum = mx + Gs, mt[64], lt[64];
+    memcpy(mt, mx, (size_t)Gs * sizeof(float));
+    jb->kern->attn_softmax(sc, m, Gs, jb->a->scale, mt, lt);
+    for (int c = 0; c < Gs; c++) {
+        if (mx[c] < mt[c]) {
+            const float f = expf(mx[c] - mt[c]);
+            scale_row(x->acc + (size_t)c * hd, x->acc + (size_t)c * hd, f, hd);
+            sum[c] *= f;
+        }
+        mx[c] = mt[c];
+        sum[c] += lt[c];
+    }
+}
+
+/* One key's scores of n heads from their int8 dots d: s[h] = (float)d[h] * qs[h] * ks (kernels.h's
+ * attn_scores_i8, four heads at a time) */
+static void dots_to_scores(float *s, const int32_t *d, const float *qs, float ks, int n) {
+    int h = 0;
+    for (; h + 4 <= n; h += 4)
+        *(hachi_f32x4 *)(s + h) = __builtin_convertvector(*(const hachi_i32x4 *)(d + h), hachi_f32x4) *
+                                  *(const hachi_f32x4 *)(qs + h) * ks;
+    for (; h < n; h++) s[h] = (float)d[h] * qs[h] * ks;
+}
+
+/* m[h] = max(m[h], p[h] * vs) for n heads (attn_vmax_i8's: the products are >= 0, never NaN) */
+static void weights_max(float *m, const float *p, float vs, int n) {
+    int h = 0;
+    for (; h + 4 <= n; h += 4) {
+        const hachi_f32x4 x = *(const hachi_f32x4 *)(p + h) * vs, y = *(const hachi_f32x4 *)(m + h);
+        const hachi_i32x4 gt = x > y;   /* C has no vector ?: */
+        *(hachi_f32x4 *)(m + h) = (hachi_f32x4)(((hachi_i32x4)x & gt) | ((hachi_i32x4)y & ~gt));
+    }
+    for (; h < n; h++) m[h] = fmaxf(m[h], p[h] * vs);
+}
+
+/* The tiles of KV head g for this thread's nts head sets over an int8 cache, through the kernel
+ * table's int8 matrix products: per tile the K and V rows are copied out once, every set's dots
+ * are one product and every set's value sums another. Each set's scores, weights and flush are
+ * hachi_kv_scores' and hachi_kv_values' (kernels.h's formulas over the same exact integer sums,
+ * a tile being one piece of at most HACHI_VQ_KEYS keys), so a token's results stay bit for bit
+ * those of its decode step. sc: the thread's tile scores; area: its buffers (i8_layout). */
+static void tiles_i8(const attn_job *jb, tile_set *ts, int nts, int g, int first, int end, float *sc, char *area) {
+    const hachi_attn_args *A = jb->a;
+    const hachi_kernels *K = jb->kern;
+    const int hd = A->head_dim, G = A->n_head / A->n_head_kv, T = ATTN_TILE_KEYS;
+    const i8_bufs b = i8_layout(area, G, hd);
+    int qo[2 * HACHI_ATTN_GROUP], nq = 0, at[ATTN_TILE_KEYS];
+    int8_t *rows = (int8_t *)b.S;   /* the sets' int8 queries gathered, then packed */
+    for (int e = 0; e < nts; e++) {
+        qo[e] = nq;
+        memcpy(rows + (size_t)nq * hd, ts[e].q.i8.q8, (size_t)ts[e].Gs * hd);
+        nq += ts[e].Gs;
+    }
+    const int nqp = (nq + 15) / 16 * 16;
+    memset(rows + (size_t)nq * hd, 0, (size_t)(nqp - nq) * hd);
+    K->attn_i8_qpack(hd, nqp, rows, b.qp);
+    hachi_kv_run runs[ATTN_TILE_KEYS];
+    float u[2 * HACHI_ATTN_GROUP][64];
+    bool live[2 * HACHI_ATTN_GROUP];
+    for (int p = first / T * T; p < end; p += T) {
+        const int lo = HACHI_MAX(p, first), n = HACHI_MIN(p + T, end) - lo, nk = (n + 63) / 64 * 64;
+        hachi_kv_rows_i8(A->kv, lo, lo + n, A->p0, g, hd, b.k, b.ks, b.v, b.vs);
+        memset(b.k + (size_t)n * hd, 0, (size_t)(nk - n) * hd);
+        memset(b.v + (size_t)n * hd, 0, (size_t)(nk - n) * hd);
+        K->attn_i8_dots(hd, (n + 15) / 16 * 16, b.k, hd, nqp, b.qp, b.d);
+        K->attn_i8_vpack(hd, nk, b.v, b.vp);
+        memset(b.whi, 0, (size_t)nqp * nk);
+        memset(b.wlo, 0, (size_t)nqp * nk);
+        for (int e = 0; e < nts; e++) {
+            tile_set *x = &ts[e];
+            const int Gs = x->Gs;
+            const float *qs = x->q.i8.qs;
+            int m;
+            const int nr = tile_runs(jb, x, p, T, NULL, NULL, lo, runs, at, &m);
+            if (!(live[e] = m > 0)) continue;
+            for (int k = 0, j = 0; k < nr; k++)   /* the set's keys in order: j, at tile row i */
+                for (int i = at[k] - lo; i < at[k] - lo + runs[k].n; i++, j++)
+                    dots_to_scores(sc + (size_t)j * Gs, b.d + (size_t)i * nqp + qo[e], qs, b.ks[i], Gs);
+            tile_softmax(jb, x, sc, m, hd);
+            float mw[64] = {0}, rq[64];
+            for (int k = 0, j = 0; k < nr; k++)
+                for (int i = at[k] - lo; i < at[k] - lo + runs[k].n; i++, j++) weights_max(mw, sc + (size_t)j * Gs, b.vs[i], Gs);
+            for (int h = 0; h < Gs; h++) {
+                rq[h] = mw[h] > 0.0f ? 32767.0f / mw[h] : 0.0f;
+                u[e][h] = mw[h] / 32767.0f;
+            }
+            const size_t w0 = (size_t)qo[e] * nk;
+            for (int k = 0, j = 0; k < nr; j += runs[k++].n) {
+                const int i = at[k] - lo;
+                K->attn_i8_weights(runs[k].n, Gs, sc + (size_t)j * Gs, b.vs + i, rq, b.whi + w0 + i, b.wlo + w0 + i, nk);
+            }
+        }
+        K->attn_i8_wsums(hd, nk, nqp, b.whi, b.wlo, b.vp, b.S);
+        for (int e = 0; e < nts; e++)
+            if (live[e]) K->attn_flush_i8(hd, ts[e].Gs, b.S + (size_t)qo[e] * hd, u[e], ts[e].acc);
+    }
 }
 
 /* Tokens t0..t0+n-1 of the forward, flash-attention style. Per KV head, each token's query
@@ -311,6 +446,8 @@ static void attn_task(void *ctx, int ith, int nth) {
     float *vf = kf + (size_t)ATTN_TILE_KEYS * hd;
     /* (page-sparse sets read scattered pages of the range a conversion would cover) */
     const bool f32 = !A->sparse_pages && hachi_kv_f32_rows(A->kv, jb->kern, G, hd);
+    const bool i8 = !A->sparse_pages && A->kv->type == HACHI_KV_INT8 && jb->kern->attn_i8_sets && hd % 64 == 0 &&
+                    G <= 64;
     hachi_kv_run runs[ATTN_TILE_KEYS];
     int dense[HACHI_ATTN_GROUP][2], sr[HACHI_ATTN_GROUP][4];
     head_set hs[HACHI_ATTN_GROUP][2];
@@ -357,29 +494,19 @@ static void attn_task(void *ctx, int ith, int nth) {
             }
         }
         const bool cvt = f32 && nts >= ATTN_F32_SETS;
-        for (int p = first / T * T; p < end; p += T) {
+        if (i8 && nts >= jb->kern->attn_i8_sets) tiles_i8(jb, ts, nts, g, first, end, sc, (char *)kf);
+        else for (int p = first / T * T; p < end; p += T) {
             const int lo = HACHI_MAX(p, first);
             if (cvt) hachi_kv_rows_f32(A->kv, jb->kern, lo, HACHI_MIN(p + T, end), A->p0, g, hd, kf, vf);
             for (int e = 0, seen = 0; e < nts; e++) {   /* seen: the most keys of the tile a set read */
                 tile_set *x = &ts[e];
                 const int Gs = x->Gs;
                 int m;
-                const int nr = tile_runs(jb, x, p, T, cvt ? kf : NULL, vf, lo, runs, &m);
+                const int nr = tile_runs(jb, x, p, T, cvt ? kf : NULL, vf, lo, runs, NULL, &m);
                 if (!m) continue;
                 for (int k = 0, j = 0; k < nr; j += runs[k++].n)
                     hachi_kv_scores(A->kv, jb->kern, &runs[k], g, hd, &x->q, Gs, sc + (size_t)j * Gs);
-                float *mx = x->acc + (size_t)Gs * hd, *sum = mx + Gs, mt[64], lt[64];
-                memcpy(mt, mx, (size_t)Gs * sizeof(float));
-                jb->kern->attn_softmax(sc, m, Gs, A->scale, mt, lt);   /* the tile's weights against the new max */
-                for (int c = 0; c < Gs; c++) {   /* the sums so far to the new max */
-                    if (mx[c] < mt[c]) {
-                        const float f = expf(mx[c] - mt[c]);
-                        scale_row(x->acc + (size_t)c * hd, x->acc + (size_t)c * hd, f, hd);
-                        sum[c] *= f;
-                    }
-                    mx[c] = mt[c];
-                    sum[c] += lt[c];
-                }
+                tile_softmax(jb, x, sc, m, hd);
                 /* hot: most of its rows already read */
                 hachi_kv_values(A->kv, jb->kern, runs, nr, g, hd, sc, Gs, x->acc, 2 * seen >= m, vsum);
                 seen = HACHI_MAX(seen, m);

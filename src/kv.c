@@ -337,6 +337,20 @@ void hachi_kv_rows_f32(const hachi_kv *kv, const hachi_kernels *kern, int a, int
     }
 }
 
+void hachi_kv_rows_i8(const hachi_kv *kv, int a, int b, int p0, int g, int hd, int8_t *k, float *ks, int8_t *v,
+                      float *vs) {
+    for (int x = a; x < b;) {
+        const hachi_kv_run r = hachi_kv_segment(kv, x, b, p0);
+        for (int j = 0; j < r.n; j++, x++) {
+            const size_t off = (size_t)j * kv->dim + (size_t)g * hd, at = (size_t)(x - a) * hd;
+            memcpy(k + at, (const int8_t *)r.k + off, (size_t)hd);
+            memcpy(v + at, (const int8_t *)r.v + off, (size_t)hd);
+            ks[x - a] = r.ks[(size_t)j * kv->n_scales + g];
+            vs[x - a] = r.vs[(size_t)j * kv->n_scales + g];
+        }
+    }
+}
+
 void hachi_kv_scores(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,
                      const hachi_kv_query *q, int G, float *s) {
     const int64_t stride = kv->dim;

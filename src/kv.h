@@ -141,6 +141,10 @@ bool hachi_kv_f32_rows(const hachi_kv *kv, const hachi_kernels *kern, int G, int
  * position x at k + (x - a) * hd, v likewise (hachi_kv_f32_rows) */
 void hachi_kv_rows_f32(const hachi_kv *kv, const hachi_kernels *kern, int a, int b, int p0, int g, int hd, float *k,
                        float *v);
+/* The int8 K and V rows of KV head g at positions [a, b) (held before p0, pending from p0), hd
+ * bytes apart from k and v, and their scales from ks and vs (one a position) */
+void hachi_kv_rows_i8(const hachi_kv *kv, int a, int b, int p0, int g, int hd, int8_t *k, float *ks, int8_t *v,
+                      float *vs);
 /* Scores over one run of rows for G query heads of KV head g (head dim hd): s[j*G + h] =
  * dot(q_h, key j) (int8: the kernel table's attn_scores_i8 over the quantized queries, with the
  * rows' scales; from the run's f32 rows where it has them). */

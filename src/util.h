@@ -78,5 +78,6 @@ static inline uint16_t hachi_f32_to_bf16(float f) {
  * NEON on arm64), one register. Element-wise arithmetic on them is bit for bit the scalar one:
  * the model's row ops and the merge of attention partials use it. */
 typedef float hachi_f32x4 __attribute__((vector_size(16), aligned(4), may_alias));
+typedef int32_t hachi_i32x4 __attribute__((vector_size(16), aligned(4), may_alias));
 
 #endif

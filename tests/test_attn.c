@@ -37,6 +37,13 @@ static float frand(uint64_t *s) {
     return ((int)(*s >> 40 & 0xffff) - 32768) / 32768.0f;
 }
 
+static uint64_t xorshift(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
 enum { GMAX = 16 };
 
 /* One shape on table K against ref's table R; returns 0 after reporting a failure. */
@@ -175,14 +182,16 @@ TEST(attn_tiles_vs_ref) {
 /* A forward of n tokens at depth P through hachi_attention against n decode steps over another
  * cache with the same rows: bitwise the same outputs. With G = 8 the tables that have f32-row
  * entries (kernels.h attn_scores_f32) convert each tile once for the forward's tokens, while a
- * decode step reads the fp16 rows; windowed caches wrap. */
-static void forward_vs_decode(const hachi_kernels *K, int hd, int window, int th, int P, int n, uint64_t *seed) {
+ * decode step reads the fp16 rows; over int8 rows the tables with matrix products (attn_i8_sets)
+ * take the forward's tiles through them; windowed caches wrap. */
+static void forward_vs_decode(const hachi_kernels *K, hachi_kv_type type, int hd, int window, int th, int P, int n,
+                              uint64_t *seed) {
     enum { G = 8, CTX = 2048 };
     hachi_kv kd, kf;
     size_t bytes = 0;
     hachi_pool *pool = NULL;
-    CHECK(hachi_kv_init(&kd, 0, 1, hd, window, CTX, n, HACHI_KV_F16, false, &bytes) == HACHI_OK);
-    CHECK(hachi_kv_init(&kf, 0, 1, hd, window, CTX, n, HACHI_KV_F16, false, &bytes) == HACHI_OK);
+    CHECK(hachi_kv_init(&kd, 0, 1, hd, window, CTX, n, type, false, &bytes) == HACHI_OK);
+    CHECK(hachi_kv_init(&kf, 0, 1, hd, window, CTX, n, type, false, &bytes) == HACHI_OK);
     CHECK(hachi_pool_create(th, &pool) == HACHI_OK);
     const int N = P + n;
     float *k = malloc(sizeof *k * N * hd), *v = malloc(sizeof *v * N * hd), *q = malloc(sizeof *q * n * G * hd);
@@ -214,8 +223,8 @@ static void forward_vs_decode(const hachi_kernels *K, int hd, int window, int th
     int bad = -1;
     for (int t = n - 1; t >= 0; t--)
         if (memcmp(od + (size_t)t * G * hd, of + (size_t)t * G * hd, sizeof *od * G * hd)) bad = t;
-    CHECKF(bad < 0, "%s: hd %d window %d, %d thread(s): token %d of a forward of %d at depth %d differs from its decode step",
-           K->name, hd, window, th, bad, n, P);
+    CHECKF(bad < 0, "%s, kv %s: hd %d window %d, %d thread(s): token %d of a forward of %d at depth %d differs from its "
+           "decode step", K->name, type == HACHI_KV_INT8 ? "int8" : "f16", hd, window, th, bad, n, P);
     free(k); free(v); free(q); free(od); free(of); free(scores); free(partial);
     hachi_kv_free(&kd);
     hachi_kv_free(&kf);
@@ -227,12 +236,15 @@ TEST(attn_forward_equals_decode_g8) {
     for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
         const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
         if (!K) continue;
-        for (int th = 1; th <= 2; th++) {
-            forward_vs_decode(K, 512, 0, th, 300, 16, &seed);
-            forward_vs_decode(K, 64, 0, th, 260, 40, &seed);
-            forward_vs_decode(K, 64, 100, th, 400, 21, &seed);
-            forward_vs_decode(K, 96, 0, th, 130, 3, &seed);
-        }
+        for (int th = 1; th <= 2; th++)
+            for (int type = 0; type < 2; type++) {
+                const hachi_kv_type kt = type ? HACHI_KV_INT8 : HACHI_KV_F16;
+                forward_vs_decode(K, kt, 512, 0, th, 300, 16, &seed);
+                forward_vs_decode(K, kt, 64, 0, th, 260, 40, &seed);
+                forward_vs_decode(K, kt, 64, 100, th, 400, 21, &seed);
+                forward_vs_decode(K, kt, 96, 0, th, 130, 3, &seed);
+                forward_vs_decode(K, kt, 256, 0, th, 1000, 16, &seed);
+            }
     }
 }
 
@@ -406,6 +418,91 @@ TEST(attn_int8_tiles_vs_ref) {
                 for (size_t ni = 0; ni < sizeof nks / sizeof nks[0]; ni++)
                     if (!check_case_i8(K, R, Gs[gi], hds[hi], nks[ni], &seed)) goto next;
     next:;
+    }
+}
+
+/* The int8 matrix products (kernels.h attn_i8_*) of every table that has them against plain
+ * integer sums written out here: random int8 keys, queries and values, weights at their extremes
+ * (0, 255 / 127) and random, key rows strided as in a cache of two heads. */
+TEST(attn_i8_products_vs_sums) {
+    const int hds[] = {64, 256, 512}, nqs[] = {16, 48, 80, 128}, nks[] = {64, 128};
+    int tables = 0;
+    for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
+        const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
+        if (!K || !K->attn_i8_sets) continue;
+        tables++;
+        uint64_t seed = 21;
+        for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)
+            for (size_t b = 0; b < sizeof nqs / sizeof *nqs; b++)
+                for (size_t c = 0; c < sizeof nks / sizeof *nks; c++) {
+                    const int hd = hds[a], nq = nqs[b], nk = nks[c];
+                    int8_t *k = malloc((size_t)nk * 2 * hd), *q = malloc((size_t)nq * hd), *v = malloc((size_t)nk * hd);
+                    int8_t *qp = malloc((size_t)nq * hd), *vp = malloc((size_t)nk * hd);
+                    uint8_t *wh = malloc((size_t)nq * nk), *wl = malloc((size_t)nq * nk);
+                    int32_t *d = malloc(sizeof *d * nk * nq), *S = malloc(sizeof *S * nq * hd);
+                    for (int i = 0; i < nk * 2 * hd; i++) k[i] = (int8_t)((int)(xorshift(&seed) % 255) - 127);
+                    for (int i = 0; i < nq * hd; i++) q[i] = (int8_t)((int)(xorshift(&seed) % 255) - 127);
+                    for (int i = 0; i < nk * hd; i++) v[i] = (int8_t)((int)(xorshift(&seed) % 256) - 128);
+                    for (int i = 0; i < nq * nk; i++) {
+                        const uint64_t x = xorshift(&seed);
+                        wh[i] = (uint8_t)(x % 3 == 0 ? 255 : x % 3 == 1 ? 0 : x >> 8 & 255);
+                        wl[i] = (uint8_t)(x % 5 == 0 ? 127 : x >> 16 & 127);
+                    }
+                    K->attn_i8_qpack(hd, nq, q, qp);
+                    K->attn_i8_dots(hd, nk, k + hd, 2 * hd, nq, qp, d);   /* head 1 of rows of two */
+                    K->attn_i8_vpack(hd, nk, v, vp);
+                    K->attn_i8_wsums(hd, nk, nq, wh, wl, vp, S);
+                    int bad = 0;
+                    for (int j = 0; j < nk; j++)
+                        for (int i = 0; i < nq; i++) {
+                            int64_t sum = 0;
+                            for (int e = 0; e < hd; e++) sum += (int64_t)k[(size_t)j * 2 * hd + hd + e] * q[(size_t)i * hd + e];
+                            bad += d[(size_t)j * nq + i] != sum;
+                        }
+                    for (int i = 0; i < nq; i++)
+                        for (int e = 0; e < hd; e++) {
+                            int64_t sum = 0;
+                            for (int j = 0; j < nk; j++)
+                                sum += (int64_t)(128 * wh[(size_t)i * nk + j] + wl[(size_t)i * nk + j]) * v[(size_t)j * hd + e];
+                            bad += S[(size_t)i * hd + e] != sum;
+                        }
+                    CHECKF(!bad, "%s: hd %d, %d queries, %d keys: %d int8 products differ from their sums", K->name, hd,
+                           nq, nk, bad);
+                    free(k); free(q); free(v); free(qp); free(vp); free(wh); free(wl); free(d); free(S);
+                }
+    }
+    CHECKF(tables > 0, "no table has the int8 matrix products (ref's should)");
+    /* their weights: every table's bytes ref's, ref's on kernels.h's rule (tie-free random
+     * softmax weights, the largest product of each head mapped to 32767) */
+    const hachi_kernels *R = hachi_kernels_ref();
+    const int ns[] = {1, 7, 8, 13, 64, 128}, Gw[] = {8, 4, 3};
+    for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
+        const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
+        if (!K || !K->attn_i8_sets) continue;
+        uint64_t seed = 33;
+        for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+            for (size_t c = 0; c < sizeof Gw / sizeof *Gw; c++) {
+                enum { LD = 136 };
+                const int n = ns[a], G = Gw[c];
+                float p[128 * 8], vs[128], r[8], m[8] = {0};
+                uint8_t hi[8 * LD], lo[8 * LD], rh[8 * LD], rl[8 * LD];
+                for (int j = 0; j < n; j++) vs[j] = (float)(xorshift(&seed) % 1000 + 1) / 8192.0f;
+                for (int i = 0; i < n * G; i++) p[i] = (float)(xorshift(&seed) % 100000) / 100000.0f;
+                for (int j = 0; j < n; j++)
+                    for (int h = 0; h < G; h++) m[h] = fmaxf(m[h], p[j * G + h] * vs[j]);
+                for (int h = 0; h < G; h++) r[h] = m[h] > 0.0f ? 32767.0f / m[h] : 0.0f;
+                memset(hi, 0xAA, sizeof hi); memset(lo, 0xAA, sizeof lo);
+                memset(rh, 0xAA, sizeof rh); memset(rl, 0xAA, sizeof rl);
+                K->attn_i8_weights(n, G, p, vs, r, hi, lo, LD);
+                R->attn_i8_weights(n, G, p, vs, r, rh, rl, LD);
+                int bad = memcmp(hi, rh, sizeof hi) != 0 || memcmp(lo, rl, sizeof lo) != 0;
+                for (int j = 0; j < n; j++)
+                    for (int h = 0; h < G; h++) {
+                        const int w = 128 * rh[h * LD + j] + rl[h * LD + j];
+                        bad += rl[h * LD + j] > 127 || w != (int)rintf(p[j * G + h] * vs[j] * r[h]);
+                    }
+                CHECKF(!bad, "%s: the int8 weights of %d keys, %d heads differ from ref's or the rule", K->name, n, G);
+            }
     }
 }
 

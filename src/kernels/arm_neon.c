@@ -1541,6 +1541,7 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) {
     t->attn_values_f32 = attn_values_f32_g8;
     t->attn_scores_i8 = attn_scores_i8;
     t->attn_values_i8 = attn_values_i8;
+    t->attn_i8_sets = 0;   /* ref's scalar matrix products: the tile kernels instead */
     if (dotprod) {
         t->attn_scores_i8 = attn_scores_i8_sdot;
         set(t, HACHI_TYPE_Q4_0, hachi_vec_dot_q4_0_q8_0_neon, multi_q4_0);

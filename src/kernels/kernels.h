@@ -148,6 +148,25 @@ typedef struct hachi_kernels {
     void (*attn_values_i8_hot)(int64_t hd, int nk, const int8_t *v, int64_t v_stride, const float *vs,
                                int64_t vs_stride, const float *p, int G, const float *r, int32_t *acc, bool first);
     void (*attn_flush_i8)(int64_t hd, int G, const int32_t *acc, const float *u, float *out);
+    /* int8 rows for many queries at once (a prefill group's head sets, from attn_i8_sets of them a
+     * thread; 0: none, NULL entries): a tile's integer dots and value sums as matrix products,
+     * exact, so the scores and flushes made from them are the tile kernels' bits. nq is a multiple
+     * of 16, hd of 64, the tile's keys nk of 64 (rows past the keys zero).
+     * attn_i8_qpack: the query rows q [nq][hd] into pack (nq * hd bytes, the table's layout);
+     * attn_i8_dots: d[j*nq + i] = dot(key j, query i) for j < nk (key rows k_stride apart), i < nq;
+     * attn_i8_vpack: value rows v [nk][hd] into pack (nk * hd bytes, the table's layout);
+     * attn_i8_wsums: S[i*hd + d] = sum_j (128 * whi[i*nk + j] + wlo[i*nk + j]) * v_j[d], the 15-bit
+     * weights of attn_values_i8 split (whi <= 255, wlo <= 127);
+     * attn_i8_weights: those weights of n keys, wq = rint(p[j*G + h] * vs[j] * r[h]) as
+     * attn_values_i8 takes them, into hi[h*ld + j] = wq >> 7 and lo[h*ld + j] = wq & 127. */
+    int attn_i8_sets;
+    void (*attn_i8_qpack)(int64_t hd, int nq, const int8_t *q, int8_t *pack);
+    void (*attn_i8_dots)(int64_t hd, int nk, const int8_t *k, int64_t k_stride, int nq, const int8_t *pack, int32_t *d);
+    void (*attn_i8_vpack)(int64_t hd, int nk, const int8_t *v, int8_t *pack);
+    void (*attn_i8_wsums)(int64_t hd, int nk, int nq, const uint8_t *whi, const uint8_t *wlo, const int8_t *pack,
+                          int32_t *S);
+    void (*attn_i8_weights)(int n, int G, const float *p, const float *vs, const float *r, uint8_t *hi, uint8_t *lo,
+                            size_t ld);
     /* int8 rows (the int8 KV cache's rule, its queries' too): for r < rows, the n floats at
      * x + r*n to scale[r] = max|x| / 127 and q = round(x / scale), halves away from zero, clamped
      * to +-127 (NaN to -127; all 0 when the scale is not > 0), the same bits in every table */
@@ -199,6 +218,8 @@ void hachi_attn_vmax_i8_ref(int nk, const float *vs, int64_t ss, const float *p,
 void hachi_attn_values_i8_ref(int64_t hd, int nk, const int8_t *v, int64_t vs, const float *sc, int64_t ss,
                               const float *p, int G, const float *r, int32_t *acc, bool first);
 void hachi_attn_flush_i8_ref(int64_t hd, int G, const int32_t *acc, const float *u, float *out);
+void hachi_attn_i8_weights_ref(int n, int G, const float *p, const float *vs, const float *r, uint8_t *hi, uint8_t *lo,
+                               size_t ld);
 void hachi_attn_scores_f16_avx2(hachi_dot_f16_multi_fn rows, int64_t hd, int nk, const uint16_t *k, int64_t k_stride,
                                 const float *q, int G, float *s);
 void hachi_attn_values_f16_avx2(hachi_axpy_f16_multi_fn rows, int64_t hd, int nk, const uint16_t *v, int64_t v_stride,

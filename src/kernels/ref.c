@@ -406,6 +406,41 @@ void hachi_attn_flush_i8_ref(int64_t hd, int G, const int32_t *acc, const float 
         for (int64_t d = 0; d < hd; d++) out[h * hd + d] = fmaf((float)acc[h * hd + d], u[h], out[h * hd + d]);
 }
 
+/* kernels.h's int8 rows for many queries: the packs are the rows as they are */
+static void attn_i8_pack_ref(int64_t hd, int n, const int8_t *x, int8_t *pack) { memcpy(pack, x, (size_t)n * hd); }
+
+static void attn_i8_dots_ref(int64_t hd, int nk, const int8_t *k, int64_t k_stride, int nq, const int8_t *pack,
+                             int32_t *d) {
+    for (int j = 0; j < nk; j++)
+        for (int i = 0; i < nq; i++) {
+            const int8_t *kr = k + (size_t)j * k_stride, *qr = pack + (size_t)i * hd;
+            int32_t sum = 0;
+            for (int64_t e = 0; e < hd; e++) sum += (int32_t)kr[e] * qr[e];
+            d[(size_t)j * nq + i] = sum;
+        }
+}
+
+static void attn_i8_wsums_ref(int64_t hd, int nk, int nq, const uint8_t *whi, const uint8_t *wlo, const int8_t *pack,
+                              int32_t *S) {
+    for (int i = 0; i < nq; i++)
+        for (int64_t e = 0; e < hd; e++) {
+            int32_t sum = 0;
+            for (int j = 0; j < nk; j++)
+                sum += (128 * whi[(size_t)i * nk + j] + wlo[(size_t)i * nk + j]) * pack[(size_t)j * hd + e];
+            S[(size_t)i * hd + e] = sum;
+        }
+}
+
+void hachi_attn_i8_weights_ref(int n, int G, const float *p, const float *vs, const float *r, uint8_t *hi, uint8_t *lo,
+                               size_t ld) {
+    for (int j = 0; j < n; j++)
+        for (int h = 0; h < G; h++) {
+            const int w = (int)rintf(p[(size_t)j * G + h] * vs[j] * r[h]);
+            hi[(size_t)h * ld + j] = (uint8_t)(w >> 7);
+            lo[(size_t)h * ld + j] = (uint8_t)(w & 127);
+        }
+}
+
 void hachi_attn_softmax_ref(float *x, int n, int G, float scale, float *mx, float *sum) {
     for (int h = 0; h < G; h++) sum[h] = 0.0f;
     for (int j = 0; j < n; j++)
@@ -471,6 +506,12 @@ static const hachi_kernels ref_table = {
     .attn_vmax_i8 = hachi_attn_vmax_i8_ref,
     .attn_values_i8 = hachi_attn_values_i8_ref,
     .attn_flush_i8 = hachi_attn_flush_i8_ref,
+    .attn_i8_sets = 6,
+    .attn_i8_qpack = attn_i8_pack_ref,
+    .attn_i8_dots = attn_i8_dots_ref,
+    .attn_i8_vpack = attn_i8_pack_ref,
+    .attn_i8_wsums = attn_i8_wsums_ref,
+    .attn_i8_weights = hachi_attn_i8_weights_ref,
     .quant_rows_i8 = hachi_quant_rows_i8_ref,
     .attn_softmax = hachi_attn_softmax_ref,
     .gelu_mul = gelu_mul_ref,

@@ -597,6 +597,182 @@ static void gemm_q6_K(int64_t n, float *y, int64_t ldy, const void *w8, int n_gr
         gemm_by_16(gemm_q6_K_vnni, n, y + 8 * gi, ldy, w + (size_t)gi * nb, 1, ac, a_stride, AMX_ROWS * a_stride, nt);
 }
 
+/* ---- int8 attention rows for many queries (kernels.h attn_i8_*) ----------------------------- */
+
+/* every tile 16 rows of 64 bytes: dots' C (tmm0-3, keys x queries), A (tmm4, key rows) and B
+ * (tmm5-7, query tiles); wsums' C (tmm0-3: hi and lo sums of two tiles of 16 dims, queries x
+ * dims), A (tmm4, tmm5: the queries' weights over 64 keys, hi and lo) and B (tmm6, tmm7: value tiles) */
+static void attn_config(void) {
+    amx_tilecfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int i = 0; i < 8; i++) {
+        cfg.rows[i] = AMX_ROWS;
+        cfg.colsb[i] = 64;
+    }
+    AMX_BARRIER(&cfg);
+    _tile_loadconfig(&cfg);
+}
+
+/* B tiles of 16 queries by 64 dims (1 KiB each, query tile qt and dim step ks at (qt * hd / 64 + ks)
+ * KiB): row r holds dims 4r..4r+3 of the step for each of the 16 queries */
+static void attn_i8_qpack(int64_t hd, int nq, const int8_t *q, int8_t *pack) {
+    const int64_t nks = hd / 64;
+    for (int qt = 0; qt < nq / 16; qt++)
+        for (int64_t ks = 0; ks < nks; ks++) {
+            int32_t *t = (int32_t *)(void *)(pack + ((size_t)qt * nks + ks) * 1024);
+            for (int i = 0; i < 16; i++) {
+                const int8_t *row = q + (size_t)(16 * qt + i) * hd + 64 * ks;
+                for (int r = 0; r < 16; r++) memcpy(&t[r * 16 + i], row + 4 * r, 4);
+            }
+        }
+}
+
+/* per 16 keys (A, loaded once a dim step) against up to 4 query tiles (C tmm0-3) at a time */
+static void attn_i8_dots(int64_t hd, int nk, const int8_t *k, int64_t k_stride, int nq, const int8_t *pack, int32_t *d) {
+    const int64_t nks = hd / 64;
+    const int nqt = nq / 16;
+    const size_t ldd = (size_t)nq * 4;
+    attn_config();
+    for (int kt = 0; kt < nk / 16; kt++) {
+        const int8_t *kr = k + (size_t)kt * 16 * k_stride;
+        int32_t *dr = d + (size_t)kt * 16 * nq;
+        for (int q0 = 0; q0 < nqt; q0 += 4) {
+            const int n = nqt - q0 < 4 ? nqt - q0 : 4;
+            const int8_t *b = pack + (size_t)q0 * nks * 1024;
+            _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+            for (int64_t ks = 0; ks < nks; ks++) {
+                _tile_loadd(4, kr + 64 * ks, k_stride);
+                _tile_loadd(5, b + ks * 1024, 64);
+                _tile_dpbssd(0, 4, 5);
+                if (n > 1) { _tile_loadd(6, b + (nks + ks) * 1024, 64); _tile_dpbssd(1, 4, 6); }
+                if (n > 2) { _tile_loadd(7, b + (2 * nks + ks) * 1024, 64); _tile_dpbssd(2, 4, 7); }
+                if (n > 3) { _tile_loadd(5, b + (3 * nks + ks) * 1024, 64); _tile_dpbssd(3, 4, 5); }
+            }
+            AMX_BARRIER(dr);
+            _tile_stored(0, dr + 16 * q0, ldd);
+            if (n > 1) _tile_stored(1, dr + 16 * (q0 + 1), ldd);
+            if (n > 2) _tile_stored(2, dr + 16 * (q0 + 2), ldd);
+            if (n > 3) _tile_stored(3, dr + 16 * (q0 + 3), ldd);
+            AMX_BARRIER(dr);
+        }
+    }
+}
+
+/* B tiles of 64 keys by 16 dims (dim tile dt and key step ks at (dt * nk / 64 + ks) KiB): row r
+ * holds keys 4r..4r+3 of the step for each of the 16 dims. Four value rows at a time: their bytes
+ * interleaved within each 128-bit lane (16 dims), then the lanes of the four results transposed so
+ * that each dim tile's 64 bytes of the four keys are one store. */
+static void attn_i8_vpack(int64_t hd, int nk, const int8_t *v, int8_t *pack) {
+    const int nks = nk / 64;
+    for (int kq = 0; kq < nk / 4; kq++) {
+        const int8_t *r = v + (size_t)4 * kq * hd;
+        int8_t *o = pack + (size_t)(kq / 16) * 1024 + (size_t)(kq % 16) * 64;
+        for (int64_t c = 0; c < hd / 64; c++) {
+            const __m512i r0 = _mm512_loadu_si512(r + 64 * c), r1 = _mm512_loadu_si512(r + hd + 64 * c),
+                          r2 = _mm512_loadu_si512(r + 2 * hd + 64 * c), r3 = _mm512_loadu_si512(r + 3 * hd + 64 * c);
+            const __m512i l01 = _mm512_unpacklo_epi8(r0, r1), h01 = _mm512_unpackhi_epi8(r0, r1);
+            const __m512i l23 = _mm512_unpacklo_epi8(r2, r3), h23 = _mm512_unpackhi_epi8(r2, r3);
+            const __m512i a = _mm512_unpacklo_epi16(l01, l23), b = _mm512_unpackhi_epi16(l01, l23);
+            const __m512i e = _mm512_unpacklo_epi16(h01, h23), f = _mm512_unpackhi_epi16(h01, h23);
+            const __m512i t0 = _mm512_shuffle_i64x2(a, b, 0x44), t1 = _mm512_shuffle_i64x2(e, f, 0x44);
+            const __m512i t2 = _mm512_shuffle_i64x2(a, b, 0xEE), t3 = _mm512_shuffle_i64x2(e, f, 0xEE);
+            const size_t tile = (size_t)nks * 1024;   /* from one dim tile to the next */
+            _mm512_storeu_si512(o + (4 * c + 0) * tile, _mm512_shuffle_i64x2(t0, t1, 0x88));
+            _mm512_storeu_si512(o + (4 * c + 1) * tile, _mm512_shuffle_i64x2(t0, t1, 0xDD));
+            _mm512_storeu_si512(o + (4 * c + 2) * tile, _mm512_shuffle_i64x2(t2, t3, 0x88));
+            _mm512_storeu_si512(o + (4 * c + 3) * tile, _mm512_shuffle_i64x2(t2, t3, 0xDD));
+        }
+    }
+}
+
+/* per query tile and two dim tiles: the hi and lo weight tiles (A) of each key step against its two
+ * value tiles (B) into four C tiles, then S = 128 * hi + lo */
+static void attn_i8_wsums(int64_t hd, int nk, int nq, const uint8_t *whi, const uint8_t *wlo, const int8_t *pack,
+                          int32_t *S) {
+    const int nks = nk / 64;
+    _Alignas(64) int32_t c[4][16][16];
+    attn_config();
+    for (int qt = 0; qt < nq / 16; qt++) {
+        const uint8_t *ah = whi + (size_t)qt * 16 * nk, *al = wlo + (size_t)qt * 16 * nk;
+        for (int64_t dt = 0; dt < hd / 16; dt += 2) {
+            const int8_t *b = pack + (size_t)dt * nks * 1024;
+            _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+            for (int ks = 0; ks < nks; ks++) {
+                _tile_loadd(4, ah + 64 * ks, nk);
+                _tile_loadd(5, al + 64 * ks, nk);
+                _tile_loadd(6, b + (size_t)ks * 1024, 64);
+                _tile_loadd(7, b + (size_t)(nks + ks) * 1024, 64);
+                _tile_dpbusd(0, 4, 6);
+                _tile_dpbusd(1, 5, 6);
+                _tile_dpbusd(2, 4, 7);
+                _tile_dpbusd(3, 5, 7);
+            }
+            AMX_BARRIER(c);
+            _tile_stored(0, c[0], 64);
+            _tile_stored(1, c[1], 64);
+            _tile_stored(2, c[2], 64);
+            _tile_stored(3, c[3], 64);
+            AMX_BARRIER(c);
+            for (int i = 0; i < 16; i++) {
+                int32_t *o = S + (size_t)(16 * qt + i) * hd + 16 * dt;
+                for (int h = 0; h < 2; h++)
+                    _mm512_storeu_si512(o + 16 * h, _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[2 * h][i]), 7),
+                                                                     _mm512_load_si512(c[2 * h + 1][i])));
+            }
+        }
+    }
+}
+
+/* kernels.h's attn_i8_weights for 8 heads, 8 keys at a time: the products in key order (two keys
+ * a zmm, rounded to nearest even as rintf does), transposed to head order by two rounds of lane
+ * permutes (keys 0-3 and 4-7 apart per half of the heads, then each pair of heads), narrowed to
+ * bytes and stored a head's 8 keys at a time; other head counts and the last keys: ref's */
+static void attn_i8_weights(int n, int G, const float *p, const float *vs, const float *r, uint8_t *hi, uint8_t *lo,
+                            size_t ld) {
+    if (G != 8) {
+        hachi_attn_i8_weights_ref(n, G, p, vs, r, hi, lo, ld);
+        return;
+    }
+    const __m512 rv = _mm512_broadcast_f32x8(_mm256_loadu_ps(r));
+    __m512i iu[2], io[4];   /* iu[half]: (w2c, w2c+1) -> heads 4 half.. of keys 0-3; io[a]: (u, v) -> heads 2a, 2a + 1 */
+    int32_t x[16];
+    for (int half = 0; half < 2; half++) {
+        for (int l = 0; l < 16; l++) {
+            const int h = 4 * half + l / 4, k = l % 4;
+            x[l] = (k / 2) * 16 + (k % 2) * 8 + h;
+        }
+        iu[half] = _mm512_loadu_si512(x);
+    }
+    for (int a = 0; a < 4; a++) {
+        for (int l = 0; l < 16; l++) {
+            const int h = (2 * a + l / 8) % 4, k = l % 8;
+            x[l] = k < 4 ? h * 4 + k : 16 + h * 4 + k - 4;
+        }
+        io[a] = _mm512_loadu_si512(x);
+    }
+    const __m512i m7 = _mm512_set1_epi32(127);
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m512i w[4];
+        UNROLL for (int c = 0; c < 4; c++) {
+            const __m512 v = _mm512_insertf32x8(_mm512_set1_ps(vs[j + 2 * c]), _mm256_set1_ps(vs[j + 2 * c + 1]), 1);
+            w[c] = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(p + (size_t)(j + 2 * c) * 8), v), rv));
+        }
+        const __m512i u0 = _mm512_permutex2var_epi32(w[0], iu[0], w[1]), u1 = _mm512_permutex2var_epi32(w[0], iu[1], w[1]);
+        const __m512i v0 = _mm512_permutex2var_epi32(w[2], iu[0], w[3]), v1 = _mm512_permutex2var_epi32(w[2], iu[1], w[3]);
+        UNROLL for (int a = 0; a < 4; a++) {
+            const __m512i o = _mm512_permutex2var_epi32(a < 2 ? u0 : u1, io[a], a < 2 ? v0 : v1);
+            const __m128i bh = _mm512_cvtepi32_epi8(_mm512_srli_epi32(o, 7)), bl = _mm512_cvtepi32_epi8(_mm512_and_si512(o, m7));
+            _mm_storel_epi64((__m128i *)(void *)(hi + (size_t)(2 * a) * ld + j), bh);
+            _mm_storel_epi64((__m128i *)(void *)(hi + (size_t)(2 * a + 1) * ld + j), _mm_unpackhi_epi64(bh, bh));
+            _mm_storel_epi64((__m128i *)(void *)(lo + (size_t)(2 * a) * ld + j), bl);
+            _mm_storel_epi64((__m128i *)(void *)(lo + (size_t)(2 * a + 1) * ld + j), _mm_unpackhi_epi64(bl, bl));
+        }
+    }
+    if (j < n) hachi_attn_i8_weights_ref(n - j, G, p + (size_t)j * 8, vs + j, r, hi + j, lo + j, ld);
+}
+
 typedef void (*amx_all_fn)(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
                            size_t a_stride, const void *pack, int nt);
 
@@ -636,6 +812,12 @@ int hachi_kernels_fill_amx(hachi_kernels *t) {
         amx_entry(k5, &gemm_q5_K_vnni, gemm_q5_K, kq_pack, kq_pack_bytes, KQ_MIN_TOKENS);
     if (k6->gemm_x8 && !k6->act_pack)
         amx_entry(k6, &gemm_q6_K_vnni, gemm_q6_K, q6_pack, kq_pack_bytes, Q6_MIN_TOKENS);
+    t->attn_i8_sets = 4;
+    t->attn_i8_qpack = attn_i8_qpack;
+    t->attn_i8_dots = attn_i8_dots;
+    t->attn_i8_vpack = attn_i8_vpack;
+    t->attn_i8_wsums = attn_i8_wsums;
+    t->attn_i8_weights = attn_i8_weights;
     return 1;
 }
 

@@ -1100,6 +1100,7 @@ int hachi_kernels_fill_avx2(hachi_kernels *t) {
     t->attn_values_i8 = hachi_attn_values_i8_avx2;
     t->attn_flush_i8 = hachi_attn_flush_i8_avx2;
     t->attn_values_i8_hot = hachi_attn_values_i8_hot_avx2;
+    t->attn_i8_sets = 0;   /* ref's scalar matrix products: the tile kernels instead (AMX has its own) */
     t->attn_softmax = hachi_attn_softmax_avx2;
     t->quant_rows_i8 = quant_rows_i8;
     t->gelu_mul = gelu_mul;
