@@ -341,6 +341,7 @@ void hachi_kv_rows_i8(const hachi_kv *kv, int a, int b, int p0, int g, int hd, i
                       float *vs) {
     for (int x = a; x < b;) {
         const hachi_kv_run r = hachi_kv_segment(kv, x, b, p0);
+        if (!r.ks || !r.vs) return;   /* not an int8 cache */
         for (int j = 0; j < r.n; j++, x++) {
             const size_t off = (size_t)j * kv->dim + (size_t)g * hd, at = (size_t)(x - a) * hd;
             memcpy(k + at, (const int8_t *)r.k + off, (size_t)hd);

@@ -484,7 +484,7 @@ TEST(attn_i8_products_vs_sums) {
             for (size_t c = 0; c < sizeof Gw / sizeof *Gw; c++) {
                 enum { LD = 136 };
                 const int n = ns[a], G = Gw[c];
-                float p[128 * 8], vs[128], r[8], m[8] = {0};
+                float p[128 * 8] = {0}, vs[128] = {0}, r[8] = {0}, m[8] = {0};
                 uint8_t hi[8 * LD], lo[8 * LD], rh[8 * LD], rl[8 * LD];
                 for (int j = 0; j < n; j++) vs[j] = (float)(xorshift(&seed) % 1000 + 1) / 8192.0f;
                 for (int i = 0; i < n * G; i++) p[i] = (float)(xorshift(&seed) % 100000) / 100000.0f;
