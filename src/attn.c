@@ -39,43 +39,18 @@ typedef struct attn_job {
  * sums [Gs], set after set) and its queries as the cache's scores take them (kv.h) */
 static size_t token_floats(int G, int hd) { return (size_t)G * (2 * (size_t)hd + 2) + hachi_kv_query_floats(G, hd); }
 
-/* Per thread: a tile's scores [ATTN_TILE_KEYS][G], then a slot for each token of a group, then
- * the int8 value sums [G][hd] (int32), then the tile's K and V rows as f32 [2][ATTN_TILE_KEYS][hd]
- * from the next 64-byte boundary (512-bit loads across two lines: 56 against 70 G FMA/s);
- * before that, page selection's two query sums [hd] and its page scores [n_ctx / HACHI_PAGE]. */
 /* Queries of a group's head sets of one KV head on a thread (each token's G heads, in one or two
- * sets), rounded up to the int8 products' tiles of 16 */
-static int i8_queries(int G) { return (HACHI_ATTN_GROUP * G + 15) / 16 * 16; }
+ * sets): the int8 tiles' (hachi_kv_i8_tile) */
+static int i8_queries(int G) { return HACHI_ATTN_GROUP * G; }
 
-/* Bytes of the int8 products' buffers (i8_bufs), each a multiple of 64 bytes */
-typedef struct i8_bufs {
-    int8_t *qp, *k, *v, *vp;    /* packed queries [nq][hd]; the tile's K and V rows, V packed [T][hd] */
-    int32_t *d, *S;             /* dots [T][nq]; value sums [nq][hd] (first the queries to pack) */
-    uint8_t *whi, *wlo;         /* the weights' two parts [nq][T] */
-    float *ks, *vs;             /* the rows' scales [T] */
-} i8_bufs;
-static size_t i8_bytes(int G, int hd) {
-    const size_t nq = (size_t)i8_queries(G), T = ATTN_TILE_KEYS;
-    return (size_t)hd * (nq + 3 * T) + 4 * T * nq + 4 * nq * (size_t)hd + 2 * nq * T + 8 * T;
-}
-static i8_bufs i8_layout(char *p, int G, int hd) {
-    const size_t nq = (size_t)i8_queries(G), T = ATTN_TILE_KEYS;
-    i8_bufs b;
-    b.qp = (int8_t *)p; p += nq * hd;
-    b.k = (int8_t *)p; p += T * hd;
-    b.v = (int8_t *)p; p += T * hd;
-    b.vp = (int8_t *)p; p += T * hd;
-    b.d = (int32_t *)(void *)p; p += 4 * T * nq;
-    b.S = (int32_t *)(void *)p; p += 4 * nq * hd;
-    b.whi = (uint8_t *)p; p += nq * T;
-    b.wlo = (uint8_t *)p; p += nq * T;
-    b.ks = (float *)(void *)p; p += 4 * T;
-    b.vs = (float *)(void *)p;
-    return b;
-}
-
+/* Per thread: a tile's scores [ATTN_TILE_KEYS][G], then a slot for each token of a group, then
+ * the int8 value sums [G][hd] (int32), then from the next 64-byte boundary the tile's K and V
+ * rows as f32 [2][ATTN_TILE_KEYS][hd] (512-bit loads across two lines: 56 against 70 G FMA/s)
+ * or an int8 cache's tile buffers (hachi_kv_i8_tile_bytes);
+ * before that, page selection's two query sums [hd] and its page scores [n_ctx / HACHI_PAGE]. */
 size_t hachi_attn_scores_stride(int n_head, int n_ctx, int hd_max) {
-    const size_t rows = HACHI_MAX(2 * (size_t)ATTN_TILE_KEYS * hd_max, (i8_bytes(n_head, hd_max) + 3) / 4);
+    const size_t rows = HACHI_MAX(2 * (size_t)ATTN_TILE_KEYS * hd_max,
+                                  (hachi_kv_i8_tile_bytes(i8_queries(n_head), hd_max, ATTN_TILE_KEYS) + 3) / 4);
     const size_t tiles = (size_t)n_head * ATTN_TILE_KEYS + HACHI_ATTN_GROUP * token_floats(n_head, hd_max) +
                          (size_t)n_head * hd_max + 16 + rows;
     return HACHI_MAX(tiles, 2 * (size_t)hd_max + (size_t)n_ctx / HACHI_PAGE);
@@ -335,87 +310,35 @@ static void tile_softmax(const attn_job *jb, tile_set *x, float *sc, int m, int 
     }
 }
 
-/* One key's scores of n heads from their int8 dots d: s[h] = (float)d[h] * qs[h] * ks (kernels.h's
- * attn_scores_i8, four heads at a time) */
-static void dots_to_scores(float *s, const int32_t *d, const float *qs, float ks, int n) {
-    int h = 0;
-    for (; h + 4 <= n; h += 4)
-        *(hachi_f32x4 *)(s + h) = __builtin_convertvector(*(const hachi_i32x4 *)(d + h), hachi_f32x4) *
-                                  *(const hachi_f32x4 *)(qs + h) * ks;
-    for (; h < n; h++) s[h] = (float)d[h] * qs[h] * ks;
-}
-
-/* m[h] = max(m[h], p[h] * vs) for n heads (attn_vmax_i8's: the products are >= 0, never NaN) */
-static void weights_max(float *m, const float *p, float vs, int n) {
-    int h = 0;
-    for (; h + 4 <= n; h += 4) {
-        const hachi_f32x4 x = *(const hachi_f32x4 *)(p + h) * vs, y = *(const hachi_f32x4 *)(m + h);
-        const hachi_i32x4 gt = x > y;   /* C has no vector ?: */
-        *(hachi_f32x4 *)(m + h) = (hachi_f32x4)(((hachi_i32x4)x & gt) | ((hachi_i32x4)y & ~gt));
-    }
-    for (; h < n; h++) m[h] = fmaxf(m[h], p[h] * vs);
-}
-
 /* The tiles of KV head g for this thread's nts head sets over an int8 cache, through the kernel
- * table's int8 matrix products: per tile the K and V rows are copied out once, every set's dots
- * are one product and every set's value sums another. Each set's scores, weights and flush are
- * hachi_kv_scores' and hachi_kv_values' (kernels.h's formulas over the same exact integer sums,
- * a tile being one piece of at most HACHI_VQ_KEYS keys), so a token's results stay bit for bit
- * those of its decode step. sc: the thread's tile scores; area: its buffers (i8_layout). */
-static void tiles_i8(const attn_job *jb, tile_set *ts, int nts, int g, int first, int end, float *sc, char *area) {
+ * table's int8 matrix products (hachi_kv_i8_tile): per tile every set's scores, its softmax and
+ * weights, then every set's value sums at once and each set's flush. sc: the thread's tile
+ * scores; buf: its tile buffers. */
+static void tiles_i8(const attn_job *jb, tile_set *ts, int nts, int g, int first, int end, float *sc, void *buf) {
     const hachi_attn_args *A = jb->a;
     const hachi_kernels *K = jb->kern;
     const int hd = A->head_dim, G = A->n_head / A->n_head_kv, T = ATTN_TILE_KEYS;
-    const i8_bufs b = i8_layout(area, G, hd);
-    int qo[2 * HACHI_ATTN_GROUP], nq = 0, at[ATTN_TILE_KEYS];
-    int8_t *rows = (int8_t *)b.S;   /* the sets' int8 queries gathered, then packed */
-    for (int e = 0; e < nts; e++) {
-        qo[e] = nq;
-        memcpy(rows + (size_t)nq * hd, ts[e].q.i8.q8, (size_t)ts[e].Gs * hd);
-        nq += ts[e].Gs;
-    }
-    const int nqp = (nq + 15) / 16 * 16;
-    memset(rows + (size_t)nq * hd, 0, (size_t)(nqp - nq) * hd);
-    K->attn_i8_qpack(hd, nqp, rows, b.qp);
+    hachi_kv_i8_tile t = hachi_kv_i8_tile_init(buf, i8_queries(G), hd, T);
     hachi_kv_run runs[ATTN_TILE_KEYS];
+    int qo[2 * HACHI_ATTN_GROUP], at[ATTN_TILE_KEYS];
     float u[2 * HACHI_ATTN_GROUP][64];
     bool live[2 * HACHI_ATTN_GROUP];
+    for (int e = 0; e < nts; e++) qo[e] = hachi_kv_i8_query(&t, &ts[e].q, ts[e].Gs);
+    hachi_kv_i8_pack(&t, K);
     for (int p = first / T * T; p < end; p += T) {
-        const int lo = HACHI_MAX(p, first), n = HACHI_MIN(p + T, end) - lo, nk = (n + 63) / 64 * 64;
-        hachi_kv_rows_i8(A->kv, lo, lo + n, A->p0, g, hd, b.k, b.ks, b.v, b.vs);
-        memset(b.k + (size_t)n * hd, 0, (size_t)(nk - n) * hd);
-        memset(b.v + (size_t)n * hd, 0, (size_t)(nk - n) * hd);
-        K->attn_i8_dots(hd, (n + 15) / 16 * 16, b.k, hd, nqp, b.qp, b.d);
-        K->attn_i8_vpack(hd, nk, b.v, b.vp);
-        memset(b.whi, 0, (size_t)nqp * nk);
-        memset(b.wlo, 0, (size_t)nqp * nk);
+        hachi_kv_i8_load(&t, A->kv, K, HACHI_MAX(p, first), HACHI_MIN(p + T, end), A->p0, g);
         for (int e = 0; e < nts; e++) {
             tile_set *x = &ts[e];
-            const int Gs = x->Gs;
-            const float *qs = x->q.i8.qs;
             int m;
-            const int nr = tile_runs(jb, x, p, T, NULL, NULL, lo, runs, at, &m);
+            const int nr = tile_runs(jb, x, p, T, NULL, NULL, 0, runs, at, &m);
             if (!(live[e] = m > 0)) continue;
-            for (int k = 0, j = 0; k < nr; k++)   /* the set's keys in order: j, at tile row i */
-                for (int i = at[k] - lo; i < at[k] - lo + runs[k].n; i++, j++)
-                    dots_to_scores(sc + (size_t)j * Gs, b.d + (size_t)i * nqp + qo[e], qs, b.ks[i], Gs);
+            hachi_kv_i8_scores(&t, at, runs, nr, qo[e], &x->q, x->Gs, sc);
             tile_softmax(jb, x, sc, m, hd);
-            float mw[64] = {0}, rq[64];
-            for (int k = 0, j = 0; k < nr; k++)
-                for (int i = at[k] - lo; i < at[k] - lo + runs[k].n; i++, j++) weights_max(mw, sc + (size_t)j * Gs, b.vs[i], Gs);
-            for (int h = 0; h < Gs; h++) {
-                rq[h] = mw[h] > 0.0f ? 32767.0f / mw[h] : 0.0f;
-                u[e][h] = mw[h] / 32767.0f;
-            }
-            const size_t w0 = (size_t)qo[e] * nk;
-            for (int k = 0, j = 0; k < nr; j += runs[k++].n) {
-                const int i = at[k] - lo;
-                K->attn_i8_weights(runs[k].n, Gs, sc + (size_t)j * Gs, b.vs + i, rq, b.whi + w0 + i, b.wlo + w0 + i, nk);
-            }
+            hachi_kv_i8_weights(&t, K, at, runs, nr, qo[e], sc, x->Gs, u[e]);
         }
-        K->attn_i8_wsums(hd, nk, nqp, b.whi, b.wlo, b.vp, b.S);
+        hachi_kv_i8_values(&t, K);
         for (int e = 0; e < nts; e++)
-            if (live[e]) K->attn_flush_i8(hd, ts[e].Gs, b.S + (size_t)qo[e] * hd, u[e], ts[e].acc);
+            if (live[e]) hachi_kv_i8_flush(&t, K, qo[e], ts[e].Gs, u[e], ts[e].acc);
     }
 }
 
@@ -446,8 +369,7 @@ static void attn_task(void *ctx, int ith, int nth) {
     float *vf = kf + (size_t)ATTN_TILE_KEYS * hd;
     /* (page-sparse sets read scattered pages of the range a conversion would cover) */
     const bool f32 = !A->sparse_pages && hachi_kv_f32_rows(A->kv, jb->kern, G, hd);
-    const bool i8 = !A->sparse_pages && A->kv->type == HACHI_KV_INT8 && jb->kern->attn_i8_sets && hd % 64 == 0 &&
-                    G <= 64;
+    const bool i8 = !A->sparse_pages && hachi_kv_i8_products(A->kv, jb->kern, hd);
     hachi_kv_run runs[ATTN_TILE_KEYS];
     int dense[HACHI_ATTN_GROUP][2], sr[HACHI_ATTN_GROUP][4];
     head_set hs[HACHI_ATTN_GROUP][2];
@@ -494,7 +416,7 @@ static void attn_task(void *ctx, int ith, int nth) {
             }
         }
         const bool cvt = f32 && nts >= ATTN_F32_SETS;
-        if (i8 && nts >= jb->kern->attn_i8_sets) tiles_i8(jb, ts, nts, g, first, end, sc, (char *)kf);
+        if (i8 && nts >= jb->kern->attn_i8_sets) tiles_i8(jb, ts, nts, g, first, end, sc, kf);
         else for (int p = first / T * T; p < end; p += T) {
             const int lo = HACHI_MAX(p, first);
             if (cvt) hachi_kv_rows_f32(A->kv, jb->kern, lo, HACHI_MIN(p + T, end), A->p0, g, hd, kf, vf);

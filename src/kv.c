@@ -337,19 +337,122 @@ void hachi_kv_rows_f32(const hachi_kv *kv, const hachi_kernels *kern, int a, int
     }
 }
 
-void hachi_kv_rows_i8(const hachi_kv *kv, int a, int b, int p0, int g, int hd, int8_t *k, float *ks, int8_t *v,
-                      float *vs) {
-    for (int x = a; x < b;) {
-        const hachi_kv_run r = hachi_kv_segment(kv, x, b, p0);
+/* ---- int8 tiles for many head sets: the kernel table's matrix products ----------------------- */
+
+bool hachi_kv_i8_products(const hachi_kv *kv, const hachi_kernels *kern, int hd) {
+    return kv->type == HACHI_KV_INT8 && kern->attn_i8_sets && hd % 64 == 0;
+}
+
+/* nq_max rounded up to 16 queries and keys to 64: every buffer a multiple of 64 bytes */
+size_t hachi_kv_i8_tile_bytes(int nq_max, int hd, int keys) {
+    const size_t nq = (size_t)(nq_max + 15) / 16 * 16, T = (size_t)(keys + 63) / 64 * 64;
+    return (size_t)hd * (nq + 3 * T) + 4 * T * nq + 4 * nq * (size_t)hd + 2 * nq * T + 8 * T;
+}
+
+hachi_kv_i8_tile hachi_kv_i8_tile_init(void *buf, int nq_max, int hd, int keys) {
+    const size_t nq = (size_t)(nq_max + 15) / 16 * 16, T = (size_t)(keys + 63) / 64 * 64;
+    char *p = buf;
+    hachi_kv_i8_tile t = {.hd = hd};
+    t.qp = (int8_t *)p; p += nq * hd;
+    t.k = (int8_t *)p; p += T * hd;
+    t.v = (int8_t *)p; p += T * hd;
+    t.vp = (int8_t *)p; p += T * hd;
+    t.d = (int32_t *)(void *)p; p += 4 * T * nq;
+    t.S = (int32_t *)(void *)p; p += 4 * nq * hd;
+    t.whi = (uint8_t *)p; p += nq * T;
+    t.wlo = (uint8_t *)p; p += nq * T;
+    t.ks = (float *)(void *)p; p += 4 * T;
+    t.vs = (float *)(void *)p;
+    return t;
+}
+
+int hachi_kv_i8_query(hachi_kv_i8_tile *t, const hachi_kv_query *q, int G) {
+    memcpy((int8_t *)t->S + (size_t)t->nq * t->hd, q->i8.q8, (size_t)G * t->hd);
+    t->nq += G;
+    return t->nq - G;
+}
+
+void hachi_kv_i8_pack(hachi_kv_i8_tile *t, const hachi_kernels *kern) {
+    t->nqp = (t->nq + 15) / 16 * 16;
+    int8_t *rows = (int8_t *)t->S;
+    memset(rows + (size_t)t->nq * t->hd, 0, (size_t)(t->nqp - t->nq) * t->hd);
+    kern->attn_i8_qpack(t->hd, t->nqp, rows, t->qp);
+}
+
+void hachi_kv_i8_load(hachi_kv_i8_tile *t, const hachi_kv *kv, const hachi_kernels *kern, int lo, int hi, int p0, int g) {
+    const int hd = t->hd, n = hi - lo;
+    t->lo = lo;
+    t->nk = (n + 63) / 64 * 64;
+    for (int x = lo; x < hi;) {
+        const hachi_kv_run r = hachi_kv_segment(kv, x, hi, p0);
         if (!r.ks || !r.vs) return;   /* not an int8 cache */
         for (int j = 0; j < r.n; j++, x++) {
-            const size_t off = (size_t)j * kv->dim + (size_t)g * hd, at = (size_t)(x - a) * hd;
-            memcpy(k + at, (const int8_t *)r.k + off, (size_t)hd);
-            memcpy(v + at, (const int8_t *)r.v + off, (size_t)hd);
-            ks[x - a] = r.ks[(size_t)j * kv->n_scales + g];
-            vs[x - a] = r.vs[(size_t)j * kv->n_scales + g];
+            const size_t off = (size_t)j * kv->dim + (size_t)g * hd, at = (size_t)(x - lo) * hd;
+            memcpy(t->k + at, (const int8_t *)r.k + off, (size_t)hd);
+            memcpy(t->v + at, (const int8_t *)r.v + off, (size_t)hd);
+            t->ks[x - lo] = r.ks[(size_t)j * kv->n_scales + g];
+            t->vs[x - lo] = r.vs[(size_t)j * kv->n_scales + g];
         }
     }
+    memset(t->k + (size_t)n * hd, 0, (size_t)(t->nk - n) * hd);
+    memset(t->v + (size_t)n * hd, 0, (size_t)(t->nk - n) * hd);
+    kern->attn_i8_dots(hd, (n + 15) / 16 * 16, t->k, hd, t->nqp, t->qp, t->d);
+    kern->attn_i8_vpack(hd, t->nk, t->v, t->vp);
+    memset(t->whi, 0, (size_t)t->nqp * t->nk);
+    memset(t->wlo, 0, (size_t)t->nqp * t->nk);
+}
+
+/* s[h] = (float)d[h] * qs[h] * ks for n heads: kernels.h's attn_scores_i8, four heads at a time */
+static void dots_to_scores(float *s, const int32_t *d, const float *qs, float ks, int n) {
+    int h = 0;
+    for (; h + 4 <= n; h += 4)
+        *(hachi_f32x4 *)(s + h) = __builtin_convertvector(*(const hachi_i32x4 *)(d + h), hachi_f32x4) *
+                                  *(const hachi_f32x4 *)(qs + h) * ks;
+    for (; h < n; h++) s[h] = (float)d[h] * qs[h] * ks;
+}
+
+/* m[h] = max(m[h], p[h] * vs) for n heads: attn_vmax_i8's (the products are >= 0, never NaN) */
+static void weights_max(float *m, const float *p, float vs, int n) {
+    int h = 0;
+    for (; h + 4 <= n; h += 4) {
+        const hachi_f32x4 x = *(const hachi_f32x4 *)(p + h) * vs, y = *(const hachi_f32x4 *)(m + h);
+        const hachi_i32x4 gt = x > y;   /* C has no vector ?: */
+        *(hachi_f32x4 *)(m + h) = (hachi_f32x4)(((hachi_i32x4)x & gt) | ((hachi_i32x4)y & ~gt));
+    }
+    for (; h < n; h++) m[h] = fmaxf(m[h], p[h] * vs);
+}
+
+void hachi_kv_i8_scores(const hachi_kv_i8_tile *t, const int *at, const hachi_kv_run *r, int nr, int qo,
+                        const hachi_kv_query *q, int G, float *s) {
+    for (int k = 0, j = 0; k < nr; k++)   /* the set's keys in order: j, at tile row i */
+        for (int i = at[k] - t->lo; i < at[k] - t->lo + r[k].n; i++, j++)
+            dots_to_scores(s + (size_t)j * G, t->d + (size_t)i * t->nqp + qo, q->i8.qs, t->ks[i], G);
+}
+
+/* values_i8's maximum, factors and weights for a piece of at most HACHI_VQ_KEYS keys */
+void hachi_kv_i8_weights(hachi_kv_i8_tile *t, const hachi_kernels *kern, const int *at, const hachi_kv_run *r, int nr,
+                         int qo, const float *p, int G, float *u) {
+    float m[64] = {0}, rq[64];
+    for (int k = 0, j = 0; k < nr; k++)
+        for (int i = at[k] - t->lo; i < at[k] - t->lo + r[k].n; i++, j++) weights_max(m, p + (size_t)j * G, t->vs[i], G);
+    for (int h = 0; h < G; h++) {
+        rq[h] = m[h] > 0.0f ? 32767.0f / m[h] : 0.0f;
+        u[h] = m[h] / 32767.0f;
+    }
+    const size_t w0 = (size_t)qo * t->nk;
+    for (int k = 0, j = 0; k < nr; j += r[k++].n) {
+        const int i = at[k] - t->lo;
+        kern->attn_i8_weights(r[k].n, G, p + (size_t)j * G, t->vs + i, rq, t->whi + w0 + i, t->wlo + w0 + i,
+                              (size_t)t->nk);
+    }
+}
+
+void hachi_kv_i8_values(hachi_kv_i8_tile *t, const hachi_kernels *kern) {
+    kern->attn_i8_wsums(t->hd, t->nk, t->nqp, t->whi, t->wlo, t->vp, t->S);
+}
+
+void hachi_kv_i8_flush(const hachi_kv_i8_tile *t, const hachi_kernels *kern, int qo, int G, const float *u, float *out) {
+    kern->attn_flush_i8(t->hd, G, t->S + (size_t)qo * t->hd, u, out);
 }
 
 void hachi_kv_scores(const hachi_kv *kv, const hachi_kernels *kern, const hachi_kv_run *r, int g, int hd,

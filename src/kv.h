@@ -141,10 +141,39 @@ bool hachi_kv_f32_rows(const hachi_kv *kv, const hachi_kernels *kern, int G, int
  * position x at k + (x - a) * hd, v likewise (hachi_kv_f32_rows) */
 void hachi_kv_rows_f32(const hachi_kv *kv, const hachi_kernels *kern, int a, int b, int p0, int g, int hd, float *k,
                        float *v);
-/* The int8 K and V rows of KV head g at positions [a, b) (held before p0, pending from p0), hd
- * bytes apart from k and v, and their scales from ks and vs (one a position) */
-void hachi_kv_rows_i8(const hachi_kv *kv, int a, int b, int p0, int g, int hd, int8_t *k, float *ks, int8_t *v,
-                      float *vs);
+/* An int8 cache's tiles for many head sets at once, through the kernel table's int8 matrix
+ * products (kernels.h attn_i8_*): a tile of at most HACHI_VQ_KEYS positions is loaded once (its
+ * rows copied out, every set's dots one product, its values packed), then each set's scores and
+ * weights are those hachi_kv_scores and hachi_kv_values would give over the same runs, every
+ * set's value sums one product, each set's flush the table's: a token's results are bit for bit
+ * those of the tile kernels. The buffers live in the caller's scratch (hachi_kv_i8_tile_bytes,
+ * 64-byte aligned); a run's keys are given by its first position (at) and its rows' count. */
+typedef struct hachi_kv_i8_tile {
+    int8_t *qp, *k, *v, *vp;    /* packed queries [nq][hd]; the tile's K and V rows, V packed [keys][hd] */
+    int32_t *d, *S;             /* dots [keys][nq]; value sums [nq][hd] (before packing: the queries) */
+    uint8_t *whi, *wlo;         /* the 15-bit weights' two parts [nq][nk] */
+    float *ks, *vs;             /* the rows' scales [keys] */
+    int hd, nq, nqp;            /* queries appended, rounded up to 16 once packed */
+    int lo, nk;                 /* the loaded tile's first position, its keys rounded up to 64 */
+} hachi_kv_i8_tile;
+/* whether kv's tiles can go this way for head dim hd (an int8 cache, a table with the products) */
+bool hachi_kv_i8_products(const hachi_kv *kv, const hachi_kernels *kern, int hd);
+size_t hachi_kv_i8_tile_bytes(int nq_max, int hd, int keys);
+hachi_kv_i8_tile hachi_kv_i8_tile_init(void *buf, int nq_max, int hd, int keys);
+/* appends a set's G int8 queries (hachi_kv_query_prepare's); returns their first index */
+int hachi_kv_i8_query(hachi_kv_i8_tile *t, const hachi_kv_query *q, int G);
+void hachi_kv_i8_pack(hachi_kv_i8_tile *t, const hachi_kernels *kern);
+/* the tile of KV head g at positions [lo, hi) (held before p0, pending from p0) */
+void hachi_kv_i8_load(hachi_kv_i8_tile *t, const hachi_kv *kv, const hachi_kernels *kern, int lo, int hi, int p0, int g);
+/* the scores of the set at queries qo.. over its runs of the tile (s: [keys][G], as hachi_kv_scores) */
+void hachi_kv_i8_scores(const hachi_kv_i8_tile *t, const int *at, const hachi_kv_run *r, int nr, int qo,
+                        const hachi_kv_query *q, int G, float *s);
+/* the set's weights p ([keys][G]) over those runs into the value product; u[G]: its flush factors */
+void hachi_kv_i8_weights(hachi_kv_i8_tile *t, const hachi_kernels *kern, const int *at, const hachi_kv_run *r, int nr,
+                         int qo, const float *p, int G, float *u);
+/* every set's value sums (after all sets' weights), then a set's out[h*hd + d] += its sums */
+void hachi_kv_i8_values(hachi_kv_i8_tile *t, const hachi_kernels *kern);
+void hachi_kv_i8_flush(const hachi_kv_i8_tile *t, const hachi_kernels *kern, int qo, int G, const float *u, float *out);
 /* Scores over one run of rows for G query heads of KV head g (head dim hd): s[j*G + h] =
  * dot(q_h, key j) (int8: the kernel table's attn_scores_i8 over the quantized queries, with the
  * rows' scales; from the run's f32 rows where it has them). */
