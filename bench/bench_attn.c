@@ -14,7 +14,9 @@
  * tile converted once, as attn.c runs a tile that several tokens of a forward read.
  * int8: the int8 K/V entries (attn_scores_i8; a tile's values as kv.c runs them: attn_vmax_i8,
  * attn_values_i8 or attn_values_i8_hot, attn_flush_i8) over the same bytes read as int8 rows of
- * twice the length' worth, with a scale per row. */
+ * twice the length' worth, with a scale per row; where the table has the int8 matrix products
+ * (kernels.h attn_i8_*), also those of 128 queries (a prefill group's 16 tokens x 8 heads) against
+ * the cache tile: the dots, and the value sums with the values packed per call, in G MAC/s. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,8 +90,20 @@ int main(int argc, char **argv) {
         k->f16_to_f32(kv, kf, (int64_t)NK * hd);
         k->f16_to_f32(kv + tile, vf, (int64_t)NK * hd);
     }
-    printf("  round   scores cache   values cache   values_hot cache   scores dram   values dram   values_hot dram%s\n",
-           f32 && kf && vf ? "   scores f32 cache   values f32 cache" : "");
+    const bool prod = i8 && k->attn_i8_sets && hd % 64 == 0;
+    enum { NQ = 16 * G };
+    int8_t *qp = malloc((size_t)NQ * hd), *vp = malloc((size_t)NK * hd);
+    uint8_t *wh = malloc((size_t)NQ * NK), *wl = malloc((size_t)NQ * NK);
+    int32_t *d = malloc(sizeof *d * NK * NQ), *S = malloc(sizeof *S * NQ * hd);
+    if (prod && qp && vp && wh && wl && d && S) {
+        int8_t *rows = (int8_t *)S;
+        for (int i = 0; i < NQ * hd; i++) rows[i] = (int8_t)(i % 13 * 9 - 54);
+        k->attn_i8_qpack(hd, NQ, rows, qp);
+        for (int i = 0; i < NQ * NK; i++) { wh[i] = (uint8_t)(i % 251); wl[i] = (uint8_t)(i % 127); }
+    }
+    printf("  round   scores cache   values cache   values_hot cache   scores dram   values dram   values_hot dram%s%s\n",
+           f32 && kf && vf ? "   scores f32 cache   values f32 cache" : "",
+           prod ? "   i8 dots x128 q   i8 wsums x128 q" : "");
     const double fma = (double)NK * G * hd;
     for (int r = 0; r < rounds; r++) {
         double g[6];
@@ -119,8 +133,22 @@ int main(int argc, char **argv) {
             for (int i = 0; i < 2000; i++) k->attn_values_f32(hd, NK, vf, hd, s, G, o);
             printf("   %16.1f   %16.1f", gs, fma * 2000 / ((hachi_time_ms() - t0) * 1e6));
         }
+        if (prod && qp && vp && wh && wl && d && S) {
+            const int8_t *k8 = (const int8_t *)kv;
+            const double mac = (double)NK * NQ * hd;
+            double t0 = hachi_time_ms();
+            for (int i = 0; i < 2000; i++) k->attn_i8_dots(hd, NK, k8, hd, NQ, qp, d);
+            const double gd = mac * 2000 / ((hachi_time_ms() - t0) * 1e6);
+            t0 = hachi_time_ms();
+            for (int i = 0; i < 2000; i++) {
+                k->attn_i8_vpack(hd, NK, k8 + (size_t)NK * hd, vp);
+                k->attn_i8_wsums(hd, NK, NQ, wh, wl, vp, S);
+            }
+            printf("   %14.1f   %15.1f", gd, mac * 2000 / ((hachi_time_ms() - t0) * 1e6));
+        }
         printf("\n");
     }
     free(kv); free(q); free(s); free(o); free(sc); free(kf); free(vf);
+    free(qp); free(vp); free(wh); free(wl); free(d); free(S);
     return 0;
 }
