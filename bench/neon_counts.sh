@@ -4,7 +4,8 @@
 #    (-cpu cortex-a76) and with i8mm (qemu's default CPU), for each interleaved type and 2-16 tokens;
 # 2. the fp16 attention tiles (scores, values streamed, values in cache) per key x head x dim, at 8
 #    heads (Gemma 4's tiles) and at 4 (the per-row kernels, which 8 heads ran before); at 8 heads
-#    also the f32-row entries over rows converted once (scores32, values32: a prefill group's tile).
+#    also the f32-row entries over rows converted once (scores32, values32: a prefill group's tile);
+# 3. the int8 K/V tile kernels against the int8 matrix products (i8mm) per key x query head x dim.
 # Run from the repository root after make CROSS=aarch64: sh bench/neon_counts.sh [ROWS COLS REPS]
 # (TYPES="q4_0 q4_K" and NTS="8 16" narrow the first table; ATTN=0 skips the second; LIB=path/to/
 # libhachi.a counts another aarch64 build).
@@ -44,5 +45,10 @@ for way in scores values hot; do
     done
 done
 for way in scores32 values32; do
+    for hd in 256 512; do echo "$way  $hd  $(per_unit max /tmp/bench_neon_attn $way 8 $hd 128 | cut -d' ' -f1)"; done
+done
+echo "int8 attention, 128 keys, 8 heads: instructions per key x query head x dim (tile kernels: one token's"
+echo "heads; products: a prefill group's 16 tokens x 8 heads, i8mm)"
+for way in scores8 dots8 values8 wsums8; do
     for hd in 256 512; do echo "$way  $hd  $(per_unit max /tmp/bench_neon_attn $way 8 $hd 128 | cut -d' ' -f1)"; done
 done

@@ -868,6 +868,114 @@ I8MM static ALWAYS_INLINE void mm_gemm_half_kx8(int64_t nb, float *y, int64_t ld
 GEMM_FROM_HALVES(gemm_mm_q4_K, mm_gemm_half_kx8, block_q4_Kx8, QK_K, act_kpair_tile, false, I8MM)
 GEMM_FROM_HALVES(gemm_mm_q5_K, mm_gemm_half_kx8, block_q5_Kx8, QK_K, act_kpair_tile, true, I8MM)
 
+/* ---- int8 attention rows for many queries by smmla / usmmla (kernels.h attn_i8_*) ----------- */
+
+/* query pair p's dims 8s..8s+7, both queries' (smmla's second operand), at (p * hd / 8 + s) * 16 */
+static void attn_i8_qpack_mm(int64_t hd, int nq, const int8_t *q, int8_t *pack) {
+    for (int p = 0; p < nq / 2; p++)
+        for (int64_t s = 0; s < hd / 8; s++) {
+            int8_t *o = pack + ((size_t)p * (hd / 8) + s) * 16;
+            memcpy(o, q + (size_t)(2 * p) * hd + 8 * s, 8);
+            memcpy(o + 8, q + (size_t)(2 * p + 1) * hd + 8 * s, 8);
+        }
+}
+
+/* 8 keys (4 pairs, each operand two 8-byte loads) by 8 queries (4 packed pairs) a block: 16 sums
+ * [k.q, k.q', k'.q, k'.q'] in registers over all dims */
+I8MM static void attn_i8_dots_mm(int64_t hd, int nk, const int8_t *k, int64_t k_stride, int nq, const int8_t *pack,
+                                 int32_t *d) {
+    const int64_t ns = hd / 8;
+    for (int k0 = 0; k0 < nk; k0 += 8)
+        for (int q0 = 0; q0 < nq; q0 += 8) {
+            int32x4_t m[4][4];
+            UNROLL for (int a = 0; a < 4; a++)
+                UNROLL for (int b = 0; b < 4; b++) m[a][b] = vdupq_n_s32(0);
+            const int8_t *qb = pack + (size_t)(q0 / 2) * ns * 16;
+            for (int64_t s = 0; s < ns; s++) {
+                int8x16_t ka[4], qv[4];
+                UNROLL for (int a = 0; a < 4; a++) {
+                    const int8_t *r = k + (size_t)(k0 + 2 * a) * k_stride + 8 * s;
+                    ka[a] = vcombine_s8(vld1_s8(r), vld1_s8(r + k_stride));
+                    qv[a] = vld1q_s8(qb + ((size_t)a * ns + s) * 16);
+                }
+                UNROLL for (int a = 0; a < 4; a++)
+                    UNROLL for (int b = 0; b < 4; b++) m[a][b] = vmmlaq_s32(m[a][b], ka[a], qv[b]);
+            }
+            UNROLL for (int a = 0; a < 4; a++)
+                UNROLL for (int b = 0; b < 4; b++) {
+                    int32_t *o = d + (size_t)(k0 + 2 * a) * nq + q0 + 2 * b;
+                    vst1_s32(o, vget_low_s32(m[a][b]));
+                    vst1_s32(o + nq, vget_high_s32(m[a][b]));
+                }
+        }
+}
+
+/* dim pair p's keys 8s..8s+7, both dims' (usmmla's second operand), at (p * nk / 8 + s) * 16: 8
+ * value rows of 16 dims transposed by three rounds of vtrn (bytes, halves, words), after which
+ * vector i holds dim i's 8 keys in its low half and dim 8 + i's in its high half */
+static void attn_i8_vpack_mm(int64_t hd, int nk, const int8_t *v, int8_t *pack) {
+    const int ns = nk / 8;
+    for (int s = 0; s < ns; s++)
+        for (int64_t c = 0; c < hd / 16; c++) {
+            uint8x16_t r[8], t[8], u[8], w[8];
+            UNROLL for (int i = 0; i < 8; i++) r[i] = vld1q_u8((const uint8_t *)v + (size_t)(8 * s + i) * hd + 16 * c);
+            UNROLL for (int i = 0; i < 8; i += 2) {
+                t[i] = vtrn1q_u8(r[i], r[i + 1]);
+                t[i + 1] = vtrn2q_u8(r[i], r[i + 1]);
+            }
+            UNROLL for (int i = 0; i < 8; i += 4)
+                UNROLL for (int j = 0; j < 2; j++) {
+                    u[i + j] = vreinterpretq_u8_u16(vtrn1q_u16(vreinterpretq_u16_u8(t[i + j]), vreinterpretq_u16_u8(t[i + j + 2])));
+                    u[i + j + 2] = vreinterpretq_u8_u16(vtrn2q_u16(vreinterpretq_u16_u8(t[i + j]), vreinterpretq_u16_u8(t[i + j + 2])));
+                }
+            UNROLL for (int j = 0; j < 4; j++) {
+                w[j] = vreinterpretq_u8_u32(vtrn1q_u32(vreinterpretq_u32_u8(u[j]), vreinterpretq_u32_u8(u[j + 4])));
+                w[j + 4] = vreinterpretq_u8_u32(vtrn2q_u32(vreinterpretq_u32_u8(u[j]), vreinterpretq_u32_u8(u[j + 4])));
+            }
+            UNROLL for (int j = 0; j < 4; j++) {   /* dims 2j, 2j + 1 and 8 + 2j, 9 + 2j of the 16 */
+                vst1q_u8((uint8_t *)pack + ((size_t)(8 * c + j) * ns + s) * 16, vcombine_u8(vget_low_u8(w[2 * j]), vget_low_u8(w[2 * j + 1])));
+                vst1q_u8((uint8_t *)pack + ((size_t)(8 * c + 4 + j) * ns + s) * 16,
+                         vcombine_u8(vget_high_u8(w[2 * j]), vget_high_u8(w[2 * j + 1])));
+            }
+        }
+}
+
+/* 4 queries (2 pairs, hi and lo weights, each operand two 8-byte loads) by 8 dims (4 packed pairs)
+ * a block: 16 sums in registers over all keys, then S = 128 * hi + lo */
+I8MM static void attn_i8_wsums_mm(int64_t hd, int nk, int nq, const uint8_t *whi, const uint8_t *wlo, const int8_t *pack,
+                                  int32_t *S) {
+    const int ns = nk / 8;
+    for (int q0 = 0; q0 < nq; q0 += 4)
+        for (int64_t d0 = 0; d0 < hd; d0 += 8) {
+            int32x4_t h[2][4], l[2][4];
+            UNROLL for (int a = 0; a < 2; a++)
+                UNROLL for (int b = 0; b < 4; b++) h[a][b] = l[a][b] = vdupq_n_s32(0);
+            const int8_t *vb = pack + (size_t)(d0 / 2) * ns * 16;
+            for (int s = 0; s < ns; s++) {
+                uint8x16_t ah[2], al[2];
+                int8x16_t vv[4];
+                UNROLL for (int a = 0; a < 2; a++) {
+                    const size_t o = (size_t)(q0 + 2 * a) * nk + 8 * s;
+                    ah[a] = vcombine_u8(vld1_u8(whi + o), vld1_u8(whi + o + nk));
+                    al[a] = vcombine_u8(vld1_u8(wlo + o), vld1_u8(wlo + o + nk));
+                }
+                UNROLL for (int b = 0; b < 4; b++) vv[b] = vld1q_s8(vb + ((size_t)b * ns + s) * 16);
+                UNROLL for (int a = 0; a < 2; a++)
+                    UNROLL for (int b = 0; b < 4; b++) {
+                        h[a][b] = vusmmlaq_s32(h[a][b], ah[a], vv[b]);
+                        l[a][b] = vusmmlaq_s32(l[a][b], al[a], vv[b]);
+                    }
+            }
+            UNROLL for (int a = 0; a < 2; a++)
+                UNROLL for (int b = 0; b < 4; b++) {
+                    const int32x4_t x = vaddq_s32(vshlq_n_s32(h[a][b], 7), l[a][b]);
+                    int32_t *o = S + (size_t)(q0 + 2 * a) * hd + d0 + 2 * b;
+                    vst1_s32(o, vget_low_s32(x));
+                    vst1_s32(o + hd, vget_high_s32(x));
+                }
+        }
+}
+
 #endif
 
 /* q4_1: d*da*sum(q*qa) + m*da*sum(qa); nibbles 0..15 are valid s8 operands */
@@ -1584,6 +1692,11 @@ int hachi_kernels_fill_neon(hachi_kernels *t, int dotprod, int i8mm) {
         t->t[HACHI_TYPE_Q4_0].gemm_min = t->t[HACHI_TYPE_Q8_0].gemm_min = 4;
         t->t[HACHI_TYPE_Q4_K].gemm_x8 = gemm_mm_q4_K;
         t->t[HACHI_TYPE_Q5_K].gemm_x8 = gemm_mm_q5_K;
+        t->attn_i8_sets = 4;   /* int8 K/V tiles of 4+ head sets as smmla / usmmla products */
+        t->attn_i8_qpack = attn_i8_qpack_mm;
+        t->attn_i8_dots = attn_i8_dots_mm;
+        t->attn_i8_vpack = attn_i8_vpack_mm;
+        t->attn_i8_wsums = attn_i8_wsums_mm;
     }
 #else
     (void)i8mm;
