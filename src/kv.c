@@ -411,17 +411,6 @@ static void dots_to_scores(float *s, const int32_t *d, const float *qs, float ks
     for (; h < n; h++) s[h] = (float)d[h] * qs[h] * ks;
 }
 
-/* m[h] = max(m[h], p[h] * vs) for n heads: attn_vmax_i8's (the products are >= 0, never NaN) */
-static void weights_max(float *m, const float *p, float vs, int n) {
-    int h = 0;
-    for (; h + 4 <= n; h += 4) {
-        const hachi_f32x4 x = *(const hachi_f32x4 *)(p + h) * vs, y = *(const hachi_f32x4 *)(m + h);
-        const hachi_i32x4 gt = x > y;   /* C has no vector ?: */
-        *(hachi_f32x4 *)(m + h) = (hachi_f32x4)(((hachi_i32x4)x & gt) | ((hachi_i32x4)y & ~gt));
-    }
-    for (; h < n; h++) m[h] = fmaxf(m[h], p[h] * vs);
-}
-
 void hachi_kv_i8_scores(const hachi_kv_i8_tile *t, const int *at, const hachi_kv_run *r, int nr, int qo,
                         const hachi_kv_query *q, int G, float *s) {
     for (int k = 0, j = 0; k < nr; k++)   /* the set's keys in order: j, at tile row i */
@@ -433,8 +422,7 @@ void hachi_kv_i8_scores(const hachi_kv_i8_tile *t, const int *at, const hachi_kv
 void hachi_kv_i8_weights(hachi_kv_i8_tile *t, const hachi_kernels *kern, const int *at, const hachi_kv_run *r, int nr,
                          int qo, const float *p, int G, float *u) {
     float m[64] = {0}, rq[64];
-    for (int k = 0, j = 0; k < nr; k++)
-        for (int i = at[k] - t->lo; i < at[k] - t->lo + r[k].n; i++, j++) weights_max(m, p + (size_t)j * G, t->vs[i], G);
+    for (int k = 0, j = 0; k < nr; j += r[k++].n) kern->attn_vmax_i8(r[k].n, t->vs + at[k] - t->lo, 1, p + (size_t)j * G, G, m);
     for (int h = 0; h < G; h++) {
         rq[h] = m[h] > 0.0f ? 32767.0f / m[h] : 0.0f;
         u[h] = m[h] / 32767.0f;
