@@ -48,10 +48,9 @@ static int i8_queries(int G) { return HACHI_ATTN_GROUP * G; }
  * rows as f32 [2][ATTN_TILE_KEYS][hd] (512-bit loads across two lines: 56 against 70 G FMA/s)
  * or an int8 cache's tile buffers (hachi_kv_i8_tile_bytes);
  * before that, page selection's two query sums [hd] and its page scores [n_ctx / HACHI_PAGE]. */
-size_t hachi_attn_scores_stride(int n_head, int n_ctx, int hd_max, bool int8) {
-    const size_t f32 = 2 * (size_t)ATTN_TILE_KEYS * hd_max;
-    const size_t rows = int8 ? HACHI_MAX(f32, (hachi_kv_i8_tile_bytes(i8_queries(n_head), hd_max, ATTN_TILE_KEYS) + 3) / 4)
-                             : f32;
+size_t hachi_attn_scores_stride(int n_head, int n_ctx, int hd_max, hachi_kv_type kv_type) {
+    const size_t rows = HACHI_MAX(2 * (size_t)ATTN_TILE_KEYS * hd_max,
+                                  (hachi_kv_i8_tile_bytes(kv_type, i8_queries(n_head), hd_max, ATTN_TILE_KEYS) + 3) / 4);
     const size_t tiles = (size_t)n_head * ATTN_TILE_KEYS + HACHI_ATTN_GROUP * token_floats(n_head, hd_max) +
                          (size_t)n_head * hd_max + 16 + rows;
     return HACHI_MAX(tiles, 2 * (size_t)hd_max + (size_t)n_ctx / HACHI_PAGE);

@@ -34,9 +34,9 @@ typedef struct hachi_attn_args {
     int stream_sink, stream_window;
 } hachi_attn_args;
 
-/* Floats of scores_stride and of partial for contexts up to n_ctx and head dims up to hd_max
- * (int8: over int8 caches, with room for their tiles' matrix products). */
-size_t hachi_attn_scores_stride(int n_head, int n_ctx, int hd_max, bool int8);
+/* Floats of scores_stride and of partial for contexts up to n_ctx and head dims up to hd_max,
+ * over caches of type kv_type (int8 ones need room for their tiles' matrix products). */
+size_t hachi_attn_scores_stride(int n_head, int n_ctx, int hd_max, hachi_kv_type kv_type);
 size_t hachi_attn_partial_floats(int n_threads, int n_head, int hd_max);
 /* Floats of page_scores and ints of ranges for page-sparse attention. */
 size_t hachi_attn_page_floats(int n_ctx);

@@ -344,7 +344,8 @@ bool hachi_kv_i8_products(const hachi_kv *kv, const hachi_kernels *kern, int hd)
 }
 
 /* nq_max rounded up to 16 queries and keys to 64: every buffer a multiple of 64 bytes */
-size_t hachi_kv_i8_tile_bytes(int nq_max, int hd, int keys) {
+size_t hachi_kv_i8_tile_bytes(hachi_kv_type type, int nq_max, int hd, int keys) {
+    if (type != HACHI_KV_INT8) return 0;
     const size_t nq = (size_t)(nq_max + 15) / 16 * 16, T = (size_t)(keys + 63) / 64 * 64;
     return (size_t)hd * (nq + 3 * T) + 4 * T * nq + 4 * nq * (size_t)hd + 2 * nq * T + 8 * T;
 }

@@ -158,7 +158,9 @@ typedef struct hachi_kv_i8_tile {
 } hachi_kv_i8_tile;
 /* whether kv's tiles can go this way for head dim hd (an int8 cache, a table with the products) */
 bool hachi_kv_i8_products(const hachi_kv *kv, const hachi_kernels *kern, int hd);
-size_t hachi_kv_i8_tile_bytes(int nq_max, int hd, int keys);
+/* bytes of the buffers for up to nq_max queries and tiles of keys positions: for caches of the
+ * type (0 for types that never go this way) */
+size_t hachi_kv_i8_tile_bytes(hachi_kv_type type, int nq_max, int hd, int keys);
 hachi_kv_i8_tile hachi_kv_i8_tile_init(void *buf, int nq_max, int hd, int keys);
 /* appends a set's G int8 queries (hachi_kv_query_prepare's); returns their first index */
 int hachi_kv_i8_query(hachi_kv_i8_tile *t, const hachi_kv_query *q, int G);

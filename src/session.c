@@ -112,8 +112,7 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
         const int nth = p.n_threads ? p.n_threads : hachi_physical_cores(), nb = HACHI_MIN(p.n_batch, p.n_ctx);
         const int hd_max = HACHI_MAX(m->head_dim_full, m->head_dim_swa);
         const size_t kv = kv_plan_bytes(m, p.n_ctx, nb, p.kv_type, p.sparse_budget > 0 || p.draft_budget > 0);
-        const bool int8 = p.kv_type == HACHI_KV_INT8;
-        const size_t need = kv + sizeof(float) * (nth * hachi_attn_scores_stride(m->n_head, p.n_ctx, hd_max, int8) +
+        const size_t need = kv + sizeof(float) * (nth * hachi_attn_scores_stride(m->n_head, p.n_ctx, hd_max, p.kv_type) +
                                                   hachi_attn_partial_floats(nth, m->n_head, hd_max));
         const size_t avail = hachi_mem_available();
         if (avail && need > avail)
@@ -215,7 +214,7 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     }
     ALLOC(s->logits, m->n_vocab);
     s->logits_pos = -1;
-    s->scores_stride = hachi_attn_scores_stride(H, s->n_ctx, hd_max, s->kv_type == HACHI_KV_INT8);
+    s->scores_stride = hachi_attn_scores_stride(H, s->n_ctx, hd_max, s->kv_type);
     ALLOC(s->scores, (size_t)nth * s->scores_stride);
     ALLOC(s->partial, hachi_attn_partial_floats(nth, H, hd_max));
     if (s->sparse_pages || s->draft_pages) {

@@ -204,7 +204,7 @@ static void forward_vs_decode(const hachi_kernels *K, hachi_kv_type type, int hd
         hachi_kv_stage(&kf, K, t, 0, k + (size_t)t * hd, v + (size_t)t * hd);
         hachi_kv_commit(&kf, t, 1);
     }
-    const size_t stride = hachi_attn_scores_stride(G, CTX, hd, type == HACHI_KV_INT8);
+    const size_t stride = hachi_attn_scores_stride(G, CTX, hd, type);
     float *scores = malloc(sizeof(float) * stride * th), *partial = malloc(sizeof(float) * hachi_attn_partial_floats(th, G, hd));
     hachi_attn_args a = {.q = q, .out = od, .kv = &kd, .p0 = P, .n = 1, .window = window, .n_head = G, .n_head_kv = 1,
                          .head_dim = hd, .scale = 0.125f, .scores = scores, .scores_stride = stride, .partial = partial};

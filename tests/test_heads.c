@@ -39,7 +39,7 @@ TEST(heads_attention_is_sink_and_window) {
             hachi_kv_commit(&kv, t, 1);
         }
         hachi_kv_stage(&kv, K, nk - 1, 0, k + (size_t)(nk - 1) * hd, v + (size_t)(nk - 1) * hd);
-        const size_t stride = hachi_attn_scores_stride(G, 2048, hd, false);
+        const size_t stride = hachi_attn_scores_stride(G, 2048, hd, HACHI_KV_F32);
         float *scores = malloc(sizeof(float) * stride * th), *partial = malloc(sizeof(float) * hachi_attn_partial_floats(th, G, hd));
         const hachi_attn_args a = {
             .q = q, .out = out, .kv = &kv, .p0 = nk - 1, .n = 1, .window = 0, .n_head = G, .n_head_kv = 1,
