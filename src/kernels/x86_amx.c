@@ -735,22 +735,15 @@ static void attn_i8_weights(int n, int G, const float *p, const float *vs, const
         return;
     }
     const __m512 rv = _mm512_broadcast_f32x8(_mm256_loadu_ps(r));
-    __m512i iu[2], io[4];   /* iu[half]: (w2c, w2c+1) -> heads 4 half.. of keys 0-3; io[a]: (u, v) -> heads 2a, 2a + 1 */
-    int32_t x[16];
-    for (int half = 0; half < 2; half++) {
-        for (int l = 0; l < 16; l++) {
-            const int h = 4 * half + l / 4, k = l % 4;
-            x[l] = (k / 2) * 16 + (k % 2) * 8 + h;
-        }
-        iu[half] = _mm512_loadu_si512(x);
-    }
-    for (int a = 0; a < 4; a++) {
-        for (int l = 0; l < 16; l++) {
-            const int h = (2 * a + l / 8) % 4, k = l % 8;
-            x[l] = k < 4 ? h * 4 + k : 16 + h * 4 + k - 4;
-        }
-        io[a] = _mm512_loadu_si512(x);
-    }
+    /* IU[half], over (w[2c], w[2c + 1]): lane 4h + k takes key k's head 4 half + h (w[k / 2], lane
+     * 8 (k % 2) + 4 half + h); IO[a % 2], over (u, v) of one half of the heads: lane 8e + k takes
+     * head 2a + e of key k (u's lane 4 (2a + e) % 4 + k for k < 4, v's for the others) */
+    static const int32_t IU[2][16] = {{0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27},
+                                      {4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 23, 31}};
+    static const int32_t IO[2][16] = {{0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23},
+                                      {8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31}};
+    const __m512i iu[2] = {_mm512_loadu_si512(IU[0]), _mm512_loadu_si512(IU[1])};
+    const __m512i io[2] = {_mm512_loadu_si512(IO[0]), _mm512_loadu_si512(IO[1])};
     const __m512i m7 = _mm512_set1_epi32(127);
     int j = 0;
     for (; j + 8 <= n; j += 8) {
@@ -762,7 +755,7 @@ static void attn_i8_weights(int n, int G, const float *p, const float *vs, const
         const __m512i u0 = _mm512_permutex2var_epi32(w[0], iu[0], w[1]), u1 = _mm512_permutex2var_epi32(w[0], iu[1], w[1]);
         const __m512i v0 = _mm512_permutex2var_epi32(w[2], iu[0], w[3]), v1 = _mm512_permutex2var_epi32(w[2], iu[1], w[3]);
         UNROLL for (int a = 0; a < 4; a++) {
-            const __m512i o = _mm512_permutex2var_epi32(a < 2 ? u0 : u1, io[a], a < 2 ? v0 : v1);
+            const __m512i o = _mm512_permutex2var_epi32(a < 2 ? u0 : u1, io[a % 2], a < 2 ? v0 : v1);
             const __m128i bh = _mm512_cvtepi32_epi8(_mm512_srli_epi32(o, 7)), bl = _mm512_cvtepi32_epi8(_mm512_and_si512(o, m7));
             _mm_storel_epi64((__m128i *)(void *)(hi + (size_t)(2 * a) * ld + j), bh);
             _mm_storel_epi64((__m128i *)(void *)(hi + (size_t)(2 * a + 1) * ld + j), _mm_unpackhi_epi64(bh, bh));
