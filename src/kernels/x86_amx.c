@@ -1,9 +1,10 @@
 /* kernels/x86_amx: the prefill GEMMs of interleaved Q4_0, Q8_0, Q4_K, Q5_K and Q6_K rows on
  * Intel AMX (TMUL, int8), 16 tokens (a tile's rows) by 16 weight rows (two x8 groups) at a
- * time. All take the whole forward in one call (gemm_x8_all), so the weights' B tiles are
- * unpacked once per block for all its token tiles, a chunk of blocks at a time; each token tile
- * then runs over the chunk with its 16 sums (one zmm a token, the 16 weight rows in its lanes)
- * in registers, the tile unit on block b while the vector units scale block b-1. The A tiles
+ * time. All take the whole forward in one call (gemm_x8_all). Q4_0 and Q8_0 stream each group
+ * pair's blocks once per token tile, the B tile of a block unpacked two blocks ahead of its
+ * product (q8_stream); the K-quants unpack a chunk of blocks' B tiles once for all the token
+ * tiles. Each token tile keeps its 16 sums (one zmm a token, the 16 weight rows in its lanes)
+ * in registers, the tile unit on one block while the vector units scale an earlier one. The A tiles
  * (the tokens' int8 activations) come packed by act_pack once per forward, each a contiguous
  * block of memory instead of 16 lines gathered from the activation rows.
  * - Q4_0: per block of 32, one TDPBSSD multiplies the tokens' int8 activations by the weights'
@@ -99,20 +100,8 @@ static ALWAYS_INLINE void unpack_b8(const block_q8_0x8 *g0, const block_q8_0x8 *
     }
 }
 
-/* the tile ops of one block into tile set (C, A, B) (the intrinsics want literal tile numbers) */
-#define AMX_BLOCK(tc, ta, tb, ab, bt, c)                                                           \
-    do {                                                                                           \
-        AMX_BARRIER(bt);                                                                           \
-        _tile_loadd(ta, (ab)->qs[0], QK8_0);                                                       \
-        _tile_loadd(tb, (bt), AMX_ROWS * 4);                                                       \
-        _tile_zero(tc);                                                                            \
-        _tile_dpbssd(tc, ta, tb);                                                                  \
-        _tile_stored(tc, (c), AMX_ROWS * 4);                                                       \
-        AMX_BARRIER(c);                                                                            \
-    } while (0)
-
 /* acc[t] = fma(dw * da_t, float(c[t]), acc[t]) for the NT tokens of a block (ab; NT a constant
- * where it is 16, so the accumulators stay in registers) */
+ * for the tile sizes gemm_q8_all names, so the accumulators stay in registers) */
 static ALWAYS_INLINE void scale_block(__m512 *acc, const int32_t (*c)[AMX_ROWS], __m512 dw, const act_tile_q8 *ab,
                                       const int NT) {
     UNROLL for (int t = 0; t < NT; t++)
@@ -120,31 +109,64 @@ static ALWAYS_INLINE void scale_block(__m512 *acc, const int32_t (*c)[AMX_ROWS],
                                  _mm512_cvtepi32_ps(_mm512_load_si512(c[t])), acc[t]);
 }
 
-/* AMX costs about the same per 16-row block for 1 to 16 tokens and passed the VNNI kernels
- * near 12 (bench_matmul, Sapphire Rapids class, 2026-12-02, with the earlier kernel that
- * unpacked every block for each 16 tokens: 16 tokens 3.1-3.7 against 4.0-4.6 ns per row-block,
- * 8 tokens 2.8-3.3 against 1.9-2.3); not re-measured since the B tiles serve all token tiles */
-#define AMX_MIN_TOKENS 12
+/* Forwards of fewer tokens go to the AVX-512 GEMM (bench/RESULTS.md, 2026-12-06, nineteenth
+ * session: E2B Q4_0 forwards through q8_stream against it took 1.08-1.12x the time at 6 tokens,
+ * 0.97-1.07x at 8, 1.02-1.08x at 9 and 10, 0.89-0.95x at 11) */
+#define AMX_MIN_TOKENS 11
 
-/* The Q4_0 and Q8_0 GEMMs: per group pair, Q4_CHUNK blocks' B tiles are unpacked once, then
- * each token tile of 16 runs over them with its sums in registers, the tile unit on block b
- * while the vector units scale block b-1, as above. */
-#define Q4_CHUNK 16
+/* weight bytes prefetched ahead in each of a pair's two streams (the chunk's rows lie one after
+ * the other, so the two cover the bytes 16 KiB past the pair) */
+#define AMX_PF_DIST 16384
 
-static ALWAYS_INLINE void q4_token_tile(float *y, int64_t ldy, int8_t (*bt)[QK8_0 / 4][AMX_ROWS * 4], const __m512 *dw,
-                                        const char *a, int64_t b0, int64_t b1, bool first, const int NT) {
-    const act_tile_q8 *ab = (const act_tile_q8 *)(const void *)a;   /* the packed tile */
-    __m512 acc[AMX_ROWS];
-    acc_load(acc, y, ldy, first, NT);
-    _Alignas(64) int32_t c[2][AMX_ROWS][AMX_ROWS];
-    for (int64_t b = b0; b <= b1; b++) {
-        if (b < b1) {
-            if (b & 1) AMX_BLOCK(1, 3, 5, &ab[b], bt[b - b0][0], c[1][0]);
-            else AMX_BLOCK(0, 2, 4, &ab[b], bt[b - b0][0], c[0][0]);
+/* The Q4_0 (Q8_0: q8) GEMM of one token tile (NT tokens, packed at ab) over group pair g0, g1
+ * (bsz bytes a block of 8 rows), one block at a time through four stages, so that the vector
+ * units and the tile unit work side by side: at step b the B tile of block b + 2 is unpacked
+ * (into a ring of 4), the tile unit multiplies block b and stores block b - 1's C (a store right
+ * after its product waits for it), and block b - 2 is scaled. Every block's sums stay in
+ * registers from the first block to the last. Against unpacking 16 blocks' B tiles first and
+ * then running the tile over them (the kernel before), E2B Q4_0 forwards of 12 and 16 tokens
+ * took 0.68-0.75x the time, a prefill of 256 0.96-0.97x: the unpacking no longer waits for the
+ * tile unit, nor the tile unit for the unpacking. */
+static ALWAYS_INLINE void q8_stream(int64_t nb, float *y, int64_t ldy, const char *g0, const char *g1, size_t bsz,
+                                    const act_tile_q8 *ab, const int NT, const bool q8) {
+    _Alignas(64) int8_t bt[4][QK8_0 / 4][AMX_ROWS * 4];
+    _Alignas(64) int32_t c[4][AMX_ROWS][AMX_ROWS];
+    __m512 dw[8], acc[AMX_ROWS];
+    UNROLL for (int t = 0; t < AMX_ROWS; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = -2; b < nb + 2; b++) {
+        if (b + 2 < nb) {
+            const char *k0 = g0 + (size_t)(b + 2) * bsz, *k1 = g1 + (size_t)(b + 2) * bsz;
+            UNROLL for (int l = 0; l < 3; l++) {
+                _mm_prefetch(k0 + AMX_PF_DIST + 64 * l, _MM_HINT_T1);
+                _mm_prefetch(k1 + AMX_PF_DIST + 64 * l, _MM_HINT_T1);
+            }
+            if (q8) unpack_b8((const void *)k0, (const void *)k1, bt[(b + 2) & 3][0]);
+            else unpack_b((const void *)k0, (const void *)k1, bt[(b + 2) & 3][0]);
+            /* d[8] leads both block types */
+            dw[(b + 2) & 7] = halves16(((const block_q4_0x8 *)(const void *)k0)->d, ((const block_q4_0x8 *)(const void *)k1)->d);
         }
-        if (b > b0) scale_block(acc, (const int32_t(*)[AMX_ROWS])c[(b - 1) & 1], dw[b - 1 - b0], &ab[b - 1], NT);
+        AMX_BARRIER(bt);
+        if (b >= 0 && b < nb) {
+            if (b & 1) {
+                _tile_loadd(3, ab[b].qs[0], QK8_0);
+                _tile_loadd(5, bt[b & 3][0], AMX_ROWS * 4);
+                _tile_zero(1);
+                _tile_dpbssd(1, 3, 5);
+            } else {
+                _tile_loadd(2, ab[b].qs[0], QK8_0);
+                _tile_loadd(4, bt[b & 3][0], AMX_ROWS * 4);
+                _tile_zero(0);
+                _tile_dpbssd(0, 2, 4);
+            }
+        }
+        if (b >= 1 && b <= nb) {
+            if ((b - 1) & 1) _tile_stored(1, c[(b - 1) & 3][0], AMX_ROWS * 4);
+            else _tile_stored(0, c[(b - 1) & 3][0], AMX_ROWS * 4);
+        }
+        AMX_BARRIER(c);
+        if (b >= 2) scale_block(acc, (const int32_t(*)[AMX_ROWS])c[(b - 2) & 3], dw[(b - 2) & 7], &ab[b - 2], NT);
     }
-    acc_store(acc, y, ldy, NT);
+    UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
 
 typedef void (*amx_gemm_fn)(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
@@ -175,7 +197,10 @@ static void gemm_by_16(amx_gemm_fn fn, int64_t n, float *y, int64_t ldy, const v
 
 static amx_gemm_fn gemm_q8_0_vnni;   /* the AVX-512 table's (packed tiles) */
 
-/* gemm_x8_all of the AMX table for Q4_0 and Q8_0 (q8), the A tiles from pack (act_tile_q8).
+#define Q8_STREAM_CASE(k) case k: q8_stream(nb, yt, ldy, g0, g1, bsz, at, k, q8); break;
+
+/* gemm_x8_all of the AMX table for Q4_0 and Q8_0 (q8), the A tiles from pack (act_tile_q8): per
+ * group pair, each token tile of 16 (the pair's rows stay in cache for the tiles after the first).
  * Shorter forwards and a lone group: Q4_0's to AVX-512's GEMM of rows, Q8_0's to AVX-512's of
  * the same packed tiles, a tile at a time. */
 static ALWAYS_INLINE void gemm_q8_all(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
@@ -185,21 +210,19 @@ static ALWAYS_INLINE void gemm_q8_all(int64_t n, float *y, int64_t ldy, const vo
     const size_t bsz = q8 ? sizeof(block_q8_0x8) : sizeof(block_q4_0x8), pb = act_pack_bytes_q8(n);
     int gi = 0;
     if (nt >= AMX_MIN_TOKENS && pack) {
-        _Alignas(64) int8_t bt[Q4_CHUNK][QK8_0 / 4][AMX_ROWS * 4];
-        __m512 dw[Q4_CHUNK];
         int cfg_nt = 0;
         for (; gi + 2 <= n_groups; gi += 2) {
             const char *g0 = (const char *)w8 + (size_t)gi * nb * bsz, *g1 = g0 + (size_t)nb * bsz;
-            for (int64_t b0 = 0; b0 < nb; b0 += Q4_CHUNK) {
-                const int64_t b1 = b0 + Q4_CHUNK < nb ? b0 + Q4_CHUNK : nb;
-                for (int64_t b = b0; b < b1; b++) {
-                    const void *k0 = g0 + (size_t)b * bsz, *k1 = g1 + (size_t)b * bsz;
-                    if (q8) unpack_b8(k0, k1, bt[b - b0][0]);
-                    else unpack_b(k0, k1, bt[b - b0][0]);
-                    /* d[8] leads both blocks */
-                    dw[b - b0] = halves16(((const block_q4_0x8 *)k0)->d, ((const block_q4_0x8 *)k1)->d);
+            for (int t0 = 0; t0 < nt; t0 += AMX_ROWS) {
+                const int tn = nt - t0 < AMX_ROWS ? nt - t0 : AMX_ROWS;
+                if (tn != cfg_nt) amx_config(cfg_nt = tn);
+                float *yt = y + (size_t)t0 * ldy + 8 * gi;
+                const act_tile_q8 *at = (const act_tile_q8 *)(const void *)(pk + (size_t)(t0 / AMX_ROWS) * pb);
+                switch (tn) {   /* the sums in registers (a verify forward's 11-16 rows too) */
+                    Q8_STREAM_CASE(11) Q8_STREAM_CASE(12) Q8_STREAM_CASE(13) Q8_STREAM_CASE(14)
+                    Q8_STREAM_CASE(15) Q8_STREAM_CASE(16)
+                    default: q8_stream(nb, yt, ldy, g0, g1, bsz, at, tn, q8); break;
                 }
-                AMX_TOKEN_TILES(amx_config, q4_token_tile, bt, dw, pk, pb)
             }
         }
     }
