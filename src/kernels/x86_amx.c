@@ -125,7 +125,7 @@ static ALWAYS_INLINE void scale_block(__m512 *acc, const int32_t (*c)[AMX_ROWS],
  * after its product waits for it), and block b - 2 is scaled. Every block's sums stay in
  * registers from the first block to the last. Against unpacking 16 blocks' B tiles first and
  * then running the tile over them (the kernel before), E2B Q4_0 forwards of 12 and 16 tokens
- * took 0.68-0.75x the time, a prefill of 256 0.96-0.97x: the unpacking no longer waits for the
+ * took 0.67-0.73x the time, a prefill of 256 0.92-0.94x: the unpacking no longer waits for the
  * tile unit, nor the tile unit for the unpacking. */
 static ALWAYS_INLINE void q8_stream(int64_t nb, float *y, int64_t ldy, const char *g0, const char *g1, size_t bsz,
                                     const act_tile_q8 *ab, const int NT, const bool q8) {
