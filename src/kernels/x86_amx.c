@@ -127,12 +127,22 @@ static ALWAYS_INLINE void scale_block(__m512 *acc, const int32_t (*c)[AMX_ROWS],
  * then running the tile over them (the kernel before), E2B Q4_0 forwards of 12 and 16 tokens
  * took 0.67-0.73x the time, a prefill of 256 0.92-0.94x: the unpacking no longer waits for the
  * tile unit, nor the tile unit for the unpacking. */
+/* block b's product (A from the packed tile ab, B from bt) into tile set (tc, ta, tb); the
+ * intrinsics want literal tile numbers */
+#define Q8_PRODUCT(tc, ta, tb, ab, bt)                                                             \
+    do {                                                                                           \
+        _tile_loadd(ta, (ab)->qs[0], QK8_0);                                                       \
+        _tile_loadd(tb, (bt), AMX_ROWS * 4);                                                       \
+        _tile_zero(tc);                                                                            \
+        _tile_dpbssd(tc, ta, tb);                                                                  \
+    } while (0)
+
 static ALWAYS_INLINE void q8_stream(int64_t nb, float *y, int64_t ldy, const char *g0, const char *g1, size_t bsz,
                                     const act_tile_q8 *ab, const int NT, const bool q8) {
     _Alignas(64) int8_t bt[4][QK8_0 / 4][AMX_ROWS * 4];
     _Alignas(64) int32_t c[4][AMX_ROWS][AMX_ROWS];
     __m512 dw[8], acc[AMX_ROWS];
-    UNROLL for (int t = 0; t < AMX_ROWS; t++) acc[t] = _mm512_setzero_ps();
+    acc_load(acc, y, ldy, true, NT);
     for (int64_t b = -2; b < nb + 2; b++) {
         if (b + 2 < nb) {
             const char *k0 = g0 + (size_t)(b + 2) * bsz, *k1 = g1 + (size_t)(b + 2) * bsz;
@@ -147,17 +157,8 @@ static ALWAYS_INLINE void q8_stream(int64_t nb, float *y, int64_t ldy, const cha
         }
         AMX_BARRIER(bt);
         if (b >= 0 && b < nb) {
-            if (b & 1) {
-                _tile_loadd(3, ab[b].qs[0], QK8_0);
-                _tile_loadd(5, bt[b & 3][0], AMX_ROWS * 4);
-                _tile_zero(1);
-                _tile_dpbssd(1, 3, 5);
-            } else {
-                _tile_loadd(2, ab[b].qs[0], QK8_0);
-                _tile_loadd(4, bt[b & 3][0], AMX_ROWS * 4);
-                _tile_zero(0);
-                _tile_dpbssd(0, 2, 4);
-            }
+            if (b & 1) Q8_PRODUCT(1, 3, 5, &ab[b], bt[b & 3][0]);
+            else Q8_PRODUCT(0, 2, 4, &ab[b], bt[b & 3][0]);
         }
         if (b >= 1 && b <= nb) {
             if ((b - 1) & 1) _tile_stored(1, c[(b - 1) & 3][0], AMX_ROWS * 4);
@@ -166,7 +167,7 @@ static ALWAYS_INLINE void q8_stream(int64_t nb, float *y, int64_t ldy, const cha
         AMX_BARRIER(c);
         if (b >= 2) scale_block(acc, (const int32_t(*)[AMX_ROWS])c[(b - 2) & 3], dw[(b - 2) & 7], &ab[b - 2], NT);
     }
-    UNROLL for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
+    acc_store(acc, y, ldy, NT);
 }
 
 typedef void (*amx_gemm_fn)(int64_t n, float *y, int64_t ldy, const void *w8, int n_groups, const void *a,
