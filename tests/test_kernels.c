@@ -542,7 +542,7 @@ static int check_x8(uint32_t type, int64_t n, const char *w, int64_t rb, const c
  * then being row gemm_src(t) of a), every output bitwise ref's vec_dot_x8 and nothing written
  * past the nt tokens and 8*n_groups rows. Five groups: a kernel that takes groups in pairs meets
  * more than one pair and a lone group. Returns how many tables ran it. */
-enum { GEMM_GROUPS = 5, GEMM_ALL_TOK = 41 };
+enum { GEMM_GROUPS = 5, GEMM_ALL_TOK = 57 };   /* past the AMX tables' largest threshold (48), with a partial tile */
 /* the 16 rows in another order in each tile of 16 tokens, so that no two tiles match */
 static int gemm_src(int t) { return (5 * t + t / 16) % 16; }
 static int check_gemm(uint32_t type, int64_t n, const char *w8, size_t gb, const char *a, size_t ab) {

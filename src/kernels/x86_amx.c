@@ -257,7 +257,8 @@ static void gemm_q8_0_all(int64_t n, float *y, int64_t ldy, const void *w8, int 
  * consecutive blocks in two sets so that one block's tile products need not wait for the last
  * one's stores. The A tiles come packed (kq_act_block), each a contiguous KiB. */
 #define KQ_CHUNK 4                       /* blocks whose B tiles are built at once (32 KiB) */
-#define KQ_MIN_TOKENS 16                 /* fewer tokens: the AVX-512 GEMM */
+#define KQ_MIN_TOKENS 32                 /* fewer tokens: the AVX-512 GEMM (bench_matmul 6144 x 1536:
+                                          * AMX 1.2-1.3x its time at 16-24 tokens, 0.8x at 32) */
 
 typedef struct {
     int8_t b[QK_K / 64][2][QK_K / 16][AMX_ROWS * 4];   /* [step][lo, hi][row of 4 elements][16 rows x 4] */
@@ -489,7 +490,8 @@ static void gemm_q5_K(int64_t n, float *y, int64_t ldy, const void *w8, int n_gr
  * byte's comes from the lane with its low byte cleared. B tiles of Q6_CHUNK blocks (12 KiB each)
  * are built at a time, the A tiles packed as Q4_K's. */
 #define Q6_CHUNK 2
-#define Q6_MIN_TOKENS 16   /* fewer tokens: the AVX-512 GEMM */
+#define Q6_MIN_TOKENS 48   /* fewer tokens: the AVX-512 GEMM (bench_matmul 6144 x 1536: AMX 1.8x its time
+                            * at 16 tokens, 1.1x at 32, even at 48-56, 0.8x at 64) */
 
 typedef struct {
     int8_t b[QK_K / 64][3][QK_K / 16][AMX_ROWS * 4];   /* [step][digit][B row][16 rows x 4] */
