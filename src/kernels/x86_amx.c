@@ -829,8 +829,13 @@ int hachi_kernels_fill_amx(hachi_kernels *t) {
         amx_entry(k4, &gemm_q4_K_vnni, gemm_q4_K, kq_pack, kq_pack_bytes, KQ_MIN_TOKENS);
     if (k5->gemm_x8 && !k5->act_pack && k5->act_extra == k4->act_extra)   /* the mins' extras as Q4_K's */
         amx_entry(k5, &gemm_q5_K_vnni, gemm_q5_K, kq_pack, kq_pack_bytes, KQ_MIN_TOKENS);
-    if (k6->gemm_x8 && !k6->act_pack)
+    if (k6->gemm_x8 && !k6->act_pack) {
         amx_entry(k6, &gemm_q6_K_vnni, gemm_q6_K, q6_pack, kq_pack_bytes, Q6_MIN_TOKENS);
+        /* on these cores AVX-512's Q6_K GEMM beats its 4-token x8 kernel from 3 tokens (bench_ab,
+         * forwards of the Q4_0 file, whose head is Q6_K, of 3 / 4 rows 0.974 / 0.983-0.989, of
+         * Q4_K_M of 4 rows 0.960; 2 rows 0.995), not from 5 as measured on Zen */
+        k6->gemm_min = 3;
+    }
     t->attn_i8_sets = 4;
     t->attn_i8_qpack = attn_i8_qpack;
     t->attn_i8_dots = attn_i8_dots;
