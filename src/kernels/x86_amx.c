@@ -118,15 +118,6 @@ static ALWAYS_INLINE void scale_block(__m512 *acc, const int32_t (*c)[AMX_ROWS],
  * the other, so the two cover the bytes 16 KiB past the pair) */
 #define AMX_PF_DIST 16384
 
-/* The Q4_0 (Q8_0: q8) GEMM of one token tile (NT tokens, packed at ab) over group pair g0, g1
- * (bsz bytes a block of 8 rows), one block at a time through four stages, so that the vector
- * units and the tile unit work side by side: at step b the B tile of block b + 2 is unpacked
- * (into a ring of 4), the tile unit multiplies block b and stores block b - 1's C (a store right
- * after its product waits for it), and block b - 2 is scaled. Every block's sums stay in
- * registers from the first block to the last. Against unpacking 16 blocks' B tiles first and
- * then running the tile over them (the kernel before), E2B Q4_0 forwards of 12 and 16 tokens
- * took 0.67-0.73x the time, a prefill of 256 0.92-0.94x: the unpacking no longer waits for the
- * tile unit, nor the tile unit for the unpacking. */
 /* block b's product (A from the packed tile ab, B from bt) into tile set (tc, ta, tb); the
  * intrinsics want literal tile numbers */
 #define Q8_PRODUCT(tc, ta, tb, ab, bt)                                                             \
@@ -137,6 +128,15 @@ static ALWAYS_INLINE void scale_block(__m512 *acc, const int32_t (*c)[AMX_ROWS],
         _tile_dpbssd(tc, ta, tb);                                                                  \
     } while (0)
 
+/* The Q4_0 (Q8_0: q8) GEMM of one token tile (NT tokens, packed at ab) over group pair g0, g1
+ * (bsz bytes a block of 8 rows), one block at a time through four stages, so that the vector
+ * units and the tile unit work side by side: at step b the B tile of block b + 2 is unpacked
+ * (into a ring of 4), the tile unit multiplies block b and stores block b - 1's C (a store right
+ * after its product waits for it), and block b - 2 is scaled. Every block's sums stay in
+ * registers from the first block to the last. Against unpacking 16 blocks' B tiles first and
+ * then running the tile over them (the kernel before), E2B Q4_0 forwards of 12 and 16 tokens
+ * took 0.67-0.73x the time, a prefill of 256 0.92-0.94x: the unpacking no longer waits for the
+ * tile unit, nor the tile unit for the unpacking. */
 static ALWAYS_INLINE void q8_stream(int64_t nb, float *y, int64_t ldy, const char *g0, const char *g1, size_t bsz,
                                     const act_tile_q8 *ab, const int NT, const bool q8) {
     _Alignas(64) int8_t bt[4][QK8_0 / 4][AMX_ROWS * 4];
@@ -810,7 +810,8 @@ static void amx_entry(hachi_type_kernels *kt, amx_gemm_fn *vnni, amx_all_fn all,
 
 /* on the AVX-512 table, after its filler: the Q4_0, Q8_0, Q4_K, Q5_K and Q6_K prefill GEMMs (the
  * x8 kernels stay VNNI's; shorter forwards than AMX_MIN_TOKENS / KQ_MIN_TOKENS / Q6_MIN_TOKENS
- * tokens go to the table's GEMMs: Q4_0's over the rows, the others' as that table has them) */
+ * tokens go to the table's GEMMs: Q4_0's over the rows, the others' as that table has them, Q6_K's from 3
+ * tokens here, below) */
 int hachi_kernels_fill_amx(hachi_kernels *t) {
     (void)x8_q4_0;   /* the header's kernels are the AVX-512 table's */
     (void)x8_q4_K;
