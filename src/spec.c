@@ -39,6 +39,12 @@ enum { SRC_LOOKUP, SRC_ASSISTANT, SRC_SELF, N_SRC };   /* where a forward's draf
                                   costs more than one not tried */
 #define PROBE_MIN 16           /* forwards without drafts between two one-token probes: at first, */
 #define PROBE_MAX 256          /* and at most (the gap doubles with each probe rejected) */
+#define PROBE_HOPE 0.9         /* the acceptance a drafter is weighed at before a probe: one that would
+                                  not pay even then (a draft step or a second row that costs as much
+                                  as the token it may save) is probed only every PROBE_MAX forwards,
+                                  once it has been probed at all */
+#define PROBE_SHARE 0.02       /* and probes are spaced so that rejected ones cost at most this share
+                                  of the forwards' time */
 #define PLAIN_EVERY 64         /* the most forwards between two of one row (the unit the others are
                                   weighed against), when the costs are measured */
 
@@ -94,6 +100,7 @@ struct hachi_spec {
     int32_t idle, probe_gap;              /* forwards since the last draft that could have had one; the gap */
     int32_t since_plain;                  /* forwards since the last of one row */
     bool probing;                         /* this forward's one draft is a probe */
+    int32_t probes[N_SRC];                /* the probes of each drafter so far */
     int probe_src;                        /* the drafter probed last */
 };
 
@@ -334,10 +341,13 @@ static double forward_cost(const hachi_spec *sp, int32_t rows) {
     return HACHI_MAX(t[a] + slope * (rows - a), 0.5 * t[a]);
 }
 
-/* The draft length of up to cap tokens from drafter src with the most expected tokens per unit
- * of cost; the rate it promises in *rate. */
-static int32_t best_length(const hachi_spec *sp, int src, int32_t cap, double *rate) {
-    const double a = sp->kept[src] / (sp->kept[src] + sp->lost[src]);
+/* Drafter src's running acceptance */
+static double acceptance(const hachi_spec *sp, int src) { return sp->kept[src] / (sp->kept[src] + sp->lost[src]); }
+
+/* The draft length of up to cap tokens from drafter src, each kept with probability a, with the
+ * most expected tokens per unit of cost (0: none beats plain decoding); the rate it promises in
+ * *rate. */
+static int32_t best_length(const hachi_spec *sp, int src, int32_t cap, double a, double *rate) {
     /* a draft step: measured; with fixed costs the assistant's is free and self-speculation's
      * costs a one-row forward (the same weights: at most that) */
     const double step = !sp->p.forward_cost ? sp->tok_ms[src] : src == SRC_SELF ? sp->p.forward_cost[0] : 0.0;
@@ -374,17 +384,29 @@ static int32_t propose(hachi_spec *sp, int32_t base, int32_t max, int32_t *draft
     for (int i = 0; i < sp->n_src; i++) {
         const int c = sp->srcs[i];
         double r = 0;
-        const int32_t kc = c == SRC_LOOKUP ? (n_look ? best_length(sp, c, n_look, &r) : 0) : best_length(sp, c, max, &r);
+        const int32_t kc = c == SRC_LOOKUP ? (n_look ? best_length(sp, c, n_look, acceptance(sp, c), &r) : 0)
+                                           : best_length(sp, c, max, acceptance(sp, c), &r);
         if (kc && (!k || r > best)) { k = kc; best = r; *src = c; }
     }
     if (!k) {
-        int next = 0, c = -1;   /* the drafter after the last probed that can draft now */
+        /* the drafter after the last probed that can draft now, one that could pay first */
+        int next = 0, c = -1;
+        bool hope = false;
         for (int i = 0; i < sp->n_src; i++)
             if (sp->srcs[i] == sp->probe_src) next = i + 1;
-        for (int i = 0; i < sp->n_src && c < 0; i++)
-            if (sp->srcs[(next + i) % sp->n_src] != SRC_LOOKUP || n_look) c = sp->srcs[(next + i) % sp->n_src];
+        for (int i = 0; i < sp->n_src && !hope; i++) {
+            const int d = sp->srcs[(next + i) % sp->n_src];
+            double r;
+            if (d == SRC_LOOKUP && !n_look) continue;
+            hope = !sp->probes[d] || best_length(sp, d, d == SRC_LOOKUP ? n_look : max, PROBE_HOPE, &r) > 0;
+            if (c < 0 || hope) c = d;
+        }
         if (c < 0) return 0;   /* nothing to draft with: no probe due */
-        if (++sp->idle < sp->probe_gap) return 0;
+        double gap = hope ? sp->probe_gap : PROBE_MAX;
+        if (!sp->p.forward_cost && hope)   /* a rejected probe costs its second row and draft step */
+            gap = HACHI_MIN(HACHI_MAX(gap, (forward_cost(sp, 2) + sp->tok_ms[c] - forward_cost(sp, 1)) /
+                                               (PROBE_SHARE * forward_cost(sp, 1))), PROBE_MAX);
+        if (++sp->idle < gap) return 0;
         sp->idle = 0;
         sp->probing = true;
         k = 1;
@@ -405,8 +427,12 @@ static void learn(hachi_spec *sp, int src, int32_t k, int32_t r, double fwd_ms, 
         const double per = draft_ms / k;
         sp->tok_ms[src] = timing_add(&sp->tok_t[src], per);
     }
-    if (sp->probing) sp->probe_gap = r ? PROBE_MIN : HACHI_MIN(2 * sp->probe_gap, PROBE_MAX);
-    else sp->idle = 0;
+    if (sp->probing) {
+        sp->probes[src]++;
+        sp->probe_gap = r ? PROBE_MIN : HACHI_MIN(2 * sp->probe_gap, PROBE_MAX);
+    } else {
+        sp->idle = 0;
+    }
 }
 
 hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, int32_t *n_out) {
