@@ -3,7 +3,8 @@
  * two bf16 (hi + lo: an fp16 has 11 significant bits), each query as two or three bf16, and the
  * bf16 x bf16 products (exact in f32) summed by TDPBF16PS: 3 products (Kh.Qh, Kh.Ql, Kl.Qh) or 5
  * (those, Kl.Ql and Kh.Qm with a third query part). Against the AVX-512 table's attn_scores_f16
- * (8 heads a call), both checked against a double reference. It shows what a prefill attention
+ * (8 heads a call), both checked against a double reference; then the same products blocked 2 key
+ * tiles x 2 query tiles (NQ a multiple of 32). It shows what a prefill attention
  * through AMX could gain and at what accuracy (bench/RESULTS.md, twenty-first session); it is not
  * bitwise anything hachi computes, so using it would need decode to take the same path.
  * Build (after make; a CPU with AMX-BF16):
