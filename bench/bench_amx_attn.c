@@ -4,7 +4,8 @@
  * bf16 x bf16 products (exact in f32) summed by TDPBF16PS: 3 products (Kh.Qh, Kh.Ql, Kl.Qh) or 5
  * (those, Kl.Ql and Kh.Qm with a third query part). Against the AVX-512 table's attn_scores_f16
  * (8 heads a call), both checked against a double reference; then the same products blocked 2 key
- * tiles x 2 query tiles (NQ a multiple of 32). It shows what a prefill attention
+ * tiles x 2 query tiles (NQ a multiple of 32); and the values (P.V) in the same split precision
+ * against attn_values_f16_hot (values_check). It shows what a prefill attention
  * through AMX could gain and at what accuracy (bench/RESULTS.md, twenty-first session); it is not
  * bitwise anything hachi computes, so using it would need decode to take the same path.
  * Build (after make; a CPU with AMX-BF16):
@@ -121,6 +122,109 @@ static void amx_scores_2x2(int nk, int nq, float *s, int five) {
         }
 }
 
+/* ---- values: out[q][d] = sum_j p[q][j] * v[j][d], p in [0, 1] (softmax weights, f32), v fp16 ----
+ * B tiles from V: rows = key pairs, 16 dims x 2 keys each (VNNI), hi and lo parts; A tiles from P:
+ * 16 queries x 32 keys, in three parts. C: 16 queries x 16 dims, one tile per 16-dim chunk, summed
+ * over the key blocks: 5 products (Ph.Vh, Ph.Vl, Pm.Vh, Pm.Vl, Pl.Vh). */
+static uint16_t vbh[NK / 32][HD / 16][16][32] __attribute__((aligned(64))), vbl[NK / 32][HD / 16][16][32] __attribute__((aligned(64)));
+static uint16_t pa[3][NQMAX / 16][NK / 32][16][32] __attribute__((aligned(64)));
+
+/* V rows (fp16) -> pair-interleaved bf16 hi/lo, 32 keys x 16 dims a tile, vectorized by dims */
+static void convert_v(const uint16_t *v, int nk) {
+    for (int j = 0; j < nk; j += 2)
+        for (int d = 0; d < HD; d += 16) {
+            const __m512 a = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + (size_t)j * HD + d)));
+            const __m512 b = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + (size_t)(j + 1) * HD + d)));
+            const __m256i ah = (__m256i)_mm512_cvtneps_pbh(a), bh = (__m256i)_mm512_cvtneps_pbh(b);
+            const __m512 af = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(ah), 16));
+            const __m512 bf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bh), 16));
+            const __m256i al = (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(a, af)), bl = (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(b, bf));
+            /* interleave key j and j + 1 per dim: 16 dims x 2 = 32 bf16 */
+            const __m512i idx = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8,
+                                                 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+            _mm512_store_si512((__m512i *)vbh[j / 32][d / 16][(j % 32) / 2],
+                               _mm512_permutex2var_epi16(_mm512_castsi256_si512(ah), idx, _mm512_castsi256_si512(bh)));
+            _mm512_store_si512((__m512i *)vbl[j / 32][d / 16][(j % 32) / 2],
+                               _mm512_permutex2var_epi16(_mm512_castsi256_si512(al), idx, _mm512_castsi256_si512(bl)));
+        }
+}
+
+static void prep_p(const float *p, int nq) {   /* p [nq][NK] */
+    for (int n = 0; n < nq; n++)
+        for (int j = 0; j < NK; j++) {
+            const float x = p[n * NK + j];
+            const uint16_t h = bf16_rne(x), m = bf16_rne(x - bf2f(h)), l = bf16_rne(x - bf2f(h) - bf2f(m));
+            pa[0][n / 16][j / 32][n % 16][j % 32] = h;
+            pa[1][n / 16][j / 32][n % 16][j % 32] = m;
+            pa[2][n / 16][j / 32][n % 16][j % 32] = l;
+        }
+}
+
+static void amx_values(int nk, int nq, float *out) {   /* out [nq][HD] */
+    for (int g = 0; g < nq / 16; g++)
+        for (int d = 0; d < HD / 16; d++) {
+            _tile_zero(0);
+            for (int kb = 0; kb < nk / 32; kb++) {
+                _tile_loadd(1, pa[0][g][kb], 64);
+                _tile_loadd(2, pa[1][g][kb], 64);
+                _tile_loadd(3, pa[2][g][kb], 64);
+                _tile_loadd(4, vbh[kb][d], 64);
+                _tile_loadd(5, vbl[kb][d], 64);
+                _tile_dpbf16ps(0, 1, 4);
+                _tile_dpbf16ps(0, 1, 5);
+                _tile_dpbf16ps(0, 2, 4);
+                _tile_dpbf16ps(0, 2, 5);
+                _tile_dpbf16ps(0, 3, 4);
+            }
+            _tile_stored(0, out + (size_t)g * 16 * HD + d * 16, HD * 4);
+        }
+}
+
+static void values_check(int nq, const uint16_t *v, const hachi_kernels *K) {
+    static float p[NQMAX * NK], o_amx[NQMAX * HD], o_avx[NQMAX * HD], pt[NK * 8];
+    static double ref[NQMAX * HD];
+    for (int n = 0; n < nq; n++) {   /* softmax-like weights: positive, summing to 1 */
+        double sum = 0;
+        for (int j = 0; j < NK; j++) sum += p[n * NK + j] = expf(4.0f * (rand() / (float)RAND_MAX));
+        for (int j = 0; j < NK; j++) p[n * NK + j] = (float)(p[n * NK + j] / sum);
+    }
+    for (int n = 0; n < nq; n++)
+        for (int d = 0; d < HD; d++) {
+            double a = 0;
+            for (int j = 0; j < NK; j++) a += (double)p[n * NK + j] * h2f(v[(size_t)j * HD + d]);
+            ref[n * HD + d] = a;
+        }
+    convert_v(v, NK);
+    prep_p(p, nq);
+    amx_values(NK, nq, o_amx);
+    memset(o_avx, 0, sizeof o_avx);
+    for (int g = 0; g < nq / 8; g++) {
+        for (int j = 0; j < NK; j++) for (int h = 0; h < 8; h++) pt[j * 8 + h] = p[(g * 8 + h) * NK + j];
+        K->attn_values_f16_hot(HD, NK, v, HD, pt, 8, o_avx + (size_t)g * 8 * HD);
+    }
+    double e_amx = 0, e_avx = 0, mag = 0;
+    for (int i = 0; i < nq * HD; i++) {
+        e_amx = fmax(e_amx, fabs(o_amx[i] - ref[i]));
+        e_avx = fmax(e_avx, fabs(o_avx[i] - ref[i]));
+        mag = fmax(mag, fabs(ref[i]));
+    }
+    printf("values nq %d: max |out| %.3f; max error: avx512 f32 %.3g, amx 5 products %.3g\n", nq, mag, e_avx, e_amx);
+    enum { REPS = 400 };
+    for (int round = 0; round < 3; round++) {
+        double t0 = now();
+        for (int r = 0; r < REPS; r++)
+            for (int g = 0; g < nq / 8; g++) K->attn_values_f16_hot(HD, NK, v, HD, pt, 8, o_avx + (size_t)g * 8 * HD);
+        double t1 = now();
+        for (int r = 0; r < REPS; r++) amx_values(NK, nq, o_amx);
+        double t2 = now();
+        for (int r = 0; r < REPS; r++) convert_v(v, NK);
+        double t3 = now();
+        const double per = 1e6 / ((double)REPS * NK * nq);
+        printf("  values, ns per key x query (512 dims): avx512 hot %.2f | amx 5 products %.2f, V conversion %.2f\n",
+               (t1 - t0) * per, (t2 - t1) * per, (t3 - t2) * per);
+    }
+}
+
 int main(int argc, char **argv) {
     const int nq = argc > 1 ? atoi(argv[1]) : 16;
     if (nq < 16 || nq > NQMAX || nq % 16) { fprintf(stderr, "bench_amx_attn: NQ a multiple of 16, 16..%d\n", NQMAX); return 2; }
@@ -154,6 +258,7 @@ int main(int argc, char **argv) {
     }
     if (nq % 32 == 0) printf("nq %d: blocked 2x2: max error 3 products %.3g, 5 products %.3g\n", nq, e_blk[0], e_blk[1]);
     printf("nq %d: max |score| %.2f; max error: avx512 f32 %.3g, amx 3 products %.3g, 5 products %.3g\n", nq, mag, e_avx, e_amx3, e_amx5);
+    values_check(nq, k, K);
     enum { REPS = 400 };
     for (int round = 0; round < 3; round++) {
         double t0 = now();
