@@ -86,34 +86,31 @@ static void amx_scores(int nk, int nq, float *s, int five) {
  * parts in 6-7): each K part loaded once for both query tiles and each query part once for both key
  * tiles, 10 loads for 12 products (3) or 14 for 20 (5) instead of 16 and 24. nk and nq multiples of
  * 32. The products in the order hh, hl, (hm), lh, (ll): with 5, not the unblocked loop's order. */
+/* K part kp of key tiles kb, kb + 16 (dim block j) into tiles 4, 5; query part qp of query tiles
+ * g, g + 1 into tiles 6, 7 and its 4 products (the intrinsics want literal tile numbers) */
+#define LOAD_K(kp)                                                                                  \
+    do {                                                                                            \
+        _tile_loadd(4, kp + kb * HD + j * 32, HD * 2);                                              \
+        _tile_loadd(5, kp + (kb + 16) * HD + j * 32, HD * 2);                                       \
+    } while (0)
+#define PRODUCTS(qp)                                                                                \
+    do {                                                                                            \
+        _tile_loadd(6, qp[g][j], 64);                                                               \
+        _tile_loadd(7, qp[g + 1][j], 64);                                                           \
+        _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7); _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7); \
+    } while (0)
 static void amx_scores_2x2(int nk, int nq, float *s, int five) {
     for (int kb = 0; kb < nk; kb += 32)
         for (int g = 0; g < nq / 16; g += 2) {
             _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
             for (int j = 0; j < HD / 32; j++) {
-                _tile_loadd(4, kh + kb * HD + j * 32, HD * 2);
-                _tile_loadd(5, kh + (kb + 16) * HD + j * 32, HD * 2);
-                _tile_loadd(6, qbh[g][j], 64);
-                _tile_loadd(7, qbh[g + 1][j], 64);
-                _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7); _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
-                _tile_loadd(6, qbl[g][j], 64);
-                _tile_loadd(7, qbl[g + 1][j], 64);
-                _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7); _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
-                if (five) {
-                    _tile_loadd(6, qbm[g][j], 64);
-                    _tile_loadd(7, qbm[g + 1][j], 64);
-                    _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7); _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
-                }
-                _tile_loadd(4, kl + kb * HD + j * 32, HD * 2);
-                _tile_loadd(5, kl + (kb + 16) * HD + j * 32, HD * 2);
-                _tile_loadd(6, qbh[g][j], 64);
-                _tile_loadd(7, qbh[g + 1][j], 64);
-                _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7); _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
-                if (five) {
-                    _tile_loadd(6, qbl[g][j], 64);
-                    _tile_loadd(7, qbl[g + 1][j], 64);
-                    _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7); _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
-                }
+                LOAD_K(kh);
+                PRODUCTS(qbh);
+                PRODUCTS(qbl);
+                if (five) PRODUCTS(qbm);
+                LOAD_K(kl);
+                PRODUCTS(qbh);
+                if (five) PRODUCTS(qbl);
             }
             _tile_stored(0, s + (size_t)kb * nq + g * 16, nq * 4);
             _tile_stored(1, s + (size_t)kb * nq + (g + 1) * 16, nq * 4);
