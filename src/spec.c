@@ -383,9 +383,9 @@ static int32_t propose(hachi_spec *sp, int32_t base, int32_t max, int32_t *draft
     int32_t k = 0;
     for (int i = 0; i < sp->n_src; i++) {
         const int c = sp->srcs[i];
+        const int32_t cap = c == SRC_LOOKUP ? n_look : max;   /* the most drafter c can draft now */
         double r = 0;
-        const int32_t kc = c == SRC_LOOKUP ? (n_look ? best_length(sp, c, n_look, acceptance(sp, c), &r) : 0)
-                                           : best_length(sp, c, max, acceptance(sp, c), &r);
+        const int32_t kc = cap ? best_length(sp, c, cap, acceptance(sp, c), &r) : 0;
         if (kc && (!k || r > best)) { k = kc; best = r; *src = c; }
     }
     if (!k) {
@@ -396,9 +396,10 @@ static int32_t propose(hachi_spec *sp, int32_t base, int32_t max, int32_t *draft
             if (sp->srcs[i] == sp->probe_src) next = i + 1;
         for (int i = 0; i < sp->n_src && !hope; i++) {
             const int d = sp->srcs[(next + i) % sp->n_src];
+            const int32_t cap = d == SRC_LOOKUP ? n_look : max;
             double r;
-            if (d == SRC_LOOKUP && !n_look) continue;
-            hope = !sp->probes[d] || best_length(sp, d, d == SRC_LOOKUP ? n_look : max, PROBE_HOPE, &r) > 0;
+            if (!cap) continue;
+            hope = !sp->probes[d] || best_length(sp, d, cap, PROBE_HOPE, &r) > 0;
             if (c < 0 || hope) c = d;
         }
         if (c < 0) return 0;   /* nothing to draft with: no probe due */
