@@ -197,8 +197,11 @@ HACHI_API hachi_status hachi_session_rewind(hachi_session *s, int32_t pos);
  * is an error that leaves the session as it was; so is a damaged file: the file carries a
  * CRC-32C of its header and of every tensor, all checked (and that the tensors fill the file
  * exactly: nothing truncated or appended) before anything is loaded, and a mismatch is
- * HACHI_ERR_FORMAT naming the part. Restored or not, the tokens that follow get bitwise the
- * logits of an uncached run. */
+ * HACHI_ERR_FORMAT naming the part. So is a file of this model whose rows another attention
+ * computed (HACHI_ERR_UNSUPPORTED naming both: dense or page-sparse at another budget, other
+ * streaming heads). Restored or not, the tokens that follow get bitwise the logits of an
+ * uncached run (on as many threads as the run that saved it: a long prompt's keys are split
+ * over the threads). */
 HACHI_API hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, int32_t n, const char *path);
 HACHI_API hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_t *tokens, int32_t n,
                                 int32_t *n_loaded);
@@ -400,7 +403,8 @@ typedef enum hachi_chat_format { HACHI_CHAT_GEMMA4, HACHI_CHAT_GEMMA3, HACHI_CHA
 HACHI_API hachi_chat_format hachi_chat_detect(const hachi_model *model);
 /* The text to prefill for one user turn: on the first turn BOS and the system
  * prompt, on later turns the end of the previous reply first. Writes at most cap
- * bytes (NUL-terminated) and returns the full length; tokenize it with specials on. */
+ * bytes (NUL-terminated) and returns the full length; tokenize it with specials on. -1
+ * (hachi_last_error) for a NULL model, a negative cap, or a NULL buf with cap > 0. */
 HACHI_API int32_t hachi_chat_turn(const hachi_model *model, const char *system, const char *user, bool first,
                         char *buf, int32_t cap);
 

@@ -9,6 +9,7 @@
 #include "util.h"
 
 hachi_chat_format hachi_chat_detect(const hachi_model *m) {
+    if (!m) return HACHI_CHAT_PLAIN;
     const hachi_tokenizer *t = hachi_model_tokenizer(m);
     hachi_gguf_str tmpl = {0};
     bool has_tmpl = hachi_gguf_get_str(hachi_model_gguf(m), "tokenizer.chat_template", &tmpl);
@@ -23,6 +24,11 @@ hachi_chat_format hachi_chat_detect(const hachi_model *m) {
 
 int32_t hachi_chat_turn(const hachi_model *m, const char *system, const char *user, bool first,
                         char *buf, int32_t cap) {
+    if (!m || cap < 0 || (!buf && cap)) {
+        hachi_error_set("chat turn: %s", !m ? "no model" : cap < 0 ? "negative cap" : "NULL buffer");
+        return -1;
+    }
+    if (!user) user = "";
     const char *bos = "";
     const hachi_tokenizer *t = hachi_model_tokenizer(m);
     size_t bl = 0;

@@ -88,7 +88,8 @@ int32_t hachi_heads_window(const hachi_heads *h) { return h ? h->window : 0; }
 hachi_status hachi_heads_save(const hachi_heads *h, const char *path) {
     if (!h || !path) return hachi_fail(HACHI_ERR_INVALID_ARG, "hachi_heads_save: NULL argument");
     char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return hachi_fail(HACHI_ERR_INVALID_ARG, "hachi_heads_save: path of %zu bytes is too long", strlen(path));
     FILE *f = fopen(tmp, "w");
     if (!f) return hachi_fail(HACHI_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
     fprintf(f, "hachi-heads %d\n# S: a streaming head (keys < sink and the last window keys only); .: all keys\n",

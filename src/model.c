@@ -393,7 +393,7 @@ static hachi_status repack(hachi_model *m, const hachi_model_params *params) {
         repack_job job = {list[i], dst[i]};
         hachi_pool_run(pool, repack_task, &job);
         done += (hachi_mat_x8_bytes(m->kern, list[i]) + 63) / 64 * 64;
-        if (params->progress && !params->progress(params->progress_ctx, (double)done, (double)total) && i + 1 < n) {
+        if (params->progress && !params->progress(params->progress_ctx, (double)done, (double)total)) {
             munmap(p, total);
             st = hachi_fail(HACHI_ERR_ABORTED, "load of '%s' stopped by its progress callback", m->path);
             goto out;

@@ -26,6 +26,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include "crc32c.h"
 #include "session.h"
@@ -38,6 +39,18 @@
 #define PC_CRC_HEADER "\"crc.header\":\""   /* then 8 hex digits */
 
 /* ---- saving --------------------------------------------------------------------------------- */
+
+/* The settings besides the KV type that make the rows a session stores: its attention ("dense"
+ * or "sparse PAGES") and its streaming heads ("none" or "CRC SINK WINDOW", CRC-32C of the layers'
+ * masks). A file's rows restore only into a session that would have computed them. */
+static void attn_desc(const hachi_session *s, char attn[32], char heads[32]) {
+    if (s->sparse_pages) snprintf(attn, 32, "sparse %d", s->sparse_pages);
+    else snprintf(attn, 32, "dense");
+    uint32_t crc = 0;
+    for (int l = 0; l < s->m->n_layer; l++) crc = hachi_crc32c(crc, &s->lp[l].stream, sizeof s->lp[l].stream);
+    if (s->n_stream) snprintf(heads, 32, "%08x %d %d", crc, s->stream_sink, s->stream_window);
+    else snprintf(heads, 32, "none");
+}
 
 /* CRC-32C of the rows of positions [first, n) of plane i of K (j 0) or V (1), as saved */
 static uint32_t rows_crc(const hachi_kv *kv, int j, int i, const hachi_kv_plane *pl, int n) {
@@ -55,12 +68,15 @@ hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, i
     const hachi_model *m = s->m;
     const bool logits = s->logits_pos == n - 1;
     const char *kvt = hachi_kv_type_name(s->kv_type);
+    char attn[32], heads[32];
+    attn_desc(s, attn, heads);
     size_t cap = 4096 + (size_t)s->n_kv * 1024, len = 0, off = 0;
     char *hdr = hachi_malloc(cap);
     if (!hdr) return HACHI_ERR_NOMEM;
 #define PUT(...) (len += (size_t)snprintf(hdr + len, cap - len, __VA_ARGS__))
     PUT("{\"__metadata__\":{\"format\":\"" PC_FORMAT "\",\"version\":\"" PC_VERSION "\",\"model\":\"%016llx\","
-        "\"n_tokens\":\"%d\",\"kv\":\"%s\"", (unsigned long long)hachi_model_id(m), n, kvt);
+        "\"n_tokens\":\"%d\",\"kv\":\"%s\",\"attn\":\"%s\",\"heads\":\"%s\"", (unsigned long long)hachi_model_id(m), n,
+        kvt, attn, heads);
     for (int c = 0; c < s->n_kv; c++) PUT(",\"kv.%d.first\":\"%d\"", s->kv[c].owner, hachi_kv_first(&s->kv[c], n));
     PUT(",\"crc.tokens\":\"%08x\"", hachi_crc32c(0, tokens, (size_t)n * 4));
     if (logits) PUT(",\"crc.logits\":\"%08x\"", hachi_crc32c(0, s->logits, (size_t)m->n_vocab * 4));
@@ -141,7 +157,7 @@ hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, i
 typedef struct { const char *p, *end; } js;
 typedef struct { char name[32], dtype[8]; int64_t shape[2]; int n_shape; uint64_t a, b; } pc_tensor;
 typedef struct {
-    char format[32], version[32], model[32], kv[32];
+    char format[32], version[32], model[32], kv[32], attn[32], heads[32];   /* attn, heads: attn_desc's */
     int64_t n_tokens;
     int first[64], first_owner[64], n_first;
     char crc_name[PC_MAX_TENSORS][32];   /* crc.NAME: the tensor NAME's checksum */
@@ -210,6 +226,8 @@ static bool parse_meta(js *j, pc_header *h) {
         else if (!strcmp(k, "version")) snprintf(h->version, sizeof h->version, "%s", v);
         else if (!strcmp(k, "model")) snprintf(h->model, sizeof h->model, "%s", v);
         else if (!strcmp(k, "kv")) snprintf(h->kv, sizeof h->kv, "%s", v);
+        else if (!strcmp(k, "attn")) snprintf(h->attn, sizeof h->attn, "%s", v);
+        else if (!strcmp(k, "heads")) snprintf(h->heads, sizeof h->heads, "%s", v);
         else if (!strcmp(k, "n_tokens")) { if (!parse_i64(v, &h->n_tokens, &end) || *end) return false; }
         else if (!strcmp(k, "crc.header")) h->header_crc = true;   /* checked on the raw bytes */
         else if (!strncmp(k, "crc.", 4) && h->n_crc < PC_MAX_TENSORS) {
@@ -249,6 +267,8 @@ static bool parse_header(const char *p, size_t n, pc_header *h) {
     js j = {p, p + n};
     memset(h, 0, sizeof *h);
     h->n_tokens = -1;
+    snprintf(h->attn, sizeof h->attn, "dense");   /* files from before these keys: a dense session's */
+    snprintf(h->heads, sizeof h->heads, "none");
     if (!lit(&j, '{')) return false;
     do {
         char k[32];
@@ -284,8 +304,13 @@ static hachi_status check_tensor(const pc_tensor *t, const char *name, const cha
     uint64_t bytes = (uint64_t)d0 * (uint64_t)(d1 < 0 ? 1 : d1) * elem;
     if (strcmp(t->dtype, dtype) || t->n_shape != nd || t->shape[0] != d0 || (nd == 2 && t->shape[1] != d1) ||
         t->b < t->a || t->b - t->a != bytes || t->b > data_size)
-        return hachi_fail(HACHI_ERR_FORMAT, "prompt cache '%s': tensor %s is not %s [%lld%s%lld] within the file", path,
-                          name, dtype, (long long)d0, nd == 2 ? ", " : "", (long long)(nd == 2 ? d1 : 0));
+    {
+        char shape[48];
+        if (nd == 2) snprintf(shape, sizeof shape, "[%lld, %lld]", (long long)d0, (long long)d1);
+        else snprintf(shape, sizeof shape, "[%lld]", (long long)d0);
+        return hachi_fail(HACHI_ERR_FORMAT, "prompt cache '%s': tensor %s is not %s %s within the file", path, name, dtype,
+                          shape);
+    }
     return HACHI_OK;
 }
 
@@ -349,6 +374,32 @@ static hachi_status verify_tensors(FILE *f, const pc_header *h, uint64_t base, u
     return st;
 }
 
+/* Every tensor a load of this model's file may read, of its shape: the tokens, the logits when
+ * there, each cache's rows from its first position; checked before the session drops anything. */
+static hachi_status check_layout(const hachi_session *s, const pc_header *h, const pc_tensor *tt, const pc_tensor *lt,
+                                 uint64_t data, const char *path) {
+    const int64_t nf = h->n_tokens;
+    hachi_status st;
+    if (nf <= 0 || nf > INT32_MAX / 4) return hachi_fail(HACHI_ERR_FORMAT, "prompt cache '%s': n_tokens %lld", path, (long long)nf);
+    if ((st = check_tensor(tt, "tokens", "I32", nf, -1, 4, data, path))) return st;
+    if (lt && (st = check_tensor(lt, "logits", "F32", s->m->n_vocab, -1, 4, data, path))) return st;
+    for (int k = 0; k < s->n_kv; k++) {
+        const hachi_kv *kv = &s->kv[k];
+        const int first = file_first(h, kv->owner);
+        if (first < 0 || first > nf) return hachi_fail(HACHI_ERR_FORMAT, "prompt cache '%s': no rows for layer %d", path, kv->owner);
+        hachi_kv_plane pl[HACHI_KV_MAX_PLANES];
+        const int np = hachi_kv_planes(kv, pl);
+        for (int j = 0; j < 2; j++)
+            for (int i = 0; i < np; i++) {
+                char name[32];
+                snprintf(name, sizeof name, "kv.%d.%c%s", kv->owner, j ? 'v' : 'k', pl[i].suffix);
+                if ((st = check_tensor(find(h, name), name, pl[i].dtype, nf - first, pl[i].cols, pl[i].elem, data, path)))
+                    return st;
+            }
+    }
+    return HACHI_OK;
+}
+
 hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_t *tokens, int32_t n,
                                 int32_t *n_loaded) {
     if (!s || !path || !tokens || n <= 0 || !n_loaded) return hachi_fail(HACHI_ERR_INVALID_ARG, "load: bad arguments");
@@ -357,6 +408,11 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
     bool dropped = false;   /* the session's state, kept while only the header was read */
     FILE *f = fopen(path, "rb");
     if (!f) return hachi_fail(HACHI_ERR_IO, "cannot open the prompt cache '%s'", path);
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return hachi_fail(HACHI_ERR_IO, "the prompt cache '%s' is a directory", path);
+    }
     hachi_status st = HACHI_OK;
     char *hdr = NULL;
     int32_t *ftok = NULL;
@@ -398,37 +454,37 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
                         path, h->kv, hachi_kv_type_name(s->kv_type));
         goto out;
     }
+    char attn[32], heads[32];
+    attn_desc(s, attn, heads);
+    if (same_model && (strcmp(h->attn, attn) || strcmp(h->heads, heads))) {
+        st = hachi_fail(HACHI_ERR_UNSUPPORTED, "prompt cache '%s' holds the rows of %s attention with streaming heads %s, "
+                        "this session computes %s attention with streaming heads %s: not loaded", path, h->attn, h->heads,
+                        attn, heads);
+        goto out;
+    }
+    const uint64_t base = 8 + hl, data = size - base;
+    const int64_t nf = h->n_tokens;
+    const pc_tensor *tt = find(h, "tokens"), *lt = find(h, "logits");
+    if (same_model && (st = check_layout(s, h, tt, lt, data, path))) goto out;
+    if (same_model && !(ftok = hachi_malloc((size_t)nf * 4))) { st = HACHI_ERR_NOMEM; goto out; }
+    if (same_model && !read_at(f, base + tt->a, ftok, (size_t)nf * 4)) { st = hachi_fail(HACHI_ERR_IO, "cannot read '%s'", path); goto out; }
     dropped = true;
     s->pos = 0;
     s->logits_pos = -1;
     s->hidden_lo = s->hidden_hi = 0;   /* no forward's hidden rows: a drafter drafts after the next one */
     for (int c = 0; c < s->n_kv; c++) hachi_kv_restored_from(&s->kv[c], 0);
     if (!same_model) goto out;   /* another model: nothing to reuse, not an error */
-    const uint64_t base = 8 + hl, data = size - base;
-    const int64_t nf = h->n_tokens;
-    if (nf <= 0 || nf > INT32_MAX / 4) {
-        st = hachi_fail(HACHI_ERR_FORMAT, "prompt cache '%s': n_tokens %lld", path, (long long)nf);
-        goto out;
-    }
-    const pc_tensor *tt = find(h, "tokens");
-    if ((st = check_tensor(tt, "tokens", "I32", nf, -1, 4, data, path))) goto out;
-    if (!(ftok = hachi_malloc((size_t)nf * 4))) { st = HACHI_ERR_NOMEM; goto out; }
-    if (!read_at(f, base + tt->a, ftok, (size_t)nf * 4)) { st = hachi_fail(HACHI_ERR_IO, "cannot read '%s'", path); goto out; }
 
     /* the position to restore: the common prefix, less the last prompt token when its
      * logits are not in the file (the caller evaluates it) */
     int32_t c = 0;
     while (c < n && c < nf && ftok[c] == tokens[c]) c++;
-    const pc_tensor *lt = find(h, "logits");
-    if (lt && (st = check_tensor(lt, "logits", "F32", m->n_vocab, -1, 4, data, path))) goto out;
     const bool with_logits = lt && c == n && c == nf;
     int32_t r = with_logits ? c : HACHI_MIN(c, n - 1);
     if (r > s->n_ctx) r = 0;
     for (int k = 0; k < s->n_kv && r > 0; k++) {   /* each cache must hold what a query at r sees */
         const hachi_kv *kv = &s->kv[k];
-        const int first = file_first(h, kv->owner);
-        if (first < 0 || first > nf) { st = hachi_fail(HACHI_ERR_FORMAT, "prompt cache '%s': no rows for layer %d", path, kv->owner); goto out; }
-        if (first > (kv->window ? HACHI_MAX(0, r - kv->window + 1) : 0)) r = 0;
+        if (file_first(h, kv->owner) > (kv->window ? HACHI_MAX(0, r - kv->window + 1) : 0)) r = 0;
     }
     for (int k = 0; k < s->n_kv && r > 0; k++) {
         hachi_kv *kv = &s->kv[k];
@@ -441,7 +497,6 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
                 snprintf(name, sizeof name, "kv.%d.%c%s", kv->owner, j ? 'v' : 'k', pl[i].suffix);
                 const pc_tensor *t = find(h, name);
                 const size_t rb = (size_t)pl[i].cols * pl[i].elem;
-                if ((st = check_tensor(t, name, pl[i].dtype, nf - first, pl[i].cols, pl[i].elem, data, path))) goto out;
                 /* positions from..r-1, one read per run of consecutive slots (a ring wraps once) */
                 for (int p = from, run; p < r; p += run) {
                     char *rows = hachi_kv_rows(kv, j, i, p, r, &run);

@@ -142,6 +142,7 @@ hachi_sampler_params hachi_sampler_default_params(void) {
 }
 
 hachi_status hachi_sampler_create(const hachi_sampler_params *params, int32_t n_vocab, hachi_sampler **out) {
+    if (!out) return hachi_fail(HACHI_ERR_INVALID_ARG, "sampler: out is NULL");
     *out = NULL;
     hachi_sampler_params p = params ? *params : hachi_sampler_default_params();
     if (n_vocab < 1) return hachi_fail(HACHI_ERR_INVALID_ARG, "sampler: n_vocab %d < 1", (int)n_vocab);
@@ -374,6 +375,8 @@ void hachi_sampler_dist(hachi_sampler *s, const float *logits, float *dist) {
     memset(dist, 0, (size_t)s->n_vocab * sizeof *dist);
     pick(s, logits, dist);
 }
+
+int32_t hachi_sampler_n_vocab(const hachi_sampler *s) { return s->n_vocab; }
 
 bool hachi_sampler_greedy(const hachi_sampler *s) { return s->p.temp <= 0.0f || s->p.top_k == 1; }
 

@@ -9,6 +9,8 @@
  * current history, temperature, top-k, top-p, min-p) into dist[n_vocab], summing to 1; greedy
  * settings give the argmax one-hot. Same code path as the sample; uses no randomness. */
 void hachi_sampler_dist(hachi_sampler *s, const float *logits, float *dist);
+/* The vocabulary size it was created for. */
+int32_t hachi_sampler_n_vocab(const hachi_sampler *s);
 /* Temperature 0 (or top-k 1): every sample is the argmax. */
 bool hachi_sampler_greedy(const hachi_sampler *s);
 /* A uniform number in [0, 1) from the sampler's RNG. */

@@ -271,7 +271,7 @@ hachi_status hachi_session_eval(hachi_session *s, const int32_t *tokens, int32_t
     for (int i = 0; i < n; i += s->n_batch) {
         int c = HACHI_MIN(s->n_batch, n - i);
         hachi_forward(s, tokens + i, c, logits_out ? logits_out + (size_t)i * s->m->n_vocab : NULL, i + c == n);
-        if (s->progress && n > s->n_batch && !s->progress(s->progress_ctx, i + c, n) && i + c < n) {
+        if (s->progress && n > s->n_batch && !s->progress(s->progress_ctx, i + c, n)) {
             s->logits_pos = -1;
             return hachi_fail(HACHI_ERR_ABORTED, "eval stopped by its progress callback after %d of %d tokens", i + c, n);
         }
@@ -303,6 +303,7 @@ size_t hachi_session_plan_bytes(const hachi_session *s) { return s ? s->plan_byt
  * what the others read, and (page-sparse) at most a window more. */
 size_t hachi_session_kv_bytes_read(const hachi_session *s, int32_t depth) {
     size_t b = 0;
+    depth = HACHI_MAX(depth, 0);
     for (int l = 0; s && l < s->m->n_layer; l++) {
         const hachi_layer_plan *lp = &s->lp[l];
         const int stream_keys = HACHI_MIN(depth, s->stream_sink + s->stream_window);

@@ -135,6 +135,9 @@ hachi_status hachi_spec_create(const hachi_model *model, hachi_session *s, hachi
     hachi_spec_params p = params ? *params : hachi_spec_default_params();
     if (!model || !s || !smp) return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: needs a model, a session and a sampler");
     if (hachi_session_model(s) != model) return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: the session belongs to another model");
+    if (hachi_sampler_n_vocab(smp) != hachi_model_n_vocab(model))
+        return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: the sampler is for %d tokens, the model has %d",
+                          (int)hachi_sampler_n_vocab(smp), (int)hachi_model_n_vocab(model));
     bool lookup = false;
     switch (p.drafter) {
     case HACHI_DRAFTER_NONE: p.n_draft = 0; p.adaptive = false; break;
@@ -235,6 +238,7 @@ const hachi_spec_stats *hachi_spec_get_stats(const hachi_spec *sp) {
 }
 
 hachi_status hachi_spec_feed(hachi_spec *sp, const int32_t *tokens, int32_t n) {
+    if (!sp) return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: feed of a NULL spec");
     if (sp->pending >= 0)
         return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: feed while the last token returned is not evaluated "
                                                  "(hachi_spec_flush first)");
@@ -437,6 +441,7 @@ static void learn(hachi_spec *sp, int src, int32_t k, int32_t r, double fwd_ms, 
 }
 
 hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, int32_t *n_out) {
+    if (!sp || !out || !n_out) return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: step needs a spec, out and n_out");
     *n_out = 0;
     hachi_session *s = sp->s;
     const int32_t base = hachi_session_pos(s), n_ctx = hachi_session_n_ctx(s);
@@ -502,6 +507,7 @@ hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, i
 }
 
 hachi_status hachi_spec_flush(hachi_spec *sp) {
+    if (!sp) return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: flush of a NULL spec");
     if (sp->pending < 0) return HACHI_OK;
     hachi_session *s = sp->s;
     if (hachi_session_pos(s) >= hachi_session_n_ctx(s))

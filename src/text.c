@@ -26,6 +26,7 @@ hachi_status hachi_tokenize(const hachi_model *model, const char *text, size_t l
 }
 
 int32_t hachi_token_to_text(const hachi_model *model, int32_t token, char *buf, int32_t cap) {
+    if (!buf && cap) return -1;
     return hachi_tokenizer_token_text(hachi_model_tokenizer(model), token, buf, cap);
 }
 

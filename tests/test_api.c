@@ -97,6 +97,13 @@ TEST(api_eval_progress_and_abort) {
     CHECK(hachi_session_eval(s, ids, N_PROMPT, NULL) == HACHI_ERR_ABORTED);
     CHECKF(hachi_session_pos(s) == 128, "position %d after a stop at chunk 2", hachi_session_pos(s));
     CHECK(strstr(hachi_last_error(), "128 of 300") != NULL);
+    /* a stop asked for at the last chunk is a stop too (the header's promise), every chunk kept */
+    CHECK(hachi_session_rewind(s, 0) == HACHI_OK);
+    log = (progress_log){0, 5, 0, 0};
+    CHECK(hachi_session_eval(s, ids, N_PROMPT, NULL) == HACHI_ERR_ABORTED && hachi_session_pos(s) == N_PROMPT);
+    CHECK(hachi_session_rewind(s, 0) == HACHI_OK);
+    log = (progress_log){0, 2, 0, 0};
+    CHECK(hachi_session_eval(s, ids, N_PROMPT, NULL) == HACHI_ERR_ABORTED);
     /* evaluating the rest gives the same logits as an uninterrupted eval */
     log = (progress_log){0, 0, 0, 0};
     CHECK(hachi_session_eval(s, ids + 128, N_PROMPT - 128, NULL) == HACHI_OK);
@@ -130,10 +137,13 @@ TEST(api_load_progress_and_abort) {
         CHECK(log.calls == 0);
     hachi_model_free(m);
     if (log.calls > 1) {
+        const int calls = log.calls;
         log = (progress_log){0, 1, 0, 0};
         m = NULL;
         CHECK(hachi_model_load(path, &mp, &m) == HACHI_ERR_ABORTED && m == NULL);
         CHECK(strstr(hachi_last_error(), "progress callback") != NULL);
+        log = (progress_log){0, calls, 0, 0};   /* a stop at the last call too */
+        CHECK(hachi_model_load(path, &mp, &m) == HACHI_ERR_ABORTED && m == NULL);
     }
 }
 

@@ -186,5 +186,9 @@ TEST(chat_gemma4_turns) {
     char small[8];
     CHECK(hachi_chat_turn(m, NULL, "More", false, small, sizeof small) == (int32_t)strlen(want2) &&
           !strcmp(small, "<turn|>"));
+    /* a negative cap writes nothing (it is no size_t of 2^64 - 1) */
+    memset(small, 'x', sizeof small);
+    CHECK(hachi_chat_turn(m, NULL, "More", false, small, -1) == -1 && small[0] == 'x' && strstr(hachi_last_error(), "cap"));
+    CHECK(hachi_chat_turn(NULL, NULL, "More", false, small, sizeof small) == -1);
     hachi_model_free(m);
 }

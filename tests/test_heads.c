@@ -181,6 +181,14 @@ TEST(heads_file_round_trip_and_errors) {
     snprintf(path, sizeof path, "%s/micro.heads", test_tmpdir());
     snprintf(bad, sizeof bad, "%s/bad.heads", test_tmpdir());
     CHECK(hachi_heads_save(h, path) == HACHI_OK);
+    {   /* a path whose ".tmp" name would not fit is refused, not cut short onto another file */
+        char lng[1100];
+        memset(lng, 'a', sizeof lng - 1);
+        lng[sizeof lng - 1] = 0;
+        memcpy(lng, path, strlen(path));
+        lng[strlen(path)] = '/';
+        CHECK(hachi_heads_save(h, lng) == HACHI_ERR_INVALID_ARG && strstr(hachi_last_error(), "too long"));
+    }
     CHECK(hachi_heads_load(m, path, &g) == HACHI_OK);
     for (int l = 0; g && l < 8; l++)
         for (int k = 0; k < 4; k++) CHECK(hachi_heads_get(g, l, k) == hachi_heads_get(h, l, k));

@@ -4,6 +4,7 @@
  * other models and damaged files. */
 #include "test.h"
 #include <stdint.h>
+#include "crc32c.h"
 #include "hachi.h"
 #include "session.h"
 
@@ -135,8 +136,68 @@ TEST(prompt_cache_bad_files) {
         CHECKF(st != HACHI_OK && n == 0 && hachi_session_pos(s) == P && strstr(hachi_last_error(), "bad.cache"),
                "%s: status %d, %d restored, error '%s'", cases[i].what, st, n, hachi_last_error());
     }
+    /* a tensor's shape changed (its bytes the same) and the checksums made anew: found before
+     * anything is dropped, so the session goes on as if no load had been tried */
+    {
+        char *c = malloc(len);
+        memcpy(c, img, len);
+        uint64_t hl = 0;
+        for (int i = 0; i < 8; i++) hl |= (uint64_t)(unsigned char)c[i] << (8 * i);
+        char *shape = strstr(c + 8, "\"kv.2.k\":{\"dtype\":\"F16\",\"shape\":[300,64]");
+        char *digits = strstr(c + 8, "\"crc.header\":\"");
+        CHECK(shape && digits && hl < len);
+        if (shape && digits) {
+            memcpy(strstr(shape, "[300,64]"), "[600,32]", 8);
+            digits += strlen("\"crc.header\":\"");
+            memcpy(digits, "00000000", 8);
+            char hex[9];
+            snprintf(hex, sizeof hex, "%08x", hachi_crc32c(hachi_crc32c(0, c, 8), c + 8, (size_t)hl));
+            memcpy(digits, hex, 8);
+            FILE *f = fopen(bad, "wb");
+            fwrite(c, 1, len, f);
+            fclose(f);
+            float before[V], next[V];
+            memcpy(before, hachi_session_logits(s), sizeof before);
+            int32_t n = -1;
+            const hachi_status st = hachi_session_load(s, bad, t, P, &n);
+            CHECKF(st == HACHI_ERR_FORMAT && n == 0 && hachi_session_pos(s) == P && strstr(hachi_last_error(), "kv.2.k") &&
+                   strstr(hachi_last_error(), "[300, 64]") && same_logits(hachi_session_logits(s), before),
+                   "a reshaped tensor: status %d, %d restored, position %d, '%s'", st, n, hachi_session_pos(s),
+                   hachi_last_error());
+            int32_t x = 5;   /* the next token's logits: those of a fresh session over the same tokens */
+            CHECK(hachi_session_eval(s, &x, 1, NULL) == HACHI_OK);
+            memcpy(next, hachi_session_logits(s), sizeof next);
+            int32_t u[P + 1];
+            memcpy(u, t, sizeof t);
+            u[P] = x;
+            float want[V];
+            reference(m, u, P + 1, want);
+            CHECK(same_logits(next, want));
+            CHECK(hachi_session_rewind(s, P) == HACHI_OK);
+        }
+        free(c);
+    }
     int32_t n = -1;
     CHECK(hachi_session_load(s, "/nonexistent.cache", t, P, &n) == HACHI_ERR_IO && n == 0);
+    CHECK(hachi_session_load(s, test_tmpdir(), t, P, &n) == HACHI_ERR_IO && n == 0 && strstr(hachi_last_error(), "directory"));
+
+    /* a page-sparse session refuses the dense session's file (its rows would be other numbers)
+     * and keeps its state */
+    {
+        hachi_session_params sp = hachi_session_default_params();
+        sp.n_threads = 2;
+        sp.sparse_budget = 64;
+        hachi_session *sps = NULL;
+        CHECK(hachi_session_create(m, &sp, &sps) == HACHI_OK);
+        if (sps && hachi_session_eval(sps, t, 40, NULL) == HACHI_OK) {
+            n = -1;
+            const hachi_status st = hachi_session_load(sps, file, t, P, &n);
+            const char *e = hachi_last_error();
+            CHECKF(st == HACHI_ERR_UNSUPPORTED && n == 0 && hachi_session_pos(sps) == 40 && strstr(e, "dense") &&
+                   strstr(e, "sparse 4"), "dense file into a sparse session: status %d, %d restored, '%s'", st, n, e);
+        } else CHECK(0);
+        hachi_session_free(sps);
+    }
 
     /* an f32 session refuses the f16 file and keeps its state (once restored nothing either) */
     hachi_session_params sp = hachi_session_default_params();

@@ -645,6 +645,11 @@ TEST(spec_bad_params) {
     CHECK(hachi_spec_create(m, s, smp, &p, &sp) == HACHI_ERR_INVALID_ARG && !sp && strstr(hachi_last_error(), "forward_cost[1]"));
     sp = (hachi_spec *)1;
     CHECK(hachi_spec_create(m, NULL, smp, NULL, &sp) == HACHI_ERR_INVALID_ARG && !sp);
+    hachi_sampler *wide = NULL;   /* a sampler over another vocabulary would read past the logits */
+    CHECK(hachi_sampler_create(NULL, 4 * hachi_model_n_vocab(m), &wide) == HACHI_OK);
+    CHECK(hachi_spec_create(m, s, wide, NULL, &sp) == HACHI_ERR_INVALID_ARG && !sp && strstr(hachi_last_error(), "sampler"));
+    hachi_sampler_free(wide);
+    CHECK(hachi_spec_step(NULL, 4, NULL, NULL) == HACHI_ERR_INVALID_ARG && hachi_spec_flush(NULL) == HACHI_ERR_INVALID_ARG);
     p = (hachi_spec_params){.drafter = HACHI_DRAFTER_NONE};   /* n-grams and length unused */
     CHECK(hachi_spec_create(m, s, smp, &p, &sp) == HACHI_OK && sp);
     int32_t out[HACHI_SPEC_STEP_MAX], n = -1, bos = hachi_model_bos(m);
