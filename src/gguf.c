@@ -872,6 +872,7 @@ hachi_status hachi_gguf_writer_write(hachi_gguf_writer *w, const char *path) {
     memcpy(tmp + plen, ".tmp", 5);
     hachi_status st = HACHI_OK;
     void *map = MAP_FAILED;
+    if ((st = hachi_replaceable(path))) { hachi_free(tmp); return st; }
     int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), e;
     if (fd < 0) { st = hachi_fail(HACHI_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno)); goto out; }
     /* reserve the blocks first: a full disk is an error here, not a SIGBUS later */

@@ -90,6 +90,8 @@ hachi_status hachi_heads_save(const hachi_heads *h, const char *path) {
     char tmp[1024];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return hachi_fail(HACHI_ERR_INVALID_ARG, "hachi_heads_save: path of %zu bytes is too long", strlen(path));
+    hachi_status st = hachi_replaceable(path);
+    if (st) return st;
     FILE *f = fopen(tmp, "w");
     if (!f) return hachi_fail(HACHI_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
     fprintf(f, "hachi-heads %d\n# S: a streaming head (keys < sink and the last window keys only); .: all keys\n",

@@ -26,7 +26,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <sys/types.h>
 #include "crc32c.h"
 #include "session.h"
@@ -127,8 +126,12 @@ hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, i
         hachi_free(hdr);
         return hachi_fail(HACHI_ERR_INVALID_ARG, "save: path too long");
     }
-    FILE *f = fopen(tmp, "wb");
-    if (!f) { hachi_free(hdr); return hachi_fail(HACHI_ERR_IO, "cannot write '%s'", tmp); }
+    hachi_status st = hachi_replaceable(path);
+    FILE *f = st ? NULL : fopen(tmp, "wb");
+    if (!f) {
+        hachi_free(hdr);
+        return st ? st : hachi_fail(HACHI_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    }
     bool ok = fwrite(le, 1, 8, f) == 8 && fwrite(hdr, 1, len, f) == len &&
               fwrite(tokens, 4, (size_t)n, f) == (size_t)n &&
               (!logits || fwrite(s->logits, 4, (size_t)m->n_vocab, f) == (size_t)m->n_vocab);
@@ -146,8 +149,9 @@ hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, i
     ok = (fclose(f) == 0) && ok;
     hachi_free(hdr);
     if (!ok || rename(tmp, path) != 0) {
+        const int e = errno;
         remove(tmp);
-        return hachi_fail(HACHI_ERR_IO, "cannot write the prompt cache '%s'", path);
+        return hachi_fail(HACHI_ERR_IO, "cannot write the prompt cache '%s': %s", path, strerror(e));
     }
     return HACHI_OK;
 }
@@ -406,14 +410,10 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
     *n_loaded = 0;
     const hachi_model *m = s->m;
     bool dropped = false;   /* the session's state, kept while only the header was read */
+    hachi_status st = hachi_readable_file(path, "the prompt cache");
+    if (st) return st;
     FILE *f = fopen(path, "rb");
-    if (!f) return hachi_fail(HACHI_ERR_IO, "cannot open the prompt cache '%s'", path);
-    struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        fclose(f);
-        return hachi_fail(HACHI_ERR_IO, "the prompt cache '%s' is a directory", path);
-    }
-    hachi_status st = HACHI_OK;
+    if (!f) return hachi_fail(HACHI_ERR_IO, "cannot open the prompt cache '%s': %s", path, strerror(errno));
     char *hdr = NULL;
     int32_t *ftok = NULL;
     pc_header *h = hachi_calloc(1, sizeof *h);

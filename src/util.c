@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static _Thread_local char last_error[1024];
@@ -82,6 +83,24 @@ double hachi_time_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+static const char *file_kind(mode_t m) {
+    return S_ISDIR(m) ? "a directory" : S_ISLNK(m) ? "a symbolic link" : S_ISFIFO(m) ? "a FIFO" :
+           S_ISCHR(m) || S_ISBLK(m) ? "a device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+hachi_status hachi_replaceable(const char *path) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return HACHI_OK;
+    return hachi_fail(HACHI_ERR_IO, "'%s' is %s: it would be replaced, not written (give a regular file's path)", path,
+                      file_kind(sb.st_mode));
+}
+
+hachi_status hachi_readable_file(const char *path, const char *what) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return HACHI_OK;   /* (a missing file: the open says so) */
+    return hachi_fail(HACHI_ERR_IO, "%s '%s' is %s", what, path, file_kind(sb.st_mode));
 }
 
 size_t hachi_mem_available(void) {

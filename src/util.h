@@ -28,6 +28,12 @@ double hachi_time_ms(void);               /* monotonic clock */
 /* The read bandwidth probe's loop (bandwidth.c): the sum of the n 32-byte words at p (32-byte
  * aligned; n rounded down to a multiple of 4), for programs that read memory as the probe does. */
 uint64_t hachi_read_sum(const void *p, int64_t n);
+/* A file the library replaces (written to path.tmp, renamed over path) must be a regular file
+ * or not there yet: renaming over a FIFO, a device or a symbolic link would replace it instead of
+ * writing to it. HACHI_ERR_IO naming it otherwise. */
+hachi_status hachi_replaceable(const char *path);
+/* A file the library reads whole must be a regular file: a FIFO would block the open. */
+hachi_status hachi_readable_file(const char *path, const char *what);
 size_t hachi_mem_available(void);         /* bytes the system can still give (MemAvailable, or
                                              $HACHI_MEM_AVAILABLE when set); 0: unknown */
 

@@ -316,6 +316,11 @@ TEST(cli_errors_are_one_line) {
         {"run -m %s -f /nonexistent.txt", "/nonexistent.txt", true},
         {"run -m %s -c 2048 -f LONG", "more than the context", true},
         {"eval -m %s --tokens /nonexistent --logits-out /tmp/x.f32", "/nonexistent", true},
+        /* renaming a .tmp over a device would replace the device node */
+        {"eval -m %s --tokens /nonexistent --logits-out /dev/null", "'/dev/null' is a device", true},
+        {"run -m %s -p hi --prompt-cache /dev/null", "'/dev/null' is a device", true},
+        {"run -m %s -p hi -f /nonexistent.txt", "not both", true},
+        {"passkey --bogus", "unknown option '--bogus'", false},
         {"perplexity -m %s", "no text file", true},
         {"info -m /etc/passwd", "passwd", false},
         {"frobnicate", "unknown command", false},
@@ -334,6 +339,13 @@ TEST(cli_errors_are_one_line) {
         CHECKF(strstr(err, cases[i].needle) != NULL, "'%s': error '%s' lacks '%s'", a2, err, cases[i].needle);
         CHECKF(strncmp(err, "hachi", 5) == 0 && (!nl || nl[1] == 0 || strstr(a2, "frobnicate")),
                "'%s': not one 'hachi ...' line: %s", a2, err);
+        free(err);
+    }
+    /* output that cannot be written is a failure (a full disk) */
+    if (micro) {
+        int rc;
+        char *err = test_sh(&rc, "%s run -m %s -p hi -n 4 -t 1 2>&1 >/dev/full", test_hachi_bin(), micro);
+        CHECKF(rc != 0 && strstr(err, "cannot write the output"), "run into /dev/full: rc %d, '%s'", rc, err);
         free(err);
     }
     /* wrong architecture: a vocabulary-only file has no runnable model */

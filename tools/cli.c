@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int cli_error(const char *cmd, const char *fmt, ...) {
@@ -17,6 +18,39 @@ int cli_error(const char *cmd, const char *fmt, ...) {
     va_end(ap);
     fputc('\n', stderr);
     return 1;
+}
+
+bool cli_one_of(const char *a, const char *const *list, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(a, list[i])) return true;
+    return false;
+}
+
+bool cli_replaceable(const char *cmd, const char *path) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return true;
+    const mode_t m = sb.st_mode;
+    cli_error(cmd, "'%s' is %s: it would be replaced, not written (give a regular file's path)", path,
+              S_ISDIR(m) ? "a directory" : S_ISLNK(m) ? "a symbolic link" : S_ISFIFO(m) ? "a FIFO" :
+              S_ISCHR(m) || S_ISBLK(m) ? "a device" : "not a regular file");
+    return false;
+}
+
+void *cli_out_open(const char *cmd, const char *path, char *tmp, size_t cap) {
+    if (!cli_replaceable(cmd, path)) return NULL;
+    if ((size_t)snprintf(tmp, cap, "%s.tmp", path) >= cap) { cli_error(cmd, "'%s': the path is too long", path); return NULL; }
+    FILE *f = fopen(tmp, "w");
+    if (!f) cli_error(cmd, "cannot write '%s': %s", tmp, strerror(errno));
+    return f;
+}
+
+bool cli_out_close(const char *cmd, void *f, const char *tmp, const char *path, bool keep) {
+    if (!f) return true;
+    const bool ok = !ferror((FILE *)f) && fclose(f) == 0;
+    if (keep && ok && rename(tmp, path) == 0) return true;
+    if (keep) cli_error(cmd, "cannot write '%s': %s", path, strerror(errno));
+    remove(tmp);
+    return !keep;
 }
 
 int cli_lib_error(const char *cmd, hachi_status st, const char *what) {
@@ -177,7 +211,9 @@ int cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i) 
     if (!strcmp(a, "--no-progress")) { o->progress = 0; return 1; }
     if (!strcmp(a, "--temp")) { VAL(); if (!cli_float(cmd, a, v, 0, 100, &d)) return -1; o->smp.temp = (float)d; return 1; }
     if (!strcmp(a, "--top-k")) { VAL(); if (!cli_int(cmd, a, v, 0, 1 << 30, &n)) return -1; o->smp.top_k = (int32_t)n; return 1; }
-    if (!strcmp(a, "--top-p")) { VAL(); if (!cli_float(cmd, a, v, 0, 1, &d)) return -1; o->smp.top_p = (float)d; return 1; }
+    if (!strcmp(a, "--top-p")) {   /* 0 keeps the likeliest token alone, as the server's top_p 0 does */
+        VAL(); if (!cli_float(cmd, a, v, 0, 1, &d)) return -1; o->smp.top_p = (float)(d > 1e-6 ? d : 1e-6); return 1;
+    }
     if (!strcmp(a, "--min-p")) { VAL(); if (!cli_float(cmd, a, v, 0, 1, &d)) return -1; o->smp.min_p = (float)d; return 1; }
     if (!strcmp(a, "--repeat-penalty")) {
         VAL(); if (!cli_float(cmd, a, v, 0.01, 100, &d)) return -1; o->smp.repeat_penalty = (float)d; return 1;

@@ -33,10 +33,20 @@ int cli_lib_error(const char *cmd, hachi_status st, const char *what);
 /* Strict number parsing of a flag's value within [lo, hi]; prints the error itself. */
 bool cli_int(const char *cmd, const char *flag, const char *val, long lo, long hi, long *out);
 bool cli_float(const char *cmd, const char *flag, const char *val, double lo, double hi, double *out);
+/* Whether a is one of the n strings of list. */
+bool cli_one_of(const char *a, const char *const *list, size_t n);
 /* Fetch the value following argv[*i] for flag; prints an error when missing. */
 const char *cli_value(const char *cmd, int argc, char **argv, int *i);
 /* Read a whole file (binary-exact); *len set; NULL with an error printed on failure. */
 char *cli_read_file(const char *cmd, const char *path, size_t *len);
+/* An output the tool writes to path.tmp and renames over path must be a regular file or absent
+ * (a FIFO, device or symbolic link would be replaced, not written); false with the error printed. */
+bool cli_replaceable(const char *cmd, const char *path);
+/* An output written whole or not at all: cli_out_open opens path.tmp (into tmp, cap bytes) after
+ * cli_replaceable; cli_out_close closes it and, with keep and every write done, renames it over
+ * path, else removes it. NULL / false with the error printed. */
+void *cli_out_open(const char *cmd, const char *path, char *tmp, size_t cap);   /* FILE* */
+bool cli_out_close(const char *cmd, void *f, const char *tmp, const char *path, bool keep);
 
 /* Flags shared by the model-running commands. */
 typedef struct cli_opts {
@@ -85,6 +95,7 @@ typedef struct cli_draft {
     const char *trace_path;         /* --spec-trace FILE (run): each forward's drafted and kept counts */
     void *trace;                    /* FILE* open on trace_path */
     const char *cmd;                /* the command, for the trace's errors */
+    bool trace_failed;              /* a write failed: the trace is removed at the end */
     float costs[HACHI_DRAFT_MAX + 1];   /* --spec-costs: forwards of 1, 2, ... rows (auto) */
     int n_costs;
     const char *md_path;            /* -md FILE */
@@ -106,7 +117,8 @@ bool cli_draft_setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_
 void cli_draft_trace(const char *cmd, cli_draft *d, const hachi_spec_stats *before, const hachi_spec_stats *after);
 /* "draft: ..." lines of the stats (nothing without a drafter). */
 void cli_draft_print(void *file /* FILE* */, const cli_draft *d, const hachi_spec_stats *ss, int n_gen);
-void cli_draft_free(cli_draft *d);
+/* false when the trace could not be written whole (it is removed then) */
+bool cli_draft_free(cli_draft *d);
 #define CLI_DRAFT_USAGE                                                                                  \
     "  --draft N   speculative decoding with up to N (1..15) drafted tokens per forward: prompt lookup\n"  \
     "              (the tokens after the latest earlier occurrence of the last 4, 3 or 2 tokens), or the\n" \

@@ -63,6 +63,8 @@ int cmd_eval(int argc, char **argv) {
     }
     if (!tok_path) return cli_error(cmd, "no token file given (--tokens FILE)");
     if (!out_path) return cli_error(cmd, "no output given (--logits-out OUT)");
+    if (!cli_replaceable(cmd, out_path)) return 1;
+    if (strlen(out_path) + 5 > 4096) return cli_error(cmd, "the output path is too long");
     int32_t n = 0;
     int32_t *ids = cli_read_ids(cmd, tok_path, &n);
     if (!ids) return 1;
@@ -93,7 +95,11 @@ int cmd_eval(int argc, char **argv) {
         goto out;
     }
     f = NULL;
-    if (rename(tmp, out_path) != 0) { cli_error(cmd, "cannot rename '%s' to '%s': %s", tmp, out_path, strerror(errno)); goto out; }
+    if (rename(tmp, out_path) != 0) {
+        cli_error(cmd, "cannot rename '%s' to '%s': %s", tmp, out_path, strerror(errno));
+        remove(tmp);
+        goto out;
+    }
     fprintf(stderr, "wrote %d x %d logits to %s\n", n, nv, out_path);
     rc = 0;
 out:

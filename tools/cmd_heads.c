@@ -134,6 +134,9 @@ int cmd_heads(int argc, char **argv) {
         if (r > 0) continue;
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_text, stdout); return 0; }
+        static const char *const valued[] = {"--filler", "-o", "--lengths", "--depths", "-n", "--sink", "--window", "--max-kl"};
+        if (!cli_one_of(a, valued, sizeof valued / sizeof valued[0]))
+            return cli_error(cmd, "unknown option '%s' (see hachi heads --help)", a);
         if (!(v = cli_value(cmd, argc, argv, &i))) return 1;
         if (!strcmp(a, "--filler")) filler_path = v;
         else if (!strcmp(a, "-o")) out_path = v;

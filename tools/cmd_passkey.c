@@ -109,6 +109,9 @@ int cmd_passkey(int argc, char **argv) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_text, stdout); return 0; }
         if (!strcmp(a, "--dense-only")) { dense_only = true; continue; }
+        static const char *const valued[] = {"--filler", "--json", "--dump-prompts", "--lengths", "--depths", "-n"};
+        if (!cli_one_of(a, valued, sizeof valued / sizeof valued[0]))
+            return cli_error(cmd, "unknown option '%s' (see hachi passkey --help)", a);
         if (!(v = cli_value(cmd, argc, argv, &i))) return 1;
         if (!strcmp(a, "--filler")) filler_path = v;
         else if (!strcmp(a, "--json")) json_path = v;
@@ -127,10 +130,9 @@ int cmd_passkey(int argc, char **argv) {
     int32_t *ids = NULL;
     float *lg = NULL;
     FILE *jf = NULL, *df = NULL;
+    char jtmp[4096], dtmp[4096];
     if (!(m = cli_load_model(cmd, &o, false)) || !pk_source_init(cmd, m, filler_path, &src)) goto out;
     const int32_t nv = hachi_model_n_vocab(m), n_filler_all = src.n_filler;
-    if (json_path && !(jf = fopen(json_path, "w"))) { cli_error(cmd, "cannot write '%s'", json_path); goto out; }
-    if (dump_path && !(df = fopen(dump_path, "w"))) { cli_error(cmd, "cannot write '%s'", dump_path); goto out; }
     int max_len = PK_GEN;
     for (int l = 0; l < n_len; l++) max_len = CLI_MAX(max_len, (int)lengths_d[l]);
     if (!(ids = malloc(sizeof(int32_t) * (size_t)max_len)) || !(lg = malloc(sizeof(float) * (size_t)nv))) {
@@ -142,6 +144,8 @@ int cmd_passkey(int argc, char **argv) {
         pk_prompt pr;
         if (!pk_build_prompt(cmd, &src, (int)lengths_d[l], 0.5, o.smp.seed, 0, ids, &pr)) goto out;
     }
+    if (json_path && !(jf = cli_out_open(cmd, json_path, jtmp, sizeof jtmp))) goto out;
+    if (dump_path && !(df = cli_out_open(cmd, dump_path, dtmp, sizeof dtmp))) goto out;
     hachi_session_params mode = o.sp, dense = cli_dense_params(&o.sp);
     char mode_name[128], dense_name[128];
     cli_mode_name(&mode, mode_name, sizeof mode_name);
@@ -266,8 +270,8 @@ int cmd_passkey(int argc, char **argv) {
     }
     rc = 0;
 out:
-    if (jf && fclose(jf) && rc == 0) rc = cli_error(cmd, "cannot write '%s'", json_path);
-    if (df && fclose(df) && rc == 0) rc = cli_error(cmd, "cannot write '%s'", dump_path);
+    if (!cli_out_close(cmd, jf, jtmp, json_path, rc == 0)) rc = 1;
+    if (!cli_out_close(cmd, df, dtmp, dump_path, rc == 0)) rc = 1;
     pk_source_free(&src);
     free(ids); free(lg);
     hachi_session_free(s[0]);

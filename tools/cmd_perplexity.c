@@ -24,6 +24,7 @@
  * outside them, P log(P / Q) (P, Q: 1 - the top-K's mass under base and mode): exact with
  * top_k = n_vocab, else a lower bound of the full KL. */
 #include <math.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -349,8 +350,9 @@ int cmd_perplexity(int argc, char **argv) {
             goto out;
         }
         snprintf(tmp_path, pl, "%s.tmp", kl_path);
+        if (!cli_replaceable(cmd, kl_path)) goto out;
         if (!(r.save = fopen(tmp_path, "wb")) || fwrite(&h, sizeof h, 1, r.save) != 1) {   /* header last */
-            cli_error(cmd, "cannot write '%s'", tmp_path);
+            cli_error(cmd, "cannot write '%s': %s", tmp_path, strerror(errno));
             goto out;
         }
     }

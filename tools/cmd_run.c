@@ -7,6 +7,7 @@
  * --prompt-cache FILE: restore the longest prefix of the prompt that FILE holds
  * and prefill only the rest; when nothing was restored, save the prompt's state
  * there (hachi_session_save / _load; the output is the same either way). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,7 @@ int cmd_run(int argc, char **argv) {
     }
     char *file_text = NULL;
     size_t plen = strlen(prompt);
+    if (prompt_file && plen) return cli_error(cmd, "give the prompt as -p TEXT or -f FILE, not both");
     if (prompt_file) {
         if (!(file_text = cli_read_file(cmd, prompt_file, &plen))) return 1;
         prompt = file_text;
@@ -101,7 +103,7 @@ int cmd_run(int argc, char **argv) {
         cli_error(cmd, "the prompt has %d tokens, more than the context of %d (-c)", n_tok, hachi_session_n_ctx(s));
         goto out;
     }
-    if ((st = hachi_sampler_create(&o.smp, hachi_model_n_vocab(m), &smp))) { cli_lib_error(cmd, st, "sampler"); goto out; }
+    if ((st = hachi_sampler_create(&o.smp, hachi_model_n_vocab(m), &smp))) { cli_lib_error(cmd, st, "cannot create the sampler"); goto out; }
     hachi_spec_params spp;
     if (!cli_draft_setup(cmd, &dr, m, &spp)) goto out;
     if ((st = hachi_spec_create(m, s, smp, &spp, &sp))) { cli_lib_error(cmd, st, "generator"); goto out; }
@@ -160,7 +162,10 @@ int cmd_run(int argc, char **argv) {
             fwrite(buf, 1, len, stdout);
             n_gen++;
         }
-        fflush(stdout);
+        if (fflush(stdout) != 0 || ferror(stdout)) {   /* nowhere to put the rest (a closed pipe) */
+            cli_error(cmd, "cannot write the output: %s", strerror(errno));
+            goto out;
+        }
     }
     double t_decode = cli_time_ms() - t0;
     int32_t len = hachi_detok_flush(dt, buf, sizeof buf);
@@ -175,7 +180,7 @@ int cmd_run(int argc, char **argv) {
     rc = 0;
 out:
     hachi_spec_free(sp);
-    cli_draft_free(&dr);
+    if (!cli_draft_free(&dr)) rc = 1;
     hachi_detok_free(dt);
     hachi_sampler_free(smp);
     hachi_session_free(s);

@@ -66,6 +66,7 @@ int cli_draft_parse(const char *cmd, cli_draft *d, int argc, char **argv, int *i
 
 static bool open_trace(const char *cmd, cli_draft *d, const hachi_spec_params *spp) {
     if (!d->trace_path) return true;
+    if (!cli_replaceable(cmd, d->trace_path)) return false;   /* (a failed trace is removed: a regular file only) */
     FILE *f = fopen(d->trace_path, "w");
     if (!f) { cli_error(cmd, "cannot write the trace '%s': %s", d->trace_path, strerror(errno)); return false; }
     static const char *kinds[] = {"none", "lookup", "model", "auto", "self"};
@@ -86,6 +87,7 @@ void cli_draft_trace(const char *cmd, cli_draft *d, const hachi_spec_stats *befo
         cli_error(cmd, "cannot write the trace '%s': %s (trace stopped)", d->trace_path, strerror(errno));
         fclose(f);
         d->trace = NULL;
+        d->trace_failed = true;
     }
 }
 
@@ -175,9 +177,14 @@ void cli_draft_print(void *file, const cli_draft *d, const hachi_spec_stats *ss,
     fprintf(f, ", drafting %.1f ms (%.3f ms per drafted token)\n", ss->draft_ms, ss->drafted ? ss->draft_ms / ss->drafted : 0.0);
 }
 
-void cli_draft_free(cli_draft *d) {
+bool cli_draft_free(cli_draft *d) {
     hachi_model_free(d->assistant);
     d->assistant = NULL;
-    if (d->trace && fclose(d->trace)) cli_error(d->cmd, "cannot write the trace '%s': %s", d->trace_path, strerror(errno));
+    if (d->trace && fclose(d->trace)) {
+        cli_error(d->cmd, "cannot write the trace '%s': %s", d->trace_path, strerror(errno));
+        d->trace_failed = true;
+    }
     d->trace = NULL;
+    if (d->trace_failed) remove(d->trace_path);
+    return !d->trace_failed;
 }

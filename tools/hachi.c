@@ -1,4 +1,5 @@
 /* hachi: the command-line tool's entry point; dispatches to tools/cmd_*.c. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include "cli.h"
@@ -34,8 +35,16 @@ int main(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[1], commands[i].name)) continue;
+        const int rc = commands[i].fn(argc - 1, argv + 1);
+        /* output that never arrived (a full disk, a closed pipe) is a failure, whatever printed it */
+        if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
+            fprintf(stderr, "hachi %s: cannot write the output: %s\n", argv[1], strerror(errno ? errno : EIO));
+            return 1;
+        }
+        return rc;
+    }
     fprintf(stderr, "hachi: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 1;
