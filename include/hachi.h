@@ -95,6 +95,12 @@ HACHI_API void    hachi_model_print_info(const hachi_model *model, void *file /*
 HACHI_API hachi_status hachi_tokenize(const hachi_model *model, const char *text, size_t len,
                             bool add_bos, bool parse_special,
                             int32_t *out, int32_t cap, int32_t *n_out);
+/* hachi_tokenize with specials on, except that a control token's text overlapping one of the
+ * n_plain byte ranges [plain[2i], plain[2i] + plain[2i+1]) of text stays text: a chat's messages
+ * (hachi_chat_turn_spans) inside its template's markers. */
+HACHI_API hachi_status hachi_tokenize_spans(const hachi_model *model, const char *text, size_t len, bool add_bos,
+                                            const size_t *plain, int32_t n_plain, int32_t *out, int32_t cap,
+                                            int32_t *n_out);
 /* The text of one token (byte tokens give their byte; may be a partial UTF-8
  * sequence). Returns the byte length written (<= cap) or -1 on a bad id. */
 HACHI_API int32_t hachi_token_to_text(const hachi_model *model, int32_t token, char *buf, int32_t cap);
@@ -108,7 +114,9 @@ HACHI_API void    hachi_detok_free(hachi_detok *d);
 /* Starts a new text (what is pending is dropped). at_start false: the text continues
  * text already shown (a prompt), so no leading space is stripped. */
 HACHI_API void    hachi_detok_reset(hachi_detok *d, bool at_start);
-/* Appends the printable text of token to out (cap >= 64 suffices); returns bytes written. */
+/* Appends the printable text of token to out (cap >= HACHI_DETOK_MAX always suffices: a
+ * piece's text is cut at 1024 bytes; most are under 64); returns bytes written. */
+#define HACHI_DETOK_MAX 1032
 HACHI_API int32_t hachi_detok_push(hachi_detok *d, int32_t token, char *out, int32_t cap);
 /* Emits what is left (an incomplete sequence becomes U+FFFD). */
 HACHI_API int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap);
@@ -407,6 +415,12 @@ HACHI_API hachi_chat_format hachi_chat_detect(const hachi_model *model);
  * (hachi_last_error) for a NULL model, a negative cap, or a NULL buf with cap > 0. */
 HACHI_API int32_t hachi_chat_turn(const hachi_model *model, const char *system, const char *user, bool first,
                         char *buf, int32_t cap);
+/* The same text, and where the system prompt and the user's text lie in it: plain[0], plain[1]
+ * the system's offset and length, plain[2], plain[3] the user's (length 0: none). Tokenized by
+ * hachi_tokenize_spans over those ranges, a control token's text inside them ("<turn|>" typed by
+ * a user) stays text instead of closing the turn; only the format's own markers are control. */
+HACHI_API int32_t hachi_chat_turn_spans(const hachi_model *model, const char *system, const char *user, bool first,
+                                        char *buf, int32_t cap, size_t plain[4]);
 
 /* ---- models for tests and benchmarks, conversion, the machine ----------------- */
 

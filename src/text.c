@@ -10,19 +10,30 @@ struct hachi_detok {
     hachi_detok_state st;
 };
 
-hachi_status hachi_tokenize(const hachi_model *model, const char *text, size_t len, bool add_bos,
-                            bool parse_special, int32_t *out, int32_t cap, int32_t *n_out) {
+static hachi_status tokenize(const hachi_model *model, const char *text, size_t len, bool add_bos, bool parse_special,
+                             const size_t *plain, int32_t n_plain, int32_t *out, int32_t cap, int32_t *n_out) {
     const hachi_tokenizer *t = hachi_model_tokenizer(model);
     int32_t *ids, n;
     if (n_out) *n_out = 0;
     if (!t) return hachi_fail(HACHI_ERR_INVALID_ARG, "tokenize: no model");
     if (cap < 0 || (cap > 0 && !out)) return hachi_fail(HACHI_ERR_INVALID_ARG, "tokenize: bad output buffer");
-    hachi_status st = hachi_tokenizer_encode(t, text, len, add_bos, parse_special, &ids, &n);
+    if (n_plain < 0 || (n_plain > 0 && !plain)) return hachi_fail(HACHI_ERR_INVALID_ARG, "tokenize: bad plain ranges");
+    hachi_status st = hachi_tokenizer_encode_spans(t, text, len, add_bos, parse_special, plain, n_plain, &ids, &n);
     if (st) return st;
     if (n > 0 && cap > 0) memcpy(out, ids, (size_t)HACHI_MIN(n, cap) * sizeof *ids);
     if (n_out) *n_out = n;
     hachi_free(ids);
     return HACHI_OK;
+}
+
+hachi_status hachi_tokenize(const hachi_model *model, const char *text, size_t len, bool add_bos,
+                            bool parse_special, int32_t *out, int32_t cap, int32_t *n_out) {
+    return tokenize(model, text, len, add_bos, parse_special, NULL, 0, out, cap, n_out);
+}
+
+hachi_status hachi_tokenize_spans(const hachi_model *model, const char *text, size_t len, bool add_bos,
+                                  const size_t *plain, int32_t n_plain, int32_t *out, int32_t cap, int32_t *n_out) {
+    return tokenize(model, text, len, add_bos, true, plain, n_plain, out, cap, n_out);
 }
 
 int32_t hachi_token_to_text(const hachi_model *model, int32_t token, char *buf, int32_t cap) {

@@ -323,10 +323,18 @@ out:
 
 typedef struct { size_t off, len; int32_t tok; } frag;   /* tok -1 = raw text */
 
+/* Whether [a, a + n) overlaps one of the plain ranges (encode_spans) */
+static bool in_plain(const size_t *plain, int n_plain, size_t a, size_t n) {
+    for (int i = 0; i < n_plain; i++)
+        if (a < plain[2 * i] + plain[2 * i + 1] && a + n > plain[2 * i]) return true;
+    return false;
+}
+
 /* Split text into raw fragments and whole special tokens, longest token first
- * (each token splits every raw fragment at its non-overlapping occurrences). */
+ * (each token splits every raw fragment at its non-overlapping occurrences; a control token's
+ * occurrence that overlaps a plain range stays text). */
 static hachi_status partition(const hachi_tokenizer *t, const char *text, size_t len, bool parse_special,
-                              frag **out, size_t *n_out) {
+                              const size_t *plain, int n_plain, frag **out, size_t *n_out) {
     size_t cap = 8, n = 1;
     frag *f = hachi_malloc(cap * sizeof *f);
     if (!f) return HACHI_ERR_NOMEM;
@@ -341,8 +349,11 @@ static hachi_status partition(const hachi_tokenizer *t, const char *text, size_t
         if (p->len > len || !present[(unsigned char)p->ptr[0]]) continue;
         for (size_t i = 0; i < n; i++) {
             if (f[i].tok >= 0 || f[i].len < p->len) continue;
-            const char *base = text + f[i].off;
-            const char *hit = memmem(base, f[i].len, p->ptr, p->len);
+            const char *base = text + f[i].off, *hit = memmem(base, f[i].len, p->ptr, p->len);
+            while (hit && ty != TT_USER && in_plain(plain, n_plain, (size_t)(hit - text), p->len)) {
+                const size_t from = (size_t)(hit - base) + 1;
+                hit = from + p->len <= f[i].len ? memmem(base + from, f[i].len - from, p->ptr, p->len) : NULL;
+            }
             if (!hit) continue;
             /* split f[i] into [before][token][after]; the after part is scanned next */
             size_t before = (size_t)(hit - base), after = f[i].len - before - p->len;
@@ -364,6 +375,12 @@ static hachi_status partition(const hachi_tokenizer *t, const char *text, size_t
 
 hachi_status hachi_tokenizer_encode(const hachi_tokenizer *t, const char *text, size_t len,
                                     bool add_bos, bool parse_special, int32_t **out, int32_t *n_out) {
+    return hachi_tokenizer_encode_spans(t, text, len, add_bos, parse_special, NULL, 0, out, n_out);
+}
+
+hachi_status hachi_tokenizer_encode_spans(const hachi_tokenizer *t, const char *text, size_t len, bool add_bos,
+                                          bool parse_special, const size_t *plain, int n_plain, int32_t **out,
+                                          int32_t *n_out) {
     work w = {0};
     frag *f = NULL;
     size_t nf = 0;
@@ -373,7 +390,7 @@ hachi_status hachi_tokenizer_encode(const hachi_tokenizer *t, const char *text, 
     if (!t || (!text && len)) return hachi_fail(HACHI_ERR_INVALID_ARG, "tokenize: no tokenizer or no text");
     if (len >= INT32_MAX / 4) return hachi_fail(HACHI_ERR_INVALID_ARG, "tokenize: text of %zu bytes is too long", len);
     if (add_bos && t->bos >= 0 && (st = emit(&w, t->bos))) goto out;
-    if (len && (st = partition(t, text, len, parse_special, &f, &nf))) goto out;
+    if (len && (st = partition(t, text, len, parse_special, plain, n_plain, &f, &nf))) goto out;
     bool prev_special = true;   /* SPM: a dummy prefix at the start and after a special token */
     for (size_t i = 0; i < nf; i++) {
         if (f[i].tok >= 0) {

@@ -34,6 +34,11 @@ const char *hachi_tokenizer_piece(const hachi_tokenizer *t, int32_t id, size_t *
 /* Encode text[0..len); *out is allocated with hachi_malloc (caller hachi_free's it). */
 hachi_status hachi_tokenizer_encode(const hachi_tokenizer *t, const char *text, size_t len,
                                     bool add_bos, bool parse_special, int32_t **out, int32_t *n_out);
+/* The same with specials parsed but for control tokens whose text overlaps one of the n_plain
+ * byte ranges [plain[2i], plain[2i] + plain[2i+1]) (a message's own text) */
+hachi_status hachi_tokenizer_encode_spans(const hachi_tokenizer *t, const char *text, size_t len, bool add_bos,
+                                          bool parse_special, const size_t *plain, int n_plain, int32_t **out,
+                                          int32_t *n_out);
 /* The text bytes of one token (byte token -> its byte, U+2581 -> ' ', GPT-2 byte
  * mapping undone; control, user-defined, unknown, unused tokens -> their piece).
  * Writes at most cap bytes and returns how many it wrote (a text longer than cap is

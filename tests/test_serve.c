@@ -273,6 +273,11 @@ TEST(serve_http_errors_and_slots) {
         {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":5}]}]}", "'messages[0].content[0].text' must be a string"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":7}]}", "'messages[0].content' must be a string or an array"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":1e300}", "'max_tokens' must be in"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":0}", "'max_tokens' must be in [1,"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":3} trailing", "malformed JSON"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}{}", "malformed JSON"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"n\":2}", "'n' of 2 is not supported"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"logprobs\":true}", "'logprobs' is not supported"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(full, sizeof full, "%s -d '%s'", chat, bad[i].body);
@@ -280,6 +285,55 @@ TEST(serve_http_errors_and_slots) {
     }
     snprintf(full, sizeof full, "%s -d '{\"prompt\":5}'", a);
     check_error(&sv, 400, "'prompt' must be a string", full);
+    /* a body that is not UTF-8 (JSON must be), and a role cut for the message on a character's
+     * boundary: every error body parses as UTF-8 */
+    char ub[1024];
+    snprintf(ub, sizeof ub, "%s/latin1.json", test_tmpdir());
+    FILE *uf = fopen(ub, "wb");
+    if (uf) { fputs("{\"prompt\":\"caf\xe9\"}", uf); fclose(uf); }
+    snprintf(full, sizeof full, "%s --data-binary @%s", a, ub);
+    check_error(&sv, 400, "not UTF-8 (at byte 14 of 17)", full);
+    uf = fopen(ub, "wb");
+    if (uf) {
+        fputs("{\"messages\":[{\"role\":\"", uf);
+        for (int i = 0; i < 14; i++) fputs("\xe2\x82\xac", uf);   /* 14 euro signs: 42 bytes */
+        fputs("\",\"content\":\"x\"}]}", uf);
+        fclose(uf);
+    }
+    snprintf(full, sizeof full, "%s --data-binary @%s", chat, ub);
+    {
+        char *eb = NULL;
+        CHECK(body_status(&eb, "%s", full) == 400);
+        const char *r = eb ? strstr(eb, "' is not supported") : NULL;   /* 13 whole signs, nothing after */
+        CHECKF(r && r - eb >= 3 && !memcmp(r - 3, "\xe2\x82\xac", 3), "a cut role: %s", eb ? eb : "");
+        free(eb);
+    }
+    /* max_completion_tokens null stands for absent: max_tokens counts */
+    CHECKF(body_status(&b, "%s -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],"
+                           "\"max_completion_tokens\":null,\"max_tokens\":3,\"temperature\":0}'", chat) == 200 &&
+           strstr(b, "\"completion_tokens\":3"), "%s", b);
+    free(b);
+    /* a message's "</s>" (the end-of-sequence token's text) is text, not the control token */
+    int pt[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        CHECK(body_status(&b, "%s -d '{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],\"max_tokens\":1}'", chat,
+                          k ? "</s>" : "") == 200);
+        const char *u = b ? strstr(b, "\"prompt_tokens\":") : NULL;
+        pt[k] = u ? atoi(u + 16) : -1;
+        free(b);
+    }
+    CHECKF(pt[0] > 0 && pt[1] >= pt[0] + 3, "prompt tokens: empty message %d, '</s>' %d (want its 4 characters as text)",
+           pt[0], pt[1]);
+    /* the API key's scheme in any case; a 405 names the endpoint's own method */
+    CHECKF(body_status(&b, "-H 'Authorization: bearer " KEY "' " URL "/v1/models", p) == 200, "%s", b);
+    free(b);
+    char hd[1024];
+    snprintf(hd, sizeof hd, "%s/h405.txt", test_tmpdir());
+    snprintf(full, sizeof full, "-D %s " AUTH URL "/v1/chat/completions", hd, p);
+    check_error(&sv, 405, "takes POST, not GET", full);
+    char *hs = test_read_file(hd, NULL);
+    CHECKF(hs && strstr(hs, "Allow: POST\r"), "405 headers: %s", hs ? hs : "");
+    free(hs);
     /* deep nesting, a prompt longer than the context (both lengths named), a body over the limit */
     char deep[6001];
     memset(deep, '[', 6000);

@@ -265,6 +265,9 @@ hachi_status pk_answer_prompt(hachi_session *s, const hachi_model *m, const int3
 typedef struct serve_req {
     bool chat;                      /* /v1/chat/completions (else /v1/completions) */
     char *prompt;                   /* the text to tokenize: chat messages in the model's format (malloc'd) */
+    size_t *plain;                  /* chat: [n_plain][2] the messages' own text in prompt (offset, length),
+                                       where a control token's text stays text (malloc'd) */
+    int n_plain;
     bool add_bos;                   /* completions: BOS before the prompt (a chat prompt carries its own) */
     bool continues;                 /* chat: the last message is the assistant's, which the reply continues */
     long max_tokens;                /* -1: until the context is full */

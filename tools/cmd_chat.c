@@ -71,12 +71,13 @@ int cmd_chat(int argc, char **argv) {
         int32_t need = hachi_chat_turn(m, system, line, turns == 0, NULL, 0) + 1;
         free(turn);
         if (!(turn = malloc(need))) goto out;
-        hachi_chat_turn(m, system, line, turns == 0, turn, need);
+        size_t plain[4];   /* the system's and the user's text: "<turn|>" typed stays text */
+        hachi_chat_turn_spans(m, system, line, turns == 0, turn, need, plain);
         int32_t n = 0;
-        hachi_tokenize(m, turn, strlen(turn), false, true, NULL, 0, &n);
+        hachi_tokenize_spans(m, turn, strlen(turn), false, plain, 2, NULL, 0, &n);
         free(toks);
         if (!(toks = malloc(sizeof(int32_t) * (n + 1)))) goto out;
-        hachi_tokenize(m, turn, strlen(turn), false, true, toks, n + 1, &n);
+        hachi_tokenize_spans(m, turn, strlen(turn), false, plain, 2, toks, n + 1, &n);
         int room = hachi_session_n_ctx(s) - hachi_session_pos(s);
         if (n + 1 > room) {
             fprintf(stderr, "hachi chat: context full: this turn needs %d tokens but only %d of %d are left; "
@@ -88,7 +89,7 @@ int cmd_chat(int argc, char **argv) {
         if ((st = hachi_spec_feed(sp, toks, n))) { cli_lib_error(cmd, st, "generator"); goto out; }
 
         hachi_detok_reset(dt, true);
-        char buf[256];
+        char buf[HACHI_DETOK_MAX];
         int gen = 0;
         bool ended = false;
         while (gen < n_max && !ended) {

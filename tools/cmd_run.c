@@ -134,7 +134,7 @@ int cmd_run(int argc, char **argv) {
 
     if ((st = hachi_detok_create(m, &dt))) { cli_lib_error(cmd, st, "detokenizer"); goto out; }
     hachi_detok_reset(dt, plen == 0);   /* strip the dummy-prefix space only at the very start */
-    char buf[256];
+    char buf[HACHI_DETOK_MAX];
     int n_gen = 0;
     bool full = false;
     const int warmup = 4;

@@ -34,6 +34,11 @@ int cmd_serve(int argc, char **argv) {
 #include "cli.h"
 
 #define SERVE_MAX_BODY (4u << 20)    /* bytes of a request body (413 past it) */
+/* Seconds a connection may stay idle (no request bytes, no response to send) before it is closed:
+ * idle keep-alive connections count against the connection limit, so 64 of them held open lock
+ * every client out for as long as this (it was 600 s). A request that waits for a slot or
+ * generates does not idle (its thread is busy). */
+#define SERVE_IDLE_S 10
 #define SERVE_STREAM_BUF (64u << 10) /* a stream's pending events: a step's chunk fits many times */
 #define SERVE_CHECKPOINTS 8          /* ring checkpoints a slot keeps */
 
@@ -95,6 +100,7 @@ typedef struct request {
     int n_prompt, n_cached, n_gen, max_gen;
     char *text;                     /* [text_cap] generated text; [0, sent) released to the client */
     size_t text_len, text_cap, sent;
+    bool text_oom;                  /* the text could not grow: the generation ends there */
     const char *finish;             /* NULL while generating */
     bool role_sent, stream_end;
     char *out;                      /* [SERVE_STREAM_BUF] stream events not yet handed to MHD */
@@ -279,14 +285,19 @@ static size_t stop_hold(const request *q) {
 }
 
 static void text_add(request *q, const char *s, size_t n) {
-    n = CLI_MIN(n, q->text_cap - q->text_len);
+    if (q->text_len + n > q->text_cap) {   /* long pieces: the buffer grows (only past 64 bytes a token) */
+        char *t = realloc(q->text, 2 * (q->text_len + n));
+        if (!t) { q->text_oom = true; return; }
+        q->text = t;
+        q->text_cap = 2 * (q->text_len + n);
+    }
     memcpy(q->text + q->text_len, s, n);
     q->text_len += n;
 }
 
 /* The end of the text: the detokenizer's rest, a last look for stop sequences. */
 static void gen_finish(request *q, const char *why) {
-    char buf[64];
+    char buf[HACHI_DETOK_MAX];
     size_t at, k = (size_t)hachi_detok_flush(q->sl->dt, buf, sizeof buf);
     text_add(q, buf, k);
     if (q->rq.n_stop && find_stop(q, q->sent, &at)) { q->text_len = at; why = "stop"; }
@@ -303,10 +314,11 @@ static size_t gen_step(server *srv, request *q) {
     for (int i = 0; i < n_out; i++) {
         if (hachi_model_is_eog(srv->m, out[i])) { gen_finish(q, "stop"); return q->text_len - q->sent; }
         sl->held[q->n_prompt + q->n_gen++] = out[i];
-        char buf[64];
+        char buf[HACHI_DETOK_MAX];
         size_t from = q->text_len > SERVE_MAX_STOP_LEN ? q->text_len - SERVE_MAX_STOP_LEN : 0;
         size_t k = (size_t)hachi_detok_push(sl->dt, out[i], buf, sizeof buf);
         text_add(q, buf, k);
+        if (q->text_oom) { gen_finish(q, "length"); return q->text_len - q->sent; }
         size_t at;
         if (q->rq.n_stop && find_stop(q, CLI_MAX(from, q->sent), &at)) {
             q->text_len = at;
@@ -346,13 +358,14 @@ static void gen_end(server *srv, request *q) {
 
 /* ---- responses ----------------------------------------------------------------------------------- */
 
-static enum MHD_Result send_json(struct MHD_Connection *conn, unsigned status, char *json) {
+/* allow: the Allow header of a 405 (the endpoint's method) */
+static enum MHD_Result send_json(struct MHD_Connection *conn, unsigned status, char *json, const char *allow) {
     if (!json) return MHD_NO;
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(json), json, MHD_RESPMEM_MUST_FREE);
     if (!r) { free(json); return MHD_NO; }
     MHD_add_response_header(r, "Content-Type", "application/json");
     if (status == MHD_HTTP_SERVICE_UNAVAILABLE) MHD_add_response_header(r, "Retry-After", "1");
-    if (status == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(r, "Allow", "GET, POST");
+    if (allow) MHD_add_response_header(r, "Allow", allow);
     enum MHD_Result ret = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -367,7 +380,7 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, 
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     const char *type = status == 401 ? "authentication_error" : status >= 500 ? "server_error" : "invalid_request_error";
-    return send_json(conn, status, serve_error_json(msg, type, code));
+    return send_json(conn, status, serve_error_json(msg, type, code), NULL);
 }
 
 static void request_unref(request *q) {
@@ -449,9 +462,10 @@ static enum MHD_Result completion(server *srv, request *q) {
     const serve_req *rq = &q->rq;
     int32_t n = 0;
     const size_t plen = strlen(rq->prompt);
-    hachi_tokenize(srv->m, rq->prompt, plen, rq->add_bos, true, NULL, 0, &n);
+    /* specials in the template's text only: a message's "<turn|>" stays text (a completion's prompt is all template) */
+    hachi_tokenize_spans(srv->m, rq->prompt, plen, rq->add_bos, rq->plain, rq->n_plain, NULL, 0, &n);
     if (!(q->prompt = malloc(sizeof(int32_t) * (size_t)(n + 1)))) return send_error(conn, 500, NULL, "out of memory");
-    hachi_tokenize(srv->m, rq->prompt, plen, rq->add_bos, true, q->prompt, n + 1, &n);
+    hachi_tokenize_spans(srv->m, rq->prompt, plen, rq->add_bos, rq->plain, rq->n_plain, q->prompt, n + 1, &n);
     q->n_prompt = n;
     const int n_ctx = hachi_session_n_ctx(srv->slots[0].s);
     if (n == 0) return send_error(conn, 400, NULL, "the prompt is empty (no tokens)");
@@ -495,7 +509,7 @@ static enum MHD_Result completion(server *srv, request *q) {
         gen_step(srv, q);
     }
     gen_end(srv, q);
-    return send_json(conn, MHD_HTTP_OK, serve_result_json(rq, &q->res));
+    return send_json(conn, MHD_HTTP_OK, serve_result_json(rq, &q->res), NULL);
 }
 
 /* ---- routing ------------------------------------------------------------------------------------ */
@@ -508,10 +522,21 @@ static enum route route_of(const char *url) {
     return R_NONE;
 }
 
+/* The URL for an error message: printable ASCII as it is, other bytes as %XX (the message is
+ * JSON, which must be UTF-8), at most about 200 bytes */
+static void url_text(const char *url, char *out, size_t cap) {
+    size_t k = 0;
+    for (const unsigned char *u = (const unsigned char *)url; *u && k + 4 < cap && k < 200; u++) {
+        if (*u >= 0x20 && *u < 0x7F) out[k++] = (char)*u;
+        else k += (size_t)snprintf(out + k, cap - k, "%%%02X", *u);
+    }
+    out[k] = 0;
+}
+
 static bool authorized(const server *srv, struct MHD_Connection *conn) {
     if (!srv->api_key) return true;
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncmp(h, "Bearer ", 7)) return false;
+    if (!h || strncasecmp(h, "Bearer ", 7)) return false;   /* the scheme is case-insensitive (RFC 9110) */
     h += 7;
     size_t a = strlen(h), b = strlen(srv->api_key);
     unsigned diff = a != b;   /* the key's bytes compared in constant time */
@@ -528,7 +553,7 @@ static enum MHD_Result health(server *srv, struct MHD_Connection *conn) {
     char *s = malloc(160);
     if (s) snprintf(s, 160, "{\"status\":\"ok\",\"slots_idle\":%d,\"slots_processing\":%d,\"queued\":%d}",
                     srv->n_slots - busy, busy, waiting);
-    return send_json(conn, MHD_HTTP_OK, s);
+    return send_json(conn, MHD_HTTP_OK, s, NULL);
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -544,9 +569,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         *con_cls = q;
         q->route = route_of(url);
         const bool post = q->route == R_CHAT || q->route == R_COMPLETIONS;
-        if (q->route == R_NONE) return send_error(conn, 404, "not_found", "no endpoint %s %.200s", method, url);
-        if (strcmp(method, post ? "POST" : "GET"))
-            return send_error(conn, 405, "method_not_allowed", "%.200s takes %s, not %s", url, post ? "POST" : "GET", method);
+        char ut[256];
+        url_text(url, ut, sizeof ut);
+        if (q->route == R_NONE) return send_error(conn, 404, "not_found", "no endpoint %s %s", method, ut);
+        if (strcmp(method, post ? "POST" : "GET") && (post || strcmp(method, "HEAD"))) {   /* (MHD sends HEAD no body) */
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s takes %s, not %s", ut, post ? "POST" : "GET", method);
+            return send_json(conn, MHD_HTTP_METHOD_NOT_ALLOWED, serve_error_json(msg, "invalid_request_error", "method_not_allowed"),
+                             post ? "POST" : "GET, HEAD");
+        }
         if (q->route != R_HEALTH && !authorized(srv, conn))
             return send_error(conn, 401, "invalid_api_key", "missing or wrong API key (Authorization: Bearer KEY)");
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -574,7 +605,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     if (q->too_big)
         return send_error(conn, 413, "request_too_large", "the request body is over the limit of %u bytes", SERVE_MAX_BODY);
     if (q->route == R_HEALTH) return health(srv, conn);
-    if (q->route == R_MODELS) return send_json(conn, MHD_HTTP_OK, serve_models_json(srv->name, srv->started));
+    if (q->route == R_MODELS) return send_json(conn, MHD_HTTP_OK, serve_models_json(srv->name, srv->started), NULL);
     return completion(srv, q);
 }
 
@@ -687,7 +718,7 @@ int cmd_serve(int argc, char **argv) {
                          MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                          MHD_OPTION_NOTIFY_COMPLETED, completed, &srv,
                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)(64 + 2 * srv.n_slots + srv.queue_max),
-                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SERVE_IDLE_S,
                          MHD_OPTION_END);
     if (!d) {
         cli_error(cmd, "cannot listen on %s:%ld: %s", host, port, errno ? strerror(errno) : "the HTTP daemon did not start");

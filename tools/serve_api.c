@@ -21,6 +21,33 @@ static bool fail(char *err, size_t cap, const char *fmt, ...) {
     return false;
 }
 
+/* The first byte of s[0..n) where it stops being UTF-8 (RFC 3629: no overlongs, no surrogates,
+ * nothing past U+10FFFF), or n */
+static size_t utf8_end(const unsigned char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        const unsigned c = s[i];
+        size_t k = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        if (!k || i + k > n) return i;
+        for (size_t j = 1; j < k; j++)
+            if ((s[i + j] & 0xC0) != 0x80) return i;
+        if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F) || (c == 0xF0 && s[i + 1] < 0x90) ||
+            (c == 0xF4 && s[i + 1] > 0x8F))
+            return i;
+        i += k;
+    }
+    return n;
+}
+
+/* How many of s's first bytes (at most max) to print without cutting a character */
+static int clip(const char *s, int max) {
+    int n = 0;
+    while (n < max && s[n]) n++;
+    if (s[n])
+        while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;
+    return n;
+}
+
 static const char *type_name(const cJSON *v) {
     if (cJSON_IsString(v)) return "a string";
     if (cJSON_IsNumber(v)) return "a number";
@@ -118,7 +145,8 @@ static bool content_text(const cJSON *msg, int i, char **out, char *err, size_t 
                 return fail(err, cap, "'messages[%d].content[%d]' must be an object with a string 'type'", i, j);
             }
             if (strcmp(t->valuestring, "text")) {
-                fail(err, cap, "'messages[%d].content[%d].type' '%.40s' is not supported (only 'text')", i, j, t->valuestring);
+                fail(err, cap, "'messages[%d].content[%d].type' '%.*s' is not supported (only 'text')", i, j,
+                     clip(t->valuestring, 40), t->valuestring);
                 free(b.p);
                 return false;
             }
@@ -142,7 +170,25 @@ static bool content_text(const cJSON *msg, int i, char **out, char *err, size_t 
  * into the system prompt, then per user message hachi_chat_turn and the assistant reply that
  * followed it as the model wrote it (consecutive messages of one role joined by newlines).
  * A last assistant message is the start of the reply, which the model continues. */
-static bool chat_prompt(const cJSON *msgs, const hachi_model *m, char **out, bool *continues, char *err, size_t cap) {
+/* The message texts' ranges in the prompt (serve_req.plain) */
+typedef struct { size_t *r; int n, cap; bool oom; } spans;
+
+static void span_add(spans *sp, size_t off, size_t len) {
+    if (sp->oom || !len) return;
+    if (sp->n == sp->cap) {
+        const int cap = sp->cap ? 2 * sp->cap : 16;
+        size_t *r = realloc(sp->r, sizeof *r * 2 * (size_t)cap);
+        if (!r) { sp->oom = true; return; }
+        sp->r = r;
+        sp->cap = cap;
+    }
+    sp->r[2 * sp->n] = off;
+    sp->r[2 * sp->n + 1] = len;
+    sp->n++;
+}
+
+static bool chat_prompt(const cJSON *msgs, const hachi_model *m, char **out, spans *sp, bool *continues, char *err,
+                        size_t cap) {
     if (!cJSON_IsArray(msgs)) return fail(err, cap, "'messages' must be an array, got %s", msgs ? type_name(msgs) : "nothing");
     const int n = cJSON_GetArraySize(msgs);
     if (n == 0) return fail(err, cap, "'messages' is empty");
@@ -159,7 +205,7 @@ static bool chat_prompt(const cJSON *msgs, const hachi_model *m, char **out, boo
         if (!strcmp(rs, "system") || !strcmp(rs, "developer")) role[i] = 0;
         else if (!strcmp(rs, "user")) role[i] = 1;
         else if (!strcmp(rs, "assistant")) role[i] = 2;
-        else { ok = fail(err, cap, "'messages[%d].role' '%.40s' is not supported (system, developer, user, assistant)", i, rs); break; }
+        else { ok = fail(err, cap, "'messages[%d].role' '%.*s' is not supported (system, developer, user, assistant)", i, clip(rs, 40), rs); break; }
         ok = content_text(msg, i, &text[i], err, cap);
     }
     for (int i = 0; ok && i < n; i++)
@@ -181,7 +227,10 @@ static bool chat_prompt(const cJSON *msgs, const hachi_model *m, char **out, boo
             int32_t need = hachi_chat_turn(m, sys.p, u, first, NULL, 0) + 1;
             char *t = malloc((size_t)need);
             if (!t) { ok = fail(err, cap, "out of memory"); break; }
-            hachi_chat_turn(m, sys.p, u, first, t, need);
+            size_t pl[4];
+            hachi_chat_turn_spans(m, sys.p, u, first, t, need, pl);
+            span_add(sp, out_b.len + pl[0], pl[1]);
+            span_add(sp, out_b.len + pl[2], pl[3]);
             puts_(&out_b, t);
             free(t);
             first = false;
@@ -193,14 +242,20 @@ static bool chat_prompt(const cJSON *msgs, const hachi_model *m, char **out, boo
          * with a word followed "Assistant:" after a space, which the detokenizer strips from the
          * first piece) */
         if (plain && text[i] && text[i][0] && !strchr(" \n\t\r", text[i][0])) puts_(&out_b, " ");
+        span_add(sp, out_b.len, text[i] ? strlen(text[i]) : 0);
         puts_(&out_b, text[i]);
         for (int k = i + 1; k < n && role[k] != 1; k++)
-            if (role[k] == 2) { puts_(&out_b, "\n"); puts_(&out_b, text[k]); i = k; }
+            if (role[k] == 2) {
+                puts_(&out_b, "\n");
+                span_add(sp, out_b.len, text[k] ? strlen(text[k]) : 0);
+                puts_(&out_b, text[k]);
+                i = k;
+            }
     }
     if (ok && first) ok = fail(err, cap, "'messages' holds no user or assistant message");
     for (int i = n - 1; ok && i >= 0; i--)
         if (role[i]) { *continues = role[i] == 2; break; }
-    if (ok && (sys.oom || out_b.oom || user.oom)) ok = fail(err, cap, "out of memory");
+    if (ok && (sys.oom || out_b.oom || user.oom || sp->oom)) ok = fail(err, cap, "out of memory");
     for (int i = 0; text && i < n; i++) free(text[i]);
     free(text);
     free(role);
@@ -218,17 +273,27 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
     rq->temperature = rq->top_p = -1;
     rq->seed = -1;
     rq->cache_prompt = true;
+    const size_t u = utf8_end((const unsigned char *)body, len);   /* JSON is UTF-8 (RFC 8259) */
+    if (u < len) return fail(err, cap, "the request body is not UTF-8 (at byte %zu of %zu)", u, len);
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, false);
-    if (!o) {
+    if (o && end)   /* one JSON value, then only white space */
+        while (end < body + len && strchr(" \t\r\n", *end) && *end) end++;
+    if (!o || !end || end != body + len) {
         size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        cJSON_Delete(o);
         return fail(err, cap, "malformed JSON in the request body (at byte %zu of %zu)", at, len);
     }
     bool ok = false, given;
     double d;
     if (!cJSON_IsObject(o)) { fail(err, cap, "the request body must be a JSON object, got %s", type_name(o)); goto out; }
     if (chat) {
-        if (!chat_prompt(cJSON_GetObjectItemCaseSensitive(o, "messages"), m, &rq->prompt, &rq->continues, err, cap)) goto out;
+        spans sp = {0};
+        const bool got = chat_prompt(cJSON_GetObjectItemCaseSensitive(o, "messages"), m, &rq->prompt, &sp, &rq->continues,
+                                     err, cap);
+        rq->plain = sp.r;
+        rq->n_plain = sp.n;
+        if (!got) goto out;
     } else {
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt");
         if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
@@ -237,9 +302,18 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
         if (!(rq->prompt = strdup(p->valuestring))) { fail(err, cap, "out of memory"); goto out; }
         rq->add_bos = true;
     }
-    const char *mt = chat && cJSON_GetObjectItemCaseSensitive(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-    if (!num_field(o, mt, true, 0, 1 << 30, &d, &given, err, cap)) goto out;
+    const cJSON *mct = cJSON_GetObjectItemCaseSensitive(o, "max_completion_tokens");
+    const char *mt = chat && mct && !cJSON_IsNull(mct) ? "max_completion_tokens" : "max_tokens";
+    if (!num_field(o, mt, true, 1, 1 << 30, &d, &given, err, cap)) goto out;
     if (given) rq->max_tokens = (long)d;
+    /* one choice, no log-probabilities: asked for otherwise, an error rather than a silent ignore */
+    if (!num_field(o, "n", true, 1, 1 << 30, &d, &given, err, cap)) goto out;
+    if (given && d != 1) { fail(err, cap, "'n' of %g is not supported: one choice a request", d); goto out; }
+    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(o, "logprobs");   /* chat: a boolean; completions: a count */
+    if (lp && !cJSON_IsNull(lp) && !cJSON_IsFalse(lp) && !(cJSON_IsNumber(lp) && lp->valuedouble == 0)) {
+        fail(err, cap, "'logprobs' is not supported");
+        goto out;
+    }
     if (!num_field(o, "temperature", false, 0, 2, &d, &given, err, cap)) goto out;
     if (given) rq->temperature = d;
     if (!num_field(o, "top_p", false, 0, 1, &d, &given, err, cap)) goto out;
@@ -264,6 +338,9 @@ out:
 void serve_req_free(serve_req *rq) {
     free(rq->prompt);
     rq->prompt = NULL;
+    free(rq->plain);
+    rq->plain = NULL;
+    rq->n_plain = 0;
     for (int i = 0; i < rq->n_stop; i++) free(rq->stop[i]);
     rq->n_stop = 0;
 }
