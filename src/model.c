@@ -188,7 +188,10 @@ static hachi_status load_gemma4(loader *ld) {
     if (m->n_head <= 0 || m->n_head_kv <= 0 || m->n_head % m->n_head_kv || m->head_dim_full <= 0 ||
         m->head_dim_swa <= 0 || m->head_dim_full % 2 || m->head_dim_swa % 2 || m->window <= 0 ||
         (m->n_shared_kv >= m->n_layer && !assistant))
-        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': inconsistent gemma4 attention hyperparameters", m->path);
+        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': inconsistent gemma4 attention hyperparameters: head_count %d, "
+                          "head_count_kv %d (a divisor of head_count), key_length %d and key_length_swa %d (even, > 0), "
+                          "sliding_window %d (> 0), shared_kv_layers %d (< %d layers)", m->path, m->n_head, m->n_head_kv,
+                          m->head_dim_full, m->head_dim_swa, m->window, m->n_shared_kv, m->n_layer);
     m->rms_eps = 1e-6f;
     m->rope_base = 1e6f;
     m->rope_base_swa = 1e4f;

@@ -38,7 +38,10 @@ static int workload(const char *cmd, const hachi_model *m, const int32_t *text, 
     }
     const int body = D - 1 - (w == 0 ? QUOTE_TOKENS : w == 1 ? nk + nq : 0);
     if (body < QUOTE_TOKENS || body > n_text) {
-        cli_error(cmd, "--spec: the text has %d tokens; depth %d needs %d", n_text, D, body < QUOTE_TOKENS ? D : body);
+        if (body < QUOTE_TOKENS)
+            cli_error(cmd, "--spec: depth %d is too small: a workload needs at least %d tokens", D,
+                      D + QUOTE_TOKENS - body);
+        else cli_error(cmd, "--spec: the text has %d tokens; depth %d needs %d", n_text, D, body);
         return 0;
     }
     p[n++] = hachi_model_bos(m);

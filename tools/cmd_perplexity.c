@@ -385,7 +385,10 @@ int cmd_perplexity(int argc, char **argv) {
     }
     long positions = 0;
     for (long k = 0; k < w.n; k++) positions += w.win[k][0] - 1 - w.win[k][1];
-    if (positions == 0) { cli_error(cmd, "'%s' has no text to score", path); goto out; }
+    if (positions == 0) {
+        cli_error(cmd, "'%s' has no text to score%s", path, ctx < 8 ? " (-c is too small: a window scores half its tokens)" : "");
+        goto out;
+    }
     uint64_t text_id = windows_id(&w);
     if (r.base && (h.windows != (uint32_t)w.n || h.positions != (uint64_t)positions || h.text_id != text_id)) {
         cli_error(cmd, "'%s' was made for another text (%llu positions in %u windows; this run: %ld in %ld)", kl_path,
