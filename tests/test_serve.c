@@ -319,7 +319,7 @@ TEST(serve_http_errors_and_slots) {
         CHECK(body_status(&b, "%s -d '{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],\"max_tokens\":1}'", chat,
                           k ? "</s>" : "") == 200);
         const char *u = b ? strstr(b, "\"prompt_tokens\":") : NULL;
-        pt[k] = u ? atoi(u + 16) : -1;
+        pt[k] = u ? (int)strtol(u + 16, NULL, 10) : -1;
         free(b);
     }
     CHECKF(pt[0] > 0 && pt[1] >= pt[0] + 3, "prompt tokens: empty message %d, '</s>' %d (want its 4 characters as text)",
