@@ -378,6 +378,12 @@ static hachi_status verify_tensors(FILE *f, const pc_header *h, uint64_t base, u
     return st;
 }
 
+/* The file's tensor of a cache's K (j 0) or V (1) plane, its name into name */
+static const pc_tensor *kv_tensor(const pc_header *h, const hachi_kv *kv, int j, const hachi_kv_plane *pl, char name[32]) {
+    snprintf(name, 32, "kv.%d.%c%s", kv->owner, j ? 'v' : 'k', pl->suffix);
+    return find(h, name);
+}
+
 /* Every tensor a load of this model's file may read, of its shape: the tokens, the logits when
  * there, each cache's rows from its first position; checked before the session drops anything. */
 static hachi_status check_layout(const hachi_session *s, const pc_header *h, const pc_tensor *tt, const pc_tensor *lt,
@@ -396,9 +402,8 @@ static hachi_status check_layout(const hachi_session *s, const pc_header *h, con
         for (int j = 0; j < 2; j++)
             for (int i = 0; i < np; i++) {
                 char name[32];
-                snprintf(name, sizeof name, "kv.%d.%c%s", kv->owner, j ? 'v' : 'k', pl[i].suffix);
-                if ((st = check_tensor(find(h, name), name, pl[i].dtype, nf - first, pl[i].cols, pl[i].elem, data, path)))
-                    return st;
+                const pc_tensor *t = kv_tensor(h, kv, j, &pl[i], name);
+                if ((st = check_tensor(t, name, pl[i].dtype, nf - first, pl[i].cols, pl[i].elem, data, path))) return st;
             }
     }
     return HACHI_OK;
@@ -494,8 +499,7 @@ hachi_status hachi_session_load(hachi_session *s, const char *path, const int32_
         for (int j = 0; j < 2; j++)
             for (int i = 0; i < np; i++) {
                 char name[32];
-                snprintf(name, sizeof name, "kv.%d.%c%s", kv->owner, j ? 'v' : 'k', pl[i].suffix);
-                const pc_tensor *t = find(h, name);
+                const pc_tensor *t = kv_tensor(h, kv, j, &pl[i], name);
                 const size_t rb = (size_t)pl[i].cols * pl[i].elem;
                 /* positions from..r-1, one read per run of consecutive slots (a ring wraps once) */
                 for (int p = from, run; p < r; p += run) {
