@@ -277,7 +277,7 @@ typedef struct hachi_sampler_params {
 HACHI_API hachi_sampler_params hachi_sampler_default_params(void);
 HACHI_API hachi_status hachi_sampler_create(const hachi_sampler_params *params, int32_t n_vocab, hachi_sampler **out);
 HACHI_API void    hachi_sampler_free(hachi_sampler *s);
-HACHI_API int32_t hachi_sampler_sample(hachi_sampler *s, const float *logits);  /* allocates nothing */
+HACHI_API int32_t hachi_sampler_sample(hachi_sampler *s, const float *logits);  /* allocates nothing; -1 for NULL */
 HACHI_API void    hachi_sampler_accept(hachi_sampler *s, int32_t token);         /* record for the penalty */
 HACHI_API void    hachi_sampler_reset(hachi_sampler *s);
 

@@ -141,6 +141,8 @@ hachi_status hachi_heads_load(const hachi_model *m, const char *path, hachi_head
     if (!m || !path || !out) return hachi_fail(HACHI_ERR_INVALID_ARG, "hachi_heads_load: NULL argument");
     *out = NULL;
     if (!m->layers) return hachi_fail(HACHI_ERR_INVALID_ARG, "model '%s' was loaded vocab-only", m->path);
+    hachi_status rs = hachi_readable_file(path, "the heads file");
+    if (rs) return rs;
     FILE *f = fopen(path, "r");
     if (!f) return hachi_fail(HACHI_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     char line[HEADS_MAX_LINE];
@@ -154,7 +156,8 @@ hachi_status hachi_heads_load(const hachi_model *m, const char *path, hachi_head
 #define BAD(...) do { st = hachi_fail(HACHI_ERR_FORMAT, __VA_ARGS__); goto done; } while (0)
     for (int i = 0; i < 6; i++) {
         if (!next_line(f, line, &no, &too_long) || too_long)
-            BAD("%s: line %d: expected '%s', %s", path, no + 1, keys[i], too_long ? "got a line too long" : "the file ends");
+            BAD("%s: line %d: expected '%s', %s", path, too_long ? no : no + 1, keys[i],
+                too_long ? "got a line too long" : "the file ends");
         if (i == 1 || i == 2) {   /* model <hex>, arch <name> */
             char *dst = i == 1 ? model_hex : arch;
             const size_t k = strlen(keys[i]);

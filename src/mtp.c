@@ -50,9 +50,13 @@ static int target_layer(const hachi_model *t, bool sliding) { return t->n_layer 
 
 hachi_status hachi_assistant_check(const hachi_model *t, const hachi_model *a) {
     if (!t || !a) return hachi_fail(HACHI_ERR_INVALID_ARG, "assistant check: NULL model");
-    if (a->arch != HACHI_ARCH_GEMMA4_ASSISTANT || !a->layers)
+    if (a->arch == HACHI_ARCH_GEMMA4_ASSISTANT && !a->layers)
+        return hachi_fail(HACHI_ERR_INVALID_ARG, "drafter '%s' was loaded vocabulary-only: it has no weights to draft with", a->path);
+    if (a->arch != HACHI_ARCH_GEMMA4_ASSISTANT)
         return hachi_fail(HACHI_ERR_UNSUPPORTED, "drafter '%s' has architecture '%s', not gemma4-assistant", a->path,
                           a->arch_name);
+    if (t->arch == HACHI_ARCH_GEMMA4 && !t->layers)
+        return hachi_fail(HACHI_ERR_INVALID_ARG, "target '%s' was loaded vocabulary-only: it cannot run a drafter", t->path);
     if (t->arch != HACHI_ARCH_GEMMA4 || t->n_layer < 2)
         return hachi_fail(HACHI_ERR_UNSUPPORTED, "target '%s' has architecture '%s': a gemma4-assistant drafts for gemma4",
                           t->path, t->arch_name);

@@ -62,8 +62,9 @@ static uint32_t rows_crc(const hachi_kv *kv, int j, int i, const hachi_kv_plane 
 }
 
 hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, int32_t n, const char *path) {
-    if (!s || !tokens || !path || n <= 0 || n != s->pos)
-        return hachi_fail(HACHI_ERR_INVALID_ARG, "save: %d tokens given for a session at position %d", n, s ? s->pos : 0);
+    if (!s || !tokens || !path) return hachi_fail(HACHI_ERR_INVALID_ARG, "save: NULL session, tokens or path");
+    if (n <= 0 || n != s->pos)
+        return hachi_fail(HACHI_ERR_INVALID_ARG, "save: %d tokens given for a session at position %d", n, s->pos);
     const hachi_model *m = s->m;
     const bool logits = s->logits_pos == n - 1;
     const char *kvt = hachi_kv_type_name(s->kv_type);

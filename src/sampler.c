@@ -369,7 +369,7 @@ static int32_t pick(hachi_sampler *s, const float *logits, float *dist) {
 #undef ONE
 }
 
-int32_t hachi_sampler_sample(hachi_sampler *s, const float *logits) { return pick(s, logits, NULL); }
+int32_t hachi_sampler_sample(hachi_sampler *s, const float *logits) { return s && logits ? pick(s, logits, NULL) : -1; }
 
 void hachi_sampler_dist(hachi_sampler *s, const float *logits, float *dist) {
     memset(dist, 0, (size_t)s->n_vocab * sizeof *dist);

@@ -280,11 +280,12 @@ hachi_status hachi_session_eval(hachi_session *s, const int32_t *tokens, int32_t
 }
 
 hachi_status hachi_session_eval_draft(hachi_session *s, const int32_t *tokens, int32_t n) {
-    if (s && !s->draft_pages)
+    if (!s) return hachi_fail(HACHI_ERR_INVALID_ARG, "eval_draft: NULL session");
+    if (!s->draft_pages)
         return hachi_fail(HACHI_ERR_INVALID_ARG, "eval_draft: the session was created without a draft budget");
-    if (s) s->drafting = true;
+    s->drafting = true;
     hachi_status st = hachi_session_eval(s, tokens, n, NULL);
-    if (s) s->drafting = false;
+    s->drafting = false;
     return st;
 }
 
@@ -315,7 +316,8 @@ size_t hachi_session_kv_bytes_read(const hachi_session *s, int32_t depth) {
 }
 
 hachi_status hachi_session_rewind(hachi_session *s, int32_t pos) {
-    if (!s || pos < 0 || pos > s->pos) return hachi_fail(HACHI_ERR_INVALID_ARG, "rewind to %d: outside [0, %d]", pos, s ? s->pos : 0);
+    if (!s) return hachi_fail(HACHI_ERR_INVALID_ARG, "rewind: NULL session");
+    if (pos < 0 || pos > s->pos) return hachi_fail(HACHI_ERR_INVALID_ARG, "rewind to %d: outside [0, %d]", pos, s->pos);
     for (int i = 0; i < s->n_kv; i++)
         if (!hachi_kv_can_rewind(&s->kv[i], pos, s->pos))
             return hachi_fail(HACHI_ERR_INVALID_ARG,

@@ -4,6 +4,7 @@
  * context cannot hold the next turn, the user is told and the chat ends.
  * --draft N: prompt-lookup drafts over the whole conversation (-md FILE: a Gemma 4
  * assistant's); with or without, the reply is decoded by the library's loop (hachi_spec). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,10 +64,13 @@ int cmd_chat(int argc, char **argv) {
     int turns = 0;
     for (;;) {
         if (tty) { fputs("> ", stdout); fflush(stdout); }
+        errno = 0;
         ssize_t got = getline(&line, &line_cap, stdin);
+        if (got <= 0 && ferror(stdin)) { cli_error(cmd, "cannot read the input: %s", strerror(errno ? errno : EIO)); goto out; }
         if (got <= 0) break;
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
         if (got == 0) break;
+        if (strlen(line) != (size_t)got) { cli_error(cmd, "a message holds a NUL byte"); goto out; }
 
         int32_t need = hachi_chat_turn(m, system, line, turns == 0, NULL, 0) + 1;
         free(turn);

@@ -112,11 +112,10 @@ int cmd_run(int argc, char **argv) {
      * prefill's progress lines come before the text on a terminal */
     double t0 = cli_time_ms();
     int32_t n_cached = 0;
-    if (cache_path && access(cache_path, F_OK) == 0) {   /* no file yet: nothing to restore */
-        if ((st = hachi_session_load(s, cache_path, toks, n_tok, &n_cached))) {
-            cli_lib_error(cmd, st, "cannot use the prompt cache");
-            goto out;
-        }
+    const bool cache_there = cache_path && access(cache_path, F_OK) == 0;   /* no file yet: nothing to restore */
+    if (cache_there && (st = hachi_session_load(s, cache_path, toks, n_tok, &n_cached))) {
+        cli_lib_error(cmd, st, "cannot use the prompt cache");
+        goto out;
     }
     if (n_cached < n_tok && (st = hachi_session_eval(s, toks + n_cached, n_tok - n_cached, NULL))) {
         cli_lib_error(cmd, st, "prefill failed");
@@ -126,7 +125,8 @@ int cmd_run(int argc, char **argv) {
     if (cache_path && n_cached) fprintf(stderr, "prompt cache: restored %d of %d prompt tokens from %s\n", n_cached, n_tok, cache_path);
     else if (cache_path) {
         if ((st = hachi_session_save(s, toks, n_tok, cache_path))) { cli_lib_error(cmd, st, "cannot save the prompt cache"); goto out; }
-        fprintf(stderr, "prompt cache: saved %d prompt tokens to %s\n", n_tok, cache_path);
+        fprintf(stderr, "prompt cache: saved %d prompt tokens to %s%s\n", n_tok, cache_path,
+                cache_there ? " (replacing a cache of another model or another prompt: nothing of it was reused)" : "");
     }
     if ((st = hachi_spec_feed(sp, toks, n_tok))) { cli_lib_error(cmd, st, "generator"); goto out; }
     fwrite(prompt, 1, plen, stdout);
