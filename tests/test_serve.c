@@ -195,7 +195,36 @@ TEST(serve_prefill_stops_when_client_goes) {
            strstr(b, "\"completion_tokens\":2"), "%s", b);
     free(b);
     remove(lp);
+    /* a stream under way when the server stops ends whole: its finish chunk and [DONE] */
+    char sf[1024];
+    snprintf(sf, sizeof sf, "%s/stopped.txt", test_tmpdir());
+    free(test_sh(&rc, "curl -s -N %s -d '{\"prompt\":\"Once\",\"max_tokens\":8000,\"stream\":true}' > %s 2>/dev/null &", a, sf));
+    char *s = NULL;
+    t0 = now_ms();
+    while ((!s || !strstr(s, "\"text\":\"")) && now_ms() - t0 < 10000) {
+        free(s);
+        s = test_read_file(sf, NULL);
+        sleep_ms(10);
+    }
+    free(s);
     server_stop(&sv);
+    s = NULL;
+    t0 = now_ms();
+    while ((!s || !strstr(s, "[DONE]")) && now_ms() - t0 < 5000) {
+        free(s);
+        s = test_read_file(sf, NULL);
+        sleep_ms(20);
+    }
+    e = test_read_file(sv.err, NULL);
+    const char *g = e ? strstr(e, "prompt 2 tokens") : NULL;
+    int gen = -1;
+    if (g) g = strstr(g, "prefilled), ");
+    if (g) gen = (int)strtol(g + 12, NULL, 10);
+    CHECKF(s && strstr(s, "\"finish_reason\":\"length\"") && strstr(s, "data: [DONE]") && gen > 0 && gen < 8000,
+           "a stream when the server stopped (%d generated): %s", gen, s ? s + (strlen(s) > 300 ? strlen(s) - 300 : 0) : "");
+    free(s);
+    free(e);
+    remove(sf);
 }
 
 /* -md: a server drafting with gemma4-micro's assistant gives the same greedy completion as

@@ -408,7 +408,8 @@ static bool stream_produce(request *q) {
         return true;
     }
     while (!q->finish) {
-        if (atomic_load(&srv->stop) || client_gone(q->conn)) return false;
+        if (client_gone(q->conn)) return false;
+        if (atomic_load(&srv->stop)) { gen_finish(q, "length"); break; }   /* the stream ends whole */
         size_t n = gen_step(srv, q);
         if (n && !q->finish) {
             size_t w = serve_chunk(o, cap, &q->rq, &q->res, q->text + q->sent, n, false, NULL, false);
@@ -482,13 +483,16 @@ static enum MHD_Result completion(server *srv, request *q) {
     if (tr == TAKE_BUSY)
         return send_error(conn, 503, "server_busy", "all %d slots are busy and %d requests are queued: retry later",
                           srv->n_slots, srv->queue_max);
+    if (tr == TAKE_GONE && atomic_load(&srv->stop))
+        return send_error(conn, 503, "server_stopping", "the server is stopping");
     if (tr == TAKE_GONE) return MHD_NO;
     snprintf(q->id, sizeof q->id, "%s-%ld", rq->chat ? "chatcmpl" : "cmpl", atomic_fetch_add(&srv->ids, 1));
     q->res = (serve_result){.id = q->id, .model = srv->name, .created = (long long)time(NULL)};
     hachi_status st = gen_begin(srv, q);
     if (st == HACHI_ERR_ABORTED) {   /* the client went (or the server stops) during the prefill */
         gen_end(srv, q);
-        return MHD_NO;
+        return atomic_load(&srv->stop) ? send_error(conn, 503, "server_stopping", "the server is stopping")
+                                       : MHD_NO;
     }
     if (st) {
         gen_end(srv, q);
@@ -504,12 +508,22 @@ static enum MHD_Result completion(server *srv, request *q) {
         MHD_destroy_response(r);
         return ret;
     }
-    while (!q->finish) {
-        if (atomic_load(&srv->stop) || client_gone(conn)) { gen_end(srv, q); return MHD_NO; }
-        gen_step(srv, q);
+    while (!q->finish) {   /* (a server that stops ends the reply where it is, as at max_tokens) */
+        if (client_gone(conn)) { gen_end(srv, q); return MHD_NO; }
+        if (atomic_load(&srv->stop)) gen_finish(q, "length");
+        else gen_step(srv, q);
     }
     gen_end(srv, q);
     return send_json(conn, MHD_HTTP_OK, serve_result_json(rq, &q->res), NULL);
+}
+
+/* Whether a slot is busy or a request waits for one */
+static bool srv_active(server *srv) {
+    pthread_mutex_lock(&srv->mu);
+    bool busy = srv->waiting > 0;
+    for (int i = 0; i < srv->n_slots; i++) busy |= srv->slots[i].busy;
+    pthread_mutex_unlock(&srv->mu);
+    return busy;
 }
 
 /* ---- routing ------------------------------------------------------------------------------------ */
@@ -671,6 +685,7 @@ int cmd_serve(int argc, char **argv) {
 
     int rc = 1;
     struct MHD_Daemon *d = NULL;
+    MHD_socket listen_fd = MHD_INVALID_SOCKET;
     srv.m = cli_load_model(cmd, &o, false);
     pthread_mutex_init(&srv.mu, NULL);
     pthread_cond_init(&srv.freed, NULL);
@@ -711,7 +726,7 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     errno = 0;
     d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handle, &srv,
@@ -735,9 +750,14 @@ int cmd_serve(int argc, char **argv) {
     atomic_store(&srv.stop, 1);
     fprintf(stderr, "hachi serve: %s: stopping (%ld requests served)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
             atomic_load(&srv.served));
+    /* no new connections; the replies under way end where they are (finish_reason "length",
+     * a stream with its [DONE]), queued requests get a 503; up to 5 s for them to leave */
+    listen_fd = MHD_quiesce_daemon(d);
+    for (int i = 0; i < 500 && srv_active(&srv); i++) nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
     rc = 0;
 out:
     if (d) MHD_stop_daemon(d);
+    if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);   /* (quiesced: ours to close, after the stop) */
     freeaddrinfo(ai);
     slots_free(&srv);
     pthread_cond_destroy(&srv.freed);
