@@ -15,7 +15,7 @@
 #include "cli.h"
 
 static void usage(void) {
-    fprintf(stderr,
+    fprintf(stdout,
             "usage: hachi run -m MODEL [-p PROMPT | -f FILE] [-n N] [-c CTX] [-t THREADS]\n"
             "                 [--temp T] [--top-k K] [--top-p P] [--min-p M] [--repeat-penalty R] [--seed S]\n"
             "                 [--no-bos] [--draft N] [-md FILE] [--spec KIND] [--draft-sample] [--prompt-cache FILE] [--profile]\n"
