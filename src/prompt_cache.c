@@ -308,8 +308,7 @@ static hachi_status check_tensor(const pc_tensor *t, const char *name, const cha
     const int nd = d1 < 0 ? 1 : 2;
     uint64_t bytes = (uint64_t)d0 * (uint64_t)(d1 < 0 ? 1 : d1) * elem;
     if (strcmp(t->dtype, dtype) || t->n_shape != nd || t->shape[0] != d0 || (nd == 2 && t->shape[1] != d1) ||
-        t->b < t->a || t->b - t->a != bytes || t->b > data_size)
-    {
+        t->b < t->a || t->b - t->a != bytes || t->b > data_size) {
         char shape[48];
         if (nd == 2) snprintf(shape, sizeof shape, "[%lld, %lld]", (long long)d0, (long long)d1);
         else snprintf(shape, sizeof shape, "[%lld]", (long long)d0);
