@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -370,6 +371,13 @@ static hachi_status parse_tensor_info(hachi_gguf *g, cursor *c, int64_t i) {
     return HACHI_OK;
 }
 
+/* a tensor's data range, sorted by offset (place_tensors' overlap check) */
+typedef struct { uint64_t offset, nbytes; int64_t i; } data_range;
+static int by_offset(const void *a, const void *b) {
+    const data_range *x = a, *y = b;   /* equal offsets in the file's order */
+    return x->offset != y->offset ? (x->offset < y->offset ? -1 : 1) : (x->i > y->i) - (x->i < y->i);
+}
+
 static hachi_status place_tensors(hachi_gguf *g) {
     for (int64_t i = 0; i < g->n_tensors; i++) {
         hachi_gguf_tensor *t = &g->tensors[i];
@@ -385,7 +393,20 @@ static hachi_status place_tensors(hachi_gguf *g) {
                               ovf ? g->data_offset : start, ovf ? UINT64_MAX : end, g->len);
         t->data = g->base + start;
     }
-    return HACHI_OK;
+    /* no two tensors share bytes (one tensor's data read as another's weights) */
+    data_range *r = hachi_malloc(sizeof *r * (size_t)HACHI_MAX(g->n_tensors, 1));
+    if (!r) return HACHI_ERR_NOMEM;
+    int64_t n = 0;
+    for (int64_t i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i].nbytes) r[n++] = (data_range){g->tensors[i].offset, g->tensors[i].nbytes, i};
+    qsort(r, (size_t)n, sizeof *r, by_offset);
+    hachi_status st = HACHI_OK;
+    for (int64_t i = 1; i < n && !st; i++)
+        if (r[i - 1].offset + r[i - 1].nbytes > r[i].offset)
+            st = hachi_fail(HACHI_ERR_FORMAT, "gguf: tensors '%s' and '%s' share data bytes (offsets %" PRIu64 " and %" PRIu64
+                            ")", g->tensors[r[i - 1].i].name, g->tensors[r[i].i].name, r[i - 1].offset, r[i].offset);
+    hachi_free(r);
+    return st;
 }
 
 hachi_status hachi_gguf_parse(const void *buf, size_t len, hachi_gguf **out) {
@@ -650,6 +671,10 @@ static uint8_t *put_le(uint8_t *p, uint64_t v, int n) {
 }
 
 static hachi_status set_scalar(hachi_gguf_writer *w, const char *key, uint32_t type, uint64_t raw) {
+    /* what the reader accepts, or layout() would lay the file out at 32 under a key that says otherwise
+     * (hachi_gguf_set_raw can still write a bad one: the reader's tests) */
+    if (key && !strcmp(key, "general.alignment") && (type != HACHI_GGUF_UINT32 || !raw || (raw & (raw - 1))))
+        return hachi_fail(HACHI_ERR_INVALID_ARG, "gguf: general.alignment must be a u32 power of two");
     uint8_t *p = hachi_malloc(8);
     if (!p) return HACHI_ERR_NOMEM;
     put_le(p, raw, vtype_size[type]);

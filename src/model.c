@@ -39,7 +39,16 @@ static void get_f32(loader *ld, const char *suffix, float *out) {
     hachi_gguf_get_f32(ld->m->gguf, akey(ld, suffix), out);
 }
 
-/* Bind a matrix [rows][cols]; rows/cols < 0 accept any (and return it). */
+/* t's shape as "[ne0, ne1, ...]" (its n_dims) */
+static const char *shape_str(const hachi_gguf_tensor *t, char buf[96]) {
+    int k = snprintf(buf, 96, "[%lld", (long long)t->ne[0]);
+    for (int d = 1; d < (int)t->n_dims && d < 4; d++) k += snprintf(buf + k, (size_t)(96 - k), ", %lld", (long long)t->ne[d]);
+    snprintf(buf + k, (size_t)(96 - k), "]");
+    return buf;
+}
+
+/* Bind a matrix [rows][cols]; rows/cols < 0 accept any (and return it). Dimensions past the
+ * second must be 1 (a writer may keep them, as ggml's 4-D shapes). */
 static hachi_status bind_mat(loader *ld, hachi_mat *dst, const char *name, int64_t cols, int64_t rows,
                              bool required) {
     hachi_model *m = ld->m;
@@ -49,11 +58,11 @@ static hachi_status bind_mat(loader *ld, hachi_mat *dst, const char *name, int64
         if (!required) return HACHI_OK;
         return hachi_fail(HACHI_ERR_FORMAT, "model '%s': missing tensor '%s'", m->path, name);
     }
-    if (t->n_dims > 2 || (cols >= 0 && t->ne[0] != cols) || (rows >= 0 && t->ne[1] != rows))
-        return hachi_fail(HACHI_ERR_FORMAT,
-                          "model '%s': tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]",
-                          m->path, name, (long long)t->ne[0], (long long)t->ne[1],
-                          (long long)cols, (long long)rows);
+    if (t->ne[2] != 1 || t->ne[3] != 1 || (cols >= 0 && t->ne[0] != cols) || (rows >= 0 && t->ne[1] != rows)) {
+        char sh[96];
+        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': tensor '%s' has shape %s, expected [%lld, %lld]", m->path, name,
+                          shape_str(t, sh), (long long)cols, (long long)rows);
+    }
     if (t->type >= HACHI_TYPE_COUNT || !m->kern->t[t->type].vec_dot)
         return hachi_fail(HACHI_ERR_UNSUPPORTED,
                           "model '%s': tensor '%s' has type %s, which hachi cannot run",
@@ -75,10 +84,11 @@ static hachi_status bind_vec(loader *ld, float **dst, const char *name, int64_t 
         if (!required) return HACHI_OK;
         return hachi_fail(HACHI_ERR_FORMAT, "model '%s': missing tensor '%s'", m->path, name);
     }
-    if (t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3] != n)
-        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': tensor '%s' has %lld values, expected %lld",
-                          m->path, name, (long long)t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3],
-                          (long long)n);
+    if (t->ne[0] != n || t->ne[1] * t->ne[2] * t->ne[3] != 1) {
+        char sh[96];
+        return hachi_fail(HACHI_ERR_FORMAT, "model '%s': tensor '%s' has shape %s, expected [%lld]", m->path, name,
+                          shape_str(t, sh), (long long)n);
+    }
     if (t->type >= HACHI_TYPE_COUNT || !m->kern->t[t->type].to_float)
         return hachi_fail(HACHI_ERR_UNSUPPORTED, "model '%s': tensor '%s' has type %s, which hachi cannot read",
                           m->path, name, hachi_type_name(t->type));

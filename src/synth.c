@@ -534,6 +534,8 @@ static hachi_status set_metadata(hachi_gguf_writer *w, const synth_shape *s, con
     CK(hachi_gguf_set_u32(w, "gemma4.attention.key_length", (uint32_t)s->hd_full));
     CK(hachi_gguf_set_u32(w, "gemma4.attention.value_length", (uint32_t)s->hd_full));
     CK(hachi_gguf_set_u32(w, "general.file_type", m->ftype));
+    if (m->mat != HACHI_TYPE_F32 && m->mat != HACHI_TYPE_F16 && m->mat != HACHI_TYPE_BF16)   /* the spec: must, when quantized */
+        CK(hachi_gguf_set_u32(w, "general.quantization_version", 2));
     CK(hachi_gguf_set_f32(w, "gemma4.final_logit_softcapping", 30.0f));
     CK(hachi_gguf_set_u32(w, "gemma4.attention.sliding_window", (uint32_t)s->window));
     CK(hachi_gguf_set_u32(w, "gemma4.attention.shared_kv_layers", (uint32_t)s->n_shared_kv));

@@ -361,9 +361,11 @@ static void m_depth(uint8_t **b, size_t *l) {
     rebuild(b, l, w);
 }
 static void m_align(uint8_t **b, size_t *l, uint32_t a, bool as_u64) {
-    hachi_gguf_writer *w = base_writer();
-    if (as_u64) hachi_gguf_set_u64(w, "general.alignment", a);
-    else hachi_gguf_set_u32(w, "general.alignment", a);
+    hachi_gguf_writer *w = base_writer();   /* raw: the typed setters refuse such values */
+    const uint64_t v = a;
+    hachi_gguf_set_raw(w, "general.alignment", as_u64 ? HACHI_GGUF_UINT64 : HACHI_GGUF_UINT32, &v, as_u64 ? 8 : 4);
+    CHECK(as_u64 ? hachi_gguf_set_u64(w, "general.alignment", a) == HACHI_ERR_INVALID_ARG
+                 : a == 32 || hachi_gguf_set_u32(w, "general.alignment", a) == HACHI_ERR_INVALID_ARG);
     rebuild(b, l, w);
 }
 static void m_align0(uint8_t **b, size_t *l) { m_align(b, l, 0, false); }
@@ -394,6 +396,9 @@ static void m_past_end(uint8_t **b, size_t *l) {
 static void m_offset_wrap(uint8_t **b, size_t *l) { put_u64(tensor_field(*b, *l, "tensor.beta", 4), UINT64_MAX & ~31ull); }
 static void m_dup_tensor(uint8_t **b, size_t *l) { memcpy(*b + after_str(*b, *l, "tensor.gamma") - 5, "alpha", 5); }
 static void m_data_cut(uint8_t **b, size_t *l) { *l -= 40; }
+static void m_overlap(uint8_t **b, size_t *l) {   /* beta's data at alpha's */
+    put_u64(tensor_field(*b, *l, "tensor.beta", 4), get_u64(tensor_field(*b, *l, "tensor.alpha", 4)));
+}
 
 static const bad_case bad_cases[] = {
     {"bad magic", m_magic, HACHI_ERR_FORMAT, "bad magic"},
@@ -430,6 +435,7 @@ static const bad_case bad_cases[] = {
     {"offset wrap", m_offset_wrap, HACHI_ERR_FORMAT, ", 18446744073709551615) extends past end of file"},
     {"duplicate tensor", m_dup_tensor, HACHI_ERR_FORMAT, "duplicate tensor name 'tensor.alpha'"},
     {"data cut short", m_data_cut, HACHI_ERR_FORMAT, "'tensor.delta' data [1408, 1984) extends past end of file (size 1944)"},
+    {"overlapping data", m_overlap, HACHI_ERR_FORMAT, "tensors 'tensor.alpha' and 'tensor.beta' share data bytes"},
 };
 
 TEST(gguf_malformed_catalogue) {

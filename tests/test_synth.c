@@ -81,6 +81,8 @@ static void check_metadata(const hachi_gguf *g, uint32_t ftype) {
     float f = 0;
     CHECK(hachi_gguf_get_str(g, "general.architecture", &s) && hachi_gguf_str_eq(s, "gemma4"));
     CHECK(get_int(g, "general.file_type") == ftype);
+    /* the GGUF spec: present when any tensor is quantized (file types 0, 1, 32: f32, f16, bf16) */
+    CHECK(get_int(g, "general.quantization_version") == (ftype == 0 || ftype == 1 || ftype == 32 ? -1 : 2));
     CHECK(get_int(g, "gemma4.block_count") == 10);
     CHECK(get_int(g, "gemma4.context_length") == 4096);
     CHECK(get_int(g, "gemma4.embedding_length") == 256);
