@@ -62,8 +62,9 @@ typedef struct hachi_heads hachi_heads;
 
 typedef struct hachi_model_params {
     bool vocab_only;        /* load the tokenizer only (no tensors needed) */
-    bool no_repack;         /* keep Q4_0/Q4_K matrices in the file's layout (default: rows are
-                               interleaved 8 by 8 at load for the SIMD kernels; same bytes) */
+    bool no_repack;         /* keep every matrix in the file's layout (default: Q4_0, Q4_K, Q8_0,
+                               Q5_K, Q6_K rows are interleaved 8 by 8 at load for the SIMD kernels
+                               that have them; same bytes) */
     hachi_progress_fn progress;  /* NULL = none; called during the repack (bytes done of total) */
     void *progress_ctx;
 } hachi_model_params;

@@ -127,7 +127,6 @@ bool cli_draft_free(cli_draft *d);
     "  --spec-costs C1,C2,..  with --spec auto: the cost of a forward of 1, 2, ... rows (at least\n" \
     "              --draft + 1 values, any unit; hachi bench --spec-replay prints a model's) instead of\n" \
     "              measuring them while decoding\n"                                                      \
-    "  --spec-trace FILE  write each forward's drafted and kept token counts (hachi bench --spec-replay)\n" \
     "  --spec KIND none, lookup, model (-md), self or auto: self drafts with the model itself, its\n"      \
     "              full-attention layers reading --self-budget keys (page-sparse; pays at long contexts);\n" \
     "              auto: prompt lookup where it matches, else -md if given or self with --self-budget,\n" \
@@ -135,8 +134,11 @@ bool cli_draft_free(cli_draft *d);
     "              forward costs and the running acceptance, none where drafting does not pay\n"        \
     "  --self-budget N  keys a self-speculative draft step attends on full-attention layers (a multiple\n" \
     "              of 16 from 48 to 16384; default 1024 with --spec self)\n"                           \
-    "  --draft-sample   -md at temperature > 0: sample the drafts, keep each with probability min(1, p/q)\n" \
-    "              (the output has the distribution of plain decoding, not its tokens for a seed)\n"
+    "  --draft-sample   -md or --spec self at temperature > 0: sample the drafts, keep each with\n"     \
+    "              probability min(1, p/q) (the output has plain decoding's distribution, not its tokens)\n"
+/* run's and chat's (serve has no trace) */
+#define CLI_DRAFT_TRACE_USAGE \
+    "  --spec-trace FILE  write each forward's drafted and kept token counts (hachi bench --spec-replay)\n"
 
 /* hachi bench --spec-replay (tools/bench_replay.c): a speculative run's accept/reject trace
  * (--spec-trace) replayed through another model's forwards beside plain decoding. */

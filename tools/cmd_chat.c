@@ -33,7 +33,7 @@ int cmd_chat(int argc, char **argv) {
             printf("usage: hachi chat -m MODEL [--system TEXT] [-n MAX_REPLY_TOKENS] [-c CTX] [--draft N] [-md FILE] [--spec KIND]\n"
                    "                  [--draft-sample] [sampling flags]\n"
                    "one user message per line on stdin; an empty line or end of input ends the chat\n"
-                   CLI_DRAFT_USAGE CLI_MODE_USAGE);
+                   CLI_DRAFT_USAGE CLI_DRAFT_TRACE_USAGE CLI_MODE_USAGE);
             return 0;
         } else return cli_error(cmd, "unknown option '%s'", a);
     }

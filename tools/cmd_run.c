@@ -20,7 +20,7 @@ static void usage(void) {
             "                 [--temp T] [--top-k K] [--top-p P] [--min-p M] [--repeat-penalty R] [--seed S]\n"
             "                 [--no-bos] [--draft N] [-md FILE] [--spec KIND] [--draft-sample] [--prompt-cache FILE] [--profile]\n"
             "                 [--chunks 8,15,25]\n"
-            CLI_DRAFT_USAGE
+            CLI_DRAFT_USAGE CLI_DRAFT_TRACE_USAGE
             CLI_MODE_USAGE
             "  --prompt-cache FILE   restore the longest prefix of the prompt FILE holds and prefill only\n"
             "              the rest; when nothing was restored, save the prompt's state to FILE\n");
