@@ -341,7 +341,17 @@ TEST(cli_errors_are_one_line) {
                "'%s': not one 'hachi ...' line: %s", a2, err);
         free(err);
     }
-    /* output that cannot be written is a failure (a full disk) */
+    /* output that cannot be written is a failure (a full disk); an output that is the input is refused
+     * and the input kept */
+    if (micro) {
+        int rc;
+        char *err = test_sh(&rc, "%s eval -m %s --tokens %s --logits-out %s 2>&1 >/dev/null", test_hachi_bin(), micro, longp, longp);
+        char *kept = test_read_file(longp, NULL);
+        CHECKF(rc != 0 && strstr(err, "is the input") && kept && !strncmp(kept, "7 7 ", 4), "eval onto its input: rc %d, '%s'",
+               rc, err);
+        free(kept);
+        free(err);
+    }
     if (micro) {
         int rc;
         char *err = test_sh(&rc, "%s run -m %s -p hi -n 4 -t 1 2>&1 >/dev/full", test_hachi_bin(), micro);

@@ -36,6 +36,13 @@ bool cli_replaceable(const char *cmd, const char *path) {
     return false;
 }
 
+bool cli_not_input(const char *cmd, const char *out, const char *in) {
+    struct stat a, b;
+    if (!out || !in || stat(out, &a) != 0 || stat(in, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) return true;
+    cli_error(cmd, "the output '%s' is the input '%s': it would be overwritten", out, in);
+    return false;
+}
+
 void *cli_out_open(const char *cmd, const char *path, char *tmp, size_t cap) {
     if (!cli_replaceable(cmd, path)) return NULL;
     if ((size_t)snprintf(tmp, cap, "%s.tmp", path) >= cap) { cli_error(cmd, "'%s': the path is too long", path); return NULL; }

@@ -46,6 +46,9 @@ bool cli_replaceable(const char *cmd, const char *path);
  * cli_replaceable; cli_out_close closes it and, with keep and every write done, renames it over
  * path, else removes it. NULL / false with the error printed. */
 void *cli_out_open(const char *cmd, const char *path, char *tmp, size_t cap);   /* FILE* */
+/* An output that is one of the command's inputs (the same file, by any path) is refused: false
+ * with the error printed. */
+bool cli_not_input(const char *cmd, const char *out, const char *in);
 bool cli_out_close(const char *cmd, void *f, const char *tmp, const char *path, bool keep);
 
 /* Flags shared by the model-running commands. */

@@ -32,6 +32,7 @@ int cmd_convert_llama2c(int argc, char **argv) {
     }
     if (n_pos < 2) return cli_error(CMD, "needs MODEL.bin and TOKENIZER.bin (see --help)");
     if (!out) return cli_error(CMD, "missing -o OUT.gguf");
+    if (!cli_not_input(CMD, out, pos[0]) || !cli_not_input(CMD, out, pos[1])) return 1;
     hachi_status st = hachi_convert_llama2c(pos[0], pos[1], out);
     if (st) return cli_error(CMD, "%s", *hachi_last_error() ? hachi_last_error() : hachi_status_str(st));
     struct stat sb;

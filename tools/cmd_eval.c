@@ -63,7 +63,7 @@ int cmd_eval(int argc, char **argv) {
     }
     if (!tok_path) return cli_error(cmd, "no token file given (--tokens FILE)");
     if (!out_path) return cli_error(cmd, "no output given (--logits-out OUT)");
-    if (!cli_replaceable(cmd, out_path)) return 1;
+    if (!cli_replaceable(cmd, out_path) || !cli_not_input(cmd, out_path, tok_path)) return 1;
     if (strlen(out_path) + 5 > 4096) return cli_error(cmd, "the output path is too long");
     int32_t n = 0;
     int32_t *ids = cli_read_ids(cmd, tok_path, &n);

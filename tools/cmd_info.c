@@ -13,7 +13,8 @@ int cmd_info(int argc, char **argv) {
         if (r < 0) return 1;
         if (r > 0) continue;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: hachi info -m MODEL [-c CTX] [-t THREADS]\n");
+            printf("usage: hachi info -m MODEL [-c CTX] [-t THREADS] [--batch N] [--kv-type T] [--sparse B] [--heads FILE]\n"
+                   "(the session flags change the plan it prints; see the README's shared flags)\n");
             return 0;
         }
         return cli_error(cmd, "unknown option '%s'", argv[i]);
@@ -29,15 +30,13 @@ int cmd_info(int argc, char **argv) {
         cli_free_model(&o, m);
         return 1;
     }
-    hachi_model_print_info(m, stdout);
-    if (!strcmp(hachi_model_arch(m), "gemma4-assistant")) {   /* a drafter: no session, so no plan */
-        cli_free_model(&o, m);
-        return 0;
+    hachi_session *s = NULL;   /* (a drafter has no session, so no plan) */
+    if (strcmp(hachi_model_arch(m), "gemma4-assistant")) {
+        hachi_status st = hachi_session_create(m, &o.sp, &s);   /* before any output: a bad flag is one line */
+        if (st != HACHI_OK) { cli_lib_error(cmd, st, "cannot plan a session"); cli_free_model(&o, m); return 1; }
     }
-    hachi_session *s = NULL;
-    hachi_status st = hachi_session_create(m, &o.sp, &s);
-    if (st != HACHI_OK) { cli_lib_error(cmd, st, "cannot plan a session"); cli_free_model(&o, m); return 1; }
-    hachi_session_print_plan(s, stdout);
+    hachi_model_print_info(m, stdout);
+    if (s) hachi_session_print_plan(s, stdout);
     hachi_session_free(s);
     cli_free_model(&o, m);
     return 0;
