@@ -219,7 +219,7 @@ int cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i) 
     if (!strcmp(a, "--temp")) { VAL(); if (!cli_float(cmd, a, v, 0, 100, &d)) return -1; o->smp.temp = (float)d; return 1; }
     if (!strcmp(a, "--top-k")) { VAL(); if (!cli_int(cmd, a, v, 0, 1 << 30, &n)) return -1; o->smp.top_k = (int32_t)n; return 1; }
     if (!strcmp(a, "--top-p")) {   /* 0 keeps the likeliest token alone, as the server's top_p 0 does */
-        VAL(); if (!cli_float(cmd, a, v, 0, 1, &d)) return -1; o->smp.top_p = (float)(d > 1e-6 ? d : 1e-6); return 1;
+        VAL(); if (!cli_float(cmd, a, v, 0, 1, &d)) return -1; o->smp.top_p = (float)CLI_MAX(d, CLI_TOP_P_MIN); return 1;
     }
     if (!strcmp(a, "--min-p")) { VAL(); if (!cli_float(cmd, a, v, 0, 1, &d)) return -1; o->smp.min_p = (float)d; return 1; }
     if (!strcmp(a, "--repeat-penalty")) {

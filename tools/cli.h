@@ -21,6 +21,8 @@ int cmd_convert_llama2c(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 
+/* top_p 0 (CLI and server): the likeliest token alone, as the smallest top_p the sampler takes */
+#define CLI_TOP_P_MIN 1e-6
 #define CLI_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define CLI_MAX(a, b) ((a) > (b) ? (a) : (b))
 /* Monotonic clock in milliseconds. */

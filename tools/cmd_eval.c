@@ -71,7 +71,6 @@ int cmd_eval(int argc, char **argv) {
     hachi_model *m = cli_load_model(cmd, &o, false);
     hachi_session *s = NULL;
     float *logits = NULL;
-    FILE *f = NULL;
     char tmp[4096];
     if (!m) goto out;
     int nv = hachi_model_n_vocab(m);
@@ -86,24 +85,14 @@ int cmd_eval(int argc, char **argv) {
         int32_t c = (int32_t)(n - i < step ? n - i : step);
         if ((st = hachi_session_eval(s, ids + i, c, logits + (size_t)i * nv))) { cli_lib_error(cmd, st, "eval failed"); goto out; }
     }
-    snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
-    if (!(f = fopen(tmp, "wb"))) { cli_error(cmd, "cannot write '%s': %s", tmp, strerror(errno)); goto out; }
-    if (fwrite(logits, sizeof(float), (size_t)nv * n, f) != (size_t)nv * n || fclose(f) != 0) {
-        f = NULL;
-        remove(tmp);
-        cli_error(cmd, "cannot write '%s'", tmp);
-        goto out;
-    }
-    f = NULL;
-    if (rename(tmp, out_path) != 0) {
-        cli_error(cmd, "cannot rename '%s' to '%s': %s", tmp, out_path, strerror(errno));
-        remove(tmp);
-        goto out;
-    }
+    FILE *f = cli_out_open(cmd, out_path, tmp, sizeof tmp);
+    if (!f) goto out;
+    const bool wrote = fwrite(logits, sizeof(float), (size_t)nv * n, f) == (size_t)nv * n;
+    if (!wrote) cli_error(cmd, "cannot write '%s': %s", tmp, strerror(errno));
+    if (!cli_out_close(cmd, f, tmp, out_path, wrote) || !wrote) goto out;
     fprintf(stderr, "wrote %d x %d logits to %s\n", n, nv, out_path);
     rc = 0;
 out:
-    if (f) fclose(f);
     free(logits);
     free(ids);
     hachi_session_free(s);

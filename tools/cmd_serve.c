@@ -239,7 +239,7 @@ static hachi_status gen_begin(server *srv, request *q) {
     const serve_req *rq = &q->rq;
     hachi_sampler_params p = srv->smp;
     if (rq->temperature >= 0) p.temp = (float)rq->temperature;
-    if (rq->top_p >= 0) p.top_p = (float)CLI_MAX(rq->top_p, 1e-6);
+    if (rq->top_p >= 0) p.top_p = (float)CLI_MAX(rq->top_p, CLI_TOP_P_MIN);
     p.seed = rq->seed >= 0 ? (uint64_t)rq->seed : (uint64_t)time(NULL) * 1000003u + (uint64_t)atomic_fetch_add(&srv->seq, 1);
     hachi_status st = hachi_sampler_create(&p, hachi_model_n_vocab(srv->m), &q->smp);
     if (!st) st = hachi_spec_create(srv->m, sl->s, q->smp, &srv->spp, &q->sp);

@@ -166,10 +166,6 @@ static bool content_text(const cJSON *msg, int i, char **out, char *err, size_t 
     return true;
 }
 
-/* The conversation in the model's chat format: the system (and developer) messages joined
- * into the system prompt, then per user message hachi_chat_turn and the assistant reply that
- * followed it as the model wrote it (consecutive messages of one role joined by newlines).
- * A last assistant message is the start of the reply, which the model continues. */
 /* The message texts' ranges in the prompt (serve_req.plain) */
 typedef struct { size_t *r; int n, cap; bool oom; } spans;
 
@@ -187,6 +183,11 @@ static void span_add(spans *sp, size_t off, size_t len) {
     sp->n++;
 }
 
+/* The conversation in the model's chat format: the system (and developer) messages joined
+ * into the system prompt, then per user message hachi_chat_turn_spans and the assistant reply
+ * that followed it as the model wrote it (consecutive messages of one role joined by newlines).
+ * A last assistant message is the start of the reply, which the model continues. The messages'
+ * own text, where specials stay text, goes to sp. */
 static bool chat_prompt(const cJSON *msgs, const hachi_model *m, char **out, spans *sp, bool *continues, char *err,
                         size_t cap) {
     if (!cJSON_IsArray(msgs)) return fail(err, cap, "'messages' must be an array, got %s", msgs ? type_name(msgs) : "nothing");
