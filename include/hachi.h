@@ -116,8 +116,10 @@ HACHI_API void    hachi_detok_free(hachi_detok *d);
  * text already shown (a prompt), so no leading space is stripped. */
 HACHI_API void    hachi_detok_reset(hachi_detok *d, bool at_start);
 /* Appends the printable text of token to out (cap >= HACHI_DETOK_MAX always suffices: a
- * piece's text is cut at 1024 bytes; most are under 64); returns bytes written. */
-#define HACHI_DETOK_MAX 1032
+ * piece's text is cut at 1024 bytes, up to 8 held back from the token before go with it, and
+ * each byte of them that is not UTF-8 becomes U+FFFD's 3; most pieces are under 64 bytes);
+ * returns bytes written. */
+#define HACHI_DETOK_MAX 3096
 HACHI_API int32_t hachi_detok_push(hachi_detok *d, int32_t token, char *out, int32_t cap);
 /* Emits what is left (an incomplete sequence becomes U+FFFD). */
 HACHI_API int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap);

@@ -332,12 +332,14 @@ static bool in_plain(const size_t *plain, int n_plain, size_t a, size_t n) {
 
 /* Split text into raw fragments and whole special tokens, longest token first
  * (each token splits every raw fragment at its non-overlapping occurrences; a control token's
- * occurrence that overlaps a plain range stays text). */
+ * occurrence that overlaps a plain range stays text). Each token rewrites the fragment list in
+ * one pass into a second list: linear in the fragments and its matches (splitting in place,
+ * moving the list's tail at each match, took 14 s for 1.8 MB of "</s>x<s>y"). */
 static hachi_status partition(const hachi_tokenizer *t, const char *text, size_t len, bool parse_special,
                               const size_t *plain, int n_plain, frag **out, size_t *n_out) {
-    size_t cap = 8, n = 1;
-    frag *f = hachi_malloc(cap * sizeof *f);
-    if (!f) return HACHI_ERR_NOMEM;
+    size_t cap = 8, n = 1, cap_g = 8, m;
+    frag *f = hachi_malloc(cap * sizeof *f), *g = hachi_malloc(cap_g * sizeof *g);
+    if (!f || !g) { hachi_free(f); hachi_free(g); return HACHI_ERR_NOMEM; }
     f[0] = (frag){0, len, -1};
     bool present[256] = {false};
     for (size_t i = 0; i < len; i++) present[(unsigned char)text[i]] = true;
@@ -347,27 +349,34 @@ static hachi_status partition(const hachi_tokenizer *t, const char *text, size_t
         if (!parse_special && ty != TT_USER) continue;
         const hachi_gguf_str *p = &t->pieces[id];
         if (p->len > len || !present[(unsigned char)p->ptr[0]]) continue;
+        m = 0;
         for (size_t i = 0; i < n; i++) {
-            if (f[i].tok >= 0 || f[i].len < p->len) continue;
-            const char *base = text + f[i].off, *hit = memmem(base, f[i].len, p->ptr, p->len);
-            while (hit && ty != TT_USER && in_plain(plain, n_plain, (size_t)(hit - text), p->len)) {
-                const size_t from = (size_t)(hit - base) + 1;
-                hit = from + p->len <= f[i].len ? memmem(base + from, f[i].len - from, p->ptr, p->len) : NULL;
+            size_t off = f[i].off, left = f[i].len;   /* the fragment's part not yet split */
+            while (f[i].tok < 0 && left >= p->len) {
+                const char *base = text + off, *hit = memmem(base, left, p->ptr, p->len);
+                while (hit && ty != TT_USER && in_plain(plain, n_plain, (size_t)(hit - text), p->len)) {
+                    const size_t from = (size_t)(hit - base) + 1;
+                    hit = from + p->len <= left ? memmem(base + from, left - from, p->ptr, p->len) : NULL;
+                }
+                if (!hit) break;
+                const size_t before = (size_t)(hit - base);
+                if (!grow((void **)&g, &cap_g, m + 2, sizeof *g)) { hachi_free(f); hachi_free(g); return HACHI_ERR_NOMEM; }
+                if (before) g[m++] = (frag){off, before, -1};
+                g[m++] = (frag){off + before, p->len, id};
+                off += before + p->len;
+                left -= before + p->len;
             }
-            if (!hit) continue;
-            /* split f[i] into [before][token][after]; the after part is scanned next */
-            size_t before = (size_t)(hit - base), after = f[i].len - before - p->len;
-            if (!grow((void **)&f, &cap, n + 2, sizeof *f)) { hachi_free(f); return HACHI_ERR_NOMEM; }
-            size_t ins = (before ? 1 : 0) + 1 + (after ? 1 : 0) - 1;   /* extra slots needed */
-            memmove(&f[i + 1 + ins], &f[i + 1], (n - i - 1) * sizeof *f);
-            size_t off = f[i].off, j = i;
-            if (before) f[j++] = (frag){off, before, -1};
-            f[j++] = (frag){off + before, p->len, id};
-            if (after) f[j++] = (frag){off + before + p->len, after, -1};
-            n += ins;
-            i = j - 1 - (after ? 1 : 0);   /* continue with the after fragment */
+            if (!grow((void **)&g, &cap_g, m + 1, sizeof *g)) { hachi_free(f); hachi_free(g); return HACHI_ERR_NOMEM; }
+            if (f[i].tok >= 0) g[m++] = f[i];
+            else if (left) g[m++] = (frag){off, left, -1};
         }
+        frag *x = f;   /* g is the list now; f takes the next rewrite */
+        f = g, g = x;
+        size_t c = cap;
+        cap = cap_g, cap_g = c;
+        n = m;
     }
+    hachi_free(g);
     *out = f;
     *n_out = n;
     return HACHI_OK;

@@ -143,7 +143,7 @@ static hachi_status load_merges(hachi_tokenizer *t, const hachi_gguf_value *mv) 
         const hachi_gguf_str *s = &mv->arr.strs[i];
         const char *sp = s->len > 1 ? memchr(s->ptr + 1, ' ', s->len - 1) : NULL;
         if (!sp)
-            return hachi_fail(HACHI_ERR_FORMAT, "%s[%llu]: '%.*s' has no space between its two parts", key,
+            return hachi_fail(HACHI_ERR_FORMAT, "%s[%llu]: '%.*s' is not two non-empty parts around a space", key,
                               (unsigned long long)i, (int)HACHI_MIN(s->len, 64), s->len ? s->ptr : "");
         uint32_t h = hachi_fnv1a(s->ptr, s->len, FNV_SEED);
         for (uint32_t j = h & t->merge_mask;; j = (j + 1) & t->merge_mask) {
@@ -177,7 +177,7 @@ static hachi_status note_pre_space(hachi_tokenizer *t, const char *s, size_t n, 
         uint32_t cp;
         size_t l = hachi_utf8_decode((const unsigned char *)s + b, q - b, &cp);
         if (l != q - b) { t->no_split = true; continue; }   /* not a whole code point: never split */
-        if (cp == 0x2581 || hachi_tok_has_pre_space(t, cp)) continue;
+        if (cp == 0x2581) continue;
         if (t->n_pre_space == *cap) {
             int32_t c = *cap ? 2 * *cap : 16;
             uint32_t *np = hachi_realloc(t->pre_space, (size_t)c * sizeof *np);
@@ -185,8 +185,7 @@ static hachi_status note_pre_space(hachi_tokenizer *t, const char *s, size_t n, 
             t->pre_space = np;
             *cap = c;
         }
-        t->pre_space[t->n_pre_space++] = cp;
-        qsort(t->pre_space, (size_t)t->n_pre_space, sizeof cp, cmp_u32);
+        t->pre_space[t->n_pre_space++] = cp;   /* (sorted and made unique once, by find_pre_space) */
     }
     return HACHI_OK;
 }
@@ -194,7 +193,7 @@ static hachi_status note_pre_space(hachi_tokenizer *t, const char *s, size_t n, 
 /* Where no piece (SPM) or merge result (BPE) joins a character to a following U+2581,
  * no merge can cross that boundary: the merge loop then runs on the pieces between
  * such boundaries separately (same result, small heaps on long texts). */
-static hachi_status find_pre_space(hachi_tokenizer *t) {
+static hachi_status collect_pre_space(hachi_tokenizer *t) {
     int32_t cap = 0;
     hachi_status st;
     char buf[1024];
@@ -222,6 +221,19 @@ static hachi_status find_pre_space(hachi_tokenizer *t) {
     return HACHI_OK;
 }
 
+/* collect_pre_space's code points, sorted and each once (one sort: sorting after each new one
+ * took a minute for a vocabulary of 50000 such pieces) */
+static hachi_status find_pre_space(hachi_tokenizer *t) {
+    hachi_status st = collect_pre_space(t);
+    if (st || !t->n_pre_space) return st;
+    qsort(t->pre_space, (size_t)t->n_pre_space, sizeof *t->pre_space, cmp_u32);
+    int32_t k = 1;
+    for (int32_t i = 1; i < t->n_pre_space; i++)
+        if (t->pre_space[i] != t->pre_space[k - 1]) t->pre_space[k++] = t->pre_space[i];
+    t->n_pre_space = k;
+    return HACHI_OK;
+}
+
 static void find_eog(hachi_tokenizer *t) {
     static const char *const names[] = {"<end_of_turn>", "<turn|>", "<|tool_response>", "<eot_id>",
                                         "<|eot_id|>", "<|im_end|>", "<|end|>"};
@@ -237,7 +249,9 @@ hachi_status hachi_tokenizer_load(const hachi_gguf *g, hachi_tokenizer **out) {
     hachi_status st;
     *out = NULL;
     if (!hachi_gguf_get_str(g, "tokenizer.ggml.model", &model))
-        return hachi_fail(HACHI_ERR_FORMAT, "missing key tokenizer.ggml.model (no tokenizer in this GGUF)");
+        return hachi_fail(HACHI_ERR_FORMAT, hachi_gguf_get(g, "tokenizer.ggml.model")
+                                                ? "tokenizer.ggml.model is not a string"
+                                                : "missing key tokenizer.ggml.model (no tokenizer in this GGUF)");
     int kind;
     if (hachi_gguf_str_eq(model, "llama")) kind = HACHI_TOK_SPM;
     else if (hachi_gguf_str_eq(model, "gpt2")) kind = HACHI_TOK_GPT2;
@@ -286,8 +300,10 @@ hachi_status hachi_tokenizer_load(const hachi_gguf *g, hachi_tokenizer **out) {
     const hachi_gguf_value *sv = hachi_gguf_get(g, "tokenizer.ggml.scores");
     if (sv) {
         if (sv->type != HACHI_GGUF_ARRAY || sv->arr.n != (uint64_t)n) {
-            st = hachi_fail(HACHI_ERR_FORMAT, "tokenizer.ggml.scores: %llu entries for %d tokens",
-                            sv->type == HACHI_GGUF_ARRAY ? (unsigned long long)sv->arr.n : 0ull, n);
+            st = sv->type != HACHI_GGUF_ARRAY
+                     ? hachi_fail(HACHI_ERR_FORMAT, "tokenizer.ggml.scores is not an array")
+                     : hachi_fail(HACHI_ERR_FORMAT, "tokenizer.ggml.scores: %llu entries for %d tokens",
+                                  (unsigned long long)sv->arr.n, n);
             goto fail;
         }
         for (int32_t i = 0; i < n; i++) {
@@ -304,8 +320,10 @@ hachi_status hachi_tokenizer_load(const hachi_gguf *g, hachi_tokenizer **out) {
     const hachi_gguf_value *yv = hachi_gguf_get(g, "tokenizer.ggml.token_type");
     if (yv) {
         if (yv->type != HACHI_GGUF_ARRAY || yv->arr.n != (uint64_t)n) {
-            st = hachi_fail(HACHI_ERR_FORMAT, "tokenizer.ggml.token_type: %llu entries for %d tokens",
-                            yv->type == HACHI_GGUF_ARRAY ? (unsigned long long)yv->arr.n : 0ull, n);
+            st = yv->type != HACHI_GGUF_ARRAY
+                     ? hachi_fail(HACHI_ERR_FORMAT, "tokenizer.ggml.token_type is not an array")
+                     : hachi_fail(HACHI_ERR_FORMAT, "tokenizer.ggml.token_type: %llu entries for %d tokens",
+                                  (unsigned long long)yv->arr.n, n);
             goto fail;
         }
         for (int32_t i = 0; i < n; i++) {
@@ -336,8 +354,12 @@ hachi_status hachi_tokenizer_load(const hachi_gguf *g, hachi_tokenizer **out) {
     }
     t->add_bos = kind != HACHI_TOK_GPT2;
     t->add_space_prefix = kind == HACHI_TOK_SPM;
-    hachi_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos);
-    hachi_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix);
+    static const char *const flags[2] = {"tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_space_prefix"};
+    for (int i = 0; i < 2; i++)
+        if (!hachi_gguf_get_bool(g, flags[i], i ? &t->add_space_prefix : &t->add_bos) && hachi_gguf_get(g, flags[i])) {
+            st = hachi_fail(HACHI_ERR_FORMAT, "%s is not a bool", flags[i]);
+            goto fail;
+        }
 
     if (kind != HACHI_TOK_SPM) {
         const hachi_gguf_value *mv = hachi_gguf_get(g, "tokenizer.ggml.merges");

@@ -623,6 +623,26 @@ TEST(tokenizer_load_errors) {
     CHECKF(st == HACHI_ERR_FORMAT && strstr(hachi_last_error(), "tokenizer.ggml.bos_token_id"), "%d %s", st,
            hachi_last_error());
 
+    w = hachi_gguf_writer_new();   /* keys of the wrong type are named as such */
+    hachi_gguf_set_u32(w, "tokenizer.ggml.model", 1);
+    hachi_gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, 4);
+    st = load_from(w, &t);
+    CHECKF(st == HACHI_ERR_FORMAT && strstr(hachi_last_error(), "tokenizer.ggml.model is not a string"), "%d %s", st,
+           hachi_last_error());
+    w = hachi_gguf_writer_new();
+    hachi_gguf_set_str(w, "tokenizer.ggml.model", "llama");
+    hachi_gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, 4);
+    hachi_gguf_set_u32(w, "tokenizer.ggml.scores", 0);
+    st = load_from(w, &t);
+    CHECKF(st == HACHI_ERR_FORMAT && strstr(hachi_last_error(), "scores is not an array"), "%d %s", st, hachi_last_error());
+    w = hachi_gguf_writer_new();
+    hachi_gguf_set_str(w, "tokenizer.ggml.model", "llama");
+    hachi_gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, 4);
+    hachi_gguf_set_u32(w, "tokenizer.ggml.add_bos_token", 1);
+    st = load_from(w, &t);
+    CHECKF(st == HACHI_ERR_FORMAT && strstr(hachi_last_error(), "add_bos_token is not a bool"), "%d %s", st,
+           hachi_last_error());
+
     w = hachi_gguf_writer_new();   /* a valid tiny BPE vocab loads */
     hachi_gguf_set_str(w, "tokenizer.ggml.model", "gpt2");
     hachi_gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, 4);
@@ -650,6 +670,20 @@ TEST(tokenizer_public_api) {
     CHECK(hachi_tokenize(m, "", 0, false, true, ids, 8, &n) == HACHI_OK && n == 0);
     CHECK(hachi_tokenize(m, "<s>x", 4, false, true, ids, 8, &n) == HACHI_OK && n >= 2 && ids[0] == 1);
     CHECK(hachi_tokenize(m, "<s>x", 4, false, false, ids, 8, &n) == HACHI_OK && n >= 2 && ids[0] != 1);
+    {   /* two specials 20000 times each, between text: every one split out, the text between the same */
+        enum { R = 20000 };
+        char *many = malloc(9 * R + 1);
+        int32_t *mids = malloc(sizeof *mids * 6 * R), one[8], n1 = 0;
+        for (int r = 0; many && r < R; r++) memcpy(many + 9 * r, "</s>x<s>y", 9);
+        CHECK(hachi_tokenize(m, "</s>x<s>y", 9, false, true, one, 8, &n1) == HACHI_OK && n1 >= 4 && one[0] == 2);
+        if (many && mids && hachi_tokenize(m, many, 9 * R, false, true, mids, 6 * R, &n) == HACHI_OK) {
+            bool same = n == n1 * R;
+            for (int i = 0; same && i < n; i++) same = mids[i] == one[i % n1];
+            CHECKF(same, "%d ids for %d repeats of %d", n, R, n1);
+        } else CHECK(0);
+        free(many);
+        free(mids);
+    }
     char buf[64];
     CHECK(hachi_token_to_text(m, 15043, buf, sizeof buf) == 6 && !memcmp(buf, " Hello", 6));
     CHECK(hachi_token_to_text(m, 1, buf, sizeof buf) == 3 && !memcmp(buf, "<s>", 3));
