@@ -17,9 +17,11 @@
  * "\n<s>\n" / "\n</s>\n"; both are turned back into SentencePiece form. */
 #include "hachi.h"
 #include "gguf.h"
+#include "model.h"
 #include "quant.h"
 #include "util.h"
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -50,7 +52,7 @@ typedef struct l2c_weights {
 /* ---- file helpers --------------------------------------------------------------- */
 
 static hachi_status map_file(const char *path, const void **data, size_t *len) {
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   /* (a FIFO must not block the open: refused below) */
     if (fd < 0) return hachi_fail(HACHI_ERR_IO, "%s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
@@ -93,6 +95,11 @@ static hachi_status check_config(const char *path, const l2c_config *c) {
                           c->n_kv_heads, c->n_heads);
     if ((c->dim / c->n_heads) % 2)
         return hachi_fail(HACHI_ERR_FORMAT, "%s: head size %d is odd", path, c->dim / c->n_heads);
+    /* what the loader takes: the converted file names BOS 1 and EOS 2 */
+    if (c->n_layers > HACHI_LAYERS_MAX)
+        return hachi_fail(HACHI_ERR_FORMAT, "%s: n_layers %d is more than %d", path, c->n_layers, HACHI_LAYERS_MAX);
+    if ((c->vocab_size < 0 ? -(int64_t)c->vocab_size : c->vocab_size) < 3)
+        return hachi_fail(HACHI_ERR_FORMAT, "%s: vocab_size %d holds no BOS (1) and EOS (2) tokens", path, c->vocab_size);
     return HACHI_OK;
 }
 
@@ -208,6 +215,14 @@ static hachi_status read_vocab(const char *path, int n_vocab, l2c_vocab *v) {
             goto out;
         }
         const unsigned char *s = b + off;
+        if (memchr(s, 0, (size_t)plen)) {   /* a piece is a C string from here on: it would be cut */
+            st = hachi_fail(HACHI_ERR_FORMAT, "%s: token %d holds a NUL byte (offset %zu)", path, i, off);
+            goto out;
+        }
+        if (!isfinite(score)) {
+            st = hachi_fail(HACHI_ERR_FORMAT, "%s: token %d has score %g", path, i, (double)score);
+            goto out;
+        }
         off += (size_t)plen;
         /* llama2.c wrote BOS/EOS as "\n<s>\n" and "\n</s>\n": strip the newlines */
         if (i <= 2 && plen >= 2 && s[0] == '\n' && s[plen - 1] == '\n') { s++; plen -= 2; }

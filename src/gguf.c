@@ -11,7 +11,7 @@
  * file out, then serialises into one destination: a heap buffer, or the
  * output file itself mapped MAP_SHARED after posix_fallocate, so tensor data
  * (from a pointer or a fill callback) streams to disk without a copy of the
- * whole file in memory. Files go to path.tmp, then msync+fsync+rename.
+ * whole file in memory. Files go to a new path.tmp (hachi_tmp_create), then msync+fsync+rename.
  *
  * Layout (ggml docs/gguf.md): "GGUF", u32 version, u64 n_tensors, u64 n_kv;
  * n_kv x (string key, u32 type, value); n_tensors x (string name, u32 n_dims,
@@ -436,7 +436,7 @@ fail:
 hachi_status hachi_gguf_open(const char *path, hachi_gguf **out) {
     struct stat sb;
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   /* (a FIFO must not block the open: refused below) */
     if (fd < 0) return hachi_fail(HACHI_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     if (fstat(fd, &sb) != 0) {
         int e = errno;
@@ -890,16 +890,14 @@ hachi_status hachi_gguf_writer_to_buffer(hachi_gguf_writer *w, void **out, size_
 
 hachi_status hachi_gguf_writer_write(hachi_gguf_writer *w, const char *path) {
     uint64_t data_offset, total = layout(w, &data_offset);
-    size_t plen = strlen(path);
-    char *tmp = hachi_malloc(plen + 5);
+    const size_t cap = strlen(path) + 8;
+    char *tmp = hachi_malloc(cap);
     if (!tmp) return HACHI_ERR_NOMEM;
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
     hachi_status st = HACHI_OK;
     void *map = MAP_FAILED;
     if ((st = hachi_replaceable(path))) { hachi_free(tmp); return st; }
-    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), e;
-    if (fd < 0) { st = hachi_fail(HACHI_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno)); goto out; }
+    int fd, e;
+    if ((st = hachi_tmp_create(path, tmp, cap, &fd))) goto out;
     /* reserve the blocks first: a full disk is an error here, not a SIGBUS later */
     if (total > (uint64_t)INT64_MAX || (e = posix_fallocate(fd, 0, (off_t)total)) != 0) {
         st = hachi_fail(HACHI_ERR_IO, "cannot write '%s' (%" PRIu64 " bytes): %s", tmp, total,

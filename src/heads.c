@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "model.h"
 #include "util.h"
 
@@ -88,12 +89,16 @@ int32_t hachi_heads_window(const hachi_heads *h) { return h ? h->window : 0; }
 hachi_status hachi_heads_save(const hachi_heads *h, const char *path) {
     if (!h || !path) return hachi_fail(HACHI_ERR_INVALID_ARG, "hachi_heads_save: NULL argument");
     char tmp[1024];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return hachi_fail(HACHI_ERR_INVALID_ARG, "hachi_heads_save: path of %zu bytes is too long", strlen(path));
     hachi_status st = hachi_replaceable(path);
     if (st) return st;
-    FILE *f = fopen(tmp, "w");
-    if (!f) return hachi_fail(HACHI_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
+    int fd;
+    if ((st = hachi_tmp_create(path, tmp, sizeof tmp, &fd))) return st;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        remove(tmp);
+        return hachi_fail(HACHI_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
+    }
     fprintf(f, "hachi-heads %d\n# S: a streaming head (keys < sink and the last window keys only); .: all keys\n",
             HEADS_VERSION);
     fprintf(f, "model %016llx\narch %s\nlayers %d\nheads %d\nsink %d\nwindow %d\n", (unsigned long long)h->model_id,
@@ -152,12 +157,13 @@ hachi_status hachi_heads_load(const hachi_model *m, const char *path, hachi_head
     static const char *const keys[6] = {"hachi-heads", "model", "arch", "layers", "heads", "sink"};
     hachi_status st = HACHI_OK;
     hachi_heads *h = NULL;
+    uint8_t *seen = NULL;   /* the layer lines read */
     char model_hex[32] = "", arch[32] = "";
 #define BAD(...) do { st = hachi_fail(HACHI_ERR_FORMAT, __VA_ARGS__); goto done; } while (0)
     for (int i = 0; i < 6; i++) {
         if (!next_line(f, line, &no, &too_long) || too_long)
             BAD("%s: line %d: expected '%s', %s", path, too_long ? no : no + 1, keys[i],
-                too_long ? "got a line too long" : "the file ends");
+                too_long ? "got a line too long or with a NUL byte" : "the file ends");
         if (i == 1 || i == 2) {   /* model <hex>, arch <name> */
             char *dst = i == 1 ? model_hex : arch;
             const size_t k = strlen(keys[i]);
@@ -167,7 +173,7 @@ hachi_status hachi_heads_load(const hachi_model *m, const char *path, hachi_head
             continue;
         }
         if (!key_int(line, keys[i], 0, HACHI_CTX_MAX, &v[i]))
-            BAD("%s: line %d: expected '%s <integer>', got '%s'", path, no, keys[i], line);
+            BAD("%s: line %d: expected '%s <integer from 0 to %d>', got '%s'", path, no, keys[i], HACHI_CTX_MAX, line);
     }
     if (v[0] != HEADS_VERSION) BAD("%s: heads file version %ld (this hachi reads %d)", path, v[0], HEADS_VERSION);
     long window;
@@ -182,8 +188,9 @@ hachi_status hachi_heads_load(const hachi_model *m, const char *path, hachi_head
         goto done;
     }
     if ((st = heads_alloc(m, (int)v[5], (int)window, &h))) goto done;
+    if (!(seen = hachi_calloc((size_t)m->n_layer, 1))) { st = HACHI_ERR_NOMEM; goto done; }
     while (next_line(f, line, &no, &too_long)) {
-        if (too_long) BAD("%s: line %d: too long", path, no);
+        if (too_long) BAD("%s: line %d: too long, or with a NUL byte", path, no);
         char *mask = NULL;
         errno = 0;
         const long layer = strncmp(line, "layer ", 6) ? -1 : strtol(line + 6, &mask, 10);
@@ -194,6 +201,7 @@ hachi_status hachi_heads_load(const hachi_model *m, const char *path, hachi_head
             BAD("%s: line %d: layer %ld is not a full-attention layer of the model", path, no, layer);
         if ((int)strlen(mask) != m->n_head || strspn(mask, "S.") != strlen(mask))
             BAD("%s: line %d: expected %d characters S or . for layer %ld, got '%s'", path, no, m->n_head, layer, mask);
+        if (seen[layer]++) BAD("%s: line %d: layer %ld a second time", path, no, layer);
         h->stream[layer] = 0;
         for (int i = 0; i < m->n_head; i++) if (mask[i] == 'S') h->stream[layer] |= 1ull << i;
     }
@@ -201,6 +209,7 @@ hachi_status hachi_heads_load(const hachi_model *m, const char *path, hachi_head
 #undef BAD
 done:
     fclose(f);
+    hachi_free(seen);
     if (st) { hachi_heads_free(h); return st; }
     *out = h;
     return HACHI_OK;

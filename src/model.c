@@ -169,11 +169,21 @@ static hachi_status load_assistant_io(loader *ld) {
                           m->path, m->n_centroids, m->centroid_top_k, m->n_vocab);
     if (!(m->ordering = hachi_malloc((size_t)m->n_vocab * sizeof *m->ordering))) return HACHI_ERR_NOMEM;
     memcpy(m->ordering, t->data, (size_t)m->n_vocab * sizeof *m->ordering);
-    for (int i = 0; i < m->n_vocab; i++)
-        if (m->ordering[i] < 0 || m->ordering[i] >= m->n_vocab)
-            return hachi_fail(HACHI_ERR_FORMAT, "model '%s': masked_embd_ordering[%d] = %d is not a token id",
-                              m->path, i, (int)m->ordering[i]);
-    return HACHI_OK;
+    /* each token in exactly one cluster: a permutation (a repeated id would leave tokens that no
+     * draft step can score) */
+    uint8_t *seen = hachi_calloc((size_t)m->n_vocab, 1);
+    if (!seen) return HACHI_ERR_NOMEM;
+    hachi_status st = HACHI_OK;
+    for (int i = 0; i < m->n_vocab && !st; i++) {
+        const int32_t id = m->ordering[i];
+        if (id < 0 || id >= m->n_vocab)
+            st = hachi_fail(HACHI_ERR_FORMAT, "model '%s': masked_embd_ordering[%d] = %d is not a token id", m->path, i, (int)id);
+        else if (seen[id]++)
+            st = hachi_fail(HACHI_ERR_FORMAT, "model '%s': masked_embd_ordering[%d] = %d: token %d appears twice",
+                            m->path, i, (int)id, (int)id);
+    }
+    hachi_free(seen);
+    return st;
 }
 
 /* gemma4 and gemma4-assistant share the layer layout; an assistant's layers have no K/V of
@@ -317,7 +327,7 @@ static hachi_status load(hachi_model *m, const hachi_model_params *p) {
     TRY(get_u32(&ld, "attention.head_count", true, &m->n_head));
     m->n_ctx_train = 2048;
     TRY(get_u32(&ld, "context_length", false, &m->n_ctx_train));
-    if (m->n_layer <= 0 || m->n_layer > 1024 || m->n_embd <= 0)
+    if (m->n_layer <= 0 || m->n_layer > HACHI_LAYERS_MAX || m->n_embd <= 0)
         return hachi_fail(HACHI_ERR_FORMAT, "model '%s': invalid block_count %d or embedding_length %d",
                           m->path, m->n_layer, m->n_embd);
     if (!(m->layers = hachi_calloc((size_t)m->n_layer, sizeof *m->layers))) return HACHI_ERR_NOMEM;

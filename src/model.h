@@ -14,6 +14,7 @@
 #include "tokenizer.h"
 
 enum hachi_arch { HACHI_ARCH_LLAMA, HACHI_ARCH_GEMMA4, HACHI_ARCH_GEMMA4_ASSISTANT };
+#define HACHI_LAYERS_MAX 1024   /* block_count a model may have */
 
 typedef struct hachi_layer {
     bool sliding;               /* gemma4: sliding-window layer; llama: false */

@@ -81,15 +81,15 @@ hachi_status hachi_assistant_check(const hachi_model *t, const hachi_model *a) {
         if (!(L->sliding ? sl_ok : full_ok) || L->head_dim != T->head_dim || a->n_head_kv != t->n_head_kv ||
             (L->sliding && a->window > t->window))
             return hachi_fail(HACHI_ERR_INVALID_ARG,
-                              "drafter '%s' layer %d (%s, head dim %d, %d KV heads%s) does not fit the cache of "
+                              "drafter '%s' layer %d (%s, head dim %d, %d KV heads, window %d) does not fit the cache of "
                               "target '%s' layer %d (%s, head dim %d, %d KV heads, window %d)",
                               a->path, l, L->sliding ? "sliding" : "full", L->head_dim, a->n_head_kv,
-                              L->sliding ? ", window" : "", t->path, tl, T->sliding ? "sliding" : "full", T->head_dim,
+                              L->sliding ? a->window : 0, t->path, tl, T->sliding ? "sliding" : "full", T->head_dim,
                               t->n_head_kv, T->sliding ? t->window : 0);
     }
     if (a->n_head % a->n_head_kv || a->n_head / a->n_head_kv > 64)
-        return hachi_fail(HACHI_ERR_UNSUPPORTED, "drafter '%s': %d query heads over %d KV heads", a->path, a->n_head,
-                          a->n_head_kv);
+        return hachi_fail(HACHI_ERR_UNSUPPORTED, "drafter '%s': %d query heads over %d KV heads (a whole number of "
+                          "them per KV head, at most 64)", a->path, a->n_head, a->n_head_kv);
     return HACHI_OK;
 }
 

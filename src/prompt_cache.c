@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/types.h>
+#include <unistd.h>
 #include "crc32c.h"
 #include "session.h"
 #include "util.h"
@@ -123,15 +124,16 @@ hachi_status hachi_session_save(const hachi_session *s, const int32_t *tokens, i
     if (digits) memcpy(digits + strlen(PC_CRC_HEADER), hex, 8);
 
     char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
-        hachi_free(hdr);
-        return hachi_fail(HACHI_ERR_INVALID_ARG, "save: path too long");
-    }
+    int fd = -1;
     hachi_status st = hachi_replaceable(path);
-    FILE *f = st ? NULL : fopen(tmp, "wb");
+    if (!st) st = hachi_tmp_create(path, tmp, sizeof tmp, &fd);
+    FILE *f = st ? NULL : fdopen(fd, "wb");
     if (!f) {
         hachi_free(hdr);
-        return st ? st : hachi_fail(HACHI_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+        if (st) return st;
+        close(fd);
+        remove(tmp);
+        return hachi_fail(HACHI_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
     }
     bool ok = fwrite(le, 1, 8, f) == 8 && fwrite(hdr, 1, len, f) == len &&
               fwrite(tokens, 4, (size_t)n, f) == (size_t)n &&

@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 static _Thread_local char last_error[1024];
@@ -95,6 +99,19 @@ hachi_status hachi_replaceable(const char *path) {
     if (lstat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return HACHI_OK;
     return hachi_fail(HACHI_ERR_IO, "'%s' is %s: it would be replaced, not written (give a regular file's path)", path,
                       file_kind(sb.st_mode));
+}
+
+hachi_status hachi_tmp_create(const char *path, char *tmp, size_t cap, int *fd) {
+    *fd = -1;
+    if (!*path) return hachi_fail(HACHI_ERR_INVALID_ARG, "an empty output path");
+    for (int i = 0; i < 100; i++) {
+        const int n = i ? snprintf(tmp, cap, "%s.tmp.%d", path, i) : snprintf(tmp, cap, "%s.tmp", path);
+        if (n < 0 || (size_t)n >= cap)
+            return hachi_fail(HACHI_ERR_INVALID_ARG, "a path too long for its temporary name: '%s'", path);
+        if ((*fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) >= 0) return HACHI_OK;
+        if (errno != EEXIST) return hachi_fail(HACHI_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
+    }
+    return hachi_fail(HACHI_ERR_IO, "cannot create a temporary file beside '%s': .tmp to .tmp.99 are all there", path);
 }
 
 hachi_status hachi_readable_file(const char *path, const char *what) {

@@ -32,6 +32,11 @@ uint64_t hachi_read_sum(const void *p, int64_t n);
  * or not there yet: renaming over a FIFO, a device or a symbolic link would replace it instead of
  * writing to it. HACHI_ERR_IO naming it otherwise. */
 hachi_status hachi_replaceable(const char *path);
+/* The file a whole-file write goes to before its rename over path: path.tmp, or path.tmp.1 ..
+ * path.tmp.99 while those exist, created anew (O_EXCL: never a file that is there, which may be
+ * an input, and never through a symbolic link), mode 0644 less the umask. Its name goes to tmp
+ * (cap bytes), its descriptor to *fd; HACHI_ERR_INVALID_ARG for a path too long for tmp. */
+hachi_status hachi_tmp_create(const char *path, char *tmp, size_t cap, int *fd);
 /* A file the library reads whole must be a regular file: a FIFO would block the open. */
 hachi_status hachi_readable_file(const char *path, const char *what);
 size_t hachi_mem_available(void);         /* bytes the system can still give (MemAvailable, or

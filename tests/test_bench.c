@@ -278,6 +278,26 @@ TEST(bench_spec_replay_tiny) {
     if (f) fclose(f);
     CHECKF(rc == 0 && tokens == 39 && !bad_lines, "run --spec self --spec-trace: rc %d, %d tokens, %d bad lines", rc,
            tokens, bad_lines);
+    /* a trace onto the model, or the prompt file, is refused and the file kept */
+    {
+        char copy[1200], pf[1200];
+        snprintf(copy, sizeof copy, "%s/trace-model.gguf", dir);
+        snprintf(pf, sizeof pf, "%s/trace-prompt.txt", dir);
+        char *o2 = test_sh(&rc, "cp '%s' '%s' && %s run -m '%s' -p 'Once upon a time' -n 4 --draft 3 --spec-trace '%s' 2>&1",
+                           mpath, copy, bin, copy, copy);
+        CHECKF(rc == 1 && strstr(o2, "is the input"), "rc %d: %s", rc, o2);
+        free(o2);
+        hachi_model *mc = NULL;
+        CHECK(hachi_model_load(copy, NULL, &mc) == HACHI_OK);
+        hachi_model_free(mc);
+        o2 = test_sh(&rc, "printf 'Once upon a time' > '%s' && %s run -m '%s' -f '%s' -n 4 --draft 3 --spec-trace '%s' 2>&1 && "
+                     "cat '%s'", pf, bin, mpath, pf, pf, pf);
+        CHECKF(rc == 1 && strstr(o2, "is the input"), "rc %d: %s", rc, o2);
+        free(o2);
+        char *kept = test_read_file(pf, NULL);
+        CHECK(kept && !strcmp(kept, "Once upon a time"));
+        free(kept);
+    }
     out = test_sh(&rc, "HACHI_BENCH_CACHE='%s/bench-cache' %s bench --synth tiny --depth 16 --fill fast -t 1 --bw-mb 16 "
                   "--no-verify --spec-replay '%s' 2>&1", dir, bin, trace);
     snprintf(want, sizeof want, "%d forwards for %d tokens", forwards, tokens);

@@ -183,12 +183,77 @@ TEST(convert_errors) {
     expect_fail(bad, tok, HACHI_ERR_FORMAT, "truncated");
     memcpy(ck, hdr, sizeof hdr);
 
+    memcpy(h2, hdr, sizeof h2); h2[5] = 2;              /* no EOS (2) in the vocabulary */
+    memcpy(ck, h2, sizeof h2); CHECK(spit(bad, ck, len) == 0);
+    expect_fail(bad, tok, HACHI_ERR_FORMAT, "vocab_size");
+    memcpy(h2, hdr, sizeof h2); h2[2] = 2000;           /* more layers than a model may have */
+    memcpy(ck, h2, sizeof h2); CHECK(spit(bad, ck, len) == 0);
+    expect_fail(bad, tok, HACHI_ERR_FORMAT, "n_layers");
+    memcpy(ck, hdr, sizeof hdr);
+
+    int32_t plen;                                       /* token 10's piece with a NUL byte */
+    size_t at = 4;
+    for (int i = 0; i < 10; i++) { memcpy(&plen, tk + at + 4, 4); at += 8 + (size_t)plen; }
+    memcpy(&plen, tk + at + 4, 4);
+    CHECK(plen >= 1);
+    const char keep = tk[at + 8];
+    tk[at + 8] = 0;
+    CHECK(spit(badtok, tk, tlen) == 0);
+    expect_fail(model, badtok, HACHI_ERR_FORMAT, "NUL");
+    tk[at + 8] = keep;
+
+    const char *fifo = test_tmp("fifo.bin");            /* a FIFO is refused, not waited on */
+    unlink(fifo);
+    if (mkfifo(fifo, 0600) == 0) {
+        expect_fail(fifo, tok, HACHI_ERR_IO, "regular");
+        unlink(fifo);
+    }
+
     CHECK(spit(badtok, tk, tlen - 3) == 0);             /* last piece cut */
     expect_fail(model, badtok, HACHI_ERR_FORMAT, "badtok.bin");
     expect_fail(test_tmp("missing.bin"), tok, HACHI_ERR_IO, "missing.bin");
     expect_fail(model, test_tmp("missing-tok.bin"), HACHI_ERR_IO, "missing-tok.bin");
     free(ck);
     free(tk);
+}
+
+/* The output's temporary name is never an existing file: a checkpoint named out.tmp is
+ * converted to out, and is still there, byte for byte; a symbolic link named out.tmp is left
+ * alone, and what it points to too. */
+TEST(convert_tmp_name_taken) {
+    NEED_SHARED(model, "data/stories260K.bin");
+    NEED_SHARED(tok, "data/tok512.bin");
+    size_t len, rlen;
+    char *ck = test_read_file(model, &len);
+    const char *out = test_tmp("taken.gguf"), *tmp = test_tmp("taken.gguf.tmp"), *ref = test_tmp("taken-ref.gguf");
+    unlink(out);
+    CHECK(ck && spit(tmp, ck, len) == 0);
+    CHECKF(hachi_convert_llama2c(model, tok, ref) == HACHI_OK && hachi_convert_llama2c(tmp, tok, out) == HACHI_OK,
+           "convert: %s", hachi_last_error());
+    char *in = test_read_file(tmp, &rlen);
+    CHECK(in && ck && rlen == len && !memcmp(in, ck, len));
+    free(in);
+    hachi_gguf *ga = NULL, *gb = NULL;   /* the weights are the checkpoint's (the name differs: the file's) */
+    CHECK(hachi_gguf_open(ref, &ga) == HACHI_OK && hachi_gguf_open(out, &gb) == HACHI_OK);
+    for (int64_t i = 0; ga && gb && i < hachi_gguf_n_tensors(ga); i++) {
+        const hachi_gguf_tensor *x = hachi_gguf_tensor_at(ga, i), *y = hachi_gguf_find_tensor(gb, x->name);
+        CHECKF(y && y->nbytes == x->nbytes && !memcmp(x->data, y->data, x->nbytes), "tensor %s", x->name);
+    }
+    hachi_gguf_free(ga);
+    hachi_gguf_free(gb);
+    CHECK(!exists(test_tmp("taken.gguf.tmp.1")));
+
+    const char *victim = test_tmp("victim.txt"), *link = test_tmp("linked.gguf.tmp"), *lout = test_tmp("linked.gguf");
+    unlink(link);
+    CHECK(spit(victim, "keep\n", 5) == 0 && symlink(victim, link) == 0);
+    CHECKF(hachi_convert_llama2c(model, tok, lout) == HACHI_OK, "convert: %s", hachi_last_error());
+    char *v = test_read_file(victim, &rlen);
+    struct stat sb;
+    CHECK(v && rlen == 5 && !memcmp(v, "keep\n", 5) && lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode));
+    CHECK(lstat(lout, &sb) == 0 && S_ISREG(sb.st_mode));
+    free(v);
+    free(ck);
+    unlink(link);
 }
 
 static int one_line(const char *s) {

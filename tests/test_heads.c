@@ -187,7 +187,7 @@ TEST(heads_file_round_trip_and_errors) {
         lng[sizeof lng - 1] = 0;
         memcpy(lng, path, strlen(path));
         lng[strlen(path)] = '/';
-        CHECK(hachi_heads_save(h, lng) == HACHI_ERR_INVALID_ARG && strstr(hachi_last_error(), "too long"));
+        CHECKF(hachi_heads_save(h, lng) == HACHI_ERR_INVALID_ARG && strstr(hachi_last_error(), "too long"), "%s", hachi_last_error());
     }
     CHECK(hachi_heads_load(m, path, &g) == HACHI_OK);
     for (int l = 0; g && l < 8; l++)
@@ -208,6 +208,8 @@ TEST(heads_file_round_trip_and_errors) {
         {"layer 2 .S..", "layer 2 .SX.", "expected 4 characters"},
         {"layer 2 .S..", "layer two", "expected 'layer"},
         {"sink 16", "sink -1", "expected 'sink"},
+        {"sink 16", "sink 99999999", "integer from 0 to"},
+        {"layer 7 ...S", "layer 7 ...S\nlayer 2 S...", "layer 2 a second time"},
         {"window 128", "window 0", "expected 'window"},
     };
     for (size_t i = 0; text && i < sizeof cases / sizeof cases[0]; i++) {
@@ -282,6 +284,19 @@ TEST(cli_heads_classify_and_use) {
                   filler, len, file);
     snprintf(want, sizeof want, "%d streaming heads (sink 16, window %d)", n_stream, window);
     CHECKF(rc == 0 && strstr(out, want), "rc %d, want '%s': %s", rc, want, out);
+    free(out);
+    /* an output that is an input, or in a directory that is not there, is refused before the
+     * calibration; the input is kept */
+    const char *copy = test_tmp("heads_model.gguf");
+    out = test_sh(&rc, "cp %s %s && %s heads -m %s --filler %s --lengths %d -o %s 2>&1", model, copy, bin, copy, filler,
+                  len, copy);
+    CHECKF(rc == 1 && strstr(out, "is the input"), "rc %d: %s", rc, out);
+    free(out);
+    CHECK(hachi_model_load(copy, NULL, &m) == HACHI_OK);
+    hachi_model_free(m);
+    m = NULL;
+    out = test_sh(&rc, "%s heads -m %s --filler %s --lengths %d -o /nonexistent/x.heads 2>&1", bin, model, filler, len);
+    CHECKF(rc == 1 && strstr(out, "cannot write '/nonexistent/x.heads.tmp'") && !strstr(out, "streaming"), "rc %d: %s", rc, out);
     free(out);
     out = test_sh(&rc, "%s run -m %s -p hi -n 1 --heads /nonexistent.heads 2>&1", bin, model);
     CHECKF(rc == 1 && strstr(out, "/nonexistent.heads: cannot open"), "rc %d: %s", rc, out);

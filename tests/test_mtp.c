@@ -455,6 +455,23 @@ static bool copy_keys(const hachi_gguf *g, hachi_gguf_writer *w) {
  * permutation of the vocabulary), each centroid the mean of its tokens' head rows, top 4 kept.
  * A draft step then gives logits to the kept clusters' 128 tokens only, bit for bit the dense
  * head's there, -inf elsewhere; greedy decoding through it still gives plain decoding's tokens. */
+/* g's tensors (the assistant's) with a centroid head of nc centroids over v tokens (ordering
+ * order, top k clusters) into w (its keys copied already), written to path */
+static bool centroid_file(const hachi_gguf *g, hachi_gguf_writer *w, uint32_t top, const float *cent, int64_t e,
+                          int64_t nc, const int32_t *order, int64_t v, const char *path) {
+    bool ok = hachi_gguf_set_u32(w, "gemma4-assistant.centroid_top_k", top) == HACHI_OK;
+    for (int64_t i = 0; ok && i < hachi_gguf_n_tensors(g); i++) {
+        const hachi_gguf_tensor *t = hachi_gguf_tensor_at(g, i);
+        ok = hachi_gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data) == HACHI_OK;
+    }
+    const int64_t ne_c[2] = {e, nc}, ne_o[1] = {v};
+    ok = ok && hachi_gguf_add_tensor(w, "masked_embd_centroids.weight", 0, 2, ne_c, cent) == HACHI_OK &&
+         hachi_gguf_add_tensor(w, "masked_embd_ordering", 26, 1, ne_o, order) == HACHI_OK &&
+         hachi_gguf_writer_write(w, path) == HACHI_OK;
+    CHECKF(ok, "centroid file %s: %s", path, hachi_last_error());
+    return ok;
+}
+
 TEST(mtp_centroid_head) {
     NEED_SHARED(apath, "models/gemma4-micro-assistant.gguf");
     enum { V = 512, NC = 16, PER = V / NC, TOP = 4, E = 64 };
@@ -485,17 +502,22 @@ TEST(mtp_centroid_head) {
             for (int j = 0; j < PER; j++) s += emb[order[k * PER + j] * E + e];
             cent[k * E + e] = (float)(s / PER);
         }
-    CHECK(hachi_gguf_set_u32(w, "gemma4-assistant.centroid_top_k", TOP) == HACHI_OK);
-    for (int64_t i = 0; i < hachi_gguf_n_tensors(g); i++) {
-        const hachi_gguf_tensor *t = hachi_gguf_tensor_at(g, i);
-        CHECK(hachi_gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data) == HACHI_OK);
-    }
-    const int64_t ne_c[2] = {E, NC}, ne_o[1] = {V};
-    CHECK(hachi_gguf_add_tensor(w, "masked_embd_centroids.weight", 0, 2, ne_c, cent) == HACHI_OK);
-    CHECK(hachi_gguf_add_tensor(w, "masked_embd_ordering", 26, 1, ne_o, order) == HACHI_OK);
-    CHECKF(hachi_gguf_writer_write(w, cpath) == HACHI_OK, "write: %s", hachi_last_error());
-    if (!(c = load(cpath))) goto out;
+    if (!centroid_file(g, w, TOP, cent, E, NC, order, V, cpath) || !(c = load(cpath))) goto out;
     CHECK(hachi_assistant_check(m, c) == HACHI_OK);
+    {   /* an ordering that names a token twice (and so another never) is refused at load */
+        hachi_gguf_writer *w2 = hachi_gguf_writer_new();
+        const char *dpath = test_tmp("mtp_centroids_twice.gguf");
+        const int32_t keep = order[5];
+        order[5] = order[4];
+        hachi_model *d = NULL;
+        if (w2 && copy_keys(g, w2) && centroid_file(g, w2, TOP, cent, E, NC, order, V, dpath))
+            CHECKF(hachi_model_load(dpath, NULL, &d) == HACHI_ERR_FORMAT && !d && strstr(hachi_last_error(), "appears twice"),
+                   "%s", hachi_last_error());
+        else CHECK(0);
+        order[5] = keep;
+        hachi_model_free(d);
+        hachi_gguf_writer_free(w2);
+    }
 
     /* three draft steps of each on the same target state, at 8 prefixes of passkey prompt 0 */
     int np = 0, key = 0;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,12 +44,26 @@ bool cli_not_input(const char *cmd, const char *out, const char *in) {
     return false;
 }
 
+/* path.tmp, or path.tmp.1 .. .tmp.99 while those exist, created anew (the library's
+ * hachi_tmp_create, which the tools cannot call: O_EXCL, so never an existing file, which may be
+ * an input, and never through a symbolic link) */
 void *cli_out_open(const char *cmd, const char *path, char *tmp, size_t cap) {
+    if (!*path) { cli_error(cmd, "an empty output path"); return NULL; }
     if (!cli_replaceable(cmd, path)) return NULL;
-    if ((size_t)snprintf(tmp, cap, "%s.tmp", path) >= cap) { cli_error(cmd, "'%s': the path is too long", path); return NULL; }
-    FILE *f = fopen(tmp, "w");
-    if (!f) cli_error(cmd, "cannot write '%s': %s", tmp, strerror(errno));
-    return f;
+    for (int i = 0; i < 100; i++) {
+        const int n = i ? snprintf(tmp, cap, "%s.tmp.%d", path, i) : snprintf(tmp, cap, "%s.tmp", path);
+        if (n < 0 || (size_t)n >= cap) { cli_error(cmd, "'%s': the path is too long", path); return NULL; }
+        const int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 && errno == EEXIST) continue;
+        FILE *f = fd < 0 ? NULL : fdopen(fd, "w+");
+        if (!f) {
+            cli_error(cmd, "cannot write '%s': %s", tmp, strerror(errno));
+            if (fd >= 0) { close(fd); remove(tmp); }
+        }
+        return f;
+    }
+    cli_error(cmd, "cannot create a temporary file beside '%s': .tmp to .tmp.99 are all there", path);
+    return NULL;
 }
 
 bool cli_out_close(const char *cmd, void *f, const char *tmp, const char *path, bool keep) {

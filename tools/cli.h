@@ -44,9 +44,10 @@ char *cli_read_file(const char *cmd, const char *path, size_t *len);
 /* An output the tool writes to path.tmp and renames over path must be a regular file or absent
  * (a FIFO, device or symbolic link would be replaced, not written); false with the error printed. */
 bool cli_replaceable(const char *cmd, const char *path);
-/* An output written whole or not at all: cli_out_open opens path.tmp (into tmp, cap bytes) after
- * cli_replaceable; cli_out_close closes it and, with keep and every write done, renames it over
- * path, else removes it. NULL / false with the error printed. */
+/* An output written whole or not at all: cli_out_open creates a new path.tmp (or path.tmp.N when
+ * that is there: an existing file is never opened; its name into tmp, cap bytes), for reading and
+ * writing, after cli_replaceable; cli_out_close closes it and, with keep and every write done,
+ * renames it over path, else removes it. NULL / false with the error printed. */
 void *cli_out_open(const char *cmd, const char *path, char *tmp, size_t cap);   /* FILE* */
 /* An output that is one of the command's inputs (the same file, by any path) is refused: false
  * with the error printed. */
@@ -107,6 +108,7 @@ typedef struct cli_draft {
     bool sample;                    /* --draft-sample */
     long self_budget;               /* --self-budget N: self-speculation's page-sparse budget; -1: not given */
     hachi_model *assistant;         /* -md, loaded by cli_draft_setup */
+    const char *inputs[3];          /* the command's other input files (-m, --heads, -f): never the trace */
 } cli_draft;
 void cli_draft_init(cli_draft *d);
 /* Consume argv[*i] (and its value) if it is a drafter flag: 1 consumed, 0 not ours, -1 bad value. */

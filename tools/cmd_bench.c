@@ -494,10 +494,9 @@ static void json_num(FILE *f, double v) {
 }
 
 static bool write_json(const char *path, const bench_result *r, const bench_opts *b) {
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) { cli_error(CMD, "cannot write '%s': %s", tmp, strerror(errno)); return false; }
+    char tmp[4096];
+    FILE *f = cli_out_open(CMD, path, tmp, sizeof tmp);
+    if (!f) return false;
     fprintf(f, "{\n  \"bandwidth_gbs\": "); json_num(f, r->bw_gbs);
     fprintf(f, ",\n  \"bandwidth_end_gbs\": "); json_num(f, r->bw_end_gbs);
     fprintf(f, ",\n  \"threads\": %d,\n  \"n_cpus\": %d,\n  \"cpu\": ", r->threads, r->n_cpus);
@@ -572,14 +571,7 @@ static bool write_json(const char *path, const bench_result *r, const bench_opts
         fputs("null", f);
     }
     fputs("\n}\n", f);
-    bool ok = !ferror(f);
-    ok &= fclose(f) == 0;
-    if (!ok || rename(tmp, path)) {
-        cli_error(CMD, "cannot write '%s': %s", path, strerror(errno));
-        remove(tmp);
-        return false;
-    }
-    return true;
+    return cli_out_close(CMD, f, tmp, path, true);
 }
 
 /* ---- the command ---------------------------------------------------------------------- */

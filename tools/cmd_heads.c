@@ -151,6 +151,13 @@ int cmd_heads(int argc, char **argv) {
     if (!filler_path) return cli_error(cmd, "no filler text given (--filler TEXT)");
     if (!out_path) return cli_error(cmd, "no output file given (-o FILE)");
     if (o.sp.heads || o.heads_path) return cli_error(cmd, "--heads: heads classifies from dense attention");
+    /* the output checked before the calibration's minutes: a file it may replace, none of the
+     * inputs, in a directory that takes a new file */
+    char probe[4096];
+    if (!cli_not_input(cmd, out_path, o.model) || !cli_not_input(cmd, out_path, filler_path)) return 1;
+    void *pf = cli_out_open(cmd, out_path, probe, sizeof probe);
+    if (!pf) return 1;
+    cli_out_close(cmd, pf, probe, out_path, false);
 
     int rc = 1, lengths[PK_MAX_LIST], n_heads = 0;
     hachi_model *m = NULL;

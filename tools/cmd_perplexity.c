@@ -344,14 +344,13 @@ int cmd_perplexity(int argc, char **argv) {
         if (!(r.be = malloc(sizeof *r.be * (size_t)r.top_k))) { cli_error(cmd, "out of memory"); goto out; }
     } else if (kl_path) {
         r.top_k = (int)CLI_MIN(top_k, (long)r.nv);
-        size_t pl = strlen(kl_path) + 5;
+        size_t pl = strlen(kl_path) + 8;
         if (!(tmp_path = malloc(pl)) || !(r.top = malloc(sizeof *r.top * (size_t)r.top_k))) {
             cli_error(cmd, "out of memory");
             goto out;
         }
-        snprintf(tmp_path, pl, "%s.tmp", kl_path);
-        if (!cli_replaceable(cmd, kl_path)) goto out;
-        if (!(r.save = fopen(tmp_path, "wb")) || fwrite(&h, sizeof h, 1, r.save) != 1) {   /* header last */
+        if (!(r.save = cli_out_open(cmd, kl_path, tmp_path, pl))) goto out;
+        if (fwrite(&h, sizeof h, 1, r.save) != 1) {   /* header last */
             cli_error(cmd, "cannot write '%s': %s", tmp_path, strerror(errno));
             goto out;
         }
@@ -429,10 +428,9 @@ int cmd_perplexity(int argc, char **argv) {
         memcpy(h.mode, mode, sizeof h.mode);
         FILE *f = r.save;
         r.save = NULL;
-        bool ok = !fseek(f, 0, SEEK_SET) && fwrite(&h, sizeof h, 1, f) == 1;
-        if (fclose(f) || !ok || rename(tmp_path, kl_path)) {
-            remove(tmp_path);
-            cli_error(cmd, "cannot write '%s'", kl_path);
+        const bool ok = !fseek(f, 0, SEEK_SET) && fwrite(&h, sizeof h, 1, f) == 1;
+        if (!cli_out_close(cmd, f, tmp_path, kl_path, ok) || !ok) {
+            if (!ok) cli_error(cmd, "cannot write '%s'", kl_path);
             goto out;
         }
         fprintf(stderr, "kl-divergence base: %ld positions, top %d log-probs each (%s), saved to %s\n", r.count,
