@@ -189,7 +189,7 @@ static hachi_status merge_text(const hachi_tokenizer *t, work *w, const char *te
 static hachi_status merge_cached(const hachi_tokenizer *t, work *w, const char *text, size_t len) {
     if (len == 0 || len > CACHE_MAX_KEY) return merge_text(t, w, text, len);
     if (!w->cache && !(w->cache = hachi_calloc(CACHE_SLOTS, sizeof *w->cache))) return HACHI_ERR_NOMEM;
-    uint32_t h = hachi_fnv1a(text, len, FNV_SEED), i;
+    uint32_t h = hachi_tok_hash(t, text, len), i;
     for (i = h & (CACHE_SLOTS - 1); w->cache[i].key_len; i = (i + 1) & (CACHE_SLOTS - 1)) {
         const cache_slot *c = &w->cache[i];
         /* (a used slot means its key is in ckeys: a new cache's slots are zeroed) */

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include "util.h"
 
 /* ---- hashing -------------------------------------------------------------------------- */
@@ -21,6 +22,21 @@ uint32_t hachi_fnv1a(const void *p, size_t n, uint32_t h) {
     const unsigned char *s = p;
     for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 16777619u;
     return h;
+}
+
+static uint32_t mix32(uint32_t h) {
+    h ^= h >> 16;
+    h *= 0x7feb352du;
+    h ^= h >> 15;
+    h *= 0x846ca68bu;
+    return h ^ (h >> 16);
+}
+
+uint32_t hachi_tok_hash(const hachi_tokenizer *t, const void *s, size_t n) { return mix32(hachi_fnv1a(s, n, t->seed)); }
+
+/* a merge "a b" hashes as its text would */
+static uint32_t merge_hash(const hachi_tokenizer *t, const char *a, size_t na, const char *b, size_t nb) {
+    return mix32(hachi_fnv1a(b, nb, hachi_fnv1a(" ", 1, hachi_fnv1a(a, na, t->seed))));
 }
 
 static uint32_t pow2_at_least(uint64_t n) {
@@ -40,12 +56,12 @@ static int32_t find_hashed(const hachi_tokenizer *t, uint32_t h, const char *s, 
 }
 
 int32_t hachi_tok_find_span(const hachi_tokenizer *t, const char *s, size_t n) {
-    return find_hashed(t, hachi_fnv1a(s, n, FNV_SEED), s, n);
+    return find_hashed(t, hachi_tok_hash(t, s, n), s, n);
 }
 
 int32_t hachi_tok_find_merge(const hachi_tokenizer *t, const char *a, size_t na, size_t nb) {
     if (!t->merges) return -1;
-    uint32_t h = hachi_fnv1a(a + na, nb, hachi_fnv1a(" ", 1, hachi_fnv1a(a, na, FNV_SEED)));
+    uint32_t h = merge_hash(t, a, na, a + na, nb);
     for (uint32_t i = h & t->merge_mask;; i = (i + 1) & t->merge_mask) {
         const merge_slot *m = &t->merges[i];
         if (m->rank < 0) return -1;
@@ -145,7 +161,7 @@ static hachi_status load_merges(hachi_tokenizer *t, const hachi_gguf_value *mv) 
         if (!sp)
             return hachi_fail(HACHI_ERR_FORMAT, "%s[%llu]: '%.*s' is not two non-empty parts around a space", key,
                               (unsigned long long)i, (int)HACHI_MIN(s->len, 64), s->len ? s->ptr : "");
-        uint32_t h = hachi_fnv1a(s->ptr, s->len, FNV_SEED);
+        uint32_t h = hachi_tok_hash(t, s->ptr, s->len);
         for (uint32_t j = h & t->merge_mask;; j = (j + 1) & t->merge_mask) {
             merge_slot *m = &t->merges[j];
             if (m->rank < 0) { *m = (merge_slot){h, (int32_t)i}; t->n_merges++; break; }
@@ -269,6 +285,8 @@ hachi_status hachi_tokenizer_load(const hachi_gguf *g, hachi_tokenizer **out) {
     hachi_tokenizer *t = hachi_calloc(1, sizeof *t);
     if (!t) return HACHI_ERR_NOMEM;
     t->kind = kind;
+    if (getrandom(&t->seed, sizeof t->seed, GRND_NONBLOCK) != (ssize_t)sizeof t->seed)   /* (no entropy yet: still varies) */
+        t->seed = (uint32_t)((uintptr_t)t ^ (uintptr_t)hachi_time_ms() * 2654435761u);
     t->n_vocab = (int32_t)tv->arr.n;
     t->pieces = tv->arr.strs;
     t->bos = t->eos = t->unk = -1;
@@ -285,7 +303,7 @@ hachi_status hachi_tokenizer_load(const hachi_gguf *g, hachi_tokenizer **out) {
     for (int32_t i = 0; i < n; i++) {
         const hachi_gguf_str *p = &t->pieces[i];
         if (p->len > (uint64_t)t->max_piece) t->max_piece = (int32_t)HACHI_MIN(p->len, (uint64_t)INT32_MAX);
-        uint32_t h = hachi_fnv1a(p->ptr, p->len, FNV_SEED);
+        uint32_t h = hachi_tok_hash(t, p->ptr, p->len);
         for (uint32_t j = h & t->tok_mask;; j = (j + 1) & t->tok_mask) {
             tok_slot *e = &t->tok_hash[j];
             if (!e->id1) { *e = (tok_slot){(uint32_t)i + 1, h}; break; }

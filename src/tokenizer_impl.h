@@ -13,7 +13,7 @@ typedef struct {
 
 typedef struct {
     uint32_t id1;           /* token id + 1; 0 = empty slot */
-    uint32_t hash;          /* FNV-1a of the piece (checked before touching the piece) */
+    uint32_t hash;          /* hachi_tok_hash of the piece (checked before touching the piece) */
 } tok_slot;
 
 struct hachi_tokenizer {
@@ -22,6 +22,8 @@ struct hachi_tokenizer {
     const hachi_gguf_str *pieces;   /* [n_vocab] raw pieces, pointing into the GGUF */
     float *scores;                  /* [n_vocab] SentencePiece scores (0 when absent) */
     uint8_t *types;                 /* [n_vocab] tokenizer.ggml.token_type */
+    uint32_t seed;                  /* the hash tables' seed: random per load, so that no file can
+                                     * choose names that pile into one probe chain */
     tok_slot *tok_hash;             /* [tok_mask+1] piece -> id */
     uint32_t tok_mask;
     const hachi_gguf_str *merge_strs; /* [n_merges] "left right", pointing into the GGUF */
@@ -44,8 +46,10 @@ struct hachi_tokenizer {
     int16_t cp_byte[324];           /* GPT-2: code point -> byte, -1 if not a mapped one */
 };
 
-#define FNV_SEED 2166136261u
 uint32_t hachi_fnv1a(const void *p, size_t n, uint32_t h);
+/* The tables' hash of s[0..n): FNV-1a from t's seed, its bits mixed (a table index is its low
+ * bits, which FNV's multiply alone leaves depending on the low bits only) */
+uint32_t hachi_tok_hash(const hachi_tokenizer *t, const void *s, size_t n);
 /* Id of the token whose piece is s[0..n), or -1. */
 int32_t hachi_tok_find_span(const hachi_tokenizer *t, const char *s, size_t n);
 /* Rank of the merge rule "a b" for the adjacent texts a[0..na) and a[na..na+nb), or -1. */
