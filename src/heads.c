@@ -12,6 +12,7 @@
  *
  * Lines starting with # are comments. Load checks every field against the model. */
 #include "heads.h"
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,7 +136,8 @@ static bool next_line(FILE *f, char *buf, int *line_no, bool *too_long) {
 /* "key <integer>" with the integer in [lo, hi]. */
 static bool key_int(const char *line, const char *key, long lo, long hi, long *v) {
     const size_t k = strlen(key);
-    if (strncmp(line, key, k) || line[k] != ' ') return false;
+    if (strncmp(line, key, k) || line[k] != ' ' || !(isdigit((unsigned char)line[k + 1]) || line[k + 1] == '-'))
+        return false;   /* (strtol would take "+8" and " 8" too) */
     char *end;
     errno = 0;
     *v = strtol(line + k + 1, &end, 10);
@@ -193,7 +195,7 @@ hachi_status hachi_heads_load(const hachi_model *m, const char *path, hachi_head
         if (too_long) BAD("%s: line %d: too long, or with a NUL byte", path, no);
         char *mask = NULL;
         errno = 0;
-        const long layer = strncmp(line, "layer ", 6) ? -1 : strtol(line + 6, &mask, 10);
+        const long layer = strncmp(line, "layer ", 6) || !isdigit((unsigned char)line[6]) ? -1 : strtol(line + 6, &mask, 10);
         if (!mask || mask == line + 6 || errno || *mask != ' ')
             BAD("%s: line %d: expected 'layer <index> <one of S or . per head>', got '%s'", path, no, line);
         mask++;

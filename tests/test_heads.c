@@ -209,6 +209,8 @@ TEST(heads_file_round_trip_and_errors) {
         {"layer 2 .S..", "layer two", "expected 'layer"},
         {"sink 16", "sink -1", "expected 'sink"},
         {"sink 16", "sink 99999999", "integer from 0 to"},
+        {"layers 8", "layers +8", "expected 'layers"},
+        {"layer 2 .S..", "layer  2 .S..", "expected 'layer"},
         {"layer 7 ...S", "layer 7 ...S\nlayer 2 S...", "layer 2 a second time"},
         {"window 128", "window 0", "expected 'window"},
     };

@@ -89,11 +89,13 @@ int cmd_tokenize(int argc, char **argv) {
         for (int32_t i = 0; i < n; i++) printf("%s%d", i ? " " : "", ids[i]);
         putchar('\n');
     } else {
-        unsigned char piece[4096];
+        enum { SHOWN = 4096 };   /* a piece's bytes listed; one more tells a longer piece */
+        unsigned char piece[SHOWN + 1];
         for (int32_t i = 0; i < n; i++) {
             int32_t l = hachi_token_to_text(model, ids[i], (char *)piece, (int32_t)sizeof piece);
             printf("%d ", ids[i]);
-            print_piece(piece, l < 0 ? 0 : l);
+            print_piece(piece, l < 0 ? 0 : l > SHOWN ? SHOWN : l);
+            if (l > SHOWN) printf(" (its first %d bytes)", SHOWN);
             putchar('\n');
         }
     }
