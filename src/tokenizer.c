@@ -18,7 +18,7 @@
 
 /* ---- hashing -------------------------------------------------------------------------- */
 
-uint32_t hachi_fnv1a(const void *p, size_t n, uint32_t h) {
+static uint32_t fnv1a(const void *p, size_t n, uint32_t h) {
     const unsigned char *s = p;
     for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 16777619u;
     return h;
@@ -32,11 +32,11 @@ static uint32_t mix32(uint32_t h) {
     return h ^ (h >> 16);
 }
 
-uint32_t hachi_tok_hash(const hachi_tokenizer *t, const void *s, size_t n) { return mix32(hachi_fnv1a(s, n, t->seed)); }
+uint32_t hachi_tok_hash(const hachi_tokenizer *t, const void *s, size_t n) { return mix32(fnv1a(s, n, t->seed)); }
 
 /* a merge "a b" hashes as its text would */
 static uint32_t merge_hash(const hachi_tokenizer *t, const char *a, size_t na, const char *b, size_t nb) {
-    return mix32(hachi_fnv1a(b, nb, hachi_fnv1a(" ", 1, hachi_fnv1a(a, na, t->seed))));
+    return mix32(fnv1a(b, nb, fnv1a(" ", 1, fnv1a(a, na, t->seed))));
 }
 
 static uint32_t pow2_at_least(uint64_t n) {

@@ -46,7 +46,6 @@ struct hachi_tokenizer {
     int16_t cp_byte[324];           /* GPT-2: code point -> byte, -1 if not a mapped one */
 };
 
-uint32_t hachi_fnv1a(const void *p, size_t n, uint32_t h);
 /* The tables' hash of s[0..n): FNV-1a from t's seed, its bits mixed (a table index is its low
  * bits, which FNV's multiply alone leaves depending on the low bits only) */
 uint32_t hachi_tok_hash(const hachi_tokenizer *t, const void *s, size_t n);
