@@ -1,19 +1,35 @@
 /* libFuzzer target for hachi serve's request JSON (tools/serve_api.c): any bytes as a chat and
  * as a completion body; a body that parses is also written back as a response and as stream
- * chunks. The chat format is a stand-in (the plain one) so that no model is needed: the JSON
- * handling and the message walk are what is fuzzed. Build: make fuzz; run:
+ * chunks. The chat format is a stand-in shaped as Gemma 4's (turn markers and a reply prefix)
+ * so that no model is needed: the JSON handling and the message walk are what is fuzzed. Build:
+ * make fuzz; run:
  *   build-fuzz/fuzz_serve -max_total_time=60 /tmp/serve-corpus fuzz/serve-corpus */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
 
-hachi_chat_format hachi_chat_detect(const hachi_model *m) { return HACHI_CHAT_PLAIN; }
+hachi_chat_format hachi_chat_detect(const hachi_model *m) { return HACHI_CHAT_GEMMA4; }
+
+const char *hachi_chat_reply_prefix(const hachi_model *m) { return "<|channel>thought\n<channel|>"; }
+
+int32_t hachi_chat_turn_spans(const hachi_model *m, const char *system, const char *user, bool first, char *buf,
+                              int32_t cap, size_t plain[4]) {
+    const char *sy = first && system ? system : "";
+    const char *head = first ? (*sy ? "<bos><|turn>system\n" : "<bos>") : "<turn|>\n";
+    const char *mid = first && *sy ? "<turn|>\n<|turn>user\n" : "<|turn>user\n";
+    if (plain) {
+        plain[0] = strlen(head);
+        plain[1] = strlen(sy);
+        plain[2] = plain[0] + plain[1] + strlen(mid);
+        plain[3] = strlen(user);
+    }
+    int n = snprintf(buf, (size_t)cap, "%s%s%s%s<turn|>\n<|turn>model\n%s", head, sy, mid, user, hachi_chat_reply_prefix(m));
+    return n < 0 ? 0 : n;
+}
 
 int32_t hachi_chat_turn(const hachi_model *m, const char *system, const char *user, bool first, char *buf, int32_t cap) {
-    int n = snprintf(buf, (size_t)cap, "%s%s%sUser: %s\nAssistant:", first ? "<s>" : "\n", system ? system : "",
-                     system ? "\n" : "", user);
-    return n < 0 ? 0 : n;
+    return hachi_chat_turn_spans(m, system, user, first, buf, cap, NULL);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -413,7 +413,8 @@ typedef enum hachi_chat_format { HACHI_CHAT_GEMMA4, HACHI_CHAT_GEMMA3, HACHI_CHA
 /* The format of the model's vocabulary (and tokenizer.chat_template when present). */
 HACHI_API hachi_chat_format hachi_chat_detect(const hachi_model *model);
 /* The text to prefill for one user turn: on the first turn BOS and the system
- * prompt, on later turns the end of the previous reply first. Writes at most cap
+ * prompt, on later turns the end of the previous reply first; Gemma 4's system and user text
+ * trimmed of the whitespace at their ends (as its template does). Writes at most cap
  * bytes (NUL-terminated) and returns the full length; tokenize it with specials on. -1
  * (hachi_last_error) for a NULL model, a negative cap, or a NULL buf with cap > 0. */
 HACHI_API int32_t hachi_chat_turn(const hachi_model *model, const char *system, const char *user, bool first,
@@ -424,6 +425,11 @@ HACHI_API int32_t hachi_chat_turn(const hachi_model *model, const char *system, 
  * a user) stays text instead of closing the turn; only the format's own markers are control. */
 HACHI_API int32_t hachi_chat_turn_spans(const hachi_model *model, const char *system, const char *user, bool first,
                                         char *buf, int32_t cap, size_t plain[4]);
+/* What the format puts at the start of every reply, after the turn's markers, and so at the end
+ * of hachi_chat_turn's text: for Gemma 4 files whose tokenizer.chat_template opens a reply with
+ * an empty thought (thinking off) "<|channel>thought\n<channel|>", else "". A conversation's
+ * earlier replies are rendered without it, as that template renders them. Never NULL. */
+HACHI_API const char *hachi_chat_reply_prefix(const hachi_model *model);
 
 /* ---- models for tests and benchmarks, conversion, the machine ----------------- */
 

@@ -3,8 +3,9 @@
  * and 106 are the control tokens <start_of_turn> / <end_of_turn>. A real Gemma 4 file has
  * its own control tokens <|turn> / <turn|> at those ids, so the test writes that vocabulary
  * (every key copied, those two pieces replaced, token type control) with the project's
- * GGUF writer into the scratch dir and loads it vocab-only. The Gemma 3 and plain formats
- * are tested in test_cli.c (chat_format_from_vocab). */
+ * GGUF writer into the scratch dir and loads it vocab-only (with Gemma 4's channel tokens at
+ * two unused ids, and once with a chat template). The Gemma 3 and plain formats are tested in
+ * test_cli.c (chat_format_from_vocab). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@
 
 #define TURN_OPEN 105    /* <|turn> */
 #define TURN_CLOSE 106   /* <turn|> */
+#define CHANNEL_OPEN 100    /* <|channel> (<unused94> in the shared vocabulary) */
+#define CHANNEL_CLOSE 101   /* <channel|> (<unused95>) */
 
 /* The encoded payload of a GGUF string array (element type, count, then length and bytes of
  * each) with the strings at ids[0..n_repl) replaced by repl[]; malloc'd, length in *len. */
@@ -43,10 +46,12 @@ static uint8_t *str_array_payload(const hachi_gguf_value *v, const int32_t *ids,
 }
 
 /* Copies every key of g into w, with tokenizer.ggml.tokens and token_type changed at ids 105 and
- * 106 to Gemma 4's turn tokens (control). False (a failure recorded) on a key it cannot copy. */
-static bool copy_as_gemma4(const hachi_gguf *g, hachi_gguf_writer *w) {
-    static const int32_t ids[2] = {TURN_OPEN, TURN_CLOSE};
-    static const char *const pieces[2] = {"<|turn>", "<turn|>"};
+ * 106 to Gemma 4's turn tokens and at 100 and 101 to its channel tokens (control), and
+ * tokenizer.chat_template set to tmpl (NULL: none). False (a failure recorded) on a key it cannot
+ * copy. */
+static bool copy_as_gemma4(const hachi_gguf *g, hachi_gguf_writer *w, const char *tmpl) {
+    static const int32_t ids[4] = {TURN_OPEN, TURN_CLOSE, CHANNEL_OPEN, CHANNEL_CLOSE};
+    static const char *const pieces[4] = {"<|turn>", "<turn|>", "<|channel>", "<channel|>"};
     for (int64_t k = 0; k < hachi_gguf_n_kv(g); k++) {
         const char *key = hachi_gguf_key_at(g, k);
         const hachi_gguf_value *v = hachi_gguf_value_at(g, k);
@@ -55,23 +60,54 @@ static bool copy_as_gemma4(const hachi_gguf *g, hachi_gguf_writer *w) {
         if ((tokens || types) && v->arr.n <= TURN_CLOSE) { CHECKF(0, "%s: too short", key); return false; }
         if (tokens && v->type == HACHI_GGUF_ARRAY && v->arr.type == HACHI_GGUF_STRING) {
             size_t len = 0;
-            uint8_t *p = str_array_payload(v, ids, pieces, 2, &len);
+            uint8_t *p = str_array_payload(v, ids, pieces, 4, &len);
             st = p ? hachi_gguf_set_raw(w, key, HACHI_GGUF_ARRAY, p, len) : HACHI_ERR_NOMEM;
             free(p);
         } else if (types && v->type == HACHI_GGUF_ARRAY && v->arr.type == HACHI_GGUF_INT32) {
             int32_t *t = malloc(sizeof *t * v->arr.n);
             if (!t) return false;
             memcpy(t, v->arr.data, sizeof *t * v->arr.n);
-            t[TURN_OPEN] = t[TURN_CLOSE] = 3;   /* control, as in a real Gemma 4 file */
+            for (int i = 0; i < 4; i++) t[ids[i]] = 3;   /* control, as in a real Gemma 4 file */
             st = hachi_gguf_set_arr(w, key, HACHI_GGUF_INT32, t, v->arr.n);
             free(t);
+        } else if (!strcmp(key, "tokenizer.chat_template")) {
+            continue;
         } else {
             st = hachi_gguf_copy_kv(w, g, k);
         }
         CHECKF(st == HACHI_OK, "copy %s (type %u): %s", key, v->type, hachi_last_error());
         if (st) return false;
     }
-    return true;
+    hachi_status st = tmpl ? hachi_gguf_set_str(w, "tokenizer.chat_template", tmpl) : HACHI_OK;
+    CHECKF(st == HACHI_OK, "chat template: %s", hachi_last_error());
+    return st == HACHI_OK;
+}
+
+/* The shared vocabulary as a Gemma 4 one (copy_as_gemma4) written to the scratch dir as name and
+ * loaded vocab-only; NULL (a failure recorded) when that fails. */
+static hachi_model *gemma4_vocab(const char *src, const char *name, const char *tmpl) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", test_tmpdir(), name);
+    hachi_gguf *g = NULL;
+    hachi_status st = hachi_gguf_open(src, &g);
+    CHECKF(st == HACHI_OK, "open %s: %s", src, hachi_last_error());
+    if (st) return NULL;
+    hachi_gguf_writer *w = hachi_gguf_writer_new();
+    bool ok = w && copy_as_gemma4(g, w, tmpl);
+    if (ok) {
+        st = hachi_gguf_writer_write(w, path);
+        CHECKF(st == HACHI_OK, "write %s: %s", path, hachi_last_error());
+        ok = st == HACHI_OK;
+    }
+    hachi_gguf_writer_free(w);
+    hachi_gguf_free(g);
+    if (!ok) return NULL;
+    hachi_model_params mp = hachi_model_default_params();
+    mp.vocab_only = true;
+    hachi_model *m = NULL;
+    st = hachi_model_load(path, &mp, &m);
+    CHECKF(st == HACHI_OK, "load %s: %s", path, hachi_last_error());
+    return st == HACHI_OK ? m : NULL;
 }
 
 typedef struct { int32_t v[128]; int n; } ids_t;
@@ -99,29 +135,8 @@ static void check_ids(const hachi_model *m, const char *text, const ids_t *want)
 
 TEST(chat_gemma4_turns) {
     NEED_SHARED(src, "oracle/gemma4-vocab.gguf");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/gemma4-chat-vocab.gguf", test_tmpdir());
-    hachi_gguf *g = NULL;
-    hachi_status st = hachi_gguf_open(src, &g);
-    CHECKF(st == HACHI_OK, "open %s: %s", src, hachi_last_error());
-    if (st) return;
-    hachi_gguf_writer *w = hachi_gguf_writer_new();
-    bool ok = w && copy_as_gemma4(g, w);
-    if (ok) {
-        st = hachi_gguf_writer_write(w, path);
-        CHECKF(st == HACHI_OK, "write %s: %s", path, hachi_last_error());
-        ok = st == HACHI_OK;
-    }
-    hachi_gguf_writer_free(w);
-    hachi_gguf_free(g);
-    if (!ok) return;
-
-    hachi_model_params mp = hachi_model_default_params();
-    mp.vocab_only = true;
-    hachi_model *m = NULL;
-    st = hachi_model_load(path, &mp, &m);
-    CHECKF(st == HACHI_OK, "load %s: %s", path, hachi_last_error());
-    if (st) return;
+    hachi_model *m = gemma4_vocab(src, "gemma4-chat-vocab.gguf", NULL);
+    if (!m) return;
     char buf[512];
     CHECK(hachi_token_to_text(m, TURN_OPEN, buf, sizeof buf) == 7 && !memcmp(buf, "<|turn>", 7));
     CHECK(hachi_token_to_text(m, TURN_CLOSE, buf, sizeof buf) == 7 && !memcmp(buf, "<turn|>", 7));
@@ -222,5 +237,71 @@ TEST(chat_gemma4_turns) {
     memset(small, 'x', sizeof small);
     CHECK(hachi_chat_turn(m, NULL, "More", false, small, -1) == -1 && small[0] == 'x' && strstr(hachi_last_error(), "cap"));
     CHECK(hachi_chat_turn(NULL, NULL, "More", false, small, sizeof small) == -1);
+    hachi_model_free(m);
+}
+
+/* A Gemma 4 file whose chat template opens a reply with an empty thought (thinking off): each turn
+ * ends with <|channel>thought\n<channel|>, and the system and user text is trimmed. The expected
+ * texts are the official Gemma 4 template's (llama.cpp's models/templates/google-gemma-4-31B-it.jinja,
+ * node-llama-cpp 3.22.1) rendered by Python's jinja2 3.1.6 with bos_token '<bos>' and
+ * add_generation_prompt: the first two as they are, the third (system "Be brief.", user "Hi", the
+ * reply "Hello!", user "More") as the first turn without its reply prefix, the reply, then the
+ * later turn. The file's template here is a stand-in holding the line that adds the empty thought. */
+TEST(chat_gemma4_empty_thought) {
+    NEED_SHARED(src, "oracle/gemma4-vocab.gguf");
+    const char *tmpl = "{{- bos_token -}}...{%- if add_generation_prompt -%}{{- '<|turn>model\\n' -}}"
+                       "{%- if not enable_thinking | default(false) -%}{{- '<|channel>thought\\n<channel|>' -}}"
+                       "{%- endif -%}{%- endif -%}";
+    hachi_model *m = gemma4_vocab(src, "gemma4-chat-tmpl.gguf", tmpl);
+    if (!m) return;
+    CHECK(hachi_chat_detect(m) == HACHI_CHAT_GEMMA4);
+    CHECK(!strcmp(hachi_chat_reply_prefix(m), "<|channel>thought\n<channel|>"));
+    char buf[512];
+    const char *want1 = "<bos><|turn>system\nBe brief.<turn|>\n<|turn>user\nHi there<turn|>\n<|turn>model\n"
+                        "<|channel>thought\n<channel|>";
+    size_t pl[4];
+    int32_t n = hachi_chat_turn_spans(m, "  Be brief.\n", "\t Hi there \n\n", true, buf, sizeof buf, pl);
+    CHECKF(n == (int32_t)strlen(want1) && !strcmp(buf, want1), "first turn, trimmed: '%s'", buf);
+    CHECKF(pl[1] == 9 && !memcmp(buf + pl[0], "Be brief.", 9) && pl[3] == 8 && !memcmp(buf + pl[2], "Hi there", 8),
+           "spans %zu+%zu, %zu+%zu", pl[0], pl[1], pl[2], pl[3]);
+    ids_t ids = {.n = 0};
+    push_id(&ids, 2);
+    push_id(&ids, TURN_OPEN);
+    push_text(&ids, m, "system\nBe brief.");
+    push_id(&ids, TURN_CLOSE);
+    push_text(&ids, m, "\n");
+    push_id(&ids, TURN_OPEN);
+    push_text(&ids, m, "user\nHi there");
+    push_id(&ids, TURN_CLOSE);
+    push_text(&ids, m, "\n");
+    push_id(&ids, TURN_OPEN);
+    push_text(&ids, m, "model\n");
+    push_id(&ids, CHANNEL_OPEN);
+    push_text(&ids, m, "thought\n");
+    push_id(&ids, CHANNEL_CLOSE);
+    check_ids(m, buf, &ids);
+
+    const char *want2 = "<bos><|turn>user\nHi<turn|>\n<|turn>model\n<|channel>thought\n<channel|>";
+    n = hachi_chat_turn(m, NULL, "Hi", true, buf, sizeof buf);
+    CHECKF(n == (int32_t)strlen(want2) && !strcmp(buf, want2), "first turn, no system: '%s'", buf);
+
+    const char *want3 = "<bos><|turn>system\nBe brief.<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\nHello!<turn|>\n"
+                        "<|turn>user\nMore<turn|>\n<|turn>model\n<|channel>thought\n<channel|>";
+    char conv[512];
+    n = hachi_chat_turn(m, "Be brief.", "Hi", true, conv, sizeof conv);
+    const size_t pre = strlen(hachi_chat_reply_prefix(m));
+    CHECK(n > (int32_t)pre);
+    conv[n - (int32_t)pre] = 0;
+    strcat(conv, "Hello!");
+    CHECK(hachi_chat_turn(m, "Be brief.", "More", false, buf, sizeof buf) > 0);
+    strcat(conv, buf);
+    CHECKF(!strcmp(conv, want3), "conversation: '%s'", conv);
+    hachi_model_free(m);
+
+    /* without a template that adds it, no prefix (the other test's file) */
+    m = gemma4_vocab(src, "gemma4-chat-notmpl.gguf", "{{ '<|turn>model\\n' }}");
+    if (!m) return;
+    CHECK(!strcmp(hachi_chat_reply_prefix(m), ""));
+    CHECK(hachi_chat_turn(m, NULL, "Hi", true, buf, sizeof buf) > 0 && !strcmp(buf, "<bos><|turn>user\nHi<turn|>\n<|turn>model\n"));
     hachi_model_free(m);
 }

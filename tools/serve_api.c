@@ -230,6 +230,14 @@ static bool chat_prompt(const cJSON *msgs, const hachi_model *m, char **out, spa
             if (!t) { ok = fail(err, cap, "out of memory"); break; }
             size_t pl[4];
             hachi_chat_turn_spans(m, sys.p, u, first, t, need, pl);
+            /* a reply that a later user message follows is history: the template renders it
+             * without the reply prefix (Gemma 4's empty thought), which the turn ends with */
+            int k = role[i] == 1 ? i + 1 : i;
+            while (k < n && role[k] == 0) k++;
+            bool history = false;
+            for (int j = k + 1; k < n && role[k] == 2 && j < n && !history; j++) history = role[j] == 1;
+            const size_t tl = strlen(t), pre = strlen(hachi_chat_reply_prefix(m));
+            if (history && pre && tl >= pre && !strcmp(t + tl - pre, hachi_chat_reply_prefix(m))) t[tl - pre] = 0;
             span_add(sp, out_b.len + pl[0], pl[1]);
             span_add(sp, out_b.len + pl[2], pl[3]);
             puts_(&out_b, t);
