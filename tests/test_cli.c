@@ -352,6 +352,43 @@ TEST(cli_errors_are_one_line) {
         free(kept);
         free(err);
     }
+    /* every command's output onto its model or text input (a copy of the model: the old code
+     * replaced it) is refused, whatever flag names the output, and the inputs are kept */
+    if (micro) {
+        const char *model = test_tmp("micro-copy.gguf");
+        int rc;
+        free(test_sh(&rc, "cp %s %s", micro, model));
+        const char *outs[] = {
+            "eval -m MODEL --tokens TEXT --logits-out MODEL",
+            "perplexity -m MODEL -f TEXT -c 2048 --kl-divergence-base MODEL",
+            "perplexity -m MODEL -f TEXT -c 2048 --kl-divergence-base TEXT",
+            "passkey -m MODEL --filler TEXT --lengths 256 -n 1 --json MODEL",
+            "passkey -m MODEL --filler TEXT --lengths 256 -n 1 --json TEXT",
+            "passkey -m MODEL --filler TEXT --lengths 256 -n 1 --dump-prompts TEXT",
+            "bench -m MODEL --depth 16 -n 1 -r 1 --no-prefill --no-verify --no-profile --bw-mb 8 --json MODEL",
+        };
+        size_t model_len = 0;
+        char *before = test_read_file(model, &model_len);
+        for (size_t i = 0; before && i < sizeof outs / sizeof outs[0]; i++) {
+            char cmd[1024] = "", *o = cmd;
+            for (const char *p = outs[i]; *p; ) {   /* MODEL and TEXT substituted */
+                const char *sub = !strncmp(p, "MODEL", 5) ? model : !strncmp(p, "TEXT", 4) ? longp : NULL;
+                if (sub) { o += snprintf(o, cmd + sizeof cmd - o, "%s", sub); p += *p == 'M' ? 5 : 4; }
+                else *o++ = *p++;
+            }
+            *o = 0;
+            char *err = test_sh(&rc, "%s %s 2>&1 >/dev/null", test_hachi_bin(), cmd);
+            size_t n = 0;
+            char *after = test_read_file(model, &n), *text = test_read_file(longp, NULL);
+            CHECKF(rc == 1 && strstr(err, "is the input"), "'%s': rc %d, '%s'", cmd, rc, err);
+            CHECKF(after && n == model_len && !memcmp(after, before, n) && text && !strncmp(text, "7 7 ", 4),
+                   "'%s': an input changed", cmd);
+            free(after);
+            free(text);
+            free(err);
+        }
+        free(before);
+    }
     if (micro) {
         int rc;
         char *err = test_sh(&rc, "%s run -m %s -p hi -n 4 -t 1 2>&1 >/dev/full", test_hachi_bin(), micro);

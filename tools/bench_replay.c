@@ -21,6 +21,7 @@ bool replay_load(const char *cmd, const char *path, replay_trace *t) {
     t->path = path;
     FILE *f = fopen(path, "r");
     if (!f) return cli_error(cmd, "cannot read the trace '%s'", path) == 0;
+    cli_note_input(path);
     char line[256];
     int cap = 0, no = 0;
     bool ok = true;

@@ -37,6 +37,35 @@ bool cli_replaceable(const char *cmd, const char *path) {
     return false;
 }
 
+/* The files this process has read as inputs (cli_note_input): an output may be none of them */
+enum { INPUTS_MAX = 64 };
+static struct { dev_t dev; ino_t ino; char path[256]; } inputs[INPUTS_MAX];
+static int n_inputs;
+
+void cli_note_input(const char *path) {
+    struct stat sb;
+    if (!path || stat(path, &sb) != 0 || n_inputs == INPUTS_MAX) return;
+    for (int i = 0; i < n_inputs; i++)
+        if (inputs[i].dev == sb.st_dev && inputs[i].ino == sb.st_ino) return;
+    inputs[n_inputs].dev = sb.st_dev;
+    inputs[n_inputs].ino = sb.st_ino;
+    snprintf(inputs[n_inputs].path, sizeof inputs[n_inputs].path, "%s", path);
+    n_inputs++;
+}
+
+bool cli_out_check(const char *cmd, const char *path) {
+    if (!*path) { cli_error(cmd, "an empty output path"); return false; }
+    if (!cli_replaceable(cmd, path)) return false;
+    struct stat sb;
+    if (stat(path, &sb) != 0) return true;
+    for (int i = 0; i < n_inputs; i++)
+        if (inputs[i].dev == sb.st_dev && inputs[i].ino == sb.st_ino) {
+            cli_error(cmd, "the output '%s' is the input '%s': it would be overwritten", path, inputs[i].path);
+            return false;
+        }
+    return true;
+}
+
 bool cli_not_input(const char *cmd, const char *out, const char *in) {
     struct stat a, b;
     if (!out || !in || stat(out, &a) != 0 || stat(in, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) return true;
@@ -48,8 +77,7 @@ bool cli_not_input(const char *cmd, const char *out, const char *in) {
  * hachi_tmp_create, which the tools cannot call: O_EXCL, so never an existing file, which may be
  * an input, and never through a symbolic link) */
 void *cli_out_open(const char *cmd, const char *path, char *tmp, size_t cap) {
-    if (!*path) { cli_error(cmd, "an empty output path"); return NULL; }
-    if (!cli_replaceable(cmd, path)) return NULL;
+    if (!cli_out_check(cmd, path)) return NULL;
     for (int i = 0; i < 100; i++) {
         const int n = i ? snprintf(tmp, cap, "%s.tmp.%d", path, i) : snprintf(tmp, cap, "%s.tmp", path);
         if (n < 0 || (size_t)n >= cap) { cli_error(cmd, "'%s': the path is too long", path); return NULL; }
@@ -123,6 +151,7 @@ const char *cli_value(const char *cmd, int argc, char **argv, int *i) {
 char *cli_read_file(const char *cmd, const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) { cli_error(cmd, "cannot open '%s': %s", path, strerror(errno)); return NULL; }
+    cli_note_input(path);
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
     while (buf) {
@@ -253,6 +282,8 @@ hachi_model *cli_load_model(const char *cmd, cli_opts *o, bool vocab_only) {
     mp.vocab_only = vocab_only;
     mp.no_repack = o->no_repack;
     hachi_model *m = NULL;
+    cli_note_input(o->model);
+    cli_note_input(o->heads_path);
     hachi_status st = hachi_model_load(o->model, &mp, &m);
     if (st != HACHI_OK) { cli_lib_error(cmd, st, "cannot load model"); return NULL; }
     if (o->heads_path && !vocab_only) {

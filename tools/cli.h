@@ -52,6 +52,12 @@ void *cli_out_open(const char *cmd, const char *path, char *tmp, size_t cap);   
 /* An output that is one of the command's inputs (the same file, by any path) is refused: false
  * with the error printed. */
 bool cli_not_input(const char *cmd, const char *out, const char *in);
+/* Records path (NULL: nothing) as an input of this process: cli_load_model notes the model and
+ * heads file, cli_read_file what it reads, the drafter flags the -md file. cli_out_check (which
+ * cli_out_open runs first) refuses an output that is a noted input, as well as an empty path and
+ * what cli_replaceable refuses: false with the error printed. */
+void cli_note_input(const char *path);
+bool cli_out_check(const char *cmd, const char *path);
 bool cli_out_close(const char *cmd, void *f, const char *tmp, const char *path, bool keep);
 
 /* Flags shared by the model-running commands. */

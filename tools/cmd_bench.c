@@ -729,6 +729,8 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
     r.load_s = cli_time_ms();
     hachi_model *m = cli_load_model(CMD, &b.o, false);
     if (!m) goto out;
+    cli_note_input(b.spec_text);
+    if (b.json && !cli_out_check(CMD, b.json)) goto out;   /* before the minutes of measuring */
     r.load_s = (cli_time_ms() - r.load_s) / 1000.0;
     hachi_status st = hachi_session_create(m, &b.o.sp, &s);
     if (st) { cli_lib_error(CMD, st, "cannot create the session"); goto out; }
@@ -758,6 +760,7 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
     uint64_t rng = 0x2545F4914F6CDD1Dull ^ b.seed;
     if (b.spec_text) {   /* every drafter end to end on real text (no decode table) */
         hachi_model *am = NULL;
+        cli_note_input(b.md_path);
         if (b.md_path && ((st = hachi_model_load(b.md_path, NULL, &am)) || (st = hachi_assistant_check(m, am)))) {
             cli_lib_error(CMD, st, "cannot use the drafter (-md)");
             hachi_model_free(am);

@@ -148,6 +148,7 @@ static bool setup(const char *cmd, cli_draft *d, const hachi_model *m, hachi_spe
         spp->n_draft = d->n_draft > 0 ? (int32_t)d->n_draft : 0;
         return true;
     }
+    cli_note_input(d->md_path);
     hachi_status st = hachi_model_load(d->md_path, NULL, &d->assistant);
     if (st == HACHI_OK) st = hachi_assistant_check(m, d->assistant);
     if (st) { cli_lib_error(cmd, st, "cannot use the drafter (-md)"); return false; }
