@@ -324,7 +324,7 @@ static int32_t pick(hachi_sampler *s, const float *logits, float *dist) {
     const int32_t n = s->n_vocab;
     const float *l = apply_penalty(s, logits);
 #define ONE(t) (dist ? (dist[(t)] = 1.0f, -1) : (t))
-    if (s->p.temp <= 0.0f || s->p.top_k == 1) return ONE(argmax(l, n));
+    if (hachi_sampler_greedy(s)) return ONE(argmax(l, n));
     const float inv_t = 1.0f / s->p.temp;
 
     if (s->p.top_k > 0 && s->p.top_k < n) {
@@ -378,7 +378,9 @@ void hachi_sampler_dist(hachi_sampler *s, const float *logits, float *dist) {
 
 int32_t hachi_sampler_n_vocab(const hachi_sampler *s) { return s->n_vocab; }
 
-bool hachi_sampler_greedy(const hachi_sampler *s) { return s->p.temp <= 0.0f || s->p.top_k == 1; }
+/* a temperature whose reciprocal overflows (below ~2.9e-39) is greedy, its limit: 1/temp = inf
+ * would make every weight NaN (and the draw token 0) */
+bool hachi_sampler_greedy(const hachi_sampler *s) { return s->p.temp <= 0.0f || !(1.0f / s->p.temp < INFINITY) || s->p.top_k == 1; }
 
 double hachi_sampler_uniform(hachi_sampler *s) { return rng_uniform(s); }
 

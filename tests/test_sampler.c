@@ -93,6 +93,26 @@ TEST(sampler_top_k1_is_greedy) {
     hachi_sampler_free(s); hachi_sampler_free(g);
 }
 
+/* A temperature so small that its reciprocal overflows a float is greedy (its limit): 1/temp = inf
+ * made every weight NaN and the draw token 0, with top-k 0 and top-p 1 (any min-p) */
+TEST(sampler_tiny_temperature_is_greedy) {
+    enum { V = 5000 };
+    static float l[V];
+    const float temps[] = {1e-40f, 2e-39f, 1e-45f};
+    for (size_t t = 0; t < sizeof temps / sizeof temps[0]; t++) {
+        hachi_sampler_params p = plain(temps[t]);
+        hachi_sampler *s = mk(p, V), *g = mk(plain(0.0f), V);
+        if (!s || !g) return;
+        for (int r = 0; r < 8; r++) {
+            random_logits(l, V, 300 + r, 10.0f);
+            const int32_t want = hachi_sampler_sample(g, l);
+            CHECKF(want > 0 && hachi_sampler_sample(s, l) == want, "temp %g: token %d, greedy %d", temps[t],
+                   hachi_sampler_sample(s, l), want);
+        }
+        hachi_sampler_free(s); hachi_sampler_free(g);
+    }
+}
+
 /* Draw n times; chi-square of the counts against probabilities q (q[i] == 0
  * must never be drawn). Returns the statistic, *df the degrees of freedom. */
 static double chi_square(hachi_sampler *s, const float *l, const double *q, int V, int n, int *df, int *forbidden) {
