@@ -86,7 +86,7 @@ HACHI_API size_t  hachi_model_file_bytes(const hachi_model *model);
 HACHI_API size_t  hachi_model_weight_bytes(const hachi_model *model);    /* matrix bytes one token reads */
 HACHI_API size_t  hachi_model_repacked_bytes(const hachi_model *model);  /* of which interleaved at load */
 HACHI_API int32_t hachi_model_file_type(const hachi_model *model);       /* general.file_type; -1: absent */
-/* Human-readable description (hyperparameters, tokenizer, tensors) into f. */
+/* Human-readable description (hyperparameters, tokenizer, tensors) into f (nothing for NULLs). */
 HACHI_API void    hachi_model_print_info(const hachi_model *model, void *file /* FILE* */);
 
 /* ---- tokenizer --------------------------------------------------------------- */
@@ -118,7 +118,7 @@ HACHI_API void    hachi_detok_reset(hachi_detok *d, bool at_start);
 /* Appends the printable text of token to out (cap >= HACHI_DETOK_MAX always suffices: a
  * piece's text is cut at 1024 bytes, up to 8 held back from the token before go with it, and
  * each byte of them that is not UTF-8 becomes U+FFFD's 3; most pieces are under 64 bytes);
- * returns bytes written. */
+ * returns bytes written (0, the token not taken, for a NULL d or out or a cap <= 0). */
 #define HACHI_DETOK_MAX 3096
 HACHI_API int32_t hachi_detok_push(hachi_detok *d, int32_t token, char *out, int32_t cap);
 /* Emits what is left (an incomplete sequence becomes U+FFFD). */
@@ -188,7 +188,10 @@ HACHI_API hachi_status hachi_session_eval(hachi_session *s, const int32_t *token
  * judges after a rewind). HACHI_ERR_INVALID_ARG for a session created without a draft_budget. */
 HACHI_API hachi_status hachi_session_eval_draft(hachi_session *s, const int32_t *tokens, int32_t n);
 HACHI_API int32_t hachi_session_draft_budget(const hachi_session *s);   /* 0: no draft steps */
-HACHI_API const float *hachi_session_logits(const hachi_session *s);   /* [n_vocab] of the last token */
+/* [n_vocab]: the logits of the last token evaluated, at position hachi_session_pos - 1; NULL when
+ * there are none (nothing evaluated, an eval stopped by its progress callback, a rewind, a
+ * restored checkpoint, a prompt cache that held none). */
+HACHI_API const float *hachi_session_logits(const hachi_session *s);
 HACHI_API int32_t hachi_session_pos(const hachi_session *s);
 HACHI_API int32_t hachi_session_n_ctx(const hachi_session *s);
 /* Forget positions >= pos (pos <= current). Sliding layers keep 16 spare ring slots, so a
@@ -237,7 +240,7 @@ HACHI_API hachi_status hachi_session_checkpoint_restore(hachi_session *s, const 
 /* The name of the kernel table the session runs ("avx2", "neon", "ref", ...). */
 HACHI_API const char *hachi_session_kernels(const hachi_session *s);
 HACHI_API const hachi_model *hachi_session_model(const hachi_session *s);
-/* Print the plan (per layer: kind, window, KV owner, bytes) and totals into f. */
+/* Print the plan (per layer: kind, window, KV owner, bytes) and totals into f (nothing for NULLs). */
 HACHI_API void hachi_session_print_plan(const hachi_session *s, void *file /* FILE* */);
 HACHI_API size_t hachi_session_plan_bytes(const hachi_session *s);
 /* Bytes of K/V one decode step reads after depth positions (every layer reads its cache,

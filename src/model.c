@@ -530,6 +530,7 @@ bool hachi_model_is_eog(const hachi_model *m, int32_t t) { return m && hachi_tok
 
 void hachi_model_print_info(const hachi_model *m, void *file) {
     FILE *f = file;
+    if (!m || !f) return;
     const hachi_gguf *g = m->gguf;
     hachi_gguf_str tm = {"?", 1};
     hachi_gguf_get_str(g, "tokenizer.ggml.model", &tm);

@@ -290,7 +290,9 @@ hachi_status hachi_session_eval_draft(hachi_session *s, const int32_t *tokens, i
 }
 
 int32_t hachi_session_draft_budget(const hachi_session *s) { return s ? s->draft_pages * HACHI_PAGE : 0; }
-const float *hachi_session_logits(const hachi_session *s) { return s ? s->logits : NULL; }
+const float *hachi_session_logits(const hachi_session *s) {
+    return s && s->logits_pos >= 0 && s->logits_pos == s->pos - 1 ? s->logits : NULL;
+}
 
 const float *hachi_session_hidden(const hachi_session *s, int pos) {
     if (!s || pos < s->hidden_lo || pos >= s->hidden_hi || pos >= s->pos) return NULL;
@@ -333,6 +335,7 @@ hachi_status hachi_session_rewind(hachi_session *s, int32_t pos) {
 
 void hachi_session_print_plan(const hachi_session *s, void *file) {
     FILE *f = file;
+    if (!s || !f) return;
     const hachi_model *m = s->m;
     fprintf(f, "plan: context %d, batch %d, threads %d, kernels %s\n", s->n_ctx, s->n_batch,
             hachi_pool_size(s->pool), s->kern->name);

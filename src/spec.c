@@ -88,6 +88,7 @@ struct hachi_spec {
     float *q;               /* sampled: [n_draft][n_vocab] the distribution each draft was drawn from */
     float *pd;              /* sampled: [n_vocab] the target's distribution of a row, then the residual */
     const float *lg;        /* [n_vocab] the logits the next sample without a pending token comes from */
+    int32_t lg_pos;         /* the position that sample is for (a session rewound since: other) */
     int32_t pending;        /* the last token returned, at position hachi_session_pos, not evaluated; -1: none */
     hachi_spec_stats stats;
     /* adaptive */
@@ -217,6 +218,7 @@ hachi_status hachi_spec_create(const hachi_model *model, hachi_session *s, hachi
     }
     for (size_t i = 0; i < n_text; i++) sp->text[i] = -1;   /* positions not fed: no token matches */
     sp->lg = hachi_session_logits(s);
+    sp->lg_pos = hachi_session_pos(s);
     *out = sp;
     return HACHI_OK;
 }
@@ -251,6 +253,7 @@ hachi_status hachi_spec_feed(hachi_spec *sp, const int32_t *tokens, int32_t n) {
     }
     if (sp->lookup) hachi_lookup_truncate(sp->lookup, pos - n);   /* from there on the text may differ */
     sp->lg = hachi_session_logits(sp->s);
+    sp->lg_pos = pos;
     return HACHI_OK;
 }
 
@@ -447,7 +450,9 @@ hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, i
     const int32_t base = hachi_session_pos(s), n_ctx = hachi_session_n_ctx(s);
     if (max_tokens < 1) return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: step of max_tokens %d < 1", (int)max_tokens);
     if (sp->pending < 0) {   /* the first token after a feed: from the logits at hand, no forward */
-        if (base == 0) return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: step before anything was evaluated");
+        if (!sp->lg || sp->lg_pos != base)
+            return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: no logits for position %d (%s): feed the tokens evaluated first",
+                              (int)base, base == 0 ? "nothing evaluated" : "the session was rewound or evaluated since");
         int32_t tok = sample(sp, sp->lg, base);
         out[(*n_out)++] = tok;
         if (!hachi_model_is_eog(sp->model, tok)) sp->pending = tok;
@@ -496,6 +501,7 @@ hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, i
         }
         out[(*n_out)++] = tok;
         sp->lg = lg;                 /* after an end of generation, the next sample's logits */
+        sp->lg_pos = base + r + 1;
         if (hachi_model_is_eog(sp->model, tok)) break;
         if (keep) { sp->stats.accepted++; sp->stats.accepted_at[r]++; continue; }
         sp->pending = tok;
@@ -517,5 +523,6 @@ hachi_status hachi_spec_flush(hachi_spec *sp) {
     sp->pending = -1;
     sp->stats.forwards++;
     sp->lg = hachi_session_logits(s);
+    sp->lg_pos = hachi_session_pos(s);
     return HACHI_OK;
 }

@@ -61,9 +61,9 @@ void hachi_detok_reset(hachi_detok *d, bool at_start) {
 }
 
 int32_t hachi_detok_push(hachi_detok *d, int32_t token, char *out, int32_t cap) {
-    return d ? hachi_tokenizer_detok_push(d->tok, &d->st, token, out, cap) : 0;
+    return d && out && cap > 0 ? hachi_tokenizer_detok_push(d->tok, &d->st, token, out, cap) : 0;
 }
 
 int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap) {
-    return d ? hachi_tokenizer_detok_flush(d->tok, &d->st, out, cap) : 0;
+    return d && out && cap > 0 ? hachi_tokenizer_detok_flush(d->tok, &d->st, out, cap) : 0;
 }

@@ -96,6 +96,7 @@ TEST(api_eval_progress_and_abort) {
     log = (progress_log){0, 2, 0, 0};
     CHECK(hachi_session_eval(s, ids, N_PROMPT, NULL) == HACHI_ERR_ABORTED);
     CHECKF(hachi_session_pos(s) == 128, "position %d after a stop at chunk 2", hachi_session_pos(s));
+    CHECK(hachi_session_logits(s) == NULL);   /* "no logits are kept" */
     CHECK(strstr(hachi_last_error(), "128 of 300") != NULL);
     /* a stop asked for at the last chunk is a stop too (the header's promise), every chunk kept */
     CHECK(hachi_session_rewind(s, 0) == HACHI_OK);
@@ -185,5 +186,51 @@ TEST(api_context_modes_and_memory) {
     CHECK(hachi_session_create(m, &sp, &s) == HACHI_ERR_NOMEM && !s);
     CHECKF(strstr(hachi_last_error(), "needs") && strstr(hachi_last_error(), "1000000 available"), "%s", hachi_last_error());
     unsetenv("HACHI_MEM_AVAILABLE");
+    hachi_model_free(m);
+}
+
+/* Logits only where there are some: none before an eval or after a rewind (the buffer held the
+ * old ones); a spec step after a rewind is refused instead of sampling them; the
+ * print calls and the detokenizer take NULLs without crashing (they did, under UBSan). */
+TEST(api_logits_only_when_there) {
+    hachi_model *m = load_micro();
+    if (!m) SKIP("../shared/models/gemma4-micro.gguf absent");
+    int32_t ids[N_PROMPT];
+    prompt(ids, N_PROMPT);
+    hachi_session *s = NULL;
+    CHECK(hachi_session_create(m, NULL, &s) == HACHI_OK);
+    if (!s) { hachi_model_free(m); return; }
+    CHECK(hachi_session_logits(s) == NULL);
+    CHECK(hachi_session_eval(s, ids, 10, NULL) == HACHI_OK && hachi_session_logits(s) != NULL);
+    CHECK(hachi_session_rewind(s, 9) == HACHI_OK && hachi_session_logits(s) == NULL);
+    CHECK(hachi_session_eval(s, ids + 9, 1, NULL) == HACHI_OK && hachi_session_logits(s) != NULL);
+    CHECK(hachi_session_rewind(s, 10) == HACHI_OK && hachi_session_logits(s) != NULL);   /* nothing forgotten */
+
+    hachi_sampler *smp = NULL;
+    hachi_sampler_params gp = hachi_sampler_default_params();
+    gp.temp = 0;
+    CHECK(hachi_sampler_create(&gp, hachi_model_n_vocab(m), &smp) == HACHI_OK);
+    hachi_spec *sp = NULL;
+    hachi_spec_params pp = hachi_spec_default_params();
+    CHECK(hachi_spec_create(m, s, smp, &pp, &sp) == HACHI_OK);
+    int32_t out[4], n = 0;
+    if (sp) {
+        CHECK(hachi_spec_feed(sp, ids, 10) == HACHI_OK);
+        CHECK(hachi_session_rewind(s, 8) == HACHI_OK);
+        CHECK(hachi_spec_step(sp, 1, out, &n) == HACHI_ERR_INVALID_ARG && strstr(hachi_last_error(), "rewound"));
+        CHECK(hachi_session_eval(s, ids + 8, 2, NULL) == HACHI_OK && hachi_spec_feed(sp, ids + 8, 2) == HACHI_OK);
+        CHECK(hachi_spec_step(sp, 1, out, &n) == HACHI_OK && n == 1);
+        hachi_spec_free(sp);
+    }
+    hachi_sampler_free(smp);
+    hachi_session_print_plan(NULL, stderr);
+    hachi_session_print_plan(s, NULL);
+    hachi_model_print_info(NULL, stderr);
+    hachi_model_print_info(m, NULL);
+    hachi_detok *d = NULL;
+    CHECK(hachi_detok_create(m, &d) == HACHI_OK);
+    CHECK(hachi_detok_push(d, ids[1], NULL, 100) == 0 && hachi_detok_flush(d, NULL, 10) == 0);
+    hachi_detok_free(d);
+    hachi_session_free(s);
     hachi_model_free(m);
 }
