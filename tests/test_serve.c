@@ -307,6 +307,9 @@ TEST(serve_http_errors_and_slots) {
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}{}", "malformed JSON"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"n\":2}", "'n' of 2 is not supported"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"logprobs\":true}", "'logprobs' is not supported"},
+        /* cJSON ends a string at a NUL: the stop sequence was cut to "a", the text to "hi" */
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":[\"a\\u0000b\"]}", "u0000 at byte 55) is not supported"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\\u0000there\"}]}", "NUL character"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(full, sizeof full, "%s -d '%s'", chat, bad[i].body);
@@ -314,6 +317,10 @@ TEST(serve_http_errors_and_slots) {
     }
     snprintf(full, sizeof full, "%s -d '{\"prompt\":5}'", a);
     check_error(&sv, 400, "'prompt' must be a string", full);
+    /* an escaped backslash before u0000 is text, not a NUL */
+    CHECKF(body_status(&b, "%s -d '{\"prompt\":\"a\\\\u0000\",\"max_tokens\":2}'", a) == 200 &&
+           strstr(b, "\"completion_tokens\":2"), "%s", b);
+    free(b);
     /* a body that is not UTF-8 (JSON must be), and a role cut for the message on a character's
      * boundary: every error body parses as UTF-8 */
     char ub[1024];
@@ -503,6 +510,26 @@ TEST(serve_openai_client) {
     o = test_sh(&rc, "node tests/node/client.mjs http://127.0.0.1:%d/v1 " KEY " gemma4-micro.gguf 2>&1", sv.port);
     CHECKF(rc == 0 && !strstr(o, "FAIL"), "client.mjs (exit %d):\n%s", rc, o);
     free(o);
+    server_stop(&sv);
+}
+
+/* --seed is the seed of the requests that give none: the same sampled text each time (it was
+ * ignored: a fresh seed each request); a request's own seed still overrides it */
+TEST(serve_seed_flag) {
+    const char *model, *why = cannot_serve(&model);
+    if (why) SKIP("%s", why);
+    server sv;
+    if (!server_start(&sv, model, "--seed 5 --temp 1")) return;
+    char a[512], *t[3] = {NULL, NULL, NULL}, *b = NULL;
+    snprintf(a, sizeof a, "-H 'Content-Type: application/json' " AUTH URL "/v1/completions", sv.port);
+    for (int i = 0; i < 3; i++) {
+        const char *seed = i == 2 ? ",\"seed\":6" : "";
+        CHECK(body_status(&b, "%s -d '{\"prompt\":\"Once upon a time\",\"max_tokens\":24%s}'", a, seed) == 200);
+        t[i] = texts(b);
+        free(b);
+    }
+    CHECKF(t[0] && t[1] && t[2] && !strcmp(t[0], t[1]) && strcmp(t[0], t[2]), "'%s' / '%s' / seed 6: '%s'", t[0], t[1], t[2]);
+    for (int i = 0; i < 3; i++) free(t[i]);
     server_stop(&sv);
 }
 

@@ -270,7 +270,7 @@ int cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i) 
         VAL(); if (!cli_float(cmd, a, v, 0.01, 100, &d)) return -1; o->smp.repeat_penalty = (float)d; return 1;
     }
     if (!strcmp(a, "--seed")) {
-        VAL(); if (!cli_int(cmd, a, v, 0, 0x7fffffffL, &n)) return -1; o->smp.seed = (uint64_t)n; return 1;
+        VAL(); if (!cli_int(cmd, a, v, 0, 0x7fffffffL, &n)) return -1; o->smp.seed = (uint64_t)n; o->seed_given = true; return 1;
     }
 #undef VAL
     return 0;

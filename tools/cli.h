@@ -65,6 +65,7 @@ typedef struct cli_opts {
     const char *model;              /* -m */
     hachi_session_params sp;        /* -c -t --batch --chunks --profile */
     hachi_sampler_params smp;       /* --temp --top-k --top-p --min-p --repeat-penalty --seed */
+    bool seed_given;
     bool ctx_given;
     bool no_repack;                 /* --no-repack */
     const char *heads_path;         /* --heads FILE: loaded by cli_load_model into sp.heads */

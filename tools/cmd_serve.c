@@ -65,6 +65,7 @@ typedef struct server {
     hachi_model *m;
     char name[128];                 /* the model's id in responses: the file name, JSON-safe */
     hachi_sampler_params smp;       /* the sampling flags; a request's fields override */
+    bool seed_given;                /* --seed: the seed of requests without one (else a fresh one each) */
     hachi_spec_params spp;
     slot *slots;
     int n_slots, queue_max, waiting;
@@ -240,7 +241,8 @@ static hachi_status gen_begin(server *srv, request *q) {
     hachi_sampler_params p = srv->smp;
     if (rq->temperature >= 0) p.temp = (float)rq->temperature;
     if (rq->top_p >= 0) p.top_p = (float)CLI_MAX(rq->top_p, CLI_TOP_P_MIN);
-    p.seed = rq->seed >= 0 ? (uint64_t)rq->seed : (uint64_t)time(NULL) * 1000003u + (uint64_t)atomic_fetch_add(&srv->seq, 1);
+    if (rq->seed >= 0) p.seed = (uint64_t)rq->seed;
+    else if (!srv->seed_given) p.seed = (uint64_t)time(NULL) * 1000003u + (uint64_t)atomic_fetch_add(&srv->seq, 1);
     hachi_status st = hachi_sampler_create(&p, hachi_model_n_vocab(srv->m), &q->smp);
     if (!st) st = hachi_spec_create(srv->m, sl->s, q->smp, &srv->spp, &q->sp);
     if (st) return st;
@@ -637,7 +639,8 @@ static void usage(void) {
            "GET /health; --parallel N sessions (slots) of context CTX; requests wait in a queue of N places\n"
            "(default 4 x slots) when all are busy, 503 past it; --port 0 picks a free port; Ctrl-C stops\n"
            "-n N: the most tokens a request without max_tokens generates (default: until the context is full)\n"
-           "sampling flags set the defaults a request's temperature / top_p override\n"
+           "sampling flags set the defaults a request's temperature / top_p / seed override (without --seed\n"
+           "a request that gives no seed gets a fresh one)\n"
            CLI_DRAFT_USAGE);
 }
 
@@ -694,6 +697,7 @@ int cmd_serve(int argc, char **argv) {
     snprintf(srv.name, sizeof srv.name, "%s", base);
     for (char *c = srv.name; *c; c++) if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) *c = '_';
     srv.smp = o.smp;
+    srv.seed_given = o.seed_given;
     if (!cli_draft_setup(cmd, &dr, srv.m, &srv.spp)) goto out;   /* each request's spec drafts on its own */
     cli_draft_session(&dr, &o.sp);
     srv.queue_max = queue < 0 ? 4 * (int)parallel : (int)queue;

@@ -275,6 +275,18 @@ static bool chat_prompt(const cJSON *msgs, const hachi_model *m, char **out, spa
     return ok;
 }
 
+/* The offset of the first \u0000 escape in a JSON text (a backslash escaped by another is text),
+ * len when there is none: cJSON ends its strings there, so a prompt, message or stop sequence
+ * holding one would be cut short without a word */
+static size_t json_nul_at(const char *s, size_t len) {
+    for (size_t i = 0; i + 1 < len; i++)
+        if (s[i] == '\\') {
+            if (i + 5 < len && !memcmp(s + i + 1, "u0000", 5)) return i;
+            i++;   /* the escaped character */
+        }
+    return len;
+}
+
 bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, serve_req *rq, char *err, size_t cap) {
     memset(rq, 0, sizeof *rq);
     rq->chat = chat;
@@ -284,6 +296,8 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
     rq->cache_prompt = true;
     const size_t u = utf8_end((const unsigned char *)body, len);   /* JSON is UTF-8 (RFC 8259) */
     if (u < len) return fail(err, cap, "the request body is not UTF-8 (at byte %zu of %zu)", u, len);
+    const size_t nul = json_nul_at(body, len);
+    if (nul < len) return fail(err, cap, "a NUL character (\\u0000 at byte %zu) is not supported in the request's text", nul);
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, false);
     if (o && end)   /* one JSON value, then only white space */
