@@ -77,6 +77,7 @@ typedef struct server {
     long long started;
     atomic_int stop;                /* shutting down: generations end */
     atomic_long served, seq, ids;
+    atomic_int live;                /* requests whose struct exists (headers seen, not yet freed) */
 } server;
 
 enum route { R_NONE, R_HEALTH, R_MODELS, R_CHAT, R_COMPLETIONS };
@@ -158,6 +159,7 @@ static int resumable(const slot *sl, const int32_t *prompt, int n) {
 static take_result slot_take(server *srv, request *q) {
     pthread_mutex_lock(&srv->mu);
     slot *best = NULL;
+    if (atomic_load(&srv->stop)) { pthread_mutex_unlock(&srv->mu); return TAKE_GONE; }
     for (;;) {
         int best_c = INT_MIN;
         for (int i = 0; i < srv->n_slots; i++) {
@@ -394,6 +396,7 @@ static void request_unref(request *q) {
     free(q->prompt);
     free(q->text);
     free(q->out);
+    atomic_fetch_sub(&q->srv->live, 1);
     free(q);
 }
 
@@ -580,6 +583,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         if (!(q = calloc(1, sizeof *q))) return MHD_NO;
         q->srv = srv;
         q->conn = conn;
+        atomic_fetch_add(&srv->live, 1);
         atomic_init(&q->refs, 1);
         q->t0 = cli_time_ms();
         *con_cls = q;
@@ -755,9 +759,11 @@ int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "hachi serve: %s: stopping (%ld requests served)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
             atomic_load(&srv.served));
     /* no new connections; the replies under way end where they are (finish_reason "length",
-     * a stream with its [DONE]), queued requests get a 503; up to 5 s for them to leave */
+     * a stream with its [DONE]), queued requests get a 503, and so does a request that had not
+     * taken a slot yet; up to 5 s for every request's reply to be written (live) */
     listen_fd = MHD_quiesce_daemon(d);
-    for (int i = 0; i < 500 && srv_active(&srv); i++) nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    for (int i = 0; i < 500 && (srv_active(&srv) || atomic_load(&srv.live) > 0); i++)
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
     rc = 0;
 out:
     if (d) MHD_stop_daemon(d);
