@@ -94,7 +94,10 @@ int cmd_run(int argc, char **argv) {
     hachi_status st = hachi_tokenize(m, prompt, plen, bos, true, toks, n_tok + 1, &n_tok);
     if (st != HACHI_OK) { cli_lib_error(cmd, st, "cannot tokenize the prompt"); goto out; }
     if (n_tok == 0) { cli_error(cmd, "empty prompt and no BOS: nothing to start from"); goto out; }
-    if (!o.ctx_given) o.sp.n_ctx = cli_ctx_for(n_tok + (int)n_predict) ? cli_ctx_for(n_tok + (int)n_predict) : 32768;
+    if (!o.ctx_given) {   /* the smallest mode for prompt and reply, else for the prompt (the reply ends at the context) */
+        const int c = cli_ctx_for(n_tok + (int)n_predict), cp = cli_ctx_for(n_tok + 1);
+        o.sp.n_ctx = c ? c : cp ? cp : HACHI_CTX_MAX;
+    }
     cli_progress pr;
     cli_progress_attach(&o, &pr, "hachi run");
     cli_draft_session(&dr, &o.sp);
