@@ -130,7 +130,7 @@ HACHI_API int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap);
  * int8 (lossy, about half the bytes of f16): each K/V head of a row symmetric int8 with one
  * f32 scale, max|x| / 127 over its head_dim values. */
 typedef enum hachi_kv_type { HACHI_KV_F16 = 0, HACHI_KV_F32 = 1, HACHI_KV_INT8 = 2 } hachi_kv_type;
-HACHI_API const char *hachi_kv_type_name(hachi_kv_type type);   /* "f16", "f32", "int8" */
+HACHI_API const char *hachi_kv_type_name(hachi_kv_type type);   /* "f16", "f32", "int8"; "unknown" */
 
 /* Streaming heads (DuoAttention style; lossy, see README): a query head of a full-attention
  * layer that streams attends only to its sink (positions < sink) and its recent window (the

@@ -8,7 +8,7 @@
 #include "util.h"
 
 const char *hachi_kv_type_name(hachi_kv_type type) {
-    return type == HACHI_KV_F32 ? "f32" : type == HACHI_KV_INT8 ? "int8" : "f16";
+    return type == HACHI_KV_F32 ? "f32" : type == HACHI_KV_INT8 ? "int8" : type == HACHI_KV_F16 ? "f16" : "unknown";
 }
 
 static size_t elem_size(hachi_kv_type type) { return type == HACHI_KV_F32 ? 4 : type == HACHI_KV_INT8 ? 1 : 2; }

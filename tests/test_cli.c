@@ -322,6 +322,9 @@ TEST(cli_errors_are_one_line) {
         {"run -m %s -p hi -f /nonexistent.txt", "not both", true},
         {"passkey --bogus", "unknown option '--bogus'", false},
         {"perplexity -m %s", "no text file", true},
+        {"perplexity -m %s -f LONG --kl-top 5", "--kl-top needs --kl-divergence-base", true},
+        {"passkey -m %s --filler LONG --lengths 512,", "comma-separated list", true},
+        {"bench -m %s -c 2048 --prefill-n 5000 --depth 16", "cannot hold the timed prefill", true},
         {"info -m /etc/passwd", "passwd", false},
         {"frobnicate", "unknown command", false},
     };

@@ -696,11 +696,14 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
     int need = b.n_ttft ? b.ttft[b.n_ttft - 1] : max_depth + WARMUP_STEPS + (int)(b.n * b.reps) + 16;
     if (n_traces) need = max_depth + 16;
     for (int t = 0; t < n_traces; t++) need += replay_positions(&traces[t]);
+    if (b.prefill && !n_traces && !b.n_ttft && !b.o.ctx_given) need = CLI_MAX(need, (int)b.prefill_n);   /* its whole prefill */
     int n_ctx = cli_ctx_for(need);
     if (b.o.ctx_given) {
         n_ctx = b.o.sp.n_ctx;
         if (n_ctx < need && b.n_ttft) return cli_error(CMD, "-c %d cannot hold a prompt of %d tokens", n_ctx, b.ttft[b.n_ttft - 1]);
         if (n_ctx < need) return cli_error(CMD, "-c %d cannot hold depth %d + %ld decode steps (needs %d)", n_ctx, max_depth, b.n * b.reps, need);
+        if (b.prefill && !n_traces && !b.n_ttft && b.prefill_n > n_ctx)
+            return cli_error(CMD, "-c %d cannot hold the timed prefill of %ld tokens (--prefill-n)", n_ctx, b.prefill_n);
     }
     if (!n_ctx) return cli_error(CMD, "depth %d + %ld decode steps exceeds the largest context mode (%d)", max_depth, b.n * b.reps, HACHI_CTX_MAX);
     b.o.sp.n_ctx = n_ctx;
@@ -781,7 +784,7 @@ static int bench(bench_opts *bp, const replay_trace *traces, int n_traces) {
     }
     /* prefill rate: a real prefill from position 0, then forgotten */
     if (b.prefill && !n_traces) {
-        r.prefill_tokens = (int)CLI_MIN(b.prefill_n, (long)n_ctx);
+        r.prefill_tokens = (int)b.prefill_n;
         fprintf(stderr, "hachi bench: timing a prefill of %d tokens...\n", r.prefill_tokens);
         r.prefill_tps = prefill(s, r.prefill_tokens, &rng, "prefill");
         if (r.prefill_tps < 0 || hachi_session_rewind(s, 0)) goto out;

@@ -104,8 +104,8 @@ int cmd_chat(int argc, char **argv) {
             if (st) { cli_lib_error(cmd, st, "decode failed"); goto out; }
             cli_draft_trace(cmd, &dr, &before, ss);
             for (int32_t i = 0; i < n_out && !ended; i++) {
+                if ((ended = hachi_model_is_eog(m, out[i]))) break;   /* not counted, as in run */
                 gen++;
-                if ((ended = hachi_model_is_eog(m, out[i]))) break;
                 int32_t len = hachi_detok_push(dt, out[i], buf, sizeof buf);
                 fwrite(buf, 1, len, stdout);
             }

@@ -300,6 +300,7 @@ int cmd_perplexity(int argc, char **argv) {
     if (!path) return cli_error(cmd, "no text file given (-f TEXT)");
     if (kl && !kl_path) return cli_error(cmd, "--kl-divergence needs --kl-divergence-base FILE");
     if (kl && top_given) return cli_error(cmd, "--kl-top applies when saving a base (the base file sets it)");
+    if (top_given && !kl_path) return cli_error(cmd, "--kl-top needs --kl-divergence-base FILE (the base it saves)");
     if (whole && max_chunks < 0) max_chunks = 1 << 20;
     int scoring = max_chunks < 0 ? SCORE_DOCS : whole ? SCORE_WHOLE : SCORE_HALF;
     size_t len;

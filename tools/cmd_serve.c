@@ -314,7 +314,11 @@ static size_t gen_step(server *srv, request *q) {
     if (q->n_gen >= q->max_gen) { gen_finish(q, "length"); return q->text_len - q->sent; }
     int32_t out[HACHI_SPEC_STEP_MAX], n_out = 0;
     hachi_status st = hachi_spec_step(q->sp, q->max_gen - q->n_gen, out, &n_out);
-    if (st) { gen_finish(q, "length"); return q->text_len - q->sent; }   /* the context is full */
+    if (st) {   /* the context is full; anything else is a defect, logged (the reply ends as cut) */
+        if (st != HACHI_ERR_CONTEXT_FULL) fprintf(stderr, "hachi serve: decode failed: %s\n", hachi_last_error());
+        gen_finish(q, "length");
+        return q->text_len - q->sent;
+    }
     for (int i = 0; i < n_out; i++) {
         if (hachi_model_is_eog(srv->m, out[i])) { gen_finish(q, "stop"); return q->text_len - q->sent; }
         sl->held[q->n_prompt + q->n_gen++] = out[i];

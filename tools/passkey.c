@@ -46,7 +46,7 @@ int pk_parse_list(const char *cmd, const char *flag, const char *v, double lo, d
     while (*p) {
         char *end;
         double d = strtod(p, &end);
-        if (end == p || (*end && *end != ',') || isnan(d) || (integer && d != floor(d)))
+        if (end == p || (*end && *end != ',') || (*end == ',' && !end[1]) || isnan(d) || (integer && d != floor(d)))
             return cli_error(cmd, "%s expects a comma-separated list of %s, got '%s'", flag,
                              integer ? "integers" : "numbers", v), -1;
         if (d < lo || d > hi) return cli_error(cmd, "%s: %g is not in [%g, %g]", flag, d, lo, hi), -1;

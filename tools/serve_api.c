@@ -87,8 +87,8 @@ static bool num_field(const cJSON *o, const char *name, bool integer, double lo,
     if (!v || cJSON_IsNull(v)) return true;
     if (!cJSON_IsNumber(v)) return fail(err, cap, "'%s' must be a number, got %s", name, type_name(v));
     double d = v->valuedouble;
-    if (integer && d != floor(d)) return fail(err, cap, "'%s' must be an integer, got %g", name, d);
-    if (!(d >= lo && d <= hi)) return fail(err, cap, "'%s' must be in [%g, %g], got %g", name, lo, hi, d);
+    if (integer && d != floor(d)) return fail(err, cap, "'%s' must be an integer, got %.15g", name, d);
+    if (!(d >= lo && d <= hi)) return fail(err, cap, "'%s' must be in [%.15g, %.15g], got %.15g", name, lo, hi, d);
     *out = d;
     *given = true;
     return true;
@@ -331,7 +331,7 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
     if (given) rq->max_tokens = (long)d;
     /* one choice, no log-probabilities: asked for otherwise, an error rather than a silent ignore */
     if (!num_field(o, "n", true, 1, 1 << 30, &d, &given, err, cap)) goto out;
-    if (given && d != 1) { fail(err, cap, "'n' of %g is not supported: one choice a request", d); goto out; }
+    if (given && d != 1) { fail(err, cap, "'n' of %.15g is not supported: one choice a request", d); goto out; }
     const cJSON *lp = cJSON_GetObjectItemCaseSensitive(o, "logprobs");   /* chat: a boolean; completions: a count */
     if (lp && !cJSON_IsNull(lp) && !cJSON_IsFalse(lp) && !(cJSON_IsNumber(lp) && lp->valuedouble == 0)) {
         fail(err, cap, "'logprobs' is not supported");
