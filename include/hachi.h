@@ -123,6 +123,12 @@ HACHI_API void    hachi_detok_reset(hachi_detok *d, bool at_start);
 HACHI_API int32_t hachi_detok_push(hachi_detok *d, int32_t token, char *out, int32_t cap);
 /* Emits what is left (an incomplete sequence becomes U+FFFD). */
 HACHI_API int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap);
+/* hide true: the text of a reply's thoughts (Gemma 4: the tokens between its control tokens
+ * <|channel> and <channel|>, "thought\n..." with thinking on, and the empty thought Gemma 4 may
+ * add at a reply's end) is left out, as chat and serve's chat replies do; false (the default):
+ * shown like any text, as run does. hachi_detok_hidden: tokens left out since the last reset. */
+HACHI_API void    hachi_detok_hide_thoughts(hachi_detok *d, bool hide);
+HACHI_API int32_t hachi_detok_hidden(const hachi_detok *d);
 
 /* ---- session: one static plan for one context size --------------------------- */
 

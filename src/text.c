@@ -8,6 +8,10 @@
 struct hachi_detok {
     const hachi_tokenizer *tok;     /* the model's; the model outlives the detokenizer */
     hachi_detok_state st;
+    int32_t thought_open, thought_close;   /* Gemma 4's <|channel>, <channel|>; -1: none */
+    bool hide;                      /* thoughts left out */
+    bool in_thought;
+    int32_t hidden;                 /* tokens left out since the reset */
 };
 
 static hachi_status tokenize(const hachi_model *model, const char *text, size_t len, bool add_bos, bool parse_special,
@@ -50,6 +54,13 @@ hachi_status hachi_detok_create(const hachi_model *model, hachi_detok **out) {
     if (!d) return HACHI_ERR_NOMEM;   /* (hachi_malloc set the message) */
     d->tok = t;
     hachi_tokenizer_detok_init(&d->st, true);
+    d->thought_open = hachi_tokenizer_find(t, "<|channel>");
+    d->thought_close = hachi_tokenizer_find(t, "<channel|>");
+    if (d->thought_open < 0 || d->thought_close < 0 || !hachi_tokenizer_is_control(t, d->thought_open) ||
+        !hachi_tokenizer_is_control(t, d->thought_close))
+        d->thought_open = d->thought_close = -1;
+    d->hide = d->in_thought = false;
+    d->hidden = 0;
     *out = d;
     return HACHI_OK;
 }
@@ -57,11 +68,26 @@ hachi_status hachi_detok_create(const hachi_model *model, hachi_detok **out) {
 void hachi_detok_free(hachi_detok *d) { hachi_free(d); }
 
 void hachi_detok_reset(hachi_detok *d, bool at_start) {
-    if (d) hachi_tokenizer_detok_init(&d->st, at_start);
+    if (!d) return;
+    hachi_tokenizer_detok_init(&d->st, at_start);
+    d->in_thought = false;
+    d->hidden = 0;
 }
 
+void hachi_detok_hide_thoughts(hachi_detok *d, bool hide) {
+    if (d) d->hide = hide;
+}
+
+int32_t hachi_detok_hidden(const hachi_detok *d) { return d ? d->hidden : 0; }
+
 int32_t hachi_detok_push(hachi_detok *d, int32_t token, char *out, int32_t cap) {
-    return d && out && cap > 0 ? hachi_tokenizer_detok_push(d->tok, &d->st, token, out, cap) : 0;
+    if (!d || !out || cap <= 0) return 0;
+    if (d->hide && d->thought_open >= 0) {   /* a thought's text is left out, its markers are control */
+        if (token == d->thought_open) d->in_thought = true;
+        else if (token == d->thought_close) d->in_thought = false;
+        else if (d->in_thought) { d->hidden++; return 0; }
+    }
+    return hachi_tokenizer_detok_push(d->tok, &d->st, token, out, cap);
 }
 
 int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap) {

@@ -305,3 +305,47 @@ TEST(chat_gemma4_empty_thought) {
     CHECK(hachi_chat_turn(m, NULL, "Hi", true, buf, sizeof buf) > 0 && !strcmp(buf, "<bos><|turn>user\nHi<turn|>\n<|turn>model\n"));
     hachi_model_free(m);
 }
+
+/* A reply's thought (the tokens between <|channel> and <channel|>) is left out of the text when
+ * the detokenizer hides thoughts (chat, serve's chat replies), and shown like any text otherwise
+ * (run); the markers are control tokens, so they print nothing either way. */
+TEST(chat_gemma4_thoughts_hidden) {
+    NEED_SHARED(src, "oracle/gemma4-vocab.gguf");
+    hachi_model *m = gemma4_vocab(src, "gemma4-chat-thought.gguf", NULL);
+    if (!m) return;
+    ids_t ids = {.n = 0};
+    push_text(&ids, m, "Hello");
+    push_id(&ids, CHANNEL_OPEN);
+    const int t0 = ids.n;
+    push_text(&ids, m, "thought\nIt is a greeting.");
+    const int n_thought = ids.n - t0;
+    push_id(&ids, CHANNEL_CLOSE);
+    push_text(&ids, m, " world");
+    push_id(&ids, CHANNEL_OPEN);   /* the empty thought Gemma 4 may add at the end */
+    const int t1 = ids.n;
+    push_text(&ids, m, "thought\n");
+    const int n_hidden = n_thought + ids.n - t1;
+    push_id(&ids, CHANNEL_CLOSE);
+    hachi_detok *d = NULL;
+    CHECK(hachi_detok_create(m, &d) == HACHI_OK);
+    if (!d) { hachi_model_free(m); return; }
+    for (int hide = 0; hide < 2; hide++) {
+        char text[512], buf[HACHI_DETOK_MAX];
+        size_t n = 0;
+        hachi_detok_reset(d, false);
+        hachi_detok_hide_thoughts(d, hide);
+        for (int i = 0; i < ids.n; i++) {
+            int32_t k = hachi_detok_push(d, ids.v[i], buf, sizeof buf);
+            if (n + (size_t)k < sizeof text) { memcpy(text + n, buf, (size_t)k); n += (size_t)k; }
+        }
+        int32_t k = hachi_detok_flush(d, buf, sizeof buf);
+        if (n + (size_t)k < sizeof text) { memcpy(text + n, buf, (size_t)k); n += (size_t)k; }
+        text[n] = 0;
+        const char *want = hide ? "Hello world" : "Hellothought\nIt is a greeting. worldthought\n";
+        CHECKF(!strcmp(text, want), "hide %d: '%s', want '%s'", hide, text, want);
+        CHECKF(hachi_detok_hidden(d) == (hide ? n_hidden : 0), "hide %d: %d tokens hidden, want %d", hide,
+               hachi_detok_hidden(d), hide ? n_hidden : 0);
+    }
+    hachi_detok_free(d);
+    hachi_model_free(m);
+}

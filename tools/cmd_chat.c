@@ -57,6 +57,7 @@ int cmd_chat(int argc, char **argv) {
     if (!cli_draft_setup(cmd, &dr, m, &spp)) goto out;
     if ((st = hachi_spec_create(m, s, smp, &spp, &sp))) { cli_lib_error(cmd, st, "generator"); goto out; }
     if ((st = hachi_detok_create(m, &dt))) { cli_lib_error(cmd, st, "detokenizer"); goto out; }
+    hachi_detok_hide_thoughts(dt, true);
     const hachi_spec_stats *ss = hachi_spec_get_stats(sp);
     bool tty = isatty(STDIN_FILENO);
     static const char *names[] = {"gemma4", "gemma3", "plain"};
@@ -127,6 +128,7 @@ int cmd_chat(int argc, char **argv) {
         turns++;
         fprintf(stderr, "[turn %d: prefilled %d new tokens, replied %d tokens%s, context %d/%d", turns, n, gen,
                 ended ? "" : " (cut at -n)", hachi_session_pos(s), hachi_session_n_ctx(s));
+        if (hachi_detok_hidden(dt)) fprintf(stderr, "; %d tokens of thought not shown", hachi_detok_hidden(dt));
         if (spp.drafter != HACHI_DRAFTER_NONE)
             fprintf(stderr, "; so far %lld of %lld drafted tokens kept, %lld forwards", (long long)ss->accepted,
                     (long long)ss->drafted, (long long)ss->forwards);

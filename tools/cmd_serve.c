@@ -262,6 +262,7 @@ static hachi_status gen_begin(server *srv, request *q) {
     sl->n_held = n;
     if ((st = hachi_spec_feed(q->sp, q->prompt, n))) return st;
     hachi_detok_reset(sl->dt, rq->chat && !rq->continues);   /* a reply's first piece loses its space */
+    hachi_detok_hide_thoughts(sl->dt, rq->chat);   /* a chat reply's content leaves its thoughts out */
     return HACHI_OK;
 }
 
