@@ -287,14 +287,11 @@ TEST(chat_gemma4_empty_thought) {
 
     const char *want3 = "<bos><|turn>system\nBe brief.<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\nHello!<turn|>\n"
                         "<|turn>user\nMore<turn|>\n<|turn>model\n<|channel>thought\n<channel|>";
-    char conv[512];
-    n = hachi_chat_turn(m, "Be brief.", "Hi", true, conv, sizeof conv);
-    const size_t pre = strlen(hachi_chat_reply_prefix(m));
-    CHECK(n > (int32_t)pre);
-    conv[n - (int32_t)pre] = 0;
-    strcat(conv, "Hello!");
-    CHECK(hachi_chat_turn(m, "Be brief.", "More", false, buf, sizeof buf) > 0);
-    strcat(conv, buf);
+    char first[512], conv[1024];
+    n = hachi_chat_turn(m, "Be brief.", "Hi", true, first, sizeof first);
+    const int pre = (int)strlen(hachi_chat_reply_prefix(m));
+    CHECK(n > pre && hachi_chat_turn(m, "Be brief.", "More", false, buf, sizeof buf) > 0);
+    snprintf(conv, sizeof conv, "%.*sHello!%s", n - pre, first, buf);   /* the reply as history, the next turn */
     CHECKF(!strcmp(conv, want3), "conversation: '%s'", conv);
     hachi_model_free(m);
 
