@@ -508,6 +508,38 @@ TEST(attn_i8_products_vs_sums) {
 
 /* quant_rows_i8 of every table bit for bit ref's, and ref's on the rule: rows of random floats,
  * rows whose quotients fall on halves (x = (k + 0.5) * scale), a row of zeros, extremes */
+/* A NaN score: every table's softmax passes over it for the max, as ref's v > mx does, and
+ * gives it (and so its head's sum) NaN weight; the x86 tables had clamped it into exp's range (a
+ * finite weight, the NaN hidden) and AVX2's max had dropped the maxima before it */
+TEST(attn_softmax_nan_as_ref) {
+    const hachi_kernels *R = hachi_kernels_ref();
+    enum { G = 8, N = 6 };
+    float base[N * G];
+    uint64_t seed = 11;
+    for (int i = 0; i < N * G; i++) base[i] = 4.0f * frand(&seed);
+    base[0 * G + 0] = 30.0f;
+    base[1 * G + 0] = NAN;    /* after the head's largest */
+    base[0 * G + 3] = NAN;    /* first of its head */
+    float xr[N * G], mr[G], sr[G];
+    memcpy(xr, base, sizeof xr);
+    for (int h = 0; h < G; h++) mr[h] = -INFINITY;
+    R->attn_softmax(xr, N, G, 0.5f, mr, sr);
+    CHECK(mr[0] == 15.0f && isnan(sr[0]) && isnan(sr[3]) && !isnan(sr[1]));
+    for (int isa = 0; isa < HACHI_ISA_COUNT; isa++) {
+        const hachi_kernels *K = hachi_kernels_get((hachi_isa)isa);
+        if (!K || K == R || !K->attn_softmax) continue;
+        float xk[N * G], mk[G], sk[G];
+        memcpy(xk, base, sizeof xk);
+        for (int h = 0; h < G; h++) mk[h] = -INFINITY;
+        K->attn_softmax(xk, N, G, 0.5f, mk, sk);
+        int bad = 0;
+        for (int h = 0; h < G; h++) bad += mk[h] != mr[h] || isnan(sk[h]) != isnan(sr[h]);
+        for (int i = 0; i < N * G; i++) bad += isnan(xk[i]) != isnan(xr[i]);
+        CHECKF(bad == 0, "%s softmax with NaN scores: %d maxima, sums or weights unlike ref's (max %g, ref %g)", K->name,
+               bad, mk[0], mr[0]);
+    }
+}
+
 TEST(quant_rows_i8_vs_ref) {
     const hachi_kernels *R = hachi_kernels_ref();
     const int ns[] = {16, 64, 512, 24, 5};
@@ -523,6 +555,8 @@ TEST(quant_rows_i8_vs_ref) {
             x[3 * n + i] = i % 2 ? -1e30f : 1e-30f;
             x[4 * n + i] = i == 1 ? -127.0f : (float)(i % 7) * 0.25f - 0.75f;
         }
+        x[5 * n + 1] = 100.0f;   /* a NaN after the largest: passed over by the max, quantized to -127 */
+        x[5 * n + n / 2] = NAN;
         R->quant_rows_i8(x, rows, n, qr, sr);
         int bad = 0;
         for (int r = 0; r < rows; r++) {
@@ -531,7 +565,7 @@ TEST(quant_rows_i8_vs_ref) {
             bad += sr[r] != mx / 127.0f;
             for (int i = 0; i < n; i++) {
                 const double y = sr[r] > 0 ? (double)(x[r * n + i] / sr[r]) : 0;
-                const double want = fmax(-127, fmin(127, y < 0 ? -floor(-y + 0.5) : floor(y + 0.5)));
+                const double want = isnan(y) ? -127 : fmax(-127, fmin(127, y < 0 ? -floor(-y + 0.5) : floor(y + 0.5)));
                 bad += qr[r * n + i] != (int)want;
             }
         }

@@ -374,7 +374,7 @@ void hachi_quant_rows_i8_ref(const float *x, int rows, int64_t n, int8_t *q, flo
         const float *xr = x + (size_t)r * n;
         int8_t *qr = q + (size_t)r * n;
         float mx = 0.0f;
-        for (int64_t i = 0; i < n; i++) mx = HACHI_MAX(mx, fabsf(xr[i]));
+        for (int64_t i = 0; i < n; i++) mx = HACHI_MAX(fabsf(xr[i]), mx);   /* a NaN passed over (it becomes -127) */
         const float s = mx / 127.0f;
         scale[r] = s;
         for (int64_t i = 0; i < n; i++) qr[i] = s > 0.0f ? quant_i8(xr[i], s) : 0;

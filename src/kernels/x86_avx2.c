@@ -1022,7 +1022,8 @@ static void quant_rows_i8(const float *x, int rows, int64_t n, int8_t *q, float 
         const float *xr = x + (size_t)r * n;
         int8_t *qr = q + (size_t)r * n;
         __m256 m = _mm256_setzero_ps();
-        for (int64_t i = 0; i < n; i += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xr + i), abs));
+        for (int64_t i = 0; i < n; i += 8)   /* maxps gives its second operand for a NaN: passed over, as in ref */
+            m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xr + i), abs), m);
         float mv[8], mx = 0.0f;
         _mm256_storeu_ps(mv, m);
         for (int i = 0; i < 8; i++) mx = mv[i] > mx ? mv[i] : mx;

@@ -423,7 +423,7 @@ void hachi_attn_softmax_avx2(float *x, int n, int G, float scale, float *mx, flo
     for (int i = 0; i < nv; i++) {
         __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), sc);
         _mm256_storeu_ps(x + 8 * i, v);
-        m = _mm256_max_ps(m, v);
+        m = _mm256_max_ps(v, m);   /* a NaN score passed over, as ref's v > mx */
     }
     if (G == 4) m = _mm256_max_ps(m, _mm256_permute2f128_ps(m, m, 0x01));   /* both halves: max per head */
     __m256 acc = _mm256_setzero_ps();

@@ -9,7 +9,7 @@
 #include "kernels/exp_cephes.h"
 
 static inline __m256 hachi_exp256(__m256 x) {
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(_mm256_set1_ps(-87.0f), x));   /* a NaN stays NaN */
     const __m256 fx = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(HACHI_EXP_LOG2E), _mm256_set1_ps(0.5f)));
     x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(HACHI_EXP_LN2_HI), x);
     x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(HACHI_EXP_LN2_LO), x);
@@ -26,7 +26,7 @@ static inline __m256 hachi_exp256(__m256 x) {
 
 #ifdef __AVX512F__
 static inline __m512 hachi_exp512(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+    x = _mm512_min_ps(_mm512_set1_ps(88.0f), _mm512_max_ps(_mm512_set1_ps(-87.0f), x));   /* a NaN stays NaN */
     const __m512 fx = _mm512_roundscale_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(HACHI_EXP_LOG2E), _mm512_set1_ps(0.5f)),
                                            _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
     x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(HACHI_EXP_LN2_HI), x);

@@ -376,13 +376,13 @@ static void attn_softmax(float *x, int n, int G, float scale, float *mx, float *
     for (int i = 0; i < np; i++) {
         const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + 16 * i), sc);
         _mm512_storeu_ps(x + 16 * i, v);
-        m = _mm512_max_ps(m, v);
+        m = _mm512_max_ps(v, m);   /* a NaN score passed over, as ref's v > mx */
     }
     float *last = x + 16 * np;
     if (n % 2) {
         const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(last), _mm256_set1_ps(scale));
         _mm256_storeu_ps(last, v);
-        m = _mm512_max_ps(m, _mm512_broadcast_f32x8(v));
+        m = _mm512_max_ps(_mm512_broadcast_f32x8(v), m);
     }
     m = _mm512_max_ps(m, _mm512_shuffle_f32x4(m, m, 0x4E));   /* both halves: the max per head */
     __m512 acc = _mm512_setzero_ps();
