@@ -32,6 +32,11 @@ int32_t hachi_chat_turn(const hachi_model *m, const char *system, const char *us
     return hachi_chat_turn_spans(m, system, user, first, buf, cap, NULL);
 }
 
+int32_t hachi_chat_turn_think(const hachi_model *m, const char *system, const char *user, bool first, bool think,
+                              char *buf, int32_t cap, size_t plain[4]) {
+    return think ? -1 : hachi_chat_turn_spans(m, system, user, first, buf, cap, plain);   /* no thinking in the stand-in */
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static char chunk[1 << 16];
     for (int chat = 0; chat < 2; chat++) {
@@ -44,6 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         serve_chunk(chunk, sizeof chunk, &rq, &r, r.text, r.len, true, NULL, false);
         serve_chunk(chunk, sizeof chunk, &rq, &r, "", 0, false, "length", false);
         serve_chunk(chunk, sizeof chunk, &rq, &r, NULL, 0, false, NULL, true);
+        serve_chunk_reasoning(chunk, sizeof chunk, &rq, &r, r.text, r.len);
         serve_req_free(&rq);
     }
     serve_json_escape(chunk, sizeof chunk, (const char *)data, size);

@@ -123,12 +123,14 @@ HACHI_API void    hachi_detok_reset(hachi_detok *d, bool at_start);
 HACHI_API int32_t hachi_detok_push(hachi_detok *d, int32_t token, char *out, int32_t cap);
 /* Emits what is left (an incomplete sequence becomes U+FFFD). */
 HACHI_API int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap);
-/* hide true: the text of a reply's thoughts (Gemma 4: the tokens between its control tokens
- * <|channel> and <channel|>, "thought\n..." with thinking on, and the empty thought Gemma 4 may
- * add at a reply's end) is left out, as chat and serve's chat replies do; false (the default):
- * shown like any text, as run does. hachi_detok_hidden: tokens left out since the last reset. */
-HACHI_API void    hachi_detok_hide_thoughts(hachi_detok *d, bool hide);
-HACHI_API int32_t hachi_detok_hidden(const hachi_detok *d);
+/* Gemma 4 writes a reply's thoughts between its control tokens <|channel> and <channel|>
+ * ("thought\n..." with thinking on; an empty one may end a reply even with it off). in_thought:
+ * whether the text the last push or flush returned lies in one (the markers print nothing; the
+ * bytes a marker flushes belong to the text before it); thought_tokens: tokens inside thoughts
+ * since the last reset. A reply's reader routes that text apart (chat: stderr; serve:
+ * reasoning_content); run prints it with the rest. */
+HACHI_API bool    hachi_detok_in_thought(const hachi_detok *d);
+HACHI_API int32_t hachi_detok_thought_tokens(const hachi_detok *d);
 
 /* ---- session: one static plan for one context size --------------------------- */
 
@@ -434,6 +436,12 @@ HACHI_API int32_t hachi_chat_turn(const hachi_model *model, const char *system, 
  * a user) stays text instead of closing the turn; only the format's own markers are control. */
 HACHI_API int32_t hachi_chat_turn_spans(const hachi_model *model, const char *system, const char *user, bool first,
                                         char *buf, int32_t cap, size_t plain[4]);
+/* hachi_chat_turn_spans with Gemma 4's thinking on (think true) as its template renders it: the
+ * first turn's system turn opens with <|think|> (written without a system prompt too) and a reply
+ * starts bare, the model writing its thought first; think false: hachi_chat_turn_spans. -1
+ * (hachi_last_error) for think on a model without Gemma 4's format or its <|think|> token. */
+HACHI_API int32_t hachi_chat_turn_think(const hachi_model *model, const char *system, const char *user, bool first,
+                                        bool think, char *buf, int32_t cap, size_t plain[4]);
 /* What the format puts at the start of every reply, after the turn's markers, and so at the end
  * of hachi_chat_turn's text: for Gemma 4 files whose tokenizer.chat_template opens a reply with
  * an empty thought (thinking off) "<|channel>thought\n<channel|>", else "". A conversation's

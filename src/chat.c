@@ -68,15 +68,21 @@ static int32_t join(const part *p, int n, char *buf, int32_t cap, size_t *plain)
     return (int32_t)HACHI_MIN(len, (size_t)INT32_MAX);
 }
 
-int32_t hachi_chat_turn_spans(const hachi_model *m, const char *system, const char *user, bool first, char *buf,
-                              int32_t cap, size_t plain[4]) {
+/* One turn's text (hachi_chat_turn_spans; think: Gemma 4's thinking on) */
+static int32_t turn(const hachi_model *m, const char *system, const char *user, bool first, bool think, char *buf,
+                    int32_t cap, size_t plain[4]) {
     if (!m || cap < 0 || (!buf && cap)) {
         hachi_error_set("chat turn: %s", !m ? "no model" : cap < 0 ? "negative cap" : "NULL buffer");
         return -1;
     }
+    const hachi_tokenizer *t = hachi_model_tokenizer(m);
+    if (think && (hachi_chat_detect(m) != HACHI_CHAT_GEMMA4 || !hachi_tokenizer_is_control(t, hachi_tokenizer_find(t, "<|think|>")))) {
+        hachi_error_set("chat turn: thinking needs Gemma 4's chat format and its <|think|> token; this model has %s",
+                        hachi_chat_detect(m) == HACHI_CHAT_GEMMA4 ? "no <|think|> control token" : "another format");
+        return -1;
+    }
     if (!user) user = "";
     const char *bos = "";
-    const hachi_tokenizer *t = hachi_model_tokenizer(m);
     size_t bl = 0;
     int32_t b = hachi_tokenizer_bos(t);
     if (first && b >= 0) bos = hachi_tokenizer_piece(t, b, &bl);
@@ -89,7 +95,7 @@ int32_t hachi_chat_turn_spans(const hachi_model *m, const char *system, const ch
         user = trimmed(user, &ul);
     } else syl = strlen(sy);
     const bool sys = syl > 0;
-    part p[8];
+    part p[10];
     int n = 0;
 #define PART(str, w) (p[n++] = (part){(str), strlen(str), (w)})
 #define PARTN(str, l, w) (p[n++] = (part){(str), (l), (w)})
@@ -97,13 +103,14 @@ int32_t hachi_chat_turn_spans(const hachi_model *m, const char *system, const ch
     case HACHI_CHAT_GEMMA4:   /* later turns first close the previous reply (its <turn|> was sampled, not evaluated) */
         if (first) {
             PART(bosz, 0);
-            PART(sys ? "<|turn>system\n" : "", 0);
+            PART(sys || think ? "<|turn>system\n" : "", 0);
+            PART(think ? "<|think|>\n" : "", 0);
             PARTN(sy, syl, 1);
-            PART(sys ? "<turn|>\n<|turn>user\n" : "<|turn>user\n", 0);
+            PART(sys || think ? "<turn|>\n<|turn>user\n" : "<|turn>user\n", 0);
         } else PART("<turn|>\n<|turn>user\n", 0);
         PARTN(user, ul, 2);
         PART("<turn|>\n<|turn>model\n", 0);
-        PART(hachi_chat_reply_prefix(m), 0);
+        PART(think ? "" : hachi_chat_reply_prefix(m), 0);   /* thinking: the model writes its thought */
         break;
     case HACHI_CHAT_GEMMA3:
         PART(first ? bosz : "<end_of_turn>\n", 0);
@@ -126,7 +133,17 @@ int32_t hachi_chat_turn_spans(const hachi_model *m, const char *system, const ch
     return join(p, n, buf, cap, plain);
 }
 
+int32_t hachi_chat_turn_spans(const hachi_model *m, const char *system, const char *user, bool first, char *buf,
+                              int32_t cap, size_t plain[4]) {
+    return turn(m, system, user, first, false, buf, cap, plain);
+}
+
+int32_t hachi_chat_turn_think(const hachi_model *m, const char *system, const char *user, bool first, bool think,
+                              char *buf, int32_t cap, size_t plain[4]) {
+    return turn(m, system, user, first, think, buf, cap, plain);
+}
+
 int32_t hachi_chat_turn(const hachi_model *m, const char *system, const char *user, bool first, char *buf,
                         int32_t cap) {
-    return hachi_chat_turn_spans(m, system, user, first, buf, cap, NULL);
+    return turn(m, system, user, first, false, buf, cap, NULL);
 }

@@ -9,9 +9,9 @@ struct hachi_detok {
     const hachi_tokenizer *tok;     /* the model's; the model outlives the detokenizer */
     hachi_detok_state st;
     int32_t thought_open, thought_close;   /* Gemma 4's <|channel>, <channel|>; -1: none */
-    bool hide;                      /* thoughts left out */
-    bool in_thought;
-    int32_t hidden;                 /* tokens left out since the reset */
+    bool in_thought;                /* between them */
+    bool last_in_thought;           /* the text the last push or flush returned lies in a thought */
+    int32_t thought_tokens;         /* since the reset */
 };
 
 static hachi_status tokenize(const hachi_model *model, const char *text, size_t len, bool add_bos, bool parse_special,
@@ -59,8 +59,8 @@ hachi_status hachi_detok_create(const hachi_model *model, hachi_detok **out) {
     if (d->thought_open < 0 || d->thought_close < 0 || !hachi_tokenizer_is_control(t, d->thought_open) ||
         !hachi_tokenizer_is_control(t, d->thought_close))
         d->thought_open = d->thought_close = -1;
-    d->hide = d->in_thought = false;
-    d->hidden = 0;
+    d->in_thought = d->last_in_thought = false;
+    d->thought_tokens = 0;
     *out = d;
     return HACHI_OK;
 }
@@ -70,26 +70,29 @@ void hachi_detok_free(hachi_detok *d) { hachi_free(d); }
 void hachi_detok_reset(hachi_detok *d, bool at_start) {
     if (!d) return;
     hachi_tokenizer_detok_init(&d->st, at_start);
-    d->in_thought = false;
-    d->hidden = 0;
+    d->in_thought = d->last_in_thought = false;
+    d->thought_tokens = 0;
 }
 
-void hachi_detok_hide_thoughts(hachi_detok *d, bool hide) {
-    if (d) d->hide = hide;
-}
+bool hachi_detok_in_thought(const hachi_detok *d) { return d && d->last_in_thought; }
 
-int32_t hachi_detok_hidden(const hachi_detok *d) { return d ? d->hidden : 0; }
+int32_t hachi_detok_thought_tokens(const hachi_detok *d) { return d ? d->thought_tokens : 0; }
 
 int32_t hachi_detok_push(hachi_detok *d, int32_t token, char *out, int32_t cap) {
     if (!d || !out || cap <= 0) return 0;
-    if (d->hide && d->thought_open >= 0) {   /* a thought's text is left out, its markers are control */
-        if (token == d->thought_open) d->in_thought = true;
-        else if (token == d->thought_close) d->in_thought = false;
-        else if (d->in_thought) { d->hidden++; return 0; }
+    if (d->thought_open >= 0 && (token == d->thought_open || token == d->thought_close)) {
+        /* a thought's marker: what is pending belongs to the text before it */
+        d->last_in_thought = d->in_thought;
+        d->in_thought = token == d->thought_open;
+        return hachi_tokenizer_detok_flush(d->tok, &d->st, out, cap);
     }
+    d->last_in_thought = d->in_thought;
+    d->thought_tokens += d->in_thought;
     return hachi_tokenizer_detok_push(d->tok, &d->st, token, out, cap);
 }
 
 int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap) {
-    return d && out && cap > 0 ? hachi_tokenizer_detok_flush(d->tok, &d->st, out, cap) : 0;
+    if (!d || !out || cap <= 0) return 0;
+    d->last_in_thought = d->in_thought;
+    return hachi_tokenizer_detok_flush(d->tok, &d->st, out, cap);
 }

@@ -3,6 +3,8 @@
  * as a pass). One runner (tests/main.c) runs every registered test. */
 #ifndef HACHI_TEST_H
 #define HACHI_TEST_H
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,12 @@ int test_run(const char *cmd, char **out);
 char *test_sh(int *rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* name in the scratch directory, in a static buffer (16 rotating). */
 const char *test_tmp(const char *name);
+
+/* A copy of the GGUF at src written to dst (tests/gguf_edit.c): the pieces at ids[0..n) renamed
+ * pieces[] and typed control, tokenizer.chat_template tmpl (NULL: none), every other key and
+ * tensor as src has it. false (a failure recorded) when that fails. */
+bool test_gguf_control_tokens(const char *src, const char *dst, const int32_t *ids, const char *const *pieces, int n,
+                              const char *tmpl);
 
 #define TEST(name)                                                            \
     static void name(void);                                                   \

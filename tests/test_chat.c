@@ -9,7 +9,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gguf.h"
 #include "hachi.h"
 #include "test.h"
 
@@ -17,95 +16,22 @@
 #define TURN_CLOSE 106   /* <turn|> */
 #define CHANNEL_OPEN 100    /* <|channel> (<unused94> in the shared vocabulary) */
 #define CHANNEL_CLOSE 101   /* <channel|> (<unused95>) */
+#define THINK 102           /* <|think|> (<unused96>) */
 
-/* The encoded payload of a GGUF string array (element type, count, then length and bytes of
- * each) with the strings at ids[0..n_repl) replaced by repl[]; malloc'd, length in *len. */
-static uint8_t *str_array_payload(const hachi_gguf_value *v, const int32_t *ids, const char *const *repl,
-                                  int n_repl, size_t *len) {
-    size_t sz = 12;
-    for (uint64_t i = 0; i < v->arr.n; i++) sz += 8 + v->arr.strs[i].len;
-    for (int r = 0; r < n_repl; r++) sz += strlen(repl[r]) - v->arr.strs[ids[r]].len;
-    uint8_t *p = malloc(sz), *q = p;
-    if (!p) return NULL;
-    uint32_t et = HACHI_GGUF_STRING;
-    uint64_t n = v->arr.n;
-    memcpy(q, &et, 4);   /* (little-endian host, as the rest of hachi) */
-    memcpy(q + 4, &n, 8);
-    q += 12;
-    for (uint64_t i = 0; i < n; i++) {
-        const char *s = v->arr.strs[i].ptr;
-        uint64_t l = v->arr.strs[i].len;
-        for (int r = 0; r < n_repl; r++)
-            if ((uint64_t)ids[r] == i) { s = repl[r]; l = strlen(repl[r]); }
-        memcpy(q, &l, 8);
-        if (l) memcpy(q + 8, s, (size_t)l);
-        q += 8 + l;
-    }
-    *len = sz;
-    return p;
-}
-
-/* Copies every key of g into w, with tokenizer.ggml.tokens and token_type changed at ids 105 and
- * 106 to Gemma 4's turn tokens and at 100 and 101 to its channel tokens (control), and
- * tokenizer.chat_template set to tmpl (NULL: none). False (a failure recorded) on a key it cannot
- * copy. */
-static bool copy_as_gemma4(const hachi_gguf *g, hachi_gguf_writer *w, const char *tmpl) {
-    static const int32_t ids[4] = {TURN_OPEN, TURN_CLOSE, CHANNEL_OPEN, CHANNEL_CLOSE};
-    static const char *const pieces[4] = {"<|turn>", "<turn|>", "<|channel>", "<channel|>"};
-    for (int64_t k = 0; k < hachi_gguf_n_kv(g); k++) {
-        const char *key = hachi_gguf_key_at(g, k);
-        const hachi_gguf_value *v = hachi_gguf_value_at(g, k);
-        hachi_status st;
-        bool tokens = !strcmp(key, "tokenizer.ggml.tokens"), types = !strcmp(key, "tokenizer.ggml.token_type");
-        if ((tokens || types) && v->arr.n <= TURN_CLOSE) { CHECKF(0, "%s: too short", key); return false; }
-        if (tokens && v->type == HACHI_GGUF_ARRAY && v->arr.type == HACHI_GGUF_STRING) {
-            size_t len = 0;
-            uint8_t *p = str_array_payload(v, ids, pieces, 4, &len);
-            st = p ? hachi_gguf_set_raw(w, key, HACHI_GGUF_ARRAY, p, len) : HACHI_ERR_NOMEM;
-            free(p);
-        } else if (types && v->type == HACHI_GGUF_ARRAY && v->arr.type == HACHI_GGUF_INT32) {
-            int32_t *t = malloc(sizeof *t * v->arr.n);
-            if (!t) return false;
-            memcpy(t, v->arr.data, sizeof *t * v->arr.n);
-            for (int i = 0; i < 4; i++) t[ids[i]] = 3;   /* control, as in a real Gemma 4 file */
-            st = hachi_gguf_set_arr(w, key, HACHI_GGUF_INT32, t, v->arr.n);
-            free(t);
-        } else if (!strcmp(key, "tokenizer.chat_template")) {
-            continue;
-        } else {
-            st = hachi_gguf_copy_kv(w, g, k);
-        }
-        CHECKF(st == HACHI_OK, "copy %s (type %u): %s", key, v->type, hachi_last_error());
-        if (st) return false;
-    }
-    hachi_status st = tmpl ? hachi_gguf_set_str(w, "tokenizer.chat_template", tmpl) : HACHI_OK;
-    CHECKF(st == HACHI_OK, "chat template: %s", hachi_last_error());
-    return st == HACHI_OK;
-}
-
-/* The shared vocabulary as a Gemma 4 one (copy_as_gemma4) written to the scratch dir as name and
- * loaded vocab-only; NULL (a failure recorded) when that fails. */
+/* The shared vocabulary as a Gemma 4 one written to the scratch dir as name and loaded
+ * vocab-only: ids 105 and 106 Gemma 4's turn tokens, 100 and 101 its channel tokens and 102
+ * <|think|> (control, as in a real Gemma 4 file), tokenizer.chat_template tmpl (NULL: none);
+ * NULL (a failure recorded) when that fails. */
 static hachi_model *gemma4_vocab(const char *src, const char *name, const char *tmpl) {
+    static const int32_t ids[5] = {TURN_OPEN, TURN_CLOSE, CHANNEL_OPEN, CHANNEL_CLOSE, THINK};
+    static const char *const pieces[5] = {"<|turn>", "<turn|>", "<|channel>", "<channel|>", "<|think|>"};
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", test_tmpdir(), name);
-    hachi_gguf *g = NULL;
-    hachi_status st = hachi_gguf_open(src, &g);
-    CHECKF(st == HACHI_OK, "open %s: %s", src, hachi_last_error());
-    if (st) return NULL;
-    hachi_gguf_writer *w = hachi_gguf_writer_new();
-    bool ok = w && copy_as_gemma4(g, w, tmpl);
-    if (ok) {
-        st = hachi_gguf_writer_write(w, path);
-        CHECKF(st == HACHI_OK, "write %s: %s", path, hachi_last_error());
-        ok = st == HACHI_OK;
-    }
-    hachi_gguf_writer_free(w);
-    hachi_gguf_free(g);
-    if (!ok) return NULL;
+    if (!test_gguf_control_tokens(src, path, ids, pieces, 5, tmpl)) return NULL;
     hachi_model_params mp = hachi_model_default_params();
     mp.vocab_only = true;
     hachi_model *m = NULL;
-    st = hachi_model_load(path, &mp, &m);
+    hachi_status st = hachi_model_load(path, &mp, &m);
     CHECKF(st == HACHI_OK, "load %s: %s", path, hachi_last_error());
     return st == HACHI_OK ? m : NULL;
 }
@@ -303,10 +229,10 @@ TEST(chat_gemma4_empty_thought) {
     hachi_model_free(m);
 }
 
-/* A reply's thought (the tokens between <|channel> and <channel|>) is left out of the text when
- * the detokenizer hides thoughts (chat, serve's chat replies), and shown like any text otherwise
- * (run); the markers are control tokens, so they print nothing either way. */
-TEST(chat_gemma4_thoughts_hidden) {
+/* A reply's thought (the tokens between <|channel> and <channel|>) is told apart by the
+ * detokenizer (chat prints it to stderr, serve sends it as reasoning_content; run prints it with the
+ * rest); the markers print nothing. */
+TEST(chat_gemma4_thoughts_apart) {
     NEED_SHARED(src, "oracle/gemma4-vocab.gguf");
     hachi_model *m = gemma4_vocab(src, "gemma4-chat-thought.gguf", NULL);
     if (!m) return;
@@ -321,28 +247,72 @@ TEST(chat_gemma4_thoughts_hidden) {
     push_id(&ids, CHANNEL_OPEN);   /* the empty thought Gemma 4 may add at the end */
     const int t1 = ids.n;
     push_text(&ids, m, "thought\n");
-    const int n_hidden = n_thought + ids.n - t1;
+    const int n_in = n_thought + ids.n - t1;
     push_id(&ids, CHANNEL_CLOSE);
     hachi_detok *d = NULL;
     CHECK(hachi_detok_create(m, &d) == HACHI_OK);
     if (!d) { hachi_model_free(m); return; }
-    for (int hide = 0; hide < 2; hide++) {
-        char text[512], buf[HACHI_DETOK_MAX];
-        size_t n = 0;
-        hachi_detok_reset(d, false);
-        hachi_detok_hide_thoughts(d, hide);
-        for (int i = 0; i < ids.n; i++) {
-            int32_t k = hachi_detok_push(d, ids.v[i], buf, sizeof buf);
-            if (n + (size_t)k < sizeof text) { memcpy(text + n, buf, (size_t)k); n += (size_t)k; }
-        }
-        int32_t k = hachi_detok_flush(d, buf, sizeof buf);
-        if (n + (size_t)k < sizeof text) { memcpy(text + n, buf, (size_t)k); n += (size_t)k; }
-        text[n] = 0;
-        const char *want = hide ? "Hello world" : "Hellothought\nIt is a greeting. worldthought\n";
-        CHECKF(!strcmp(text, want), "hide %d: '%s', want '%s'", hide, text, want);
-        CHECKF(hachi_detok_hidden(d) == (hide ? n_hidden : 0), "hide %d: %d tokens hidden, want %d", hide,
-               hachi_detok_hidden(d), hide ? n_hidden : 0);
+    char text[2][512], buf[HACHI_DETOK_MAX];
+    size_t n[2] = {0, 0};
+    hachi_detok_reset(d, false);
+    for (int i = 0; i <= ids.n; i++) {
+        const int32_t k = i < ids.n ? hachi_detok_push(d, ids.v[i], buf, sizeof buf) : hachi_detok_flush(d, buf, sizeof buf);
+        const int in = hachi_detok_in_thought(d);
+        if (n[in] + (size_t)k < sizeof text[in]) { memcpy(text[in] + n[in], buf, (size_t)k); n[in] += (size_t)k; }
     }
+    text[0][n[0]] = text[1][n[1]] = 0;
+    CHECKF(!strcmp(text[0], "Hello world") && !strcmp(text[1], "thought\nIt is a greeting.thought\n"), "'%s' / '%s'",
+           text[0], text[1]);
+    CHECKF(hachi_detok_thought_tokens(d) == n_in, "%d tokens in thoughts, want %d", hachi_detok_thought_tokens(d), n_in);
     hachi_detok_free(d);
     hachi_model_free(m);
+}
+
+/* Thinking on, as the official template renders it with enable_thinking (jinja2, as above): the
+ * first turn's system turn opens with <|think|> (written without a system prompt too), a reply
+ * starts bare; a conversation's earlier reply is history as without thinking. A model without
+ * Gemma 4's format has no thinking. */
+TEST(chat_gemma4_thinking_on) {
+    NEED_SHARED(src, "oracle/gemma4-vocab.gguf");
+    const char *tmpl = "{%- if not enable_thinking | default(false) -%}{{- '<|channel>thought\\n<channel|>' -}}{%- endif -%}";
+    hachi_model *m = gemma4_vocab(src, "gemma4-chat-think.gguf", tmpl);
+    if (!m) return;
+    char buf[512], first[512], conv[1040];
+    const char *want1 = "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n";
+    int32_t n = hachi_chat_turn_think(m, NULL, "Hi", true, true, buf, sizeof buf, NULL);
+    CHECKF(n == (int32_t)strlen(want1) && !strcmp(buf, want1), "no system: '%s'", buf);
+    ids_t ids = {.n = 0};
+    push_id(&ids, 2);
+    push_id(&ids, TURN_OPEN);
+    push_text(&ids, m, "system\n");
+    push_id(&ids, THINK);
+    push_text(&ids, m, "\n");
+    push_id(&ids, TURN_CLOSE);
+    push_text(&ids, m, "\n");
+    push_id(&ids, TURN_OPEN);
+    push_text(&ids, m, "user\nHi");
+    push_id(&ids, TURN_CLOSE);
+    push_text(&ids, m, "\n");
+    push_id(&ids, TURN_OPEN);
+    push_text(&ids, m, "model\n");
+    check_ids(m, buf, &ids);
+    const char *want2 = "<bos><|turn>system\n<|think|>\nBe brief.<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\nHello!<turn|>\n"
+                        "<|turn>user\nMore<turn|>\n<|turn>model\n";
+    size_t pl[4];
+    n = hachi_chat_turn_think(m, "Be brief.", "Hi", true, true, first, sizeof first, pl);
+    CHECK(n > 0 && pl[1] == 9 && !memcmp(first + pl[0], "Be brief.", 9));
+    CHECK(hachi_chat_turn_think(m, "Be brief.", "More", false, true, buf, sizeof buf, NULL) > 0);
+    snprintf(conv, sizeof conv, "%sHello!%s", first, buf);
+    CHECKF(!strcmp(conv, want2), "conversation: '%s'", conv);
+    /* thinking off: the same calls as hachi_chat_turn_spans */
+    CHECK(hachi_chat_turn_think(m, NULL, "Hi", true, false, buf, sizeof buf, NULL) > 0 &&
+          !strcmp(buf, "<bos><|turn>user\nHi<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"));
+    hachi_model_free(m);
+    hachi_model_params mp = hachi_model_default_params();
+    mp.vocab_only = true;
+    if (hachi_model_load(src, &mp, &m) == HACHI_OK) {   /* the shared vocabulary as it is: Gemma 3's format */
+        CHECK(hachi_chat_turn_think(m, NULL, "Hi", true, true, buf, sizeof buf, NULL) == -1 &&
+              strstr(hachi_last_error(), "thinking"));
+        hachi_model_free(m);
+    }
 }

@@ -310,6 +310,12 @@ TEST(serve_http_errors_and_slots) {
         /* cJSON ends a string at a NUL: the stop sequence was cut to "a", the text to "hi" */
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":[\"a\\u0000b\"]}", "u0000 at byte 55) is not supported"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\\u0000there\"}]}", "NUL character"},
+        /* thinking: Gemma 4's alone (this model's format is the plain one) */
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"chat_template_kwargs\":{\"enable_thinking\":true}}",
+         "this model has no Gemma 4 thinking"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"chat_template_kwargs\":5}", "'chat_template_kwargs' must be an object"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"chat_template_kwargs\":{\"enable_thinking\":1}}",
+         "'enable_thinking' must be a boolean"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(full, sizeof full, "%s -d '%s'", chat, bad[i].body);
@@ -530,6 +536,80 @@ TEST(serve_seed_flag) {
     }
     CHECKF(t[0] && t[1] && t[2] && !strcmp(t[0], t[1]) && strcmp(t[0], t[2]), "'%s' / '%s' / seed 6: '%s'", t[0], t[1], t[2]);
     for (int i = 0; i < 3; i++) free(t[i]);
+    server_stop(&sv);
+}
+
+/* the values of a JSON string field in a body (a response, or a stream's events) concatenated,
+ * unescaped as far as \" \\ \n go */
+static char *field_texts(const char *b, const char *field) {
+    char key[64];
+    snprintf(key, sizeof key, "\"%s\":\"", field);
+    size_t n = 0, kl = strlen(key);
+    char *out = calloc(1, strlen(b) + 1);
+    for (const char *p = b; out && (p = strstr(p, key)); ) {
+        p += kl;
+        for (; *p && *p != '"'; p++) {
+            if (*p == '\\' && p[1]) p++, out[n++] = *p == 'n' ? '\n' : *p;
+            else out[n++] = *p;
+        }
+    }
+    return out;
+}
+
+/* A chat reply's thought goes to reasoning_content, streamed or not, and its answer to content.
+ * The model: gemma4-micro with its ',' and '.' tokens renamed Gemma 4's thought markers <|channel>
+ * and <channel|> (control tokens; the same ids, so the same greedy tokens): the reply of the
+ * unchanged model, split at its ',' and '.' (the only pieces holding either character), is what
+ * the changed one must give as content (outside) and reasoning (inside). */
+TEST(serve_reasoning_content) {
+    const char *model, *why = cannot_serve(&model);
+    if (why) SKIP("%s", why);
+    char thought_model[1024];
+    snprintf(thought_model, sizeof thought_model, "%s/micro-thoughts.gguf", test_tmpdir());
+    static const int32_t ids[2] = {432, 426};
+    static const char *const pieces[2] = {"<|channel>", "<channel|>"};
+    char *probe = test_sh(&(int){0}, "%s tokenize -m %s -p ',.' --ids 2>&1", test_hachi_bin(), model);
+    const bool ids_right = strstr(probe, "432 426") != NULL;
+    free(probe);
+    if (!ids_right) { CHECKF(0, "gemma4-micro's ',' and '.' are not ids 432 and 426"); return; }
+    if (!test_gguf_control_tokens(model, thought_model, ids, pieces, 2, NULL)) return;
+    const char *req = "-d '{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story\"}],\"max_tokens\":60,"
+                      "\"temperature\":0%s}'";
+    char chat[512], args[1024], *b = NULL, *plain = NULL;
+    server sv;
+    if (!server_start(&sv, model, "")) return;
+    snprintf(chat, sizeof chat, "-H 'Content-Type: application/json' " AUTH URL "/v1/chat/completions", sv.port);
+    snprintf(args, sizeof args, req, "");
+    char full[2048];
+    snprintf(full, sizeof full, "%s %s", chat, args);
+    CHECK(body_status(&b, "%s", full) == 200);
+    plain = field_texts(b, "content");
+    free(b);
+    server_stop(&sv);
+    char want[2][1024] = {"", ""};
+    size_t wn[2] = {0, 0};
+    int in = 0, blocks = 0;
+    for (const char *p = plain; p && *p && wn[0] < 1000 && wn[1] < 1000; p++) {
+        if (*p == ',') { in = 1; blocks++; }
+        else if (*p == '.') in = 0;
+        else want[in][wn[in]++] = *p;
+    }
+    if (!server_start(&sv, thought_model, "")) { free(plain); return; }
+    snprintf(chat, sizeof chat, "-H 'Content-Type: application/json' " AUTH URL "/v1/chat/completions", sv.port);
+    for (int stream = 0; stream < 2; stream++) {
+        snprintf(args, sizeof args, req, stream ? ",\"stream\":true" : "");
+        snprintf(full, sizeof full, "%s %s", chat, args);
+        CHECK(body_status(&b, "%s", full) == 200);
+        char *c = field_texts(b, "content"), *r = field_texts(b, "reasoning_content");
+        CHECKF(c && r && !strcmp(c, want[0]) && !strcmp(r, want[1]),
+               "stream %d: content '%s' (want '%s'), reasoning '%s' (want '%s'); the plain reply '%s'", stream, c, want[0],
+               r, want[1], plain);
+        free(c);
+        free(r);
+        free(b);
+    }
+    CHECKF(blocks > 0 && wn[1] > 0, "the plain reply has no ',': no thought to route ('%s')", plain);
+    free(plain);
     server_stop(&sv);
 }
 

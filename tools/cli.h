@@ -293,6 +293,7 @@ typedef struct serve_req {
     int n_stop;
     bool stream, include_usage;
     bool cache_prompt;              /* llama.cpp's field (default true): false prefills the whole prompt */
+    bool think;                     /* chat_template_kwargs.enable_thinking: Gemma 4's thinking on */
 } serve_req;
 
 /* Parses and checks a request body of len bytes (not NUL-terminated) for chat (else a
@@ -314,6 +315,8 @@ typedef struct serve_result {
     size_t len;
     const char *finish;             /* "stop" or "length" */
     int prompt_tokens, cached_tokens, completion_tokens;
+    const char *reasoning;          /* a chat reply's thought (reasoning_content; len 0: none) */
+    size_t reasoning_len;
 } serve_result;
 /* The chat.completion or text_completion object (malloc'd). */
 char *serve_result_json(const serve_req *rq, const serve_result *r);
@@ -322,6 +325,9 @@ char *serve_result_json(const serve_req *rq, const serve_result *r);
  * (usage). Returns the bytes written, 0 when it does not fit. */
 size_t serve_chunk(char *buf, size_t cap, const serve_req *rq, const serve_result *r, const char *text, size_t len,
                    bool first, const char *finish, bool usage);
+/* A chat stream's delta of the reply's thought: {"reasoning_content": text[0..len)}; 0 when it does not fit. */
+size_t serve_chunk_reasoning(char *buf, size_t cap, const serve_req *rq, const serve_result *r, const char *text,
+                             size_t len);
 /* {"object":"list","data":[{"id":name,...}]} (malloc'd). */
 char *serve_models_json(const char *name, long long created);
 

@@ -3,7 +3,8 @@
  * turns); the reply streams until the end-of-turn token or EOS. When the
  * context cannot hold the next turn, the user is told and the chat ends.
  * --draft N: prompt-lookup drafts over the whole conversation (-md FILE: a Gemma 4
- * assistant's); with or without, the reply is decoded by the library's loop (hachi_spec). */
+ * assistant's); with or without, the reply is decoded by the library's loop (hachi_spec).
+ * A Gemma 4 reply's thought (--think asks for one) goes to stderr, the answer to stdout. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 int cmd_chat(int argc, char **argv) {
     const char *cmd = "chat", *system = NULL;
+    bool think = false;
     cli_opts o;
     long n_max = 512;
     cli_draft dr;
@@ -26,13 +28,16 @@ int cmd_chat(int argc, char **argv) {
         if (r > 0) continue;
         const char *a = argv[i];
         if (!strcmp(a, "--system")) { if (!(system = cli_value(cmd, argc, argv, &i))) return 1; }
+        else if (!strcmp(a, "--think")) think = true;
         else if (!strcmp(a, "-n")) {
             const char *v = cli_value(cmd, argc, argv, &i);
             if (!v || !cli_int(cmd, a, v, 1, 1 << 20, &n_max)) return 1;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: hachi chat -m MODEL [--system TEXT] [-n MAX_REPLY_TOKENS] [-c CTX] [--draft N] [-md FILE] [--spec KIND]\n"
-                   "                  [--draft-sample] [sampling flags]\n"
+            printf("usage: hachi chat -m MODEL [--system TEXT] [--think] [-n MAX_REPLY_TOKENS] [-c CTX] [--draft N] [-md FILE]\n"
+                   "                  [--spec KIND] [--draft-sample] [sampling flags]\n"
                    "one user message per line on stdin; an empty line or end of input ends the chat\n"
+                   "  --think     Gemma 4's thinking on (<|think|> in the system turn); a reply's thought goes\n"
+                   "              to stderr, its answer to stdout\n"
                    CLI_DRAFT_USAGE CLI_DRAFT_TRACE_USAGE CLI_MODE_USAGE);
             return 0;
         } else return cli_error(cmd, "unknown option '%s'", a);
@@ -57,7 +62,13 @@ int cmd_chat(int argc, char **argv) {
     if (!cli_draft_setup(cmd, &dr, m, &spp)) goto out;
     if ((st = hachi_spec_create(m, s, smp, &spp, &sp))) { cli_lib_error(cmd, st, "generator"); goto out; }
     if ((st = hachi_detok_create(m, &dt))) { cli_lib_error(cmd, st, "detokenizer"); goto out; }
-    hachi_detok_hide_thoughts(dt, true);
+    if (think) {   /* refused up front for a model without Gemma 4's thinking */
+        char probe[8];
+        if (hachi_chat_turn_think(m, system, "", true, true, probe, sizeof probe, NULL) < 0) {
+            cli_error(cmd, "--think: %s", hachi_last_error());
+            goto out;
+        }
+    }
     const hachi_spec_stats *ss = hachi_spec_get_stats(sp);
     bool tty = isatty(STDIN_FILENO);
     static const char *names[] = {"gemma4", "gemma3", "plain"};
@@ -74,11 +85,11 @@ int cmd_chat(int argc, char **argv) {
         if (got == 0) break;
         if (strlen(line) != (size_t)got) { cli_error(cmd, "a message holds a NUL byte"); goto out; }
 
-        int32_t need = hachi_chat_turn(m, system, line, turns == 0, NULL, 0) + 1;
+        int32_t need = hachi_chat_turn_think(m, system, line, turns == 0, think, NULL, 0, NULL) + 1;
         free(turn);
         if (!(turn = malloc(need))) goto out;
         size_t plain[4];   /* the system's and the user's text: "<turn|>" typed stays text */
-        hachi_chat_turn_spans(m, system, line, turns == 0, turn, need, plain);
+        hachi_chat_turn_think(m, system, line, turns == 0, think, turn, need, plain);
         int32_t n = 0;
         hachi_tokenize_spans(m, turn, strlen(turn), false, plain, 2, NULL, 0, &n);
         free(toks);
@@ -108,7 +119,7 @@ int cmd_chat(int argc, char **argv) {
                 if ((ended = hachi_model_is_eog(m, out[i]))) break;   /* not counted, as in run */
                 gen++;
                 int32_t len = hachi_detok_push(dt, out[i], buf, sizeof buf);
-                fwrite(buf, 1, len, stdout);
+                fwrite(buf, 1, len, hachi_detok_in_thought(dt) ? stderr : stdout);   /* a thought apart */
             }
             fflush(stdout);
         }
@@ -122,13 +133,13 @@ int cmd_chat(int argc, char **argv) {
         }
         if (st) { cli_lib_error(cmd, st, "decode failed"); goto out; }
         int32_t len = hachi_detok_flush(dt, buf, sizeof buf);
-        fwrite(buf, 1, len, stdout);
+        fwrite(buf, 1, len, hachi_detok_in_thought(dt) ? stderr : stdout);
         fputc('\n', stdout);
         fflush(stdout);
         turns++;
         fprintf(stderr, "[turn %d: prefilled %d new tokens, replied %d tokens%s, context %d/%d", turns, n, gen,
                 ended ? "" : " (cut at -n)", hachi_session_pos(s), hachi_session_n_ctx(s));
-        if (hachi_detok_hidden(dt)) fprintf(stderr, "; %d tokens of thought not shown", hachi_detok_hidden(dt));
+        if (hachi_detok_thought_tokens(dt)) fprintf(stderr, "; %d tokens of thought (on stderr)", hachi_detok_thought_tokens(dt));
         if (spp.drafter != HACHI_DRAFTER_NONE)
             fprintf(stderr, "; so far %lld of %lld drafted tokens kept, %lld forwards", (long long)ss->accepted,
                     (long long)ss->drafted, (long long)ss->forwards);

@@ -103,6 +103,10 @@ typedef struct request {
     char *text;                     /* [text_cap] generated text; [0, sent) released to the client */
     size_t text_len, text_cap, sent;
     bool text_oom;                  /* the text could not grow: the generation ends there */
+    char *think;                    /* [think_cap] a chat reply's thought (reasoning_content); [0, think_sent) sent */
+    size_t think_len, think_cap, think_sent;
+    bool was_in_thought;
+    int label;                      /* in a thought: bytes of its "thought" label matched; 7: its white space; 8: its text */
     const char *finish;             /* NULL while generating */
     bool role_sent, stream_end;
     char *out;                      /* [SERVE_STREAM_BUF] stream events not yet handed to MHD */
@@ -262,7 +266,6 @@ static hachi_status gen_begin(server *srv, request *q) {
     sl->n_held = n;
     if ((st = hachi_spec_feed(q->sp, q->prompt, n))) return st;
     hachi_detok_reset(sl->dt, rq->chat && !rq->continues);   /* a reply's first piece loses its space */
-    hachi_detok_hide_thoughts(sl->dt, rq->chat);   /* a chat reply's content leaves its thoughts out */
     return HACHI_OK;
 }
 
@@ -300,11 +303,45 @@ static void text_add(request *q, const char *s, size_t n) {
     q->text_len += n;
 }
 
+/* A chat reply's thought text, without the "thought" label and the white space after it that
+ * open it (as llama.cpp's Gemma 4 parser takes it); a label that turns out otherwise is kept */
+static void think_add(request *q, const char *s, size_t n) {
+    static const char label[] = "thought";
+    if (q->think_len + n + sizeof label > q->think_cap) {
+        char *t = realloc(q->think, 2 * (q->think_len + n + sizeof label));
+        if (!t) { q->text_oom = true; return; }
+        q->think = t;
+        q->think_cap = 2 * (q->think_len + n + sizeof label);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char c = s[i];
+        if (q->label < 7 && c == label[q->label]) { q->label++; continue; }
+        if (q->label < 7) {   /* not the label: what matched of it is text */
+            memcpy(q->think + q->think_len, label, (size_t)q->label);
+            q->think_len += (size_t)q->label;
+            q->label = 8;
+        } else if (q->label == 7) {
+            if (strchr(" \t\r\n", c)) continue;
+            q->label = 8;
+        }
+        q->think[q->think_len++] = c;
+    }
+}
+
+/* Text the detokenizer gave: a chat reply's thought apart (a new thought opens with its label) */
+static void out_add(request *q, const char *s, size_t n) {
+    const bool in = q->rq.chat && hachi_detok_in_thought(q->sl->dt);
+    if (in && !q->was_in_thought) q->label = 0;
+    q->was_in_thought = in;
+    if (in) think_add(q, s, n);
+    else text_add(q, s, n);
+}
+
 /* The end of the text: the detokenizer's rest, a last look for stop sequences. */
 static void gen_finish(request *q, const char *why) {
     char buf[HACHI_DETOK_MAX];
     size_t at, k = (size_t)hachi_detok_flush(q->sl->dt, buf, sizeof buf);
-    text_add(q, buf, k);
+    out_add(q, buf, k);
     if (q->rq.n_stop && find_stop(q, q->sent, &at)) { q->text_len = at; why = "stop"; }
     q->finish = why;
 }
@@ -326,7 +363,7 @@ static size_t gen_step(server *srv, request *q) {
         char buf[HACHI_DETOK_MAX];
         size_t from = q->text_len > SERVE_MAX_STOP_LEN ? q->text_len - SERVE_MAX_STOP_LEN : 0;
         size_t k = (size_t)hachi_detok_push(sl->dt, out[i], buf, sizeof buf);
-        text_add(q, buf, k);
+        out_add(q, buf, k);
         if (q->text_oom) { gen_finish(q, "length"); return q->text_len - q->sent; }
         size_t at;
         if (q->rq.n_stop && find_stop(q, CLI_MAX(from, q->sent), &at)) {
@@ -356,6 +393,8 @@ static void gen_end(server *srv, request *q) {
     q->res.cached_tokens = q->n_cached;
     q->res.text = q->text;
     q->res.len = q->text_len;
+    q->res.reasoning = q->think;
+    q->res.reasoning_len = q->think_len;
     q->res.finish = q->finish ? q->finish : "length";
     fprintf(stderr, "hachi serve: %s slot %d: prompt %d tokens (%d reused, %d prefilled), %d generated%s, %s, %.1f ms\n",
             q->rq.chat ? "chat" : "completion", q->sl ? q->sl->id : -1, q->n_prompt, q->n_cached,
@@ -400,12 +439,24 @@ static void request_unref(request *q) {
     free(q->body);
     free(q->prompt);
     free(q->text);
+    free(q->think);
     free(q->out);
     atomic_fetch_sub(&q->srv->live, 1);
     free(q);
 }
 
 static void stream_add(request *q, size_t n) { q->out_len += n; }
+
+/* A stream's event of the thought not sent yet, added to q->out at o; its bytes (0: none or no room) */
+static size_t think_chunk(request *q, char *o, size_t cap) {
+    if (q->think_sent >= q->think_len) return 0;
+    const size_t w = serve_chunk_reasoning(o, cap, &q->rq, &q->res, q->think + q->think_sent, q->think_len - q->think_sent);
+    if (w) {
+        q->think_sent = q->think_len;
+        stream_add(q, w);
+    }
+    return w;
+}
 
 /* The next events of a stream into q->out: the role, text as it is released, the end. */
 static bool stream_produce(request *q) {
@@ -421,6 +472,10 @@ static bool stream_produce(request *q) {
         if (client_gone(q->conn)) return false;
         if (atomic_load(&srv->stop)) { gen_finish(q, "length"); break; }   /* the stream ends whole */
         size_t n = gen_step(srv, q);
+        const size_t wt = think_chunk(q, o, cap);   /* the thought as it comes */
+        if (q->think_sent < q->think_len && !wt) return false;
+        o += wt;
+        cap -= wt;
         if (n && !q->finish) {
             size_t w = serve_chunk(o, cap, &q->rq, &q->res, q->text + q->sent, n, false, NULL, false);
             if (!w) return false;
@@ -428,7 +483,12 @@ static bool stream_produce(request *q) {
             stream_add(q, w);
             return true;
         }
+        if (wt) return true;
     }
+    const size_t wt = think_chunk(q, o, cap);
+    if (q->think_sent < q->think_len && !wt) return false;
+    o += wt;
+    cap -= wt;
     size_t w = 0;
     if (q->text_len > q->sent) {
         w = serve_chunk(o, cap, &q->rq, &q->res, q->text + q->sent, q->text_len - q->sent, false, NULL, false);

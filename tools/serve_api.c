@@ -188,8 +188,8 @@ static void span_add(spans *sp, size_t off, size_t len) {
  * that followed it as the model wrote it (consecutive messages of one role joined by newlines).
  * A last assistant message is the start of the reply, which the model continues. The messages'
  * own text, where specials stay text, goes to sp. */
-static bool chat_prompt(const cJSON *msgs, const hachi_model *m, char **out, spans *sp, bool *continues, char *err,
-                        size_t cap) {
+static bool chat_prompt(const cJSON *msgs, const hachi_model *m, bool think, char **out, spans *sp, bool *continues,
+                        char *err, size_t cap) {
     if (!cJSON_IsArray(msgs)) return fail(err, cap, "'messages' must be an array, got %s", msgs ? type_name(msgs) : "nothing");
     const int n = cJSON_GetArraySize(msgs);
     if (n == 0) return fail(err, cap, "'messages' is empty");
@@ -225,11 +225,12 @@ static bool chat_prompt(const cJSON *msgs, const hachi_model *m, char **out, spa
         }
         if (role[i] == 1 || first) {   /* the turn (an assistant message first gets an empty user turn) */
             const char *u = user.p ? user.p : "";
-            int32_t need = hachi_chat_turn(m, sys.p, u, first, NULL, 0) + 1;
+            int32_t need = hachi_chat_turn_think(m, sys.p, u, first, think, NULL, 0, NULL) + 1;
+            if (need <= 0) { ok = fail(err, cap, "'chat_template_kwargs.enable_thinking': this model has no Gemma 4 thinking"); break; }
             char *t = malloc((size_t)need);
             if (!t) { ok = fail(err, cap, "out of memory"); break; }
             size_t pl[4];
-            hachi_chat_turn_spans(m, sys.p, u, first, t, need, pl);
+            hachi_chat_turn_think(m, sys.p, u, first, think, t, need, pl);
             /* a reply that a later user message follows is history: the template renders it
              * without the reply prefix (Gemma 4's empty thought), which the turn ends with */
             int k = role[i] == 1 ? i + 1 : i;
@@ -311,9 +312,14 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
     double d;
     if (!cJSON_IsObject(o)) { fail(err, cap, "the request body must be a JSON object, got %s", type_name(o)); goto out; }
     if (chat) {
+        const cJSON *kw = cJSON_GetObjectItemCaseSensitive(o, "chat_template_kwargs");
+        if (kw && !cJSON_IsNull(kw)) {
+            if (!cJSON_IsObject(kw)) { fail(err, cap, "'chat_template_kwargs' must be an object, got %s", type_name(kw)); goto out; }
+            if (!bool_field(kw, "enable_thinking", &rq->think, err, cap)) goto out;
+        }
         spans sp = {0};
-        const bool got = chat_prompt(cJSON_GetObjectItemCaseSensitive(o, "messages"), m, &rq->prompt, &sp, &rq->continues,
-                                     err, cap);
+        const bool got = chat_prompt(cJSON_GetObjectItemCaseSensitive(o, "messages"), m, rq->think, &rq->prompt, &sp,
+                                     &rq->continues, err, cap);
         rq->plain = sp.r;
         rq->n_plain = sp.n;
         if (!got) goto out;
@@ -430,6 +436,7 @@ char *serve_result_json(const serve_req *rq, const serve_result *r) {
         cJSON *msg = cJSON_AddObjectToObject(c, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
         cJSON_AddItemToObject(msg, "content", string_n(r->text, r->len));
+        if (r->reasoning_len) cJSON_AddItemToObject(msg, "reasoning_content", string_n(r->reasoning, r->reasoning_len));
     } else {
         cJSON_AddItemToObject(c, "text", string_n(r->text, r->len));
         cJSON_AddNullToObject(c, "logprobs");
@@ -439,6 +446,19 @@ char *serve_result_json(const serve_req *rq, const serve_result *r) {
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return s;
+}
+
+size_t serve_chunk_reasoning(char *buf, size_t cap, const serve_req *rq, const serve_result *r, const char *text,
+                             size_t len) {
+    int k = snprintf(buf, cap, "data: {\"id\":\"%s\",\"object\":\"chat.completion.chunk\",\"created\":%lld,\"model\":\"%s\","
+                     "\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"", r->id, r->created, r->model);
+    (void)rq;
+    if (k < 0 || (size_t)k >= cap) return 0;
+    size_t o = (size_t)k, e = serve_json_escape(buf + o, cap - o, text, len);
+    if (len && !e) return 0;
+    o += e;
+    k = snprintf(buf + o, cap - o, "\"},\"finish_reason\":null}]}\n\n");
+    return k < 0 || (size_t)k >= cap - o ? 0 : o + (size_t)k;
 }
 
 size_t serve_chunk(char *buf, size_t cap, const serve_req *rq, const serve_result *r, const char *text, size_t len,
