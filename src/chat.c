@@ -68,9 +68,8 @@ static int32_t join(const part *p, int n, char *buf, int32_t cap, size_t *plain)
     return (int32_t)HACHI_MIN(len, (size_t)INT32_MAX);
 }
 
-/* One turn's text (hachi_chat_turn_spans; think: Gemma 4's thinking on) */
-static int32_t turn(const hachi_model *m, const char *system, const char *user, bool first, bool think, char *buf,
-                    int32_t cap, size_t plain[4]) {
+int32_t hachi_chat_turn_think(const hachi_model *m, const char *system, const char *user, bool first, bool think,
+                              char *buf, int32_t cap, size_t plain[4]) {
     if (!m || cap < 0 || (!buf && cap)) {
         hachi_error_set("chat turn: %s", !m ? "no model" : cap < 0 ? "negative cap" : "NULL buffer");
         return -1;
@@ -135,15 +134,10 @@ static int32_t turn(const hachi_model *m, const char *system, const char *user, 
 
 int32_t hachi_chat_turn_spans(const hachi_model *m, const char *system, const char *user, bool first, char *buf,
                               int32_t cap, size_t plain[4]) {
-    return turn(m, system, user, first, false, buf, cap, plain);
-}
-
-int32_t hachi_chat_turn_think(const hachi_model *m, const char *system, const char *user, bool first, bool think,
-                              char *buf, int32_t cap, size_t plain[4]) {
-    return turn(m, system, user, first, think, buf, cap, plain);
+    return hachi_chat_turn_think(m, system, user, first, false, buf, cap, plain);
 }
 
 int32_t hachi_chat_turn(const hachi_model *m, const char *system, const char *user, bool first, char *buf,
                         int32_t cap) {
-    return turn(m, system, user, first, false, buf, cap, NULL);
+    return hachi_chat_turn_think(m, system, user, first, false, buf, cap, NULL);
 }

@@ -48,6 +48,14 @@ static void push_text(ids_t *a, const hachi_model *m, const char *text) {
 
 static void push_id(ids_t *a, int32_t id) { if (a->n < 128) a->v[a->n++] = id; }
 
+/* A whole turn's ids: <|turn>, text (its role, a newline, its content), <turn|>, a newline. */
+static void push_turn(ids_t *a, const hachi_model *m, const char *text) {
+    push_id(a, TURN_OPEN);
+    push_text(a, m, text);
+    push_id(a, TURN_CLOSE);
+    push_text(a, m, "\n");
+}
+
 /* Whether text tokenized with specials gives exactly want. */
 static void check_ids(const hachi_model *m, const char *text, const ids_t *want) {
     int32_t got[128], n = 0;
@@ -75,14 +83,8 @@ TEST(chat_gemma4_turns) {
     CHECKF(n == (int32_t)strlen(want1) && !strcmp(buf, want1), "first turn: '%s'", buf);
     ids_t ids = {.n = 0};
     push_id(&ids, 2);   /* <bos> */
-    push_id(&ids, TURN_OPEN);
-    push_text(&ids, m, "system\nBe brief.");
-    push_id(&ids, TURN_CLOSE);
-    push_text(&ids, m, "\n");
-    push_id(&ids, TURN_OPEN);
-    push_text(&ids, m, "user\nHi there");
-    push_id(&ids, TURN_CLOSE);
-    push_text(&ids, m, "\n");
+    push_turn(&ids, m, "system\nBe brief.");
+    push_turn(&ids, m, "user\nHi there");
     push_id(&ids, TURN_OPEN);
     push_text(&ids, m, "model\n");
     check_ids(m, buf, &ids);
@@ -98,10 +100,7 @@ TEST(chat_gemma4_turns) {
     CHECKF(n == (int32_t)strlen(want0) && !strcmp(buf, want0), "first turn, no system: '%s'", buf);
     ids.n = 0;
     push_id(&ids, 2);
-    push_id(&ids, TURN_OPEN);
-    push_text(&ids, m, "user\nHi");
-    push_id(&ids, TURN_CLOSE);
-    push_text(&ids, m, "\n");
+    push_turn(&ids, m, "user\nHi");
     push_id(&ids, TURN_OPEN);
     push_text(&ids, m, "model\n");
     check_ids(m, buf, &ids);
@@ -114,10 +113,7 @@ TEST(chat_gemma4_turns) {
     ids.n = 0;
     push_id(&ids, TURN_CLOSE);
     push_text(&ids, m, "\n");
-    push_id(&ids, TURN_OPEN);
-    push_text(&ids, m, "user\nMore");
-    push_id(&ids, TURN_CLOSE);
-    push_text(&ids, m, "\n");
+    push_turn(&ids, m, "user\nMore");
     push_id(&ids, TURN_OPEN);
     push_text(&ids, m, "model\n");
     check_ids(m, buf, &ids);
@@ -192,14 +188,8 @@ TEST(chat_gemma4_empty_thought) {
            "spans %zu+%zu, %zu+%zu", pl[0], pl[1], pl[2], pl[3]);
     ids_t ids = {.n = 0};
     push_id(&ids, 2);
-    push_id(&ids, TURN_OPEN);
-    push_text(&ids, m, "system\nBe brief.");
-    push_id(&ids, TURN_CLOSE);
-    push_text(&ids, m, "\n");
-    push_id(&ids, TURN_OPEN);
-    push_text(&ids, m, "user\nHi there");
-    push_id(&ids, TURN_CLOSE);
-    push_text(&ids, m, "\n");
+    push_turn(&ids, m, "system\nBe brief.");
+    push_turn(&ids, m, "user\nHi there");
     push_id(&ids, TURN_OPEN);
     push_text(&ids, m, "model\n");
     push_id(&ids, CHANNEL_OPEN);
@@ -289,10 +279,7 @@ TEST(chat_gemma4_thinking_on) {
     push_text(&ids, m, "\n");
     push_id(&ids, TURN_CLOSE);
     push_text(&ids, m, "\n");
-    push_id(&ids, TURN_OPEN);
-    push_text(&ids, m, "user\nHi");
-    push_id(&ids, TURN_CLOSE);
-    push_text(&ids, m, "\n");
+    push_turn(&ids, m, "user\nHi");
     push_id(&ids, TURN_OPEN);
     push_text(&ids, m, "model\n");
     check_ids(m, buf, &ids);
