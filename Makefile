@@ -63,7 +63,7 @@ all: $(BUILD)/libhachi.a $(BUILD)/libhachi.so $(BUILD)/hachi $(BUILD)/test_hachi
 # (no -Isrc), tests also the internals.
 $(LIB_OBJ):  DIR_FLAGS = -Isrc -fvisibility=hidden -DHACHI_BUILD
 $(TOOL_OBJ): DIR_FLAGS = -Itools $(SERVE_DEFS)
-$(TEST_OBJ): DIR_FLAGS = -Isrc
+$(TEST_OBJ): DIR_FLAGS = -Isrc -Itools $(SERVE_DEFS)
 
 $(BUILD)/src/kernels/x86_avx2.o:   ISA_FLAGS = $(FLAGS_avx2)
 $(BUILD)/src/kernels/x86_avx512.o: ISA_FLAGS = $(FLAGS_avx512)
@@ -89,8 +89,10 @@ $(BUILD)/libhachi.so: $(LIB_OBJ)
 $(BUILD)/hachi: $(TOOL_OBJ) $(BUILD)/libhachi.a
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libhachi.a $(LDLIBS) $(SERVE_LIBS)
 
-$(BUILD)/test_hachi: $(TEST_OBJ) $(BUILD)/libhachi.a
-	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(BUILD)/libhachi.a $(LDLIBS)
+# (the tests of serve's JSON link tools/serve_api.c where the server is built)
+TEST_SERVE_OBJ := $(if $(SERVE_LIBS),$(BUILD)/tools/serve_api.o)
+$(BUILD)/test_hachi: $(TEST_OBJ) $(TEST_SERVE_OBJ) $(BUILD)/libhachi.a
+	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(TEST_SERVE_OBJ) $(BUILD)/libhachi.a $(LDLIBS) $(if $(SERVE_LIBS),-lcjson)
 
 # The test command of the README: release build, then an ASan+UBSan build, one closing line.
 test:

@@ -1,6 +1,6 @@
 /* libFuzzer target for hachi serve's request JSON (tools/serve_api.c): any bytes as a chat and
  * as a completion body; a body that parses is also written back as a response and as stream
- * chunks. The chat format is a stand-in shaped as Gemma 4's (turn markers and a reply prefix)
+ * chunks; and the bytes as a reply's Gemma 4 tool calls. The chat format is a stand-in shaped as Gemma 4's (turn markers and a reply prefix)
  * so that no model is needed: the JSON handling and the message walk are what is fuzzed. Build:
  * make fuzz; run:
  *   build-fuzz/fuzz_serve -max_total_time=60 /tmp/serve-corpus fuzz/serve-corpus */
@@ -12,6 +12,12 @@
 hachi_chat_format hachi_chat_detect(const hachi_model *m) { return HACHI_CHAT_GEMMA4; }
 
 const char *hachi_chat_reply_prefix(const hachi_model *m) { return "<|channel>thought\n<channel|>"; }
+
+int32_t hachi_model_bos(const hachi_model *m) { return 2; }
+
+int32_t hachi_token_to_text(const hachi_model *m, int32_t token, char *buf, int32_t cap) {
+    return snprintf(buf, (size_t)cap, "<bos>");
+}
 
 int32_t hachi_chat_turn_spans(const hachi_model *m, const char *system, const char *user, bool first, char *buf,
                               int32_t cap, size_t plain[4]) {
@@ -53,5 +59,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         serve_req_free(&rq);
     }
     serve_json_escape(chunk, sizeof chunk, (const char *)data, size);
+    char *rest = NULL;   /* the bytes as a reply's tool calls */
+    size_t rest_len = 0;
+    free(serve_tool_calls((const char *)data, size, "call_", &rest, &rest_len));
+    free(rest);
     return 0;
 }

@@ -131,6 +131,10 @@ HACHI_API int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap);
  * reasoning_content); run prints it with the rest. */
 HACHI_API bool    hachi_detok_in_thought(const hachi_detok *d);
 HACHI_API int32_t hachi_detok_thought_tokens(const hachi_detok *d);
+/* Gemma 4's tool calls lie between its control tokens <|tool_call> and <tool_call|>
+ * ("call:NAME{ARGS}"); in_tool_call: whether the last push or flush returned such text, in which
+ * control tokens write their own text (the arguments' string quotes <|"|>). */
+HACHI_API bool    hachi_detok_in_tool_call(const hachi_detok *d);
 
 /* ---- session: one static plan for one context size --------------------------- */
 

@@ -5,14 +5,24 @@
 #include "model.h"
 #include "util.h"
 
+/* The sections of a reply: Gemma 4's thoughts between <|channel> and <channel|>, its tool calls
+ * between <|tool_call> and <tool_call|> (control tokens all) */
+enum { SEC_TEXT, SEC_THOUGHT, SEC_CALL, SEC_COUNT };
+
 struct hachi_detok {
     const hachi_tokenizer *tok;     /* the model's; the model outlives the detokenizer */
     hachi_detok_state st;
-    int32_t thought_open, thought_close;   /* Gemma 4's <|channel>, <channel|>; -1: none */
-    bool in_thought;                /* between them */
-    bool last_in_thought;           /* the text the last push or flush returned lies in a thought */
+    int32_t open[SEC_COUNT], close[SEC_COUNT];   /* each section's markers (SEC_TEXT's, none: -1) */
+    int sec;                        /* the section the next token lies in */
+    int last_sec;                   /* the section of the text the last push or flush returned */
     int32_t thought_tokens;         /* since the reset */
 };
+
+/* id's control token named s, else -1 */
+static int32_t control(const hachi_tokenizer *t, const char *s) {
+    const int32_t id = hachi_tokenizer_find(t, s);
+    return hachi_tokenizer_is_control(t, id) ? id : -1;
+}
 
 static hachi_status tokenize(const hachi_model *model, const char *text, size_t len, bool add_bos, bool parse_special,
                              const size_t *plain, int32_t n_plain, int32_t *out, int32_t cap, int32_t *n_out) {
@@ -54,12 +64,13 @@ hachi_status hachi_detok_create(const hachi_model *model, hachi_detok **out) {
     if (!d) return HACHI_ERR_NOMEM;   /* (hachi_malloc set the message) */
     d->tok = t;
     hachi_tokenizer_detok_init(&d->st, true);
-    d->thought_open = hachi_tokenizer_find(t, "<|channel>");
-    d->thought_close = hachi_tokenizer_find(t, "<channel|>");
-    if (d->thought_open < 0 || d->thought_close < 0 || !hachi_tokenizer_is_control(t, d->thought_open) ||
-        !hachi_tokenizer_is_control(t, d->thought_close))
-        d->thought_open = d->thought_close = -1;
-    d->in_thought = d->last_in_thought = false;
+    static const char *const markers[SEC_COUNT][2] = {{"", ""}, {"<|channel>", "<channel|>"}, {"<|tool_call>", "<tool_call|>"}};
+    for (int k = 0; k < SEC_COUNT; k++) {
+        d->open[k] = k ? control(t, markers[k][0]) : -1;
+        d->close[k] = k ? control(t, markers[k][1]) : -1;
+        if (d->open[k] < 0 || d->close[k] < 0) d->open[k] = d->close[k] = -1;
+    }
+    d->sec = d->last_sec = SEC_TEXT;
     d->thought_tokens = 0;
     *out = d;
     return HACHI_OK;
@@ -70,29 +81,38 @@ void hachi_detok_free(hachi_detok *d) { hachi_free(d); }
 void hachi_detok_reset(hachi_detok *d, bool at_start) {
     if (!d) return;
     hachi_tokenizer_detok_init(&d->st, at_start);
-    d->in_thought = d->last_in_thought = false;
+    d->sec = d->last_sec = SEC_TEXT;
     d->thought_tokens = 0;
 }
 
-bool hachi_detok_in_thought(const hachi_detok *d) { return d && d->last_in_thought; }
+bool hachi_detok_in_thought(const hachi_detok *d) { return d && d->last_sec == SEC_THOUGHT; }
+
+bool hachi_detok_in_tool_call(const hachi_detok *d) { return d && d->last_sec == SEC_CALL; }
 
 int32_t hachi_detok_thought_tokens(const hachi_detok *d) { return d ? d->thought_tokens : 0; }
 
 int32_t hachi_detok_push(hachi_detok *d, int32_t token, char *out, int32_t cap) {
     if (!d || !out || cap <= 0) return 0;
-    if (d->thought_open >= 0 && (token == d->thought_open || token == d->thought_close)) {
-        /* a thought's marker: what is pending belongs to the text before it */
-        d->last_in_thought = d->in_thought;
-        d->in_thought = token == d->thought_open;
-        return hachi_tokenizer_detok_flush(d->tok, &d->st, out, cap);
+    d->last_sec = d->sec;
+    for (int k = 1; k < SEC_COUNT; k++)
+        if (token >= 0 && (token == d->open[k] || token == d->close[k])) {
+            /* a section's marker: what is pending belongs to the text before it */
+            d->sec = token == d->open[k] ? k : SEC_TEXT;
+            return hachi_tokenizer_detok_flush(d->tok, &d->st, out, cap);
+        }
+    d->thought_tokens += d->sec == SEC_THOUGHT;
+    if (d->sec == SEC_CALL && hachi_tokenizer_is_control(d->tok, token)) {   /* a call's <|"|> is its syntax: written */
+        int32_t n = hachi_tokenizer_detok_flush(d->tok, &d->st, out, cap);
+        size_t len = 0;
+        const char *piece = hachi_tokenizer_piece(d->tok, token, &len);
+        if (piece && (size_t)(cap - n) > len) { memcpy(out + n, piece, len); n += (int32_t)len; }
+        return n;
     }
-    d->last_in_thought = d->in_thought;
-    d->thought_tokens += d->in_thought;
     return hachi_tokenizer_detok_push(d->tok, &d->st, token, out, cap);
 }
 
 int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap) {
     if (!d || !out || cap <= 0) return 0;
-    d->last_in_thought = d->in_thought;
+    d->last_sec = d->sec;
     return hachi_tokenizer_detok_flush(d->tok, &d->st, out, cap);
 }

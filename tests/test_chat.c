@@ -17,17 +17,22 @@
 #define CHANNEL_OPEN 100    /* <|channel> (<unused94> in the shared vocabulary) */
 #define CHANNEL_CLOSE 101   /* <channel|> (<unused95>) */
 #define THINK 102           /* <|think|> (<unused96>) */
+#define CALL_OPEN 103       /* <|tool_call> (<unused97>) */
+#define CALL_CLOSE 104      /* <tool_call|> (<unused98>) */
+#define QUOTE 99            /* <|"|> (<unused93>) */
 
 /* The shared vocabulary as a Gemma 4 one written to the scratch dir as name and loaded
- * vocab-only: ids 105 and 106 Gemma 4's turn tokens, 100 and 101 its channel tokens and 102
- * <|think|> (control, as in a real Gemma 4 file), tokenizer.chat_template tmpl (NULL: none);
+ * vocab-only: ids 105 and 106 Gemma 4's turn tokens, 100 and 101 its channel tokens, 102
+ * <|think|>, 103 and 104 its tool call's markers and 99 its string quote (control, as in a real
+ * Gemma 4 file), tokenizer.chat_template tmpl (NULL: none);
  * NULL (a failure recorded) when that fails. */
 static hachi_model *gemma4_vocab(const char *src, const char *name, const char *tmpl) {
-    static const int32_t ids[5] = {TURN_OPEN, TURN_CLOSE, CHANNEL_OPEN, CHANNEL_CLOSE, THINK};
-    static const char *const pieces[5] = {"<|turn>", "<turn|>", "<|channel>", "<channel|>", "<|think|>"};
+    static const int32_t ids[8] = {TURN_OPEN, TURN_CLOSE, CHANNEL_OPEN, CHANNEL_CLOSE, THINK, CALL_OPEN, CALL_CLOSE, QUOTE};
+    static const char *const pieces[8] = {"<|turn>",   "<turn|>",      "<|channel>",   "<channel|>",
+                                          "<|think|>", "<|tool_call>", "<tool_call|>", "<|\"|>"};
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", test_tmpdir(), name);
-    if (!test_gguf_control_tokens(src, path, ids, pieces, 5, tmpl)) return NULL;
+    if (!test_gguf_control_tokens(src, path, ids, pieces, 8, tmpl)) return NULL;
     hachi_model_params mp = hachi_model_default_params();
     mp.vocab_only = true;
     hachi_model *m = NULL;
@@ -219,9 +224,10 @@ TEST(chat_gemma4_empty_thought) {
     hachi_model_free(m);
 }
 
-/* A reply's thought (the tokens between <|channel> and <channel|>) is told apart by the
- * detokenizer (chat prints it to stderr, serve sends it as reasoning_content; run prints it with the
- * rest); the markers print nothing. */
+/* A reply's thought (the tokens between <|channel> and <channel|>) and tool call (between
+ * <|tool_call> and <tool_call|>) are told apart by the detokenizer (chat prints a thought to stderr,
+ * serve sends it as reasoning_content and parses the call; run prints them with the rest); the
+ * markers print nothing, a call's string quotes their text. */
 TEST(chat_gemma4_thoughts_apart) {
     NEED_SHARED(src, "oracle/gemma4-vocab.gguf");
     hachi_model *m = gemma4_vocab(src, "gemma4-chat-thought.gguf", NULL);
@@ -234,6 +240,13 @@ TEST(chat_gemma4_thoughts_apart) {
     const int n_thought = ids.n - t0;
     push_id(&ids, CHANNEL_CLOSE);
     push_text(&ids, m, " world");
+    push_id(&ids, CALL_OPEN);   /* a tool call: its quotes written */
+    push_text(&ids, m, "call:f{x:");
+    push_id(&ids, QUOTE);
+    push_text(&ids, m, "y");
+    push_id(&ids, QUOTE);
+    push_text(&ids, m, "}");
+    push_id(&ids, CALL_CLOSE);
     push_id(&ids, CHANNEL_OPEN);   /* the empty thought Gemma 4 may add at the end */
     const int t1 = ids.n;
     push_text(&ids, m, "thought\n");
@@ -242,17 +255,17 @@ TEST(chat_gemma4_thoughts_apart) {
     hachi_detok *d = NULL;
     CHECK(hachi_detok_create(m, &d) == HACHI_OK);
     if (!d) { hachi_model_free(m); return; }
-    char text[2][512], buf[HACHI_DETOK_MAX];
-    size_t n[2] = {0, 0};
+    char text[3][512], buf[HACHI_DETOK_MAX];
+    size_t n[3] = {0, 0, 0};
     hachi_detok_reset(d, false);
     for (int i = 0; i <= ids.n; i++) {
         const int32_t k = i < ids.n ? hachi_detok_push(d, ids.v[i], buf, sizeof buf) : hachi_detok_flush(d, buf, sizeof buf);
-        const int in = hachi_detok_in_thought(d);
+        const int in = hachi_detok_in_thought(d) ? 1 : hachi_detok_in_tool_call(d) ? 2 : 0;
         if (n[in] + (size_t)k < sizeof text[in]) { memcpy(text[in] + n[in], buf, (size_t)k); n[in] += (size_t)k; }
     }
-    text[0][n[0]] = text[1][n[1]] = 0;
-    CHECKF(!strcmp(text[0], "Hello world") && !strcmp(text[1], "thought\nIt is a greeting.thought\n"), "'%s' / '%s'",
-           text[0], text[1]);
+    text[0][n[0]] = text[1][n[1]] = text[2][n[2]] = 0;
+    CHECKF(!strcmp(text[0], "Hello world") && !strcmp(text[1], "thought\nIt is a greeting.thought\n") &&
+           !strcmp(text[2], "call:f{x:<|\"|>y<|\"|>}"), "'%s' / '%s' / '%s'", text[0], text[1], text[2]);
     CHECKF(hachi_detok_thought_tokens(d) == n_in, "%d tokens in thoughts, want %d", hachi_detok_thought_tokens(d), n_in);
     hachi_detok_free(d);
     hachi_model_free(m);

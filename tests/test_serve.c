@@ -297,7 +297,7 @@ TEST(serve_http_errors_and_slots) {
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream_options\":{\"include_usage\":1}}", "'include_usage' must be a boolean"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "more than 4"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":[1]}", "'stop[0]' must be a string"},
-        {"{\"messages\":[{\"role\":\"tool\",\"content\":\"hi\"}]}", "'messages[0].role' 'tool'"},
+        {"{\"messages\":[{\"role\":\"tool\",\"content\":\"hi\"}]}", "'tool' messages need a Gemma 4 model"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "'messages[0].content[0].type' 'image_url'"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":5}]}]}", "'messages[0].content[0].text' must be a string"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":7}]}", "'messages[0].content' must be a string or an array"},
@@ -556,34 +556,30 @@ static char *field_texts(const char *b, const char *field) {
     return out;
 }
 
-/* A chat reply's thought goes to reasoning_content, streamed or not, and its answer to content.
- * The model: gemma4-micro with its ',' and '.' tokens renamed Gemma 4's thought markers <|channel>
- * and <channel|> (control tokens; the same ids, so the same greedy tokens): the reply of the
- * unchanged model, split at its ',' and '.' (the only pieces holding either character), is what
- * the changed one must give as content (outside) and reasoning (inside). */
-TEST(serve_reasoning_content) {
+/* A chat reply's thought goes to reasoning_content, streamed or not, and its answer to content; a
+ * tool call that does not parse stays in the content, after the rest. The models: gemma4-micro with
+ * its ',' and '.' tokens renamed Gemma 4's thought markers <|channel> and <channel|>, then its tool
+ * call markers <|tool_call> and <tool_call|> (control tokens; the same ids, so the same greedy
+ * tokens): the reply of the unchanged model, split at its ',' and '.' (the only pieces holding
+ * either character), is what the changed ones must give. */
+TEST(serve_thoughts_and_calls_apart) {
     const char *model, *why = cannot_serve(&model);
     if (why) SKIP("%s", why);
-    char thought_model[1024];
-    snprintf(thought_model, sizeof thought_model, "%s/micro-thoughts.gguf", test_tmpdir());
     static const int32_t ids[2] = {432, 426};
-    static const char *const pieces[2] = {"<|channel>", "<channel|>"};
     char *probe = test_sh(&(int){0}, "%s tokenize -m %s -p ',.' --ids 2>&1", test_hachi_bin(), model);
     const bool ids_right = strstr(probe, "432 426") != NULL;
     free(probe);
     if (!ids_right) { CHECKF(0, "gemma4-micro's ',' and '.' are not ids 432 and 426"); return; }
-    if (!test_gguf_control_tokens(model, thought_model, ids, pieces, 2, NULL)) return;
     const char *req = "-d '{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story\"}],\"max_tokens\":60,"
                       "\"temperature\":0%s}'";
-    char chat[512], args[1024], *b = NULL, *plain = NULL;
+    char chat[512], args[1024], full[2048], *b = NULL;
     server sv;
     if (!server_start(&sv, model, "")) return;
     snprintf(chat, sizeof chat, "-H 'Content-Type: application/json' " AUTH URL "/v1/chat/completions", sv.port);
     snprintf(args, sizeof args, req, "");
-    char full[2048];
     snprintf(full, sizeof full, "%s %s", chat, args);
     CHECK(body_status(&b, "%s", full) == 200);
-    plain = field_texts(b, "content");
+    char *plain = field_texts(b, "content");
     free(b);
     server_stop(&sv);
     char want[2][1024] = {"", ""};
@@ -594,23 +590,31 @@ TEST(serve_reasoning_content) {
         else if (*p == '.') in = 0;
         else want[in][wn[in]++] = *p;
     }
-    if (!server_start(&sv, thought_model, "")) { free(plain); return; }
-    snprintf(chat, sizeof chat, "-H 'Content-Type: application/json' " AUTH URL "/v1/chat/completions", sv.port);
-    for (int stream = 0; stream < 2; stream++) {
-        snprintf(args, sizeof args, req, stream ? ",\"stream\":true" : "");
-        snprintf(full, sizeof full, "%s %s", chat, args);
-        CHECK(body_status(&b, "%s", full) == 200);
-        char *c = field_texts(b, "content"), *r = field_texts(b, "reasoning_content");
-        CHECKF(c && r && !strcmp(c, want[0]) && !strcmp(r, want[1]),
-               "stream %d: content '%s' (want '%s'), reasoning '%s' (want '%s'); the plain reply '%s'", stream, c, want[0],
-               r, want[1], plain);
-        free(c);
-        free(r);
-        free(b);
+    CHECKF(blocks > 0 && wn[1] > 0, "the plain reply has no ',': nothing to route ('%s')", plain);
+    for (int kind = 0; kind < 2; kind++) {   /* thoughts, tool calls */
+        static const char *const pieces[2][2] = {{"<|channel>", "<channel|>"}, {"<|tool_call>", "<tool_call|>"}};
+        char path[1024];
+        snprintf(path, sizeof path, "%s/micro-%s.gguf", test_tmpdir(), kind ? "calls" : "thoughts");
+        if (!test_gguf_control_tokens(model, path, ids, pieces[kind], 2, NULL) || !server_start(&sv, path, "")) break;
+        snprintf(chat, sizeof chat, "-H 'Content-Type: application/json' " AUTH URL "/v1/chat/completions", sv.port);
+        char calls_last[2048];   /* a call that does not parse: after the reply's text */
+        snprintf(calls_last, sizeof calls_last, "%s%s", want[0], want[1]);
+        for (int stream = 0; stream < 2; stream++) {
+            snprintf(args, sizeof args, req, stream ? ",\"stream\":true" : "");
+            snprintf(full, sizeof full, "%s %s", chat, args);
+            CHECK(body_status(&b, "%s", full) == 200);
+            char *c = field_texts(b, "content"), *r = field_texts(b, "reasoning_content");
+            const char *wc = kind ? calls_last : want[0], *wr = kind ? "" : want[1];
+            CHECKF(c && r && !strcmp(c, wc) && !strcmp(r, wr) && !strstr(b, "tool_calls"),
+                   "%s, stream %d: content '%s' (want '%s'), reasoning '%s' (want '%s'); the plain reply '%s'",
+                   kind ? "calls" : "thoughts", stream, c, wc, r, wr, plain);
+            free(c);
+            free(r);
+            free(b);
+        }
+        server_stop(&sv);
     }
-    CHECKF(blocks > 0 && wn[1] > 0, "the plain reply has no ',': no thought to route ('%s')", plain);
     free(plain);
-    server_stop(&sv);
 }
 
 /* The server's resident memory in KB (VmRSS), 0 when unreadable */

@@ -317,6 +317,7 @@ typedef struct serve_result {
     int prompt_tokens, cached_tokens, completion_tokens;
     const char *reasoning;          /* a chat reply's thought (reasoning_content; len 0: none) */
     size_t reasoning_len;
+    const char *tool_calls;         /* a chat reply's tool calls: a JSON array (serve_tool_calls); NULL: none */
 } serve_result;
 /* The chat.completion or text_completion object (malloc'd). */
 char *serve_result_json(const serve_req *rq, const serve_result *r);
@@ -325,6 +326,16 @@ char *serve_result_json(const serve_req *rq, const serve_result *r);
  * (usage). Returns the bytes written, 0 when it does not fit. */
 size_t serve_chunk(char *buf, size_t cap, const serve_req *rq, const serve_result *r, const char *text, size_t len,
                    bool first, const char *finish, bool usage);
+/* Gemma 4's tool calls of a reply: calls[0..len) holds each call's text as the detokenizer gave it
+ * ("call:NAME{ARGS}", ARGS in Gemma 4's syntax with <|"|> quotes), each begun by SERVE_CALL_SEP.
+ * Returns OpenAI's tool_calls array ({"id": id_prefix + index, "type": "function", "function":
+ * {"name", "arguments": the arguments as a JSON string}}) as JSON text (malloc'd; NULL: no call
+ * parsed); the calls that do not parse, as they were written, into *rest (malloc'd, *rest_len
+ * bytes; NULL when all parse). */
+#define SERVE_CALL_SEP '\x1e'
+char *serve_tool_calls(const char *calls, size_t len, const char *id_prefix, char **rest, size_t *rest_len);
+/* A chat stream's delta of the tool calls (a serve_tool_calls array, each with its index); 0 when it does not fit. */
+size_t serve_chunk_tool_calls(char *buf, size_t cap, const serve_req *rq, const serve_result *r);
 /* A chat stream's delta of the reply's thought: {"reasoning_content": text[0..len)}; 0 when it does not fit. */
 size_t serve_chunk_reasoning(char *buf, size_t cap, const serve_req *rq, const serve_result *r, const char *text,
                              size_t len);

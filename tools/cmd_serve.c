@@ -82,6 +82,9 @@ typedef struct server {
 
 enum route { R_NONE, R_HEALTH, R_MODELS, R_CHAT, R_COMPLETIONS };
 
+/* A growing byte buffer (a failure to grow: oom, the generation ends) */
+typedef struct { char *p; size_t len, cap; } text_acc;
+
 /* One HTTP request; with a completion in progress, its generation state. Freed when both the
  * connection (request completed) and, for a stream, the response have let go of it. */
 typedef struct request {
@@ -107,6 +110,9 @@ typedef struct request {
     size_t think_len, think_cap, think_sent;
     bool was_in_thought;
     int label;                      /* in a thought: bytes of its "thought" label matched; 7: its white space; 8: its text */
+    text_acc calls;                 /* a chat reply's tool calls as written, each begun by SERVE_CALL_SEP */
+    bool was_in_call, calls_done;
+    char *tool_calls;               /* their JSON (serve_tool_calls); NULL: none */
     const char *finish;             /* NULL while generating */
     bool role_sent, stream_end;
     char *out;                      /* [SERVE_STREAM_BUF] stream events not yet handed to MHD */
@@ -328,13 +334,44 @@ static void think_add(request *q, const char *s, size_t n) {
     }
 }
 
-/* Text the detokenizer gave: a chat reply's thought apart (a new thought opens with its label) */
+static void acc_add(request *q, text_acc *a, const char *s, size_t n) {
+    if (a->len + n > a->cap) {
+        char *t = realloc(a->p, 2 * (a->len + n));
+        if (!t) { q->text_oom = true; return; }
+        a->p = t;
+        a->cap = 2 * (a->len + n);
+    }
+    memcpy(a->p + a->len, s, n);
+    a->len += n;
+}
+
+/* Text the detokenizer gave: a chat reply's thought and tool calls apart (a new thought opens
+ * with its label, a new call with its separator) */
 static void out_add(request *q, const char *s, size_t n) {
     const bool in = q->rq.chat && hachi_detok_in_thought(q->sl->dt);
+    const bool call = q->rq.chat && hachi_detok_in_tool_call(q->sl->dt);
     if (in && !q->was_in_thought) q->label = 0;
+    if (call && !q->was_in_call) acc_add(q, &q->calls, &(char){SERVE_CALL_SEP}, 1);
     q->was_in_thought = in;
+    q->was_in_call = call;
     if (in) think_add(q, s, n);
+    else if (call) acc_add(q, &q->calls, s, n);
     else text_add(q, s, n);
+}
+
+/* The reply's tool calls as OpenAI's (once, at its end): finish_reason tool_calls where a reply that
+ * ended by itself made one; a call that does not parse stays in the text */
+static void calls_finish(request *q) {
+    if (q->calls_done) return;
+    q->calls_done = true;
+    if (!q->calls.len) return;
+    char *rest = NULL, prefix[64];
+    size_t rest_len = 0;
+    snprintf(prefix, sizeof prefix, "call_%s_", q->id);
+    q->tool_calls = serve_tool_calls(q->calls.p, q->calls.len, prefix, &rest, &rest_len);
+    text_add(q, rest, rest_len);
+    free(rest);
+    if (q->tool_calls && q->finish && !strcmp(q->finish, "stop")) q->finish = "tool_calls";
 }
 
 /* The end of the text: the detokenizer's rest, a last look for stop sequences. */
@@ -388,6 +425,7 @@ static void gen_end(server *srv, request *q) {
     hachi_sampler_free(q->smp);
     q->sp = NULL;
     q->smp = NULL;
+    calls_finish(q);   /* (before the text is taken: a call that does not parse joins it) */
     q->res.completion_tokens = q->n_gen;
     q->res.prompt_tokens = q->n_prompt;
     q->res.cached_tokens = q->n_cached;
@@ -395,6 +433,7 @@ static void gen_end(server *srv, request *q) {
     q->res.len = q->text_len;
     q->res.reasoning = q->think;
     q->res.reasoning_len = q->think_len;
+    q->res.tool_calls = q->tool_calls;
     q->res.finish = q->finish ? q->finish : "length";
     fprintf(stderr, "hachi serve: %s slot %d: prompt %d tokens (%d reused, %d prefilled), %d generated%s, %s, %.1f ms\n",
             q->rq.chat ? "chat" : "completion", q->sl ? q->sl->id : -1, q->n_prompt, q->n_cached,
@@ -440,6 +479,8 @@ static void request_unref(request *q) {
     free(q->prompt);
     free(q->text);
     free(q->think);
+    free(q->calls.p);
+    free(q->tool_calls);
     free(q->out);
     atomic_fetch_sub(&q->srv->live, 1);
     free(q);
@@ -489,6 +530,7 @@ static bool stream_produce(request *q) {
     if (q->think_sent < q->think_len && !wt) return false;
     o += wt;
     cap -= wt;
+    calls_finish(q);   /* (a call that does not parse joins the text sent next) */
     size_t w = 0;
     if (q->text_len > q->sent) {
         w = serve_chunk(o, cap, &q->rq, &q->res, q->text + q->sent, q->text_len - q->sent, false, NULL, false);
@@ -496,6 +538,9 @@ static bool stream_produce(request *q) {
         q->sent = q->text_len;
     }
     gen_end(srv, q);
+    const size_t wc = q->res.tool_calls ? serve_chunk_tool_calls(o + w, cap - w, &q->rq, &q->res) : 0;
+    if (q->res.tool_calls && !wc) return false;
+    w += wc;
     size_t w2 = serve_chunk(o + w, cap - w, &q->rq, &q->res, "", 0, false, q->res.finish, false);
     size_t w3 = q->rq.include_usage ? serve_chunk(o + w + w2, cap - w - w2, &q->rq, &q->res, NULL, 0, false, NULL, true) : 0;
     int w4 = snprintf(o + w + w2 + w3, cap - w - w2 - w3, "data: [DONE]\n\n");

@@ -183,6 +183,436 @@ static void span_add(spans *sp, size_t off, size_t len) {
     sp->n++;
 }
 
+/* ---- Gemma 4 with tools: its official template (google-gemma-4-31B-it.jinja as llama.cpp ships
+ * it) written out: tool declarations in the system turn, assistant tool calls and the tool
+ * responses that follow them, thinking. Template literals go to the prompt as they are (control
+ * tokens); every string of the request goes in as text (a span). ------------------------------ */
+
+#define G4Q "<|\"|>"   /* Gemma 4's string quote (a control token) */
+
+typedef struct { text_buf *b; spans *sp; } g4out;
+
+static void lit(g4out *o, const char *s) { puts_(o->b, s); }
+static void txt(g4out *o, const char *s, size_t n) {
+    span_add(o->sp, o->b->len, n);
+    put(o->b, s, n);
+}
+static void txts(g4out *o, const char *s) { if (s) txt(o, s, strlen(s)); }
+
+/* ASCII lowercase comparison: jinja's dictsort (case-insensitive keys) */
+static int key_cmp(const char *a, const char *b) {
+    for (;; a++, b++) {
+        const int x = (*a >= 'A' && *a <= 'Z') ? *a + 32 : (unsigned char)*a, y = (*b >= 'A' && *b <= 'Z') ? *b + 32 : (unsigned char)*b;
+        if (x != y || !x) return x - y;
+    }
+}
+
+/* An object's members in dictsort order (stable); malloc'd, their count in *n (NULL: none or no memory) */
+static const cJSON **dictsort(const cJSON *o, int *n) {
+    *n = 0;
+    const int k = cJSON_GetArraySize(o);
+    const cJSON **v = k ? malloc(sizeof *v * (size_t)k) : NULL, *c;
+    if (!v) return NULL;
+    cJSON_ArrayForEach(c, o) {
+        int j = *n;
+        while (j > 0 && key_cmp(v[j - 1]->string, c->string) > 0) { v[j] = v[j - 1]; j--; }
+        v[j] = c;
+        (*n)++;
+    }
+    return v;
+}
+
+static const cJSON *get(const cJSON *o, const char *key) { return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL; }
+
+/* jinja's truth of a value: absent, null, false, 0, "", [] and {} are false */
+static bool truthy(const cJSON *v) {
+    if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v)) return false;
+    if (cJSON_IsNumber(v)) return v->valuedouble != 0;
+    if (cJSON_IsString(v)) return v->valuestring[0] != 0;
+    if (cJSON_IsArray(v) || cJSON_IsObject(v)) return v->child != NULL;
+    return true;
+}
+
+/* A JSON number as Python prints it (an integral value as an integer: JSON's 5.0 comes out 5) */
+static void g4_number(g4out *o, double d) {
+    char s[40];
+    if (d == floor(d) && fabs(d) < 1e16) snprintf(s, sizeof s, "%.0f", d);
+    else
+        for (int p = 15; p <= 17; p++) {
+            snprintf(s, sizeof s, "%.*g", p, d);
+            if (strtod(s, NULL) == d) break;
+        }
+    txts(o, s);
+}
+
+/* format_argument: strings quoted, objects with their keys sorted (quoted with esc) */
+static void g4_arg(g4out *o, const cJSON *v, bool esc) {
+    if (cJSON_IsString(v)) { lit(o, G4Q); txts(o, v->valuestring); lit(o, G4Q); }
+    else if (cJSON_IsBool(v)) lit(o, cJSON_IsTrue(v) ? "true" : "false");
+    else if (cJSON_IsNumber(v)) g4_number(o, v->valuedouble);
+    else if (cJSON_IsObject(v)) {
+        int n;
+        const cJSON **kv = dictsort(v, &n);
+        lit(o, "{");
+        for (int i = 0; i < n; i++) {
+            if (i) lit(o, ",");
+            if (esc) lit(o, G4Q);
+            txts(o, kv[i]->string);
+            if (esc) lit(o, G4Q);
+            lit(o, ":");
+            g4_arg(o, kv[i], esc);
+        }
+        lit(o, "}");
+        free(kv);
+    } else if (cJSON_IsArray(v)) {
+        const cJSON *c;
+        lit(o, "[");
+        cJSON_ArrayForEach(c, v) {
+            if (c != v->child) lit(o, ",");
+            g4_arg(o, c, esc);
+        }
+        lit(o, "]");
+    } else lit(o, "None");
+}
+
+/* value | upper for a string (anything else: "") */
+static void upper_into(char *dst, size_t cap, const cJSON *v) {
+    size_t i = 0;
+    for (const char *s = cJSON_IsString(v) ? v->valuestring : ""; *s && i + 1 < cap; s++)
+        dst[i++] = (char)(*s >= 'a' && *s <= 'z' ? *s - 32 : *s);
+    dst[i] = 0;
+}
+
+/* a comma between the fields of one property after its first */
+static void comma(g4out *o, bool *add) {
+    if (*add) lit(o, ",");
+    *add = true;
+}
+
+static void g4_required(g4out *o, const cJSON *req) {
+    const cJSON *c;
+    lit(o, "required:[");
+    cJSON_ArrayForEach(c, req) {
+        if (c != req->child) lit(o, ",");
+        lit(o, G4Q);
+        txts(o, cJSON_IsString(c) ? c->valuestring : "");
+        lit(o, G4Q);
+    }
+    lit(o, "]");
+}
+
+/* format_parameters: a JSON schema's properties */
+static void g4_params(g4out *o, const cJSON *props, int depth) {
+    static const char *const standard[] = {"description", "type", "properties", "required", "nullable"};
+    if (depth > 16) return;   /* (deeper schemas: not rendered) */
+    int n;
+    const cJSON **kv = dictsort(props, &n);
+    bool found = false;
+    for (int i = 0; i < n; i++) {
+        const cJSON *v = kv[i];
+        bool std = false;
+        for (size_t k = 0; k < sizeof standard / sizeof *standard; k++) std |= !strcmp(v->string, standard[k]);
+        if (std) continue;
+        if (found) lit(o, ",");
+        found = true;
+        bool add = false;
+        char type[32];
+        upper_into(type, sizeof type, get(v, "type"));
+        txts(o, v->string);
+        lit(o, ":{");
+        if (truthy(get(v, "description"))) {
+            lit(o, "description:" G4Q);
+            txts(o, get(v, "description")->valuestring ? get(v, "description")->valuestring : "");
+            lit(o, G4Q);
+            add = true;
+        }
+        if (!strcmp(type, "STRING")) {
+            if (truthy(get(v, "enum"))) { comma(o, &add); lit(o, "enum:"); g4_arg(o, get(v, "enum"), true); }
+        } else if (!strcmp(type, "ARRAY")) {
+            const cJSON *items = get(v, "items");
+            if (cJSON_IsObject(items) && truthy(items)) {
+                comma(o, &add);
+                lit(o, "items:{");
+                int m;
+                const cJSON **ikv = dictsort(items, &m);
+                bool f2 = false;
+                for (int j = 0; j < m; j++) {
+                    const cJSON *iv = ikv[j];
+                    if (cJSON_IsNull(iv)) continue;
+                    if (f2) lit(o, ",");
+                    f2 = true;
+                    if (!strcmp(iv->string, "properties")) {
+                        lit(o, "properties:{");
+                        if (cJSON_IsObject(iv)) g4_params(o, iv, depth + 1);
+                        lit(o, "}");
+                    } else if (!strcmp(iv->string, "required")) {
+                        g4_required(o, iv);
+                    } else if (!strcmp(iv->string, "type")) {
+                        lit(o, "type:");
+                        if (cJSON_IsString(iv)) {
+                            char t[32];
+                            upper_into(t, sizeof t, iv);
+                            lit(o, G4Q);
+                            txts(o, t);
+                            lit(o, G4Q);
+                        } else {   /* a list of types, each upper-cased */
+                            const cJSON *c;
+                            lit(o, "[");
+                            cJSON_ArrayForEach(c, iv) {
+                                char t[32];
+                                upper_into(t, sizeof t, c);
+                                if (c != iv->child) lit(o, ",");
+                                lit(o, G4Q);
+                                txts(o, t);
+                                lit(o, G4Q);
+                            }
+                            lit(o, "]");
+                        }
+                    } else {
+                        txts(o, iv->string);
+                        lit(o, ":");
+                        g4_arg(o, iv, true);
+                    }
+                }
+                free(ikv);
+                lit(o, "}");
+            }
+        }
+        if (truthy(get(v, "nullable"))) { comma(o, &add); lit(o, "nullable:true"); }
+        if (!strcmp(type, "OBJECT")) {
+            const cJSON *p = get(v, "properties");
+            comma(o, &add);
+            lit(o, "properties:{");
+            g4_params(o, cJSON_IsObject(p) ? p : v, depth + 1);
+            lit(o, "}");
+            if (truthy(get(v, "required"))) { comma(o, &add); g4_required(o, get(v, "required")); }
+        }
+        comma(o, &add);
+        lit(o, "type:" G4Q);
+        txts(o, type);
+        lit(o, G4Q "}");
+    }
+    free(kv);
+}
+
+/* format_function_declaration */
+static void g4_declaration(g4out *o, const cJSON *tool) {
+    const cJSON *f = get(tool, "function"), *name = get(f, "name"), *desc = get(f, "description");
+    const cJSON *params = get(f, "parameters"), *resp = get(f, "response");
+    lit(o, "declaration:");
+    txts(o, cJSON_IsString(name) ? name->valuestring : "");
+    lit(o, "{description:" G4Q);
+    txts(o, cJSON_IsString(desc) ? desc->valuestring : "");
+    lit(o, G4Q);
+    if (truthy(params)) {
+        lit(o, ",parameters:{");
+        if (truthy(get(params, "properties"))) {
+            lit(o, "properties:{");
+            g4_params(o, get(params, "properties"), 0);
+            lit(o, "},");
+        }
+        if (truthy(get(params, "required"))) {
+            g4_required(o, get(params, "required"));
+            lit(o, ",");
+        }
+        if (truthy(get(params, "type"))) {
+            char t[32];
+            upper_into(t, sizeof t, get(params, "type"));
+            lit(o, "type:" G4Q);
+            txts(o, t);
+            lit(o, G4Q "}");
+        }
+    }
+    if (resp) {
+        char t[32];
+        upper_into(t, sizeof t, get(resp, "type"));
+        lit(o, ",response:{");
+        if (truthy(get(resp, "description"))) {
+            lit(o, "description:" G4Q);
+            txts(o, cJSON_IsString(get(resp, "description")) ? get(resp, "description")->valuestring : "");
+            lit(o, G4Q ",");
+        }
+        if (!strcmp(t, "OBJECT")) lit(o, "type:" G4Q "OBJECT" G4Q "}");
+    }
+    lit(o, "}");
+}
+
+/* strip_thinking: a model message without its thoughts, trimmed */
+static void g4_model_text(g4out *o, const char *s) {
+    text_buf r = {0};
+    puts_(&r, "");
+    for (const char *p = s; p; ) {
+        const char *end = strstr(p, "<channel|>"), *stop = end ? end : p + strlen(p);
+        const char *open = memmem(p, (size_t)(stop - p), "<|channel>", 10);
+        put(&r, p, (size_t)((open ? open : stop) - p));
+        p = end ? end + 10 : NULL;
+    }
+    size_t a = 0, b = r.len;
+    while (a < b && strchr(" \t\n\r\v\f", r.p[a])) a++;
+    while (b > a && strchr(" \t\n\r\v\f", r.p[b - 1])) b--;
+    txt(o, r.p + a, b - a);
+    free(r.p);
+}
+
+static void g4_trimmed(g4out *o, const char *s) {
+    size_t a = 0, b = strlen(s);
+    while (a < b && strchr(" \t\n\r\v\f", s[a])) a++;
+    while (b > a && strchr(" \t\n\r\v\f", s[b - 1])) b--;
+    txt(o, s + a, b - a);
+}
+
+/* A tool call's arguments: an object as format_argument writes it without quoted keys; a JSON
+ * string (OpenAI's form) parsed first, a string that is no JSON object as it is */
+static void g4_call_args(g4out *o, const cJSON *args) {
+    cJSON *parsed = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : NULL;
+    const cJSON *a = parsed && cJSON_IsObject(parsed) ? parsed : args;
+    if (cJSON_IsObject(a)) {
+        int n;
+        const cJSON **kv = dictsort(a, &n);
+        for (int i = 0; i < n; i++) {
+            if (i) lit(o, ",");
+            txts(o, kv[i]->string);
+            lit(o, ":");
+            g4_arg(o, kv[i], false);
+        }
+        free(kv);
+    } else if (cJSON_IsString(a)) txts(o, a->valuestring);
+    cJSON_Delete(parsed);
+}
+
+/* The conversation with tools, tool calls or tool responses, as the template renders it with
+ * add_generation_prompt (and llama.cpp's model turn after a closed one). */
+static bool g4_prompt(const cJSON *root, const hachi_model *m, bool think, char **out, spans *sp, char *err, size_t cap) {
+    const cJSON *msgs = get(root, "messages"), *tools = get(root, "tools"), *choice = get(root, "tool_choice");
+    if (tools && !cJSON_IsNull(tools) && !cJSON_IsArray(tools)) return fail(err, cap, "'tools' must be an array, got %s", type_name(tools));
+    if (cJSON_IsString(choice) && !strcmp(choice->valuestring, "none")) tools = NULL;   /* (the others: the model's choice) */
+    const cJSON *t;
+    int ti = 0;
+    cJSON_ArrayForEach(t, (cJSON_IsArray(tools) ? tools : NULL)) {
+        const cJSON *f = get(t, "function");
+        if (!cJSON_IsObject(f) || !cJSON_IsString(get(f, "name")))
+            return fail(err, cap, "'tools[%d]' must be {\"type\":\"function\",\"function\":{\"name\":...}}", ti);
+        ti++;
+    }
+    if (!cJSON_IsArray(msgs)) return fail(err, cap, "'messages' must be an array, got %s", msgs ? type_name(msgs) : "nothing");
+    const int n = cJSON_GetArraySize(msgs);
+    if (n <= 0) return fail(err, cap, "'messages' is empty");
+    for (int i = 0; i < n; i++) {
+        const cJSON *msg = cJSON_GetArrayItem(msgs, i), *r = get(msg, "role"), *tc = get(msg, "tool_calls");
+        if (!cJSON_IsObject(msg) || !cJSON_IsString(r)) return fail(err, cap, "'messages[%d]' must be an object with a string 'role'", i);
+        if (strcmp(r->valuestring, "system") && strcmp(r->valuestring, "developer") && strcmp(r->valuestring, "user") &&
+            strcmp(r->valuestring, "assistant") && strcmp(r->valuestring, "tool"))
+            return fail(err, cap, "'messages[%d].role' '%.*s' is not supported (system, developer, user, assistant, tool)", i,
+                        clip(r->valuestring, 40), r->valuestring);
+        const cJSON *c;
+        int j = 0;
+        if (tc && !cJSON_IsNull(tc) && !cJSON_IsArray(tc)) return fail(err, cap, "'messages[%d].tool_calls' must be an array", i);
+        cJSON_ArrayForEach(c, (cJSON_IsArray(tc) ? tc : NULL)) {
+            if (!cJSON_IsString(get(get(c, "function"), "name")))
+                return fail(err, cap, "'messages[%d].tool_calls[%d].function.name' must be a string", i, j);
+            j++;
+        }
+    }
+    char **text = calloc((size_t)n, sizeof *text);
+    bool ok = text != NULL;
+    for (int i = 0; ok && i < n; i++) ok = content_text(cJSON_GetArrayItem(msgs, i), i, &text[i], err, cap);
+    text_buf b = {0};
+    g4out o = {&b, sp};
+    puts_(&b, "");
+    char bos[64] = "";
+    if (ok && hachi_model_bos(m) >= 0) {
+        const int32_t k = hachi_token_to_text(m, hachi_model_bos(m), bos, sizeof bos - 1);
+        bos[k > 0 ? k : 0] = 0;
+    }
+    lit(&o, bos);
+    int first = 0;
+    const char *r0 = ok && n ? get(cJSON_GetArrayItem(msgs, 0), "role")->valuestring : "";
+    const bool sys0 = !strcmp(r0, "system") || !strcmp(r0, "developer");
+    const char *prev = NULL;   /* ns.prev_message_type */
+    if (ok && (think || truthy(tools) || sys0)) {
+        lit(&o, "<|turn>system\n");
+        if (think) { lit(&o, "<|think|>\n"); prev = "think"; }
+        if (sys0) { g4_trimmed(&o, text[0]); first = 1; }
+        cJSON_ArrayForEach(t, (truthy(tools) ? tools : NULL)) {
+            lit(&o, "<|tool>");
+            g4_declaration(&o, t);
+            lit(&o, "<tool|>");
+            prev = "tool";
+        }
+        lit(&o, "<turn|>\n");
+    }
+    int last_user = -1;
+    for (int i = first; ok && i < n; i++)
+        if (!strcmp(get(cJSON_GetArrayItem(msgs, i), "role")->valuestring, "user")) last_user = i;
+    for (int i = first; ok && i < n; i++) {
+        const cJSON *msg = cJSON_GetArrayItem(msgs, i), *calls = get(msg, "tool_calls");
+        const char *rs = get(msg, "role")->valuestring;
+        if (!strcmp(rs, "tool")) continue;
+        prev = NULL;
+        const bool model = !strcmp(rs, "assistant");
+        const char *prev_nt = NULL;   /* the role of the last message before this one that is no tool's */
+        for (int j = i - 1; j >= first && !prev_nt; j--) {
+            const char *pr = get(cJSON_GetArrayItem(msgs, j), "role")->valuestring;
+            if (strcmp(pr, "tool")) prev_nt = pr;
+        }
+        if (!(model && prev_nt && !strcmp(prev_nt, "assistant"))) {
+            lit(&o, "<|turn>");
+            lit(&o, model ? "model" : rs);
+            lit(&o, "\n");
+        }
+        const cJSON *thinking = get(msg, "reasoning");
+        if (!truthy(thinking)) thinking = get(msg, "reasoning_content");
+        if (truthy(thinking) && cJSON_IsString(thinking) && i > last_user && truthy(calls)) {
+            lit(&o, "<|channel>thought\n");
+            txts(&o, thinking->valuestring);
+            lit(&o, "\n<channel|>");
+        }
+        const cJSON *c;
+        cJSON_ArrayForEach(c, (truthy(calls) ? calls : NULL)) {
+            const cJSON *f = get(c, "function");
+            lit(&o, "<|tool_call>call:");
+            txts(&o, get(f, "name")->valuestring);
+            lit(&o, "{");
+            g4_call_args(&o, get(f, "arguments"));
+            lit(&o, "}<tool_call|>");
+            prev = "tool_call";
+        }
+        bool responses = false;
+        for (int k = i + 1; truthy(calls) && k < n; k++) {   /* the tool messages that follow the calls */
+            const cJSON *follow = cJSON_GetArrayItem(msgs, k), *id = get(follow, "tool_call_id");
+            if (strcmp(get(follow, "role")->valuestring, "tool")) break;
+            const cJSON *nm = get(follow, "name");
+            const char *name = cJSON_IsString(nm) ? nm->valuestring : "unknown";
+            cJSON_ArrayForEach(c, calls)
+                if (cJSON_IsString(id) && cJSON_IsString(get(c, "id")) && !strcmp(get(c, "id")->valuestring, id->valuestring))
+                    name = get(get(c, "function"), "name")->valuestring;
+            lit(&o, "<|tool_response>response:");
+            txts(&o, name);
+            lit(&o, "{value:" G4Q);
+            txts(&o, text[k]);
+            lit(&o, G4Q "}<tool_response|>");
+            responses = true;
+            prev = "tool_response";
+        }
+        if (model) g4_model_text(&o, text[i]);
+        else g4_trimmed(&o, text[i]);
+        if (prev && !strcmp(prev, "tool_call") && !responses) lit(&o, "<|tool_response>");
+        else if (!(responses && !text[i][0])) lit(&o, "<turn|>\n");
+    }
+    if (ok && !(prev && (!strcmp(prev, "tool_response") || !strcmp(prev, "tool_call")))) {
+        lit(&o, "<|turn>model\n");
+        if (!think) lit(&o, hachi_chat_reply_prefix(m));
+    } else if (ok && b.len >= 8 && !strcmp(b.p + b.len - 8, "<turn|>\n")) {
+        lit(&o, "<|turn>model\n");   /* llama.cpp's: a closed turn is followed by the model's */
+    }
+    for (int i = 0; text && i < n; i++) free(text[i]);
+    free(text);
+    if (ok && (b.oom || sp->oom)) ok = fail(err, cap, "out of memory");
+    if (!ok) { free(b.p); return false; }
+    *out = b.p;
+    return true;
+}
+
 /* The conversation in the model's chat format: the system (and developer) messages joined
  * into the system prompt, then per user message hachi_chat_turn_spans and the assistant reply
  * that followed it as the model wrote it (consecutive messages of one role joined by newlines).
@@ -318,8 +748,22 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
             if (!bool_field(kw, "enable_thinking", &rq->think, err, cap)) goto out;
         }
         spans sp = {0};
-        const bool got = chat_prompt(cJSON_GetObjectItemCaseSensitive(o, "messages"), m, rq->think, &rq->prompt, &sp,
-                                     &rq->continues, err, cap);
+        const cJSON *tools = get(o, "tools");
+        if (tools && !cJSON_IsNull(tools) && !cJSON_IsArray(tools)) {
+            fail(err, cap, "'tools' must be an array, got %s", type_name(tools));
+            goto out;
+        }
+        bool tooled = truthy(tools);   /* tools, tool calls or tool responses: Gemma 4's tool format */
+        const cJSON *msg;
+        cJSON_ArrayForEach(msg, (cJSON_IsArray(get(o, "messages")) ? get(o, "messages") : NULL))
+            tooled |= truthy(get(msg, "tool_calls")) || (cJSON_IsString(get(msg, "role")) && !strcmp(get(msg, "role")->valuestring, "tool"));
+        if (tooled && hachi_chat_detect(m) != HACHI_CHAT_GEMMA4) {
+            fail(err, cap, "tools, tool calls and 'tool' messages need a Gemma 4 model (this model's chat format has none)");
+            goto out;
+        }
+        const bool got = tooled ? g4_prompt(o, m, rq->think, &rq->prompt, &sp, err, cap)
+                                : chat_prompt(cJSON_GetObjectItemCaseSensitive(o, "messages"), m, rq->think, &rq->prompt, &sp,
+                                              &rq->continues, err, cap);
         rq->plain = sp.r;
         rq->n_plain = sp.n;
         if (!got) goto out;
@@ -435,8 +879,11 @@ char *serve_result_json(const serve_req *rq, const serve_result *r) {
     if (rq->chat) {
         cJSON *msg = cJSON_AddObjectToObject(c, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
-        cJSON_AddItemToObject(msg, "content", string_n(r->text, r->len));
+        cJSON *calls = r->tool_calls ? cJSON_Parse(r->tool_calls) : NULL;
+        if (calls && !r->len) cJSON_AddNullToObject(msg, "content");   /* OpenAI's form of calls alone */
+        else cJSON_AddItemToObject(msg, "content", string_n(r->text, r->len));
         if (r->reasoning_len) cJSON_AddItemToObject(msg, "reasoning_content", string_n(r->reasoning, r->reasoning_len));
+        if (calls) cJSON_AddItemToObject(msg, "tool_calls", calls);
     } else {
         cJSON_AddItemToObject(c, "text", string_n(r->text, r->len));
         cJSON_AddNullToObject(c, "logprobs");
@@ -446,6 +893,139 @@ char *serve_result_json(const serve_req *rq, const serve_result *r) {
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return s;
+}
+
+/* ---- Gemma 4's tool calls in a reply ---------------------------------------------------------- */
+
+typedef struct { const char *p, *end; } g4cur;
+
+static bool g4_lit(g4cur *c, const char *s) {
+    const size_t n = strlen(s);
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, s, n)) return false;
+    c->p += n;
+    return true;
+}
+
+static void g4_space(g4cur *c) { while (c->p < c->end && strchr(" \t\r\n", *c->p) && *c->p) c->p++; }
+
+/* a <|"|>-quoted string's text, NULL when there is none */
+static char *g4_string(g4cur *c) {
+    if (!g4_lit(c, G4Q)) return NULL;
+    const char *e = memmem(c->p, (size_t)(c->end - c->p), G4Q, 5);
+    if (!e) return NULL;
+    char *s = strndup(c->p, (size_t)(e - c->p));
+    c->p = e + 5;
+    return s;
+}
+
+/* One value of Gemma 4's argument syntax as JSON: a quoted string, {key:value,...} (keys bare or
+ * quoted), [value,...], true, false, null / None, a number. NULL when it does not parse. */
+static cJSON *g4_value(g4cur *c, int depth) {
+    g4_space(c);
+    if (depth > 64 || c->p >= c->end) return NULL;
+    if (*c->p == '{' || *c->p == '[') {
+        const bool obj = *c->p++ == '{';
+        cJSON *v = obj ? cJSON_CreateObject() : cJSON_CreateArray();
+        g4_space(c);
+        if (c->p < c->end && *c->p == (obj ? '}' : ']')) { c->p++; return v; }
+        for (;;) {
+            char *key = NULL;
+            if (obj) {
+                g4_space(c);
+                if (!(key = g4_string(c))) {   /* a bare key: up to its colon */
+                    const char *k = c->p;
+                    while (c->p < c->end && *c->p != ':' && *c->p != ',' && *c->p != '}') c->p++;
+                    key = c->p > k ? strndup(k, (size_t)(c->p - k)) : NULL;
+                }
+                g4_space(c);
+                if (!key || !g4_lit(c, ":")) { free(key); cJSON_Delete(v); return NULL; }
+            }
+            cJSON *item = g4_value(c, depth + 1);
+            if (!item) { free(key); cJSON_Delete(v); return NULL; }
+            if (obj) cJSON_AddItemToObject(v, key, item);
+            else cJSON_AddItemToArray(v, item);
+            free(key);
+            g4_space(c);
+            if (g4_lit(c, ",")) continue;
+            if (g4_lit(c, obj ? "}" : "]")) return v;
+            cJSON_Delete(v);
+            return NULL;
+        }
+    }
+    char *s = g4_string(c);
+    if (s) { cJSON *v = cJSON_CreateString(s); free(s); return v; }
+    if (g4_lit(c, "true")) return cJSON_CreateTrue();
+    if (g4_lit(c, "false")) return cJSON_CreateFalse();
+    if (g4_lit(c, "null") || g4_lit(c, "None")) return cJSON_CreateNull();
+    char num[64], *e;
+    const size_t n = CLI_MIN((size_t)(c->end - c->p), sizeof num - 1);
+    memcpy(num, c->p, n);
+    num[n] = 0;
+    const double d = strtod(num, &e);
+    if (e == num || !isfinite(d)) return NULL;
+    c->p += e - num;
+    return cJSON_CreateNumber(d);
+}
+
+/* "call:NAME{ARGS}" as an OpenAI tool call; NULL when it is not one */
+static cJSON *g4_call(const char *s, size_t n, const char *id) {
+    g4cur c = {s, s + n};
+    g4_space(&c);
+    if (!g4_lit(&c, "call:")) return NULL;
+    const char *name = c.p;
+    while (c.p < c.end && *c.p != '{') c.p++;
+    if (c.p == name || c.p == c.end) return NULL;
+    char *nm = strndup(name, (size_t)(c.p - name));
+    cJSON *args = g4_value(&c, 0);
+    g4_space(&c);
+    if (!args || c.p != c.end || !cJSON_IsObject(args) || !nm) { free(nm); cJSON_Delete(args); return NULL; }
+    char *aj = cJSON_PrintUnformatted(args);
+    cJSON_Delete(args);
+    cJSON *call = cJSON_CreateObject(), *f = cJSON_CreateObject();
+    cJSON_AddStringToObject(call, "id", id);
+    cJSON_AddStringToObject(call, "type", "function");
+    cJSON_AddStringToObject(f, "name", nm);
+    cJSON_AddStringToObject(f, "arguments", aj ? aj : "{}");
+    cJSON_AddItemToObject(call, "function", f);
+    free(nm);
+    free(aj);
+    return call;
+}
+
+char *serve_tool_calls(const char *calls, size_t len, const char *id_prefix, char **rest, size_t *rest_len) {
+    cJSON *arr = cJSON_CreateArray();
+    text_buf r = {0};
+    int k = 0;
+    for (size_t i = 0; i < len;) {
+        if (calls[i] == SERVE_CALL_SEP) { i++; continue; }
+        const char *e = memchr(calls + i, SERVE_CALL_SEP, len - i);
+        const size_t n = e ? (size_t)(e - calls) - i : len - i;
+        char id[96];
+        snprintf(id, sizeof id, "%s%d", id_prefix, k);
+        cJSON *call = g4_call(calls + i, n, id);
+        if (call) { cJSON_AddItemToArray(arr, call); k++; }
+        else put(&r, calls + i, n);
+        i += n;
+    }
+    *rest = r.p;
+    *rest_len = r.oom ? 0 : r.len;
+    char *out = k ? cJSON_PrintUnformatted(arr) : NULL;
+    cJSON_Delete(arr);
+    return out;
+}
+
+size_t serve_chunk_tool_calls(char *buf, size_t cap, const serve_req *rq, const serve_result *r) {
+    cJSON *arr = r->tool_calls ? cJSON_Parse(r->tool_calls) : NULL, *c;
+    int i = 0;
+    cJSON_ArrayForEach(c, arr) cJSON_AddNumberToObject(c, "index", i++);
+    char *js = arr ? cJSON_PrintUnformatted(arr) : NULL;
+    cJSON_Delete(arr);
+    (void)rq;
+    const int k = js ? snprintf(buf, cap, "data: {\"id\":\"%s\",\"object\":\"chat.completion.chunk\",\"created\":%lld,\"model\":\"%s\","
+                                          "\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":%s},\"finish_reason\":null}]}\n\n",
+                                r->id, r->created, r->model, js) : -1;
+    free(js);
+    return k < 0 || (size_t)k >= cap ? 0 : (size_t)k;
 }
 
 size_t serve_chunk_reasoning(char *buf, size_t cap, const serve_req *rq, const serve_result *r, const char *text,
