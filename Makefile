@@ -63,7 +63,7 @@ all: $(BUILD)/libhachi.a $(BUILD)/libhachi.so $(BUILD)/hachi $(BUILD)/test_hachi
 # (no -Isrc), tests also the internals.
 $(LIB_OBJ):  DIR_FLAGS = -Isrc -fvisibility=hidden -DHACHI_BUILD
 $(TOOL_OBJ): DIR_FLAGS = -Itools $(SERVE_DEFS)
-$(TEST_OBJ): DIR_FLAGS = -Isrc -Itools $(SERVE_DEFS)
+$(TEST_OBJ): DIR_FLAGS = -Isrc $(SERVE_DEFS)
 
 $(BUILD)/src/kernels/x86_avx2.o:   ISA_FLAGS = $(FLAGS_avx2)
 $(BUILD)/src/kernels/x86_avx512.o: ISA_FLAGS = $(FLAGS_avx512)

@@ -7,7 +7,7 @@
 #ifndef HACHI_NO_SERVE
 #include <cjson/cJSON.h>
 #endif
-#include "cli.h"
+#include "../tools/cli.h"
 #include "test.h"
 
 #ifndef HACHI_NO_SERVE

@@ -64,14 +64,14 @@ typedef struct { char *p; size_t len, cap; bool oom; } text_buf;
 
 static void put(text_buf *b, const char *s, size_t n) {
     if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
+    if (!b->p || b->len + n + 1 > b->cap) {
         size_t cap = (b->len + n + 1) * 2;
         char *p = realloc(b->p, cap);
         if (!p) { b->oom = true; return; }
         b->p = p;
         b->cap = cap;
     }
-    memcpy(b->p + b->len, s, n);
+    if (n) memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = 0;
 }
@@ -211,7 +211,7 @@ static int key_cmp(const char *a, const char *b) {
 static const cJSON **dictsort(const cJSON *o, int *n) {
     *n = 0;
     const int k = cJSON_GetArraySize(o);
-    const cJSON **v = k ? malloc(sizeof *v * (size_t)k) : NULL, *c;
+    const cJSON **v = k ? malloc(sizeof(const cJSON *) * (size_t)k) : NULL, *c;
     if (!v) return NULL;
     cJSON_ArrayForEach(c, o) {
         int j = *n;
@@ -476,7 +476,7 @@ static void g4_call_args(g4out *o, const cJSON *args) {
             g4_arg(o, kv[i], false);
         }
         free(kv);
-    } else if (cJSON_IsString(a)) txts(o, a->valuestring);
+    } else if (a && cJSON_IsString(a)) txts(o, a->valuestring);
     cJSON_Delete(parsed);
 }
 
@@ -486,9 +486,9 @@ static bool g4_prompt(const cJSON *root, const hachi_model *m, bool think, char 
     const cJSON *msgs = get(root, "messages"), *tools = get(root, "tools"), *choice = get(root, "tool_choice");
     if (tools && !cJSON_IsNull(tools) && !cJSON_IsArray(tools)) return fail(err, cap, "'tools' must be an array, got %s", type_name(tools));
     if (cJSON_IsString(choice) && !strcmp(choice->valuestring, "none")) tools = NULL;   /* (the others: the model's choice) */
-    const cJSON *t;
+    const cJSON *t, *tool_list = cJSON_IsArray(tools) ? tools : NULL;
     int ti = 0;
-    cJSON_ArrayForEach(t, (cJSON_IsArray(tools) ? tools : NULL)) {
+    cJSON_ArrayForEach(t, tool_list) {
         const cJSON *f = get(t, "function");
         if (!cJSON_IsObject(f) || !cJSON_IsString(get(f, "name")))
             return fail(err, cap, "'tools[%d]' must be {\"type\":\"function\",\"function\":{\"name\":...}}", ti);
@@ -507,7 +507,8 @@ static bool g4_prompt(const cJSON *root, const hachi_model *m, bool think, char 
         const cJSON *c;
         int j = 0;
         if (tc && !cJSON_IsNull(tc) && !cJSON_IsArray(tc)) return fail(err, cap, "'messages[%d].tool_calls' must be an array", i);
-        cJSON_ArrayForEach(c, (cJSON_IsArray(tc) ? tc : NULL)) {
+        const cJSON *call_list = cJSON_IsArray(tc) ? tc : NULL;
+        cJSON_ArrayForEach(c, call_list) {
             if (!cJSON_IsString(get(get(c, "function"), "name")))
                 return fail(err, cap, "'messages[%d].tool_calls[%d].function.name' must be a string", i, j);
             j++;
@@ -533,7 +534,7 @@ static bool g4_prompt(const cJSON *root, const hachi_model *m, bool think, char 
         lit(&o, "<|turn>system\n");
         if (think) { lit(&o, "<|think|>\n"); prev = "think"; }
         if (sys0) { g4_trimmed(&o, text[0]); first = 1; }
-        cJSON_ArrayForEach(t, (truthy(tools) ? tools : NULL)) {
+        cJSON_ArrayForEach(t, tool_list) {
             lit(&o, "<|tool>");
             g4_declaration(&o, t);
             lit(&o, "<tool|>");
@@ -567,8 +568,8 @@ static bool g4_prompt(const cJSON *root, const hachi_model *m, bool think, char 
             txts(&o, thinking->valuestring);
             lit(&o, "\n<channel|>");
         }
-        const cJSON *c;
-        cJSON_ArrayForEach(c, (truthy(calls) ? calls : NULL)) {
+        const cJSON *c, *call_list = cJSON_IsArray(calls) ? calls : NULL;
+        cJSON_ArrayForEach(c, call_list) {
             const cJSON *f = get(c, "function");
             lit(&o, "<|tool_call>call:");
             txts(&o, get(f, "name")->valuestring);
@@ -754,8 +755,8 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
             goto out;
         }
         bool tooled = truthy(tools);   /* tools, tool calls or tool responses: Gemma 4's tool format */
-        const cJSON *msg;
-        cJSON_ArrayForEach(msg, (cJSON_IsArray(get(o, "messages")) ? get(o, "messages") : NULL))
+        const cJSON *msg, *msgs = cJSON_IsArray(get(o, "messages")) ? get(o, "messages") : NULL;
+        cJSON_ArrayForEach(msg, msgs)
             tooled |= truthy(get(msg, "tool_calls")) || (cJSON_IsString(get(msg, "role")) && !strcmp(get(msg, "role")->valuestring, "tool"));
         if (tooled && hachi_chat_detect(m) != HACHI_CHAT_GEMMA4) {
             fail(err, cap, "tools, tool calls and 'tool' messages need a Gemma 4 model (this model's chat format has none)");
@@ -1017,7 +1018,9 @@ char *serve_tool_calls(const char *calls, size_t len, const char *id_prefix, cha
 size_t serve_chunk_tool_calls(char *buf, size_t cap, const serve_req *rq, const serve_result *r) {
     cJSON *arr = r->tool_calls ? cJSON_Parse(r->tool_calls) : NULL, *c;
     int i = 0;
-    cJSON_ArrayForEach(c, arr) cJSON_AddNumberToObject(c, "index", i++);
+    cJSON_ArrayForEach(c, arr) {
+        cJSON_AddNumberToObject(c, "index", i++);
+    }
     char *js = arr ? cJSON_PrintUnformatted(arr) : NULL;
     cJSON_Delete(arr);
     (void)rq;
