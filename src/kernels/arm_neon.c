@@ -1474,7 +1474,7 @@ static void attn_softmax(float *x, int n, int G, float scale, float *mx, float *
         for (int v = 0; v < nv; v++) {
             const float32x4_t s = vmulq_n_f32(vld1q_f32(x + j * G + 4 * v), scale);
             vst1q_f32(x + j * G + 4 * v, s);
-            m[v] = vmaxq_f32(m[v], s);
+            m[v] = vmaxnmq_f32(m[v], s);   /* a NaN score passed over, as ref's v > mx */
         }
     for (int j = 0; j < n; j++)
         for (int v = 0; v < nv; v++) {
