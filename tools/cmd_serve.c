@@ -103,11 +103,11 @@ typedef struct request {
     hachi_spec *sp;
     int32_t *prompt;
     int n_prompt, n_cached, n_gen, max_gen;
-    char *text;                     /* [text_cap] generated text; [0, sent) released to the client */
-    size_t text_len, text_cap, sent;
+    text_acc text;                  /* generated text; [0, sent) released to the client */
+    size_t sent;
     bool text_oom;                  /* the text could not grow: the generation ends there */
-    char *think;                    /* [think_cap] a chat reply's thought (reasoning_content); [0, think_sent) sent */
-    size_t think_len, think_cap, think_sent;
+    text_acc think;                 /* a chat reply's thought (reasoning_content); [0, think_sent) sent */
+    size_t think_sent;
     bool was_in_thought;
     int label;                      /* in a thought: bytes of its "thought" label matched; 7: its white space; 8: its text */
     text_acc calls;                 /* a chat reply's tool calls as written, each begun by SERVE_CALL_SEP */
@@ -280,8 +280,8 @@ static bool find_stop(const request *q, size_t from, size_t *at) {
     bool hit = false;
     for (int i = 0; i < q->rq.n_stop; i++) {
         const char *s = q->rq.stop[i];
-        const char *f = memmem(q->text + from, q->text_len - from, s, strlen(s));
-        if (f && (!hit || (size_t)(f - q->text) < *at)) { *at = (size_t)(f - q->text); hit = true; }
+        const char *f = memmem(q->text.p + from, q->text.len - from, s, strlen(s));
+        if (f && (!hit || (size_t)(f - q->text.p) < *at)) { *at = (size_t)(f - q->text.p); hit = true; }
     }
     return hit;
 }
@@ -292,57 +292,48 @@ static size_t stop_hold(const request *q) {
     for (int i = 0; i < q->rq.n_stop; i++) {
         const char *s = q->rq.stop[i];
         size_t ls = strlen(s);
-        for (size_t k = CLI_MIN(ls - 1, q->text_len - q->sent); k > hold; k--)
-            if (!memcmp(q->text + q->text_len - k, s, k)) { hold = k; break; }
+        for (size_t k = CLI_MIN(ls - 1, q->text.len - q->sent); k > hold; k--)
+            if (!memcmp(q->text.p + q->text.len - k, s, k)) { hold = k; break; }
     }
     return hold;
 }
 
-static void text_add(request *q, const char *s, size_t n) {
-    if (q->text_len + n > q->text_cap) {   /* long pieces: the buffer grows (only past 64 bytes a token) */
-        char *t = realloc(q->text, 2 * (q->text_len + n));
-        if (!t) { q->text_oom = true; return; }
-        q->text = t;
-        q->text_cap = 2 * (q->text_len + n);
-    }
-    memcpy(q->text + q->text_len, s, n);
-    q->text_len += n;
+/* Room for n more bytes in a (it doubles; a failure ends the generation: text_oom) */
+static bool acc_reserve(request *q, text_acc *a, size_t n) {
+    if (a->len + n <= a->cap) return true;
+    char *t = realloc(a->p, 2 * (a->len + n));
+    if (!t) { q->text_oom = true; return false; }
+    a->p = t;
+    a->cap = 2 * (a->len + n);
+    return true;
 }
+
+static void acc_add(request *q, text_acc *a, const char *s, size_t n) {
+    if (!n || !acc_reserve(q, a, n)) return;
+    memcpy(a->p + a->len, s, n);
+    a->len += n;
+}
+
+static void text_add(request *q, const char *s, size_t n) { acc_add(q, &q->text, s, n); }
 
 /* A chat reply's thought text, without the "thought" label and the white space after it that
  * open it (as llama.cpp's Gemma 4 parser takes it); a label that turns out otherwise is kept */
 static void think_add(request *q, const char *s, size_t n) {
     static const char label[] = "thought";
-    if (q->think_len + n + sizeof label > q->think_cap) {
-        char *t = realloc(q->think, 2 * (q->think_len + n + sizeof label));
-        if (!t) { q->text_oom = true; return; }
-        q->think = t;
-        q->think_cap = 2 * (q->think_len + n + sizeof label);
-    }
+    if (!acc_reserve(q, &q->think, n + sizeof label)) return;
     for (size_t i = 0; i < n; i++) {
         const char c = s[i];
         if (q->label < 7 && c == label[q->label]) { q->label++; continue; }
         if (q->label < 7) {   /* not the label: what matched of it is text */
-            memcpy(q->think + q->think_len, label, (size_t)q->label);
-            q->think_len += (size_t)q->label;
+            memcpy(q->think.p + q->think.len, label, (size_t)q->label);
+            q->think.len += (size_t)q->label;
             q->label = 8;
         } else if (q->label == 7) {
             if (strchr(" \t\r\n", c)) continue;
             q->label = 8;
         }
-        q->think[q->think_len++] = c;
+        q->think.p[q->think.len++] = c;
     }
-}
-
-static void acc_add(request *q, text_acc *a, const char *s, size_t n) {
-    if (a->len + n > a->cap) {
-        char *t = realloc(a->p, 2 * (a->len + n));
-        if (!t) { q->text_oom = true; return; }
-        a->p = t;
-        a->cap = 2 * (a->len + n);
-    }
-    memcpy(a->p + a->len, s, n);
-    a->len += n;
 }
 
 /* Text the detokenizer gave: a chat reply's thought and tool calls apart (a new thought opens
@@ -379,38 +370,38 @@ static void gen_finish(request *q, const char *why) {
     char buf[HACHI_DETOK_MAX];
     size_t at, k = (size_t)hachi_detok_flush(q->sl->dt, buf, sizeof buf);
     out_add(q, buf, k);
-    if (q->rq.n_stop && find_stop(q, q->sent, &at)) { q->text_len = at; why = "stop"; }
+    if (q->rq.n_stop && find_stop(q, q->sent, &at)) { q->text.len = at; why = "stop"; }
     q->finish = why;
 }
 
 /* One decode step (up to HACHI_SPEC_STEP_MAX tokens); returns the bytes of text now released. */
 static size_t gen_step(server *srv, request *q) {
     slot *sl = q->sl;
-    if (q->n_gen >= q->max_gen) { gen_finish(q, "length"); return q->text_len - q->sent; }
+    if (q->n_gen >= q->max_gen) { gen_finish(q, "length"); return q->text.len - q->sent; }
     int32_t out[HACHI_SPEC_STEP_MAX], n_out = 0;
     hachi_status st = hachi_spec_step(q->sp, q->max_gen - q->n_gen, out, &n_out);
     if (st) {   /* the context is full; anything else is a defect, logged (the reply ends as cut) */
         if (st != HACHI_ERR_CONTEXT_FULL) fprintf(stderr, "hachi serve: decode failed: %s\n", hachi_last_error());
         gen_finish(q, "length");
-        return q->text_len - q->sent;
+        return q->text.len - q->sent;
     }
     for (int i = 0; i < n_out; i++) {
-        if (hachi_model_is_eog(srv->m, out[i])) { gen_finish(q, "stop"); return q->text_len - q->sent; }
+        if (hachi_model_is_eog(srv->m, out[i])) { gen_finish(q, "stop"); return q->text.len - q->sent; }
         sl->held[q->n_prompt + q->n_gen++] = out[i];
         char buf[HACHI_DETOK_MAX];
-        size_t from = q->text_len > SERVE_MAX_STOP_LEN ? q->text_len - SERVE_MAX_STOP_LEN : 0;
+        size_t from = q->text.len > SERVE_MAX_STOP_LEN ? q->text.len - SERVE_MAX_STOP_LEN : 0;
         size_t k = (size_t)hachi_detok_push(sl->dt, out[i], buf, sizeof buf);
         out_add(q, buf, k);
-        if (q->text_oom) { gen_finish(q, "length"); return q->text_len - q->sent; }
+        if (q->text_oom) { gen_finish(q, "length"); return q->text.len - q->sent; }
         size_t at;
         if (q->rq.n_stop && find_stop(q, CLI_MAX(from, q->sent), &at)) {
-            q->text_len = at;
+            q->text.len = at;
             q->finish = "stop";
-            return q->text_len - q->sent;
+            return q->text.len - q->sent;
         }
     }
-    if (q->n_gen >= q->max_gen) { gen_finish(q, "length"); return q->text_len - q->sent; }
-    return q->text_len - stop_hold(q) - q->sent;
+    if (q->n_gen >= q->max_gen) { gen_finish(q, "length"); return q->text.len - q->sent; }
+    return q->text.len - stop_hold(q) - q->sent;
 }
 
 /* The slot keeps what its session holds; the request's sampler and loop go. */
@@ -429,10 +420,10 @@ static void gen_end(server *srv, request *q) {
     q->res.completion_tokens = q->n_gen;
     q->res.prompt_tokens = q->n_prompt;
     q->res.cached_tokens = q->n_cached;
-    q->res.text = q->text;
-    q->res.len = q->text_len;
-    q->res.reasoning = q->think;
-    q->res.reasoning_len = q->think_len;
+    q->res.text = q->text.p;
+    q->res.len = q->text.len;
+    q->res.reasoning = q->think.p;
+    q->res.reasoning_len = q->think.len;
     q->res.tool_calls = q->tool_calls;
     q->res.finish = q->finish ? q->finish : "length";
     fprintf(stderr, "hachi serve: %s slot %d: prompt %d tokens (%d reused, %d prefilled), %d generated%s, %s, %.1f ms\n",
@@ -477,8 +468,8 @@ static void request_unref(request *q) {
     serve_req_free(&q->rq);
     free(q->body);
     free(q->prompt);
-    free(q->text);
-    free(q->think);
+    free(q->text.p);
+    free(q->think.p);
     free(q->calls.p);
     free(q->tool_calls);
     free(q->out);
@@ -490,10 +481,10 @@ static void stream_add(request *q, size_t n) { q->out_len += n; }
 
 /* A stream's event of the thought not sent yet, added to q->out at o; its bytes (0: none or no room) */
 static size_t think_chunk(request *q, char *o, size_t cap) {
-    if (q->think_sent >= q->think_len) return 0;
-    const size_t w = serve_chunk_reasoning(o, cap, &q->rq, &q->res, q->think + q->think_sent, q->think_len - q->think_sent);
+    if (q->think_sent >= q->think.len) return 0;
+    const size_t w = serve_chunk_reasoning(o, cap, &q->rq, &q->res, q->think.p + q->think_sent, q->think.len - q->think_sent);
     if (w) {
-        q->think_sent = q->think_len;
+        q->think_sent = q->think.len;
         stream_add(q, w);
     }
     return w;
@@ -514,11 +505,11 @@ static bool stream_produce(request *q) {
         if (atomic_load(&srv->stop)) { gen_finish(q, "length"); break; }   /* the stream ends whole */
         size_t n = gen_step(srv, q);
         const size_t wt = think_chunk(q, o, cap);   /* the thought as it comes */
-        if (q->think_sent < q->think_len && !wt) return false;
+        if (q->think_sent < q->think.len && !wt) return false;
         o += wt;
         cap -= wt;
         if (n && !q->finish) {
-            size_t w = serve_chunk(o, cap, &q->rq, &q->res, q->text + q->sent, n, false, NULL, false);
+            size_t w = serve_chunk(o, cap, &q->rq, &q->res, q->text.p + q->sent, n, false, NULL, false);
             if (!w) return false;
             q->sent += n;
             stream_add(q, w);
@@ -527,15 +518,15 @@ static bool stream_produce(request *q) {
         if (wt) return true;
     }
     const size_t wt = think_chunk(q, o, cap);
-    if (q->think_sent < q->think_len && !wt) return false;
+    if (q->think_sent < q->think.len && !wt) return false;
     o += wt;
     cap -= wt;
     calls_finish(q);   /* (a call that does not parse joins the text sent next) */
     size_t w = 0;
-    if (q->text_len > q->sent) {
-        w = serve_chunk(o, cap, &q->rq, &q->res, q->text + q->sent, q->text_len - q->sent, false, NULL, false);
+    if (q->text.len > q->sent) {
+        w = serve_chunk(o, cap, &q->rq, &q->res, q->text.p + q->sent, q->text.len - q->sent, false, NULL, false);
         if (!w) return false;
-        q->sent = q->text_len;
+        q->sent = q->text.len;
     }
     gen_end(srv, q);
     const size_t wc = q->res.tool_calls ? serve_chunk_tool_calls(o + w, cap - w, &q->rq, &q->res) : 0;
@@ -591,8 +582,8 @@ static enum MHD_Result completion(server *srv, request *q) {
                           n, n_ctx);
     const long want = rq->max_tokens >= 0 ? rq->max_tokens : srv->n_predict > 0 ? srv->n_predict : n_ctx - n;
     q->max_gen = (int)CLI_MIN(want, (long)(n_ctx - n));
-    q->text_cap = (size_t)q->max_gen * 64 + 256;
-    if (!(q->text = malloc(q->text_cap)) || (rq->stream && !(q->out = malloc(SERVE_STREAM_BUF))))
+    q->text.cap = (size_t)q->max_gen * 64 + 256;
+    if (!(q->text.p = malloc(q->text.cap)) || (rq->stream && !(q->out = malloc(SERVE_STREAM_BUF))))
         return send_error(conn, 500, NULL, "out of memory");
     take_result tr = slot_take(srv, q);
     if (tr == TAKE_BUSY)
