@@ -115,7 +115,6 @@ typedef struct cli_draft {
     bool sample;                    /* --draft-sample */
     long self_budget;               /* --self-budget N: self-speculation's page-sparse budget; -1: not given */
     hachi_model *assistant;         /* -md, loaded by cli_draft_setup */
-    const char *inputs[3];          /* the command's other input files (-m, --heads, -f): never the trace */
 } cli_draft;
 void cli_draft_init(cli_draft *d);
 /* Consume argv[*i] (and its value) if it is a drafter flag: 1 consumed, 0 not ours, -1 bad value. */

@@ -58,7 +58,6 @@ int cmd_chat(int argc, char **argv) {
     if (st) { cli_lib_error(cmd, st, "cannot create the session"); goto out; }
     if ((st = hachi_sampler_create(&o.smp, hachi_model_n_vocab(m), &smp))) { cli_lib_error(cmd, st, "cannot create the sampler"); goto out; }
     hachi_spec_params spp;
-    dr.inputs[0] = o.model, dr.inputs[1] = o.heads_path;
     if (!cli_draft_setup(cmd, &dr, m, &spp)) goto out;
     if ((st = hachi_spec_create(m, s, smp, &spp, &sp))) { cli_lib_error(cmd, st, "generator"); goto out; }
     if ((st = hachi_detok_create(m, &dt))) { cli_lib_error(cmd, st, "detokenizer"); goto out; }

@@ -108,7 +108,6 @@ int cmd_run(int argc, char **argv) {
     }
     if ((st = hachi_sampler_create(&o.smp, hachi_model_n_vocab(m), &smp))) { cli_lib_error(cmd, st, "cannot create the sampler"); goto out; }
     hachi_spec_params spp;
-    dr.inputs[0] = o.model, dr.inputs[1] = o.heads_path, dr.inputs[2] = prompt_file;
     if (!cli_draft_setup(cmd, &dr, m, &spp)) goto out;
     if ((st = hachi_spec_create(m, s, smp, &spp, &sp))) { cli_lib_error(cmd, st, "generator"); goto out; }
 

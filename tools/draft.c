@@ -66,10 +66,9 @@ int cli_draft_parse(const char *cmd, cli_draft *d, int argc, char **argv, int *i
 
 static bool open_trace(const char *cmd, cli_draft *d, const hachi_spec_params *spp) {
     if (!d->trace_path) return true;
-    if (!cli_replaceable(cmd, d->trace_path)) return false;   /* (a failed trace is removed: a regular file only) */
-    const char *const in[] = {d->md_path, d->inputs[0], d->inputs[1], d->inputs[2]};
-    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
-        if (!cli_not_input(cmd, d->trace_path, in[i])) return false;
+    /* a regular file (a failed trace is removed) and none of the inputs read so far: the model,
+     * heads, prompt file and -md (cli_note_input) */
+    if (!cli_out_check(cmd, d->trace_path)) return false;
     FILE *f = fopen(d->trace_path, "w");
     if (!f) { cli_error(cmd, "cannot write the trace '%s': %s", d->trace_path, strerror(errno)); return false; }
     static const char *kinds[] = {"none", "lookup", "model", "auto", "self"};
