@@ -479,15 +479,17 @@ static void request_unref(request *q) {
 
 static void stream_add(request *q, size_t n) { q->out_len += n; }
 
-/* A stream's event of the thought not sent yet, added to q->out at o; its bytes (0: none or no room) */
-static size_t think_chunk(request *q, char *o, size_t cap) {
-    if (q->think_sent >= q->think.len) return 0;
-    const size_t w = serve_chunk_reasoning(o, cap, &q->rq, &q->res, q->think.p + q->think_sent, q->think.len - q->think_sent);
-    if (w) {
-        q->think_sent = q->think.len;
-        stream_add(q, w);
-    }
-    return w;
+/* A stream's event of the thought not sent yet, added to q->out at *o (*o and *cap move past it);
+ * false when it does not fit */
+static bool think_chunk(request *q, char **o, size_t *cap) {
+    if (q->think_sent >= q->think.len) return true;
+    const size_t w = serve_chunk_reasoning(*o, *cap, &q->rq, &q->res, q->think.p + q->think_sent, q->think.len - q->think_sent);
+    if (!w) return false;
+    q->think_sent = q->think.len;
+    stream_add(q, w);
+    *o += w;
+    *cap -= w;
+    return true;
 }
 
 /* The next events of a stream into q->out: the role, text as it is released, the end. */
@@ -504,10 +506,8 @@ static bool stream_produce(request *q) {
         if (client_gone(q->conn)) return false;
         if (atomic_load(&srv->stop)) { gen_finish(q, "length"); break; }   /* the stream ends whole */
         size_t n = gen_step(srv, q);
-        const size_t wt = think_chunk(q, o, cap);   /* the thought as it comes */
-        if (q->think_sent < q->think.len && !wt) return false;
-        o += wt;
-        cap -= wt;
+        const size_t before = q->out_len;
+        if (!think_chunk(q, &o, &cap)) return false;   /* the thought as it comes */
         if (n && !q->finish) {
             size_t w = serve_chunk(o, cap, &q->rq, &q->res, q->text.p + q->sent, n, false, NULL, false);
             if (!w) return false;
@@ -515,12 +515,9 @@ static bool stream_produce(request *q) {
             stream_add(q, w);
             return true;
         }
-        if (wt) return true;
+        if (q->out_len > before) return true;
     }
-    const size_t wt = think_chunk(q, o, cap);
-    if (q->think_sent < q->think.len && !wt) return false;
-    o += wt;
-    cap -= wt;
+    if (!think_chunk(q, &o, &cap)) return false;
     calls_finish(q);   /* (a call that does not parse joins the text sent next) */
     size_t w = 0;
     if (q->text.len > q->sent) {
