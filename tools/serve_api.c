@@ -437,6 +437,16 @@ static void g4_declaration(g4out *o, const cJSON *tool) {
     lit(o, "}");
 }
 
+/* s[0..n) without the white space at its ends that jinja's trim (Python's str.strip) removes, as
+ * far as ASCII goes: the set hachi_chat_turn trims with */
+static void g4_trimmed(g4out *o, const char *s, size_t n) {
+    static const char ws[] = " \t\n\v\f\r\x1c\x1d\x1e\x1f";
+    size_t a = 0;
+    while (a < n && memchr(ws, s[a], sizeof ws - 1)) a++;
+    while (n > a && memchr(ws, s[n - 1], sizeof ws - 1)) n--;
+    txt(o, s + a, n - a);
+}
+
 /* strip_thinking: a model message without its thoughts, trimmed */
 static void g4_model_text(g4out *o, const char *s) {
     text_buf r = {0};
@@ -447,18 +457,8 @@ static void g4_model_text(g4out *o, const char *s) {
         put(&r, p, (size_t)((open ? open : stop) - p));
         p = end ? end + 10 : NULL;
     }
-    size_t a = 0, b = r.len;
-    while (a < b && strchr(" \t\n\r\v\f", r.p[a])) a++;
-    while (b > a && strchr(" \t\n\r\v\f", r.p[b - 1])) b--;
-    txt(o, r.p + a, b - a);
+    g4_trimmed(o, r.p ? r.p : "", r.p ? r.len : 0);
     free(r.p);
-}
-
-static void g4_trimmed(g4out *o, const char *s) {
-    size_t a = 0, b = strlen(s);
-    while (a < b && strchr(" \t\n\r\v\f", s[a])) a++;
-    while (b > a && strchr(" \t\n\r\v\f", s[b - 1])) b--;
-    txt(o, s + a, b - a);
 }
 
 /* A tool call's arguments: an object as format_argument writes it without quoted keys; a JSON
@@ -533,7 +533,7 @@ static bool g4_prompt(const cJSON *root, const hachi_model *m, bool think, char 
     if (ok && (think || truthy(tools) || sys0)) {
         lit(&o, "<|turn>system\n");
         if (think) { lit(&o, "<|think|>\n"); prev = "think"; }
-        if (sys0) { g4_trimmed(&o, text[0]); first = 1; }
+        if (sys0) { g4_trimmed(&o, text[0], strlen(text[0])); first = 1; }
         cJSON_ArrayForEach(t, tool_list) {
             lit(&o, "<|tool>");
             g4_declaration(&o, t);
@@ -596,7 +596,7 @@ static bool g4_prompt(const cJSON *root, const hachi_model *m, bool think, char 
             prev = "tool_response";
         }
         if (model) g4_model_text(&o, text[i]);
-        else g4_trimmed(&o, text[i]);
+        else g4_trimmed(&o, text[i], strlen(text[i]));
         if (prev && !strcmp(prev, "tool_call") && !responses) lit(&o, "<|tool_response>");
         else if (!(responses && !text[i][0])) lit(&o, "<turn|>\n");
     }
