@@ -288,8 +288,10 @@ typedef struct hachi_sampler_params {
     float    top_p;          /* 1 = off */
     float    min_p;          /* 0 = off */
     float    repeat_penalty; /* 1 = off */
-    int32_t  repeat_last_n;  /* window of the penalty */
+    int32_t  repeat_last_n;  /* window of the penalties (repeat, presence, frequency) */
     uint64_t seed;
+    float    presence_penalty;   /* 0 = off: logit -= presence for a token in the window */
+    float    frequency_penalty;  /* 0 = off: logit -= frequency * its count in the window */
 } hachi_sampler_params;
 
 HACHI_API hachi_sampler_params hachi_sampler_default_params(void);

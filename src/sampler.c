@@ -4,7 +4,9 @@
  * full sort; with top_k = 0 the nucleus is found from a histogram of weights
  * and only its boundary bucket is sorted.
  *
- * Order: repetition penalty (llama.cpp style, also in greedy mode), then
+ * Order: the penalties over the last repeat_last_n accepted tokens (also in greedy mode): a
+ * token's positive logit divided by repeat_penalty, a negative one multiplied (llama.cpp's
+ * rule), then frequency_penalty * its count + presence_penalty subtracted (OpenAI's rule); then
  * temp == 0 -> argmax (ties to the lowest id); else top-k, temperature,
  * softmax, top-p (smallest prefix with mass >= top_p, at least one token),
  * min-p (p >= min_p * p_max), then one draw from the survivors.
@@ -157,6 +159,9 @@ hachi_status hachi_sampler_create(const hachi_sampler_params *params, int32_t n_
         return hachi_fail(HACHI_ERR_INVALID_ARG, "sampler: repeat_penalty %g must be > 0", (double)p.repeat_penalty);
     if (p.repeat_last_n < 0)
         return hachi_fail(HACHI_ERR_INVALID_ARG, "sampler: repeat_last_n %d < 0", (int)p.repeat_last_n);
+    if (!isfinite(p.presence_penalty) || !isfinite(p.frequency_penalty))
+        return hachi_fail(HACHI_ERR_INVALID_ARG, "sampler: presence_penalty %g and frequency_penalty %g must be finite",
+                          (double)p.presence_penalty, (double)p.frequency_penalty);
 
     hachi_sampler *s = hachi_calloc(1, sizeof *s);
     if (!s) return HACHI_ERR_NOMEM;
@@ -166,7 +171,8 @@ hachi_status hachi_sampler_create(const hachi_sampler_params *params, int32_t n_
     s->cand = hachi_malloc((size_t)n_vocab * sizeof *s->cand);
     s->sel = hachi_malloc((size_t)n_vocab * sizeof *s->sel);
     int ok = s->work && s->cand && s->sel;
-    if (ok && p.repeat_penalty != 1.0f && p.repeat_last_n > 0) {
+    const bool penalized = p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+    if (ok && penalized && p.repeat_last_n > 0) {
         s->hist = hachi_malloc((size_t)p.repeat_last_n * sizeof *s->hist);
         s->count = hachi_calloc((size_t)n_vocab, sizeof *s->count);
         ok = s->hist && s->count;
@@ -208,12 +214,13 @@ void hachi_sampler_reset(hachi_sampler *s) {
 static const float *apply_penalty(hachi_sampler *s, const float *logits) {
     if (!s->hist || s->hist_len == 0) return logits;
     memcpy(s->work, logits, (size_t)s->n_vocab * sizeof *s->work);
-    const float pen = s->p.repeat_penalty;
+    const float pen = s->p.repeat_penalty, pres = s->p.presence_penalty, freq = s->p.frequency_penalty;
     for (int32_t i = 0; i < s->hist_len; i++) {
         int32_t t = s->hist[i];
         if (s->count[t] <= 0) continue;                  /* already done (marked negative) */
         float v = s->work[t];
-        s->work[t] = v > 0 ? v / pen : v * pen;
+        if (pen != 1.0f) v = v > 0 ? v / pen : v * pen;
+        s->work[t] = v - ((float)s->count[t] * freq + pres);
         s->count[t] = -s->count[t];
     }
     for (int32_t i = 0; i < s->hist_len; i++) {

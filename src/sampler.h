@@ -5,7 +5,7 @@
 #define HACHI_SAMPLER_H
 #include "hachi.h"
 
-/* The distribution hachi_sampler_sample(s, logits) draws from (the repetition penalty of the
+/* The distribution hachi_sampler_sample(s, logits) draws from (the penalties of the
  * current history, temperature, top-k, top-p, min-p) into dist[n_vocab], summing to 1; greedy
  * settings give the argmax one-hot. Same code path as the sample; uses no randomness. */
 void hachi_sampler_dist(hachi_sampler *s, const float *logits, float *dist);

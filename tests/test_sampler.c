@@ -1,7 +1,7 @@
 /* Tests for the sampler: greedy and its tie rule, seeding, top-k = 1 equals
  * greedy, the empirical distribution against softmax (chi-square bound at a
  * fixed seed, so deterministic), top-p / min-p cut-offs, the repetition
- * penalty and its window, no allocation in sample(), parameter checks. */
+ * penalty and its window, the presence and frequency penalties, no allocation in sample(), parameter checks. */
 #include "test.h"
 #include "hachi.h"
 #include "util.h"
@@ -300,6 +300,60 @@ TEST(sampler_repetition_penalty) {
     hachi_sampler_free(s);
 }
 
+/* OpenAI's presence and frequency penalties over the window, after llama.cpp's repetition
+ * penalty: logit - (count * frequency + presence), greedy and sampled */
+TEST(sampler_presence_frequency_penalty) {
+    enum { V = 6, N = 200000 };
+    float l[V] = {2.0f, 1.5f, 1.0f, 0.0f, -0.5f, -1.0f};
+    hachi_sampler_params p = plain(0.0f);
+    p.presence_penalty = 0.3f;
+    p.frequency_penalty = 0.2f;
+    p.repeat_last_n = 3;
+    hachi_sampler *s = mk(p, V);
+    if (!s) return;
+    CHECK(hachi_sampler_sample(s, l) == 0);
+    hachi_sampler_accept(s, 0);
+    CHECK(hachi_sampler_sample(s, l) == 0);          /* 2.0 - 0.5 = 1.5: a tie with token 1, lower id */
+    hachi_sampler_accept(s, 0);
+    CHECK(hachi_sampler_sample(s, l) == 1);          /* 2.0 - 0.7 = 1.3 < 1.5 */
+    hachi_sampler_accept(s, 1);
+    CHECK(hachi_sampler_sample(s, l) == 0);          /* 1.3 against 1.5 - 0.5 = 1.0 */
+    hachi_sampler_accept(s, 5);                      /* window 3: the first 0 leaves */
+    CHECK(hachi_sampler_sample(s, l) == 0);          /* 2.0 - 0.5 = 1.5 against 1.0 */
+    hachi_sampler_free(s);
+    /* the repetition penalty first, then a negative presence penalty raises the token: token 0
+     * seen once is 2.0 / 2 - (1 * 0.1 - 0.6) = 1.5, a tie with the unseen token 1 */
+    p = plain(0.0f);
+    p.repeat_penalty = 2.0f;
+    p.presence_penalty = -0.6f;
+    p.frequency_penalty = 0.1f;
+    s = mk(p, V);
+    if (!s) return;
+    hachi_sampler_accept(s, 0);
+    CHECK(hachi_sampler_sample(s, l) == 0);
+    hachi_sampler_accept(s, 0);                      /* 1.0 - (0.2 - 0.6) = 1.4 < 1.5 */
+    CHECK(hachi_sampler_sample(s, l) == 1);
+    hachi_sampler_free(s);
+    /* sampled: the draws follow softmax of the penalized logits (chi-square at a fixed seed) */
+    p = plain(1.0f);
+    p.presence_penalty = 0.4f;
+    p.frequency_penalty = 0.25f;
+    p.seed = 7;
+    s = mk(p, V);
+    if (!s) return;
+    const int seen[] = {0, 0, 2, 4};   /* counts 2, 0, 1, 0, 1, 0 */
+    for (int i = 0; i < 4; i++) hachi_sampler_accept(s, seen[i]);
+    const int count[V] = {2, 0, 1, 0, 1, 0};
+    double q[V], z = 0;
+    for (int i = 0; i < V; i++) z += q[i] = exp((double)l[i] - (count[i] ? count[i] * 0.25 + 0.4 : 0));
+    for (int i = 0; i < V; i++) q[i] /= z;
+    int df, bad;
+    double x2 = chi_square(s, l, q, V, N, &df, &bad);
+    CHECKF(x2 < chi_bound(df) && bad == 0, "penalized softmax: chi2 %.1f (df %d, bound %.1f), %d forbidden", x2, df,
+           chi_bound(df), bad);
+    hachi_sampler_free(s);
+}
+
 TEST(sampler_large_vocab_no_alloc) {
     enum { V = 262144 };
     static float l[V];
@@ -347,6 +401,10 @@ TEST(sampler_bad_params) {
     p = hachi_sampler_default_params(); p.top_k = -1;
     CHECK(hachi_sampler_create(&p, 10, &s) == HACHI_ERR_INVALID_ARG);
     p = hachi_sampler_default_params(); p.repeat_penalty = 0;
+    CHECK(hachi_sampler_create(&p, 10, &s) == HACHI_ERR_INVALID_ARG);
+    p = hachi_sampler_default_params(); p.presence_penalty = NAN;
+    CHECK(hachi_sampler_create(&p, 10, &s) == HACHI_ERR_INVALID_ARG);
+    p = hachi_sampler_default_params(); p.frequency_penalty = INFINITY;
     CHECK(hachi_sampler_create(&p, 10, &s) == HACHI_ERR_INVALID_ARG);
     CHECK(hachi_last_error()[0] != 0);
     CHECK(hachi_sampler_create(NULL, 10, &s) == HACHI_OK && s);   /* NULL params: defaults */

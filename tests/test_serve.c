@@ -293,6 +293,9 @@ TEST(serve_http_errors_and_slots) {
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":\"5\"}", "'max_tokens' must be a number"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2.5}", "'max_tokens' must be an integer"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"temperature\":7}", "'temperature' must be in"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"presence_penalty\":2.5}", "'presence_penalty' must be in [-2, 2]"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"top_k\":1.5}", "'top_k' must be an integer"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"repeat_last_n\":-2}", "'repeat_last_n' must be in"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":\"yes\"}", "'stream' must be a boolean"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream_options\":{\"include_usage\":1}}", "'include_usage' must be a boolean"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "more than 4"},
@@ -539,6 +542,30 @@ TEST(serve_seed_flag) {
     }
     CHECKF(t[0] && t[1] && t[2] && !strcmp(t[0], t[1]) && strcmp(t[0], t[2]), "'%s' / '%s' / seed 6: '%s'", t[0], t[1], t[2]);
     for (int i = 0; i < 3; i++) free(t[i]);
+    /* the other sampling fields reach the sampler: top_k 1 and min_p 1 at temperature 1 are greedy;
+     * the penalties give what `hachi run` gives with the same flags, and not the greedy text */
+    static const char *const fields[] = {
+        "\"temperature\":0",
+        "\"temperature\":1,\"top_k\":1",
+        "\"temperature\":1,\"top_k\":0,\"top_p\":1,\"min_p\":1",
+        "\"temperature\":0,\"frequency_penalty\":1.5,\"presence_penalty\":0.5,\"repeat_penalty\":1.3,\"repeat_last_n\":-1",
+    };
+    char *g[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 0; i < 4; i++) {
+        CHECK(body_status(&b, "%s -d '{\"prompt\":\"Once upon a time\",\"max_tokens\":40,%s}'", a, fields[i]) == 200);
+        g[i] = texts(b);
+        free(b);
+    }
+    int rc = 0;
+    char *run = test_sh(&rc, "%s run -m %s -p 'Once upon a time' -n 40 --temp 0 --frequency-penalty 1.5 --presence-penalty 0.5 "
+                             "--repeat-penalty 1.3 --repeat-last-n 2048 2>/dev/null", test_hachi_bin(), model);
+    const char *pen = run && !strncmp(run, "Once upon a time", 16) ? run + 16 : "";
+    CHECKF(g[0] && g[1] && g[2] && strlen(g[0]) > 20 && !strcmp(g[0], g[1]) && !strcmp(g[0], g[2]),
+           "greedy '%s', top_k 1 '%s', min_p 1 '%s'", g[0], g[1], g[2]);
+    CHECKF(rc == 0 && g[3] && strcmp(g[3], g[0]) && !strncmp(pen, g[3], strlen(g[3])) && strlen(pen) <= strlen(g[3]) + 1,
+           "penalized '%s', run '%s', greedy '%s'", g[3], pen, g[0]);
+    free(run);
+    for (int i = 0; i < 4; i++) free(g[i]);
     server_stop(&sv);
 }
 

@@ -269,6 +269,15 @@ int cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i) 
     if (!strcmp(a, "--repeat-penalty")) {
         VAL(); if (!cli_float(cmd, a, v, 0.01, 100, &d)) return -1; o->smp.repeat_penalty = (float)d; return 1;
     }
+    if (!strcmp(a, "--repeat-last-n")) {
+        VAL(); if (!cli_int(cmd, a, v, 0, 1 << 20, &n)) return -1; o->smp.repeat_last_n = (int32_t)n; return 1;
+    }
+    if (!strcmp(a, "--presence-penalty")) {
+        VAL(); if (!cli_float(cmd, a, v, -2, 2, &d)) return -1; o->smp.presence_penalty = (float)d; return 1;
+    }
+    if (!strcmp(a, "--frequency-penalty")) {
+        VAL(); if (!cli_float(cmd, a, v, -2, 2, &d)) return -1; o->smp.frequency_penalty = (float)d; return 1;
+    }
     if (!strcmp(a, "--seed")) {
         VAL(); if (!cli_int(cmd, a, v, 0, 0x7fffffffL, &n)) return -1; o->smp.seed = (uint64_t)n; o->seed_given = true; return 1;
     }

@@ -64,7 +64,8 @@ bool cli_out_close(const char *cmd, void *f, const char *tmp, const char *path, 
 typedef struct cli_opts {
     const char *model;              /* -m */
     hachi_session_params sp;        /* -c -t --batch --chunks --profile */
-    hachi_sampler_params smp;       /* --temp --top-k --top-p --min-p --repeat-penalty --seed */
+    hachi_sampler_params smp;       /* --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n
+                                       --presence-penalty --frequency-penalty --seed */
     bool seed_given;
     bool ctx_given;
     bool no_repack;                 /* --no-repack */
@@ -286,7 +287,9 @@ typedef struct serve_req {
     bool add_bos;                   /* completions: BOS before the prompt (a chat prompt carries its own) */
     bool continues;                 /* chat: the last message is the assistant's, which the reply continues */
     long max_tokens;                /* -1: until the context is full */
-    double temperature, top_p;      /* -1: the server's default */
+    struct {                        /* the sampling fields given (NAN: the server's default) */
+        double temperature, top_p, top_k, min_p, repeat_penalty, repeat_last_n, presence_penalty, frequency_penalty;
+    } smp;
     long long seed;                 /* -1: none given */
     char *stop[SERVE_MAX_STOP];     /* malloc'd, non-empty */
     int n_stop;

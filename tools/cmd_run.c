@@ -17,7 +17,8 @@
 static void usage(void) {
     fprintf(stdout,
             "usage: hachi run -m MODEL [-p PROMPT | -f FILE] [-n N] [-c CTX] [-t THREADS]\n"
-            "                 [--temp T] [--top-k K] [--top-p P] [--min-p M] [--repeat-penalty R] [--seed S]\n"
+            "                 [--temp T] [--top-k K] [--top-p P] [--min-p M] [--repeat-penalty R] [--repeat-last-n N]\n"
+            "                 [--presence-penalty P] [--frequency-penalty F] [--seed S]\n"
             "                 [--no-bos] [--draft N] [-md FILE] [--spec KIND] [--draft-sample] [--prompt-cache FILE] [--profile]\n"
             "                 [--chunks 8,15,25]\n"
             CLI_DRAFT_USAGE CLI_DRAFT_TRACE_USAGE

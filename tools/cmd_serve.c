@@ -20,6 +20,7 @@ int cmd_serve(int argc, char **argv) {
 #include <microhttpd.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -251,8 +252,15 @@ static hachi_status gen_begin(server *srv, request *q) {
     slot *sl = q->sl;
     const serve_req *rq = &q->rq;
     hachi_sampler_params p = srv->smp;
-    if (rq->temperature >= 0) p.temp = (float)rq->temperature;
-    if (rq->top_p >= 0) p.top_p = (float)CLI_MAX(rq->top_p, CLI_TOP_P_MIN);
+    if (!isnan(rq->smp.temperature)) p.temp = (float)rq->smp.temperature;
+    if (!isnan(rq->smp.top_p)) p.top_p = (float)CLI_MAX(rq->smp.top_p, CLI_TOP_P_MIN);
+    if (!isnan(rq->smp.top_k)) p.top_k = (int32_t)rq->smp.top_k;
+    if (!isnan(rq->smp.min_p)) p.min_p = (float)rq->smp.min_p;
+    if (!isnan(rq->smp.repeat_penalty)) p.repeat_penalty = (float)rq->smp.repeat_penalty;
+    if (!isnan(rq->smp.repeat_last_n))
+        p.repeat_last_n = rq->smp.repeat_last_n < 0 ? hachi_session_n_ctx(sl->s) : (int32_t)rq->smp.repeat_last_n;
+    if (!isnan(rq->smp.presence_penalty)) p.presence_penalty = (float)rq->smp.presence_penalty;
+    if (!isnan(rq->smp.frequency_penalty)) p.frequency_penalty = (float)rq->smp.frequency_penalty;
     if (rq->seed >= 0) p.seed = (uint64_t)rq->seed;
     else if (!srv->seed_given) p.seed = (uint64_t)time(NULL) * 1000003u + (uint64_t)atomic_fetch_add(&srv->seq, 1);
     hachi_status st = hachi_sampler_create(&p, hachi_model_n_vocab(srv->m), &q->smp);
@@ -741,8 +749,9 @@ static void usage(void) {
            "GET /health; --parallel N sessions (slots) of context CTX; requests wait in a queue of N places\n"
            "(default 4 x slots) when all are busy, 503 past it; --port 0 picks a free port; Ctrl-C stops\n"
            "-n N: the most tokens a request without max_tokens generates (default: until the context is full)\n"
-           "sampling flags set the defaults a request's temperature / top_p / seed override (without --seed\n"
-           "a request that gives no seed gets a fresh one)\n"
+           "sampling flags set the defaults that a request's temperature, top_p, top_k, min_p, repeat_penalty,\n"
+           "repeat_last_n, presence_penalty, frequency_penalty and seed override (without --seed a request\n"
+           "that gives no seed gets a fresh one)\n"
            CLI_DRAFT_USAGE);
 }
 

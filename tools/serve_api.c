@@ -723,7 +723,8 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
     memset(rq, 0, sizeof *rq);
     rq->chat = chat;
     rq->max_tokens = -1;
-    rq->temperature = rq->top_p = -1;
+    rq->smp.temperature = rq->smp.top_p = rq->smp.top_k = rq->smp.min_p = NAN;
+    rq->smp.repeat_penalty = rq->smp.repeat_last_n = rq->smp.presence_penalty = rq->smp.frequency_penalty = NAN;
     rq->seed = -1;
     rq->cache_prompt = true;
     const size_t u = utf8_end((const unsigned char *)body, len);   /* JSON is UTF-8 (RFC 8259) */
@@ -788,10 +789,22 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
         fail(err, cap, "'logprobs' is not supported");
         goto out;
     }
-    if (!num_field(o, "temperature", false, 0, 2, &d, &given, err, cap)) goto out;
-    if (given) rq->temperature = d;
-    if (!num_field(o, "top_p", false, 0, 1, &d, &given, err, cap)) goto out;
-    if (given) rq->top_p = d;
+    /* the sampling fields: OpenAI's, and llama.cpp server's top_k, min_p, repeat_penalty and
+     * repeat_last_n (-1: the context) */
+    const struct { const char *name; bool integer; double lo, hi, *to; } fields[] = {
+        {"temperature", false, 0, 2, &rq->smp.temperature},
+        {"top_p", false, 0, 1, &rq->smp.top_p},
+        {"top_k", true, 0, 1 << 30, &rq->smp.top_k},
+        {"min_p", false, 0, 1, &rq->smp.min_p},
+        {"repeat_penalty", false, 0.01, 100, &rq->smp.repeat_penalty},
+        {"repeat_last_n", true, -1, 1 << 20, &rq->smp.repeat_last_n},
+        {"presence_penalty", false, -2, 2, &rq->smp.presence_penalty},
+        {"frequency_penalty", false, -2, 2, &rq->smp.frequency_penalty},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
+        if (!num_field(o, fields[i].name, fields[i].integer, fields[i].lo, fields[i].hi, &d, &given, err, cap)) goto out;
+        if (given) *fields[i].to = d;
+    }
     if (!num_field(o, "seed", true, -9.2e18, 9.2e18, &d, &given, err, cap)) goto out;
     if (given) rq->seed = (long long)d & 0x7fffffffffffffffLL;
     if (!stop_field(o, rq, err, cap) || !bool_field(o, "stream", &rq->stream, err, cap) ||
