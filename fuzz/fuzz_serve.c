@@ -15,6 +15,8 @@ const char *hachi_chat_reply_prefix(const hachi_model *m) { return "<|channel>th
 
 int32_t hachi_model_bos(const hachi_model *m) { return 2; }
 
+int32_t hachi_model_n_vocab(const hachi_model *m) { return 8; }
+
 int32_t hachi_token_to_text(const hachi_model *m, int32_t token, char *buf, int32_t cap) {
     return snprintf(buf, (size_t)cap, "<bos>");
 }
@@ -44,13 +46,19 @@ int32_t hachi_chat_turn_think(const hachi_model *m, const char *system, const ch
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static char chunk[1 << 16];
+    static char chunk[1 << 16], entry[1 << 14];
     for (int chat = 0; chat < 2; chat++) {
         serve_req rq;
         char err[512];
         if (!serve_parse((const char *)data, size, chat, NULL, &rq, err, sizeof err)) continue;
         serve_result r = {.id = "id", .model = "m", .created = 1, .text = rq.prompt, .len = strlen(rq.prompt),
                           .finish = "stop", .prompt_tokens = 1};
+        if (rq.top_logprobs >= 0) {   /* the request's text as a token's logits, and entries of it */
+            float lg[8] = {0};
+            memcpy(lg, rq.prompt, strlen(rq.prompt) < sizeof lg ? strlen(rq.prompt) : sizeof lg);
+            r.logprobs = entry;
+            r.logprobs_len = serve_logprob_entry(entry, sizeof entry, NULL, lg, (int32_t)(size % 9), rq.top_logprobs);
+        }
         free(serve_result_json(&rq, &r));
         serve_chunk(chunk, sizeof chunk, &rq, &r, r.text, r.len, true, NULL, false);
         serve_chunk(chunk, sizeof chunk, &rq, &r, "", 0, false, "length", false);

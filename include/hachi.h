@@ -410,6 +410,10 @@ HACHI_API hachi_status hachi_spec_feed(hachi_spec *sp, const int32_t *tokens, in
  * would sample again from the same logits. HACHI_ERR_CONTEXT_FULL, with *n_out = 0 and
  * nothing changed, when the pending token does not fit the context. */
 HACHI_API hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, int32_t *n_out);
+/* [n_vocab]: the target's logits that token out[i] of the last hachi_spec_step was drawn from
+ * (before the sampler's settings: the model's own distribution, for log-probabilities). Valid
+ * until the next step, feed or flush; NULL for i outside the last step's tokens. */
+HACHI_API const float *hachi_spec_step_logits(const hachi_spec *sp, int32_t i);
 /* Evaluate the pending token, if any (one forward), so that the session holds every token
  * returned, as before a next turn or hachi_session_save; the next step samples from its
  * logits. HACHI_ERR_CONTEXT_FULL, nothing changed, when it does not fit. */

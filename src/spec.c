@@ -99,6 +99,8 @@ struct hachi_spec {
     int n_src, srcs[N_SRC];               /* the drafters at hand, in the order they are probed */
     double kept[N_SRC], lost[N_SRC];      /* decayed counts: drafts kept, forwards that rejected one */
     int32_t idle, probe_gap;              /* forwards since the last draft that could have had one; the gap */
+    const float *step_lg[HACHI_SPEC_STEP_MAX];   /* the logits each token of the last step was drawn from */
+    int32_t step_n;                       /* that step's tokens (0 after a feed or flush) */
     int32_t since_plain;                  /* forwards since the last of one row */
     bool probing;                         /* this forward's one draft is a probe */
     int32_t probes[N_SRC];                /* the probes of each drafter so far */
@@ -252,6 +254,7 @@ hachi_status hachi_spec_feed(hachi_spec *sp, const int32_t *tokens, int32_t n) {
         sp->text[pos - n + i] = tokens[i];
     }
     if (sp->lookup) hachi_lookup_truncate(sp->lookup, pos - n);   /* from there on the text may differ */
+    sp->step_n = 0;
     sp->lg = hachi_session_logits(sp->s);
     sp->lg_pos = pos;
     return HACHI_OK;
@@ -449,11 +452,14 @@ hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, i
     hachi_session *s = sp->s;
     const int32_t base = hachi_session_pos(s), n_ctx = hachi_session_n_ctx(s);
     if (max_tokens < 1) return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: step of max_tokens %d < 1", (int)max_tokens);
+    sp->step_n = 0;
     if (sp->pending < 0) {   /* the first token after a feed: from the logits at hand, no forward */
         if (!sp->lg || sp->lg_pos != base)
             return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: no logits for position %d (%s): feed the tokens evaluated first",
                               (int)base, base == 0 ? "nothing evaluated" : "the session was rewound or evaluated since");
         int32_t tok = sample(sp, sp->lg, base);
+        sp->step_lg[0] = sp->lg;
+        sp->step_n = 1;
         out[(*n_out)++] = tok;
         if (!hachi_model_is_eog(sp->model, tok)) sp->pending = tok;
         return HACHI_OK;
@@ -499,6 +505,8 @@ hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, i
             tok = sample(sp, lg, base + r + 1);
             keep = r < k && tok == batch[r + 1];
         }
+        sp->step_lg[*n_out] = lg;
+        sp->step_n = *n_out + 1;
         out[(*n_out)++] = tok;
         sp->lg = lg;                 /* after an end of generation, the next sample's logits */
         sp->lg_pos = base + r + 1;
@@ -512,12 +520,17 @@ hachi_status hachi_spec_step(hachi_spec *sp, int32_t max_tokens, int32_t *out, i
     return r < k ? hachi_session_rewind(s, base + r + 1) : HACHI_OK;
 }
 
+const float *hachi_spec_step_logits(const hachi_spec *sp, int32_t i) {
+    return sp && i >= 0 && i < sp->step_n ? sp->step_lg[i] : NULL;
+}
+
 hachi_status hachi_spec_flush(hachi_spec *sp) {
     if (!sp) return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: flush of a NULL spec");
     if (sp->pending < 0) return HACHI_OK;
     hachi_session *s = sp->s;
     if (hachi_session_pos(s) >= hachi_session_n_ctx(s))
         return hachi_fail(HACHI_ERR_CONTEXT_FULL, "spec: the context of %d tokens is full", (int)hachi_session_n_ctx(s));
+    sp->step_n = 0;
     hachi_status st = hachi_session_eval(s, &sp->pending, 1, NULL);
     if (st) return st;
     sp->pending = -1;

@@ -312,7 +312,9 @@ TEST(serve_http_errors_and_slots) {
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":3} trailing", "malformed JSON"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}{}", "malformed JSON"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"n\":2}", "'n' of 2 is not supported"},
-        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"logprobs\":true}", "'logprobs' is not supported"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"top_logprobs\":2}", "'top_logprobs' needs 'logprobs': true"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"logprobs\":true,\"top_logprobs\":21}", "'top_logprobs' must be in [0, 20]"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"logprobs\":1}", "'logprobs' must be a boolean"},
         /* cJSON ends a string at a NUL: the stop sequence was cut to "a", the text to "hi" */
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":[\"a\\u0000b\"]}", "u0000 at byte 55) is not supported"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\\u0000there\"}]}", "NUL character"},
@@ -329,6 +331,8 @@ TEST(serve_http_errors_and_slots) {
     }
     snprintf(full, sizeof full, "%s -d '{\"prompt\":5}'", a);
     check_error(&sv, 400, "'prompt' must be a string", full);
+    snprintf(full, sizeof full, "%s -d '{\"prompt\":\"hi\",\"logprobs\":2}'", a);
+    check_error(&sv, 400, "'logprobs' is not supported on /v1/completions", full);
     /* an escaped backslash before u0000 is text, not a NUL */
     CHECKF(body_status(&b, "%s -d '{\"prompt\":\"a\\\\u0000\",\"max_tokens\":2}'", a) == 200 &&
            strstr(b, "\"completion_tokens\":2"), "%s", b);

@@ -7,6 +7,7 @@
 #ifndef HACHI_NO_SERVE
 #include <cjson/cJSON.h>
 #endif
+#include <math.h>
 #include "../tools/cli.h"
 #include "test.h"
 
@@ -145,5 +146,73 @@ TEST(serve_gemma4_tool_calls_parsed) {
     js = serve_tool_calls("\x1e" "call:f", 7, "c", &rest, &rest_len);
     CHECK(!js && rest_len == 6 && !memcmp(rest, "call:f", 6));
     free(rest);
+#endif
+}
+
+/* A token's log-probability entry (OpenAI's chat logprobs.content item) on the Gemma vocabulary:
+ * logprob the log-softmax of the logits (computed here in long double), the top alternatives best
+ * first with their texts and bytes, a byte token that is no UTF-8 alone written U+FFFD with its
+ * byte, a zero probability -9999, and 0 when the buffer is too small. */
+TEST(serve_logprob_entries) {
+#ifdef HACHI_NO_SERVE
+    SKIP("hachi is built without the server (cJSON absent)");
+#else
+    const char *path = test_shared_path("oracle/gemma4-vocab.gguf");
+    if (!path) SKIP("../shared/oracle/gemma4-vocab.gguf absent");
+    hachi_model_params mp = hachi_model_default_params();
+    mp.vocab_only = true;
+    hachi_model *m = NULL;
+    CHECK(hachi_model_load(path, &mp, &m) == HACHI_OK);
+    if (!m) return;
+    const int32_t nv = hachi_model_n_vocab(m);
+    int32_t byte_tok = -1;   /* a byte token of a lead byte (0xE2): not UTF-8 alone */
+    char piece[64];
+    for (int32_t t = 0; t < nv && byte_tok < 0; t++)
+        if (hachi_token_to_text(m, t, piece, sizeof piece) == 1 && (unsigned char)piece[0] == 0xE2) byte_tok = t;
+    CHECK(byte_tok >= 0);
+    float *lg = malloc(sizeof(float) * (size_t)nv);
+    for (int32_t i = 0; i < nv; i++) lg[i] = (float)((i * 7919) % 1000) * -0.01f;   /* 0 .. -9.99 */
+    const int32_t top_ids[3] = {4000, byte_tok, 17};
+    lg[top_ids[0]] = 9.5f;
+    lg[top_ids[1]] = 9.0f;
+    lg[top_ids[2]] = 8.25f;
+    lg[5] = -INFINITY;
+    long double z = 0;
+    for (int32_t i = 0; i < nv; i++) z += expl((long double)lg[i]);
+    char *buf = malloc(1 << 16);
+    for (int k = 0; k < 2; k++) {
+        const int32_t tok = k ? 5 : byte_tok;
+        const size_t n = serve_logprob_entry(buf, 1 << 16, m, lg, tok, 3);
+        cJSON *e = n ? cJSON_Parse(buf) : NULL;
+        CHECKF(e && strlen(buf) == n, "entry: %s", n ? buf : "(nothing)");
+        if (!e) break;
+        const cJSON *top = cJSON_GetObjectItem(e, "top_logprobs");
+        CHECK(cJSON_GetArraySize(top) == 3);
+        for (int i = 0; i < 3 + 1; i++) {   /* the token itself, then its alternatives */
+            const cJSON *x = i ? cJSON_GetArrayItem(top, i - 1) : e;
+            const int32_t id = i ? top_ids[i - 1] : tok;
+            const long double want = id == 5 ? -9999.0L : (long double)lg[id] - logl(z);
+            const double got = cJSON_GetNumberValue(cJSON_GetObjectItem(x, "logprob"));
+            CHECKF(fabsl((long double)got - want) < 1e-6L, "token %d: logprob %.9g, want %.9Lg", id, got, want);
+            const int32_t len = hachi_token_to_text(m, id, piece, sizeof piece);
+            const cJSON *bytes = cJSON_GetObjectItem(x, "bytes");
+            bool same = cJSON_GetArraySize(bytes) == len;
+            for (int32_t b = 0; same && b < len; b++)
+                same = cJSON_GetArrayItem(bytes, b)->valueint == (unsigned char)piece[b];
+            const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(x, "token"));
+            const bool text_ok = id == byte_tok ? text && !strcmp(text, "\xEF\xBF\xBD")
+                                                : text && strlen(text) == (size_t)len && !memcmp(text, piece, (size_t)len);
+            CHECKF(same && text_ok, "token %d: text '%s', bytes of %d", id, text ? text : "", cJSON_GetArraySize(bytes));
+        }
+        cJSON_Delete(e);
+    }
+    CHECK(serve_logprob_entry(buf, 40, m, lg, 17, 3) == 0);               /* too small: nothing */
+    CHECK(serve_logprob_entry(buf, 1 << 16, m, lg, 17, 0) > 0 && strstr(buf, "\"top_logprobs\":[]"));
+    CHECK(serve_logprob_entry(buf, 1 << 16, m, lg, nv, 3) == 0);          /* no such token */
+    const size_t bound = serve_logprob_entry_max(64, SERVE_LOGPROB_MAX);   /* the bound holds a long piece */
+    CHECK(bound > 21 * 64 * 6);
+    free(buf);
+    free(lg);
+    hachi_model_free(m);
 #endif
 }

@@ -259,6 +259,64 @@ TEST(spec_same_tokens_as_plain) {
     hachi_model_free(m);
 }
 
+/* hachi_spec_step_logits: each token of a step comes with the logits it was drawn from, bitwise
+ * those plain decoding samples that token from (a verify forward's row equals a decode step's),
+ * with and without drafts; nothing past the step's tokens, nothing after a flush. */
+TEST(spec_step_logits_are_plain_decodings) {
+    hachi_model *m = stories(false, NULL);
+    if (!m) SKIP("stories260K absent");
+    enum { N = 120 };
+    const int V = hachi_model_n_vocab(m);
+    int32_t prompt[16], n_prompt = 0, ref[N];
+    float *lg = malloc(sizeof(float) * (size_t)V * N);
+    hachi_tokenize(m, "Once upon a time", 16, true, true, prompt, 16, &n_prompt);
+    hachi_session *s = session(m);
+    hachi_sampler *smp = sampler(true);
+    int n_ref = 0;
+    if (lg && s && smp && hachi_session_eval(s, prompt, n_prompt, NULL) == HACHI_OK) {
+        for (int i = 0; i < n_prompt; i++) hachi_sampler_accept(smp, prompt[i]);
+        for (; n_ref < N; n_ref++) {   /* plain decoding, each token's logits kept */
+            memcpy(lg + (size_t)n_ref * V, hachi_session_logits(s), sizeof(float) * (size_t)V);
+            ref[n_ref] = hachi_sampler_sample(smp, hachi_session_logits(s));
+            if (hachi_model_is_eog(m, ref[n_ref])) { n_ref++; break; }
+            hachi_sampler_accept(smp, ref[n_ref]);
+            if (hachi_session_eval(s, &ref[n_ref], 1, NULL) != HACHI_OK) break;
+        }
+    }
+    hachi_sampler_free(smp);
+    hachi_session_free(s);
+    CHECK(n_ref > 50);
+    for (int d = 0; d < 2 && n_ref > 50; d++) {
+        s = session(m);
+        smp = sampler(true);
+        hachi_spec *sp = s && smp ? spec(m, s, smp, d ? 4 : 0) : NULL;
+        if (!sp) { hachi_sampler_free(smp); hachi_session_free(s); break; }
+        CHECK(hachi_session_eval(s, prompt, n_prompt, NULL) == HACHI_OK && hachi_spec_feed(sp, prompt, n_prompt) == HACHI_OK);
+        CHECK(hachi_spec_step_logits(sp, 0) == NULL);
+        int got = 0, bad = 0, multi = 0;
+        while (got < n_ref) {
+            int32_t buf[HACHI_SPEC_STEP_MAX], k = 0;
+            if (hachi_spec_step(sp, n_ref - got, buf, &k) != HACHI_OK || k < 1) break;
+            multi += k > 1;
+            for (int i = 0; i < k && got + i < n_ref; i++) {
+                const float *l = hachi_spec_step_logits(sp, i);
+                bad += !l || buf[i] != ref[got + i] || memcmp(l, lg + (size_t)(got + i) * V, sizeof(float) * (size_t)V);
+            }
+            CHECK(hachi_spec_step_logits(sp, k) == NULL && hachi_spec_step_logits(sp, -1) == NULL);
+            got += k;
+            if (hachi_model_is_eog(m, buf[k - 1])) break;
+        }
+        CHECKF(got == n_ref && bad == 0 && (d == 0 || multi > 0), "n_draft %d: %d of %d tokens, %d not plain's tokens "
+               "and logits, %d steps of several", d ? 4 : 0, got, n_ref, bad, multi);
+        CHECK(hachi_spec_flush(sp) == HACHI_OK && hachi_spec_step_logits(sp, 0) == NULL);
+        hachi_spec_free(sp);
+        hachi_sampler_free(smp);
+        hachi_session_free(s);
+    }
+    free(lg);
+    hachi_model_free(m);
+}
+
 /* max_tokens bounds every step (steps asked for 1, 2, 3, ... tokens, drafts cut to fit),
  * with the same tokens; after a flush the loop continues from the session's logits as
  * plain decoding does (a second run of tokens, as a chat's next reply without a prompt). */

@@ -296,6 +296,7 @@ typedef struct serve_req {
     bool stream, include_usage;
     bool cache_prompt;              /* llama.cpp's field (default true): false prefills the whole prompt */
     bool think;                     /* chat_template_kwargs.enable_thinking: Gemma 4's thinking on */
+    int top_logprobs;               /* chat's logprobs: -1 none, else the alternatives a token (top_logprobs, 0..20) */
 } serve_req;
 
 /* Parses and checks a request body of len bytes (not NUL-terminated) for chat (else a
@@ -320,6 +321,9 @@ typedef struct serve_result {
     const char *reasoning;          /* a chat reply's thought (reasoning_content; len 0: none) */
     size_t reasoning_len;
     const char *tool_calls;         /* a chat reply's tool calls: a JSON array (serve_tool_calls); NULL: none */
+    const char *logprobs;           /* with top_logprobs >= 0: the tokens' entries (serve_logprob_entry), comma-joined:
+                                       the reply's, or in a stream those that go with the chunk */
+    size_t logprobs_len;
 } serve_result;
 /* The chat.completion or text_completion object (malloc'd). */
 char *serve_result_json(const serve_req *rq, const serve_result *r);
@@ -341,6 +345,17 @@ size_t serve_chunk_tool_calls(char *buf, size_t cap, const serve_req *rq, const 
 /* A chat stream's delta of the reply's thought: {"reasoning_content": text[0..len)}; 0 when it does not fit. */
 size_t serve_chunk_reasoning(char *buf, size_t cap, const serve_req *rq, const serve_result *r, const char *text,
                              size_t len);
+/* One token's entry of a chat reply's logprobs.content, as OpenAI writes it: {"token", "logprob",
+ * "bytes", "top_logprobs": [the top likeliest tokens' {"token", "logprob", "bytes"}]}, from the
+ * logits lg[n_vocab] token tok was drawn from (their log-softmax: the model's distribution, before
+ * temperature and the rest; -9999 where a probability is 0, as OpenAI writes it). A token's text
+ * that is not UTF-8 has U+FFFD in "token" and its own bytes in "bytes". Written into buf (cap
+ * bytes, NUL-terminated); returns its length, 0 when it does not fit. */
+size_t serve_logprob_entry(char *buf, size_t cap, const hachi_model *m, const float *lg, int32_t tok, int top);
+/* The most bytes serve_logprob_entry writes for top alternatives, for a vocabulary whose tokens'
+ * texts are at most piece bytes long */
+#define SERVE_LOGPROB_MAX 20
+static inline size_t serve_logprob_entry_max(size_t piece, int top) { return (size_t)(top + 1) * (96 + 10 * piece) + 32; }
 /* {"object":"list","data":[{"id":name,...}]} (malloc'd). */
 char *serve_models_json(const char *name, long long created);
 

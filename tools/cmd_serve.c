@@ -71,6 +71,7 @@ typedef struct server {
     slot *slots;
     int n_slots, queue_max, waiting;
     long n_predict;                 /* -n: tokens a request without max_tokens may generate; 0: the context */
+    size_t max_piece;               /* the longest token text, bytes (log-probability entries' size) */
     uint64_t clock;
     pthread_mutex_t mu;             /* slots' busy flags, waiting, clock */
     pthread_cond_t freed;
@@ -114,10 +115,12 @@ typedef struct request {
     text_acc calls;                 /* a chat reply's tool calls as written, each begun by SERVE_CALL_SEP */
     bool was_in_call, calls_done;
     char *tool_calls;               /* their JSON (serve_tool_calls); NULL: none */
+    text_acc lp;                    /* logprobs: the tokens' entries, comma-joined; [0, lp_sent) sent */
+    size_t lp_sent, lp_max;         /* ...; the most bytes of one entry */
     const char *finish;             /* NULL while generating */
     bool role_sent, stream_end;
-    char *out;                      /* [SERVE_STREAM_BUF] stream events not yet handed to MHD */
-    size_t out_len, out_off;
+    char *out;                      /* [out_cap] stream events not yet handed to MHD */
+    size_t out_len, out_off, out_cap;
     serve_result res;
     char id[48];
     double t0;
@@ -396,6 +399,13 @@ static size_t gen_step(server *srv, request *q) {
     for (int i = 0; i < n_out; i++) {
         if (hachi_model_is_eog(srv->m, out[i])) { gen_finish(q, "stop"); return q->text.len - q->sent; }
         sl->held[q->n_prompt + q->n_gen++] = out[i];
+        if (q->rq.top_logprobs >= 0 && acc_reserve(q, &q->lp, q->lp_max + 1)) {   /* the token's entry */
+            const size_t at = q->lp.len + (q->lp.len > 0);
+            const size_t w = serve_logprob_entry(q->lp.p + at, q->lp.cap - at, srv->m, hachi_spec_step_logits(q->sp, i),
+                                                 out[i], q->rq.top_logprobs);
+            if (w && q->lp.len) q->lp.p[q->lp.len] = ',';
+            if (w) q->lp.len = at + w;
+        }
         char buf[HACHI_DETOK_MAX];
         size_t from = q->text.len > SERVE_MAX_STOP_LEN ? q->text.len - SERVE_MAX_STOP_LEN : 0;
         size_t k = (size_t)hachi_detok_push(sl->dt, out[i], buf, sizeof buf);
@@ -433,6 +443,8 @@ static void gen_end(server *srv, request *q) {
     q->res.reasoning = q->think.p;
     q->res.reasoning_len = q->think.len;
     q->res.tool_calls = q->tool_calls;
+    q->res.logprobs = q->lp.p;
+    q->res.logprobs_len = q->lp.len;
     q->res.finish = q->finish ? q->finish : "length";
     fprintf(stderr, "hachi serve: %s slot %d: prompt %d tokens (%d reused, %d prefilled), %d generated%s, %s, %.1f ms\n",
             q->rq.chat ? "chat" : "completion", q->sl ? q->sl->id : -1, q->n_prompt, q->n_cached,
@@ -480,12 +492,22 @@ static void request_unref(request *q) {
     free(q->think.p);
     free(q->calls.p);
     free(q->tool_calls);
+    free(q->lp.p);
     free(q->out);
     atomic_fetch_sub(&q->srv->live, 1);
     free(q);
 }
 
 static void stream_add(request *q, size_t n) { q->out_len += n; }
+
+/* The log-probability entries not sent yet go with the next chunk (true when there are some);
+ * lp_sent moves past them once it is written */
+static bool lp_pending(request *q) {
+    const size_t from = q->lp_sent + (q->lp_sent > 0 && q->lp_sent < q->lp.len);   /* past the comma */
+    q->res.logprobs = q->lp.p ? q->lp.p + from : NULL;
+    q->res.logprobs_len = q->lp.len - CLI_MIN(from, q->lp.len);
+    return q->res.logprobs_len > 0;
+}
 
 /* A stream's event of the thought not sent yet, added to q->out at *o (*o and *cap move past it);
  * false when it does not fit */
@@ -504,7 +526,7 @@ static bool think_chunk(request *q, char **o, size_t *cap) {
 static bool stream_produce(request *q) {
     server *srv = q->srv;
     char *o = q->out + q->out_len;
-    size_t cap = SERVE_STREAM_BUF - q->out_len;
+    size_t cap = q->out_cap - q->out_len;
     if (!q->role_sent) {
         q->role_sent = true;
         if (q->rq.chat) stream_add(q, serve_chunk(o, cap, &q->rq, &q->res, "", 0, true, NULL, false));
@@ -516,10 +538,12 @@ static bool stream_produce(request *q) {
         size_t n = gen_step(srv, q);
         const size_t before = q->out_len;
         if (!think_chunk(q, &o, &cap)) return false;   /* the thought as it comes */
-        if (n && !q->finish) {
+        if ((n || lp_pending(q)) && !q->finish) {   /* text released, or tokens' entries (a step's) */
+            lp_pending(q);
             size_t w = serve_chunk(o, cap, &q->rq, &q->res, q->text.p + q->sent, n, false, NULL, false);
             if (!w) return false;
             q->sent += n;
+            q->lp_sent = q->lp.len;
             stream_add(q, w);
             return true;
         }
@@ -529,11 +553,14 @@ static bool stream_produce(request *q) {
     calls_finish(q);   /* (a call that does not parse joins the text sent next) */
     size_t w = 0;
     if (q->text.len > q->sent) {
+        lp_pending(q);
         w = serve_chunk(o, cap, &q->rq, &q->res, q->text.p + q->sent, q->text.len - q->sent, false, NULL, false);
         if (!w) return false;
         q->sent = q->text.len;
+        q->lp_sent = q->lp.len;
     }
     gen_end(srv, q);
+    lp_pending(q);   /* (gen_end gave the result all of them) the last chunk takes the rest */
     const size_t wc = q->res.tool_calls ? serve_chunk_tool_calls(o + w, cap - w, &q->rq, &q->res) : 0;
     if (q->res.tool_calls && !wc) return false;
     w += wc;
@@ -541,6 +568,7 @@ static bool stream_produce(request *q) {
     size_t w3 = q->rq.include_usage ? serve_chunk(o + w + w2, cap - w - w2, &q->rq, &q->res, NULL, 0, false, NULL, true) : 0;
     int w4 = snprintf(o + w + w2 + w3, cap - w - w2 - w3, "data: [DONE]\n\n");
     if (!w2 || (q->rq.include_usage && !w3) || w4 < 0) return false;
+    q->lp_sent = q->lp.len;
     stream_add(q, w + w2 + w3 + (size_t)w4);
     q->stream_end = true;
     return true;
@@ -588,7 +616,9 @@ static enum MHD_Result completion(server *srv, request *q) {
     const long want = rq->max_tokens >= 0 ? rq->max_tokens : srv->n_predict > 0 ? srv->n_predict : n_ctx - n;
     q->max_gen = (int)CLI_MIN(want, (long)(n_ctx - n));
     q->text.cap = (size_t)q->max_gen * 64 + 256;
-    if (!(q->text.p = malloc(q->text.cap)) || (rq->stream && !(q->out = malloc(SERVE_STREAM_BUF))))
+    if (rq->top_logprobs >= 0) q->lp_max = serve_logprob_entry_max(srv->max_piece, rq->top_logprobs);
+    q->out_cap = SERVE_STREAM_BUF + 2 * HACHI_SPEC_STEP_MAX * q->lp_max;   /* a step's entries, twice */
+    if (!(q->text.p = malloc(q->text.cap)) || (rq->stream && !(q->out = malloc(q->out_cap))))
         return send_error(conn, 500, NULL, "out of memory");
     take_result tr = slot_take(srv, q);
     if (tr == TAKE_BUSY)
@@ -809,6 +839,10 @@ int cmd_serve(int argc, char **argv) {
     for (char *c = srv.name; *c; c++) if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) *c = '_';
     srv.smp = o.smp;
     srv.seed_given = o.seed_given;
+    for (int32_t t = 0; t < hachi_model_n_vocab(srv.m); t++) {   /* for the log-probability entries' bound */
+        char piece[1024];
+        srv.max_piece = CLI_MAX(srv.max_piece, (size_t)CLI_MAX(0, hachi_token_to_text(srv.m, t, piece, sizeof piece)));
+    }
     if (!cli_draft_setup(cmd, &dr, srv.m, &srv.spp)) goto out;   /* each request's spec drafts on its own */
     cli_draft_session(&dr, &o.sp);
     srv.queue_max = queue < 0 ? 4 * (int)parallel : (int)queue;

@@ -784,9 +784,17 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
     /* one choice, no log-probabilities: asked for otherwise, an error rather than a silent ignore */
     if (!num_field(o, "n", true, 1, 1 << 30, &d, &given, err, cap)) goto out;
     if (given && d != 1) { fail(err, cap, "'n' of %.15g is not supported: one choice a request", d); goto out; }
-    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(o, "logprobs");   /* chat: a boolean; completions: a count */
-    if (lp && !cJSON_IsNull(lp) && !cJSON_IsFalse(lp) && !(cJSON_IsNumber(lp) && lp->valuedouble == 0)) {
-        fail(err, cap, "'logprobs' is not supported");
+    /* log-probabilities: chat's logprobs (a boolean) and top_logprobs; a completion's count is refused */
+    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(o, "logprobs");
+    rq->top_logprobs = -1;
+    if (chat) {
+        bool want = false;
+        if (!bool_field(o, "logprobs", &want, err, cap)) goto out;
+        if (!num_field(o, "top_logprobs", true, 0, SERVE_LOGPROB_MAX, &d, &given, err, cap)) goto out;
+        if (given && !want) { fail(err, cap, "'top_logprobs' needs 'logprobs': true"); goto out; }
+        if (want) rq->top_logprobs = given ? (int)d : 0;
+    } else if (lp && !cJSON_IsNull(lp) && !cJSON_IsFalse(lp) && !(cJSON_IsNumber(lp) && lp->valuedouble == 0)) {
+        fail(err, cap, "'logprobs' is not supported on /v1/completions (chat completions take 'logprobs': true)");
         goto out;
     }
     /* the sampling fields: OpenAI's, and llama.cpp server's top_k, min_p, repeat_penalty and
@@ -898,6 +906,14 @@ char *serve_result_json(const serve_req *rq, const serve_result *r) {
         else cJSON_AddItemToObject(msg, "content", string_n(r->text, r->len));
         if (r->reasoning_len) cJSON_AddItemToObject(msg, "reasoning_content", string_n(r->reasoning, r->reasoning_len));
         if (calls) cJSON_AddItemToObject(msg, "tool_calls", calls);
+        if (rq->top_logprobs >= 0) {
+            text_buf b = {0};
+            puts_(&b, "{\"content\":[");
+            put(&b, r->logprobs ? r->logprobs : "", r->logprobs ? r->logprobs_len : 0);
+            puts_(&b, "]}");
+            if (!b.oom) cJSON_AddRawToObject(c, "logprobs", b.p);
+            free(b.p);
+        }
     } else {
         cJSON_AddItemToObject(c, "text", string_n(r->text, r->len));
         cJSON_AddNullToObject(c, "logprobs");
@@ -1082,6 +1098,9 @@ size_t serve_chunk(char *buf, size_t cap, const serve_req *rq, const serve_resul
             ADD("\"");
         }
         ADD("}");
+        if (rq->top_logprobs >= 0 && r->logprobs_len)
+            ADD(",\"logprobs\":{\"content\":[%.*s]}", (int)r->logprobs_len, r->logprobs);
+        else if (rq->top_logprobs >= 0) ADD(",\"logprobs\":null");
     } else {
         ADD("{\"index\":0,\"text\":\"");
         size_t e = serve_json_escape(buf + o, cap - o, text, len);
@@ -1093,6 +1112,69 @@ size_t serve_chunk(char *buf, size_t cap, const serve_req *rq, const serve_resul
     else ADD(",\"finish_reason\":null}]}\n\n");
 #undef ADD
     return o;
+}
+
+/* {"token":..,"logprob":..,"bytes":[..] (no closing brace) of token t at log-probability lp into buf */
+static size_t logprob_token(char *buf, size_t cap, const hachi_model *m, int32_t t, double lp) {
+    char piece[1024], text[3 * sizeof piece];
+    const int32_t n = hachi_token_to_text(m, t, piece, sizeof piece);
+    size_t tl = 0;
+    for (size_t i = 0; n > 0 && i < (size_t)n;) {   /* the valid UTF-8 runs, U+FFFD for each other byte */
+        const size_t e = utf8_end((const unsigned char *)piece + i, (size_t)n - i);
+        memcpy(text + tl, piece + i, e);
+        tl += e;
+        i += e;
+        if (i < (size_t)n) { memcpy(text + tl, "\xEF\xBF\xBD", 3); tl += 3; i++; }
+    }
+    int k = snprintf(buf, cap, "{\"token\":\"");
+    if (k < 0 || (size_t)k >= cap) return 0;
+    size_t o = (size_t)k, e = serve_json_escape(buf + o, cap - o, text, tl);
+    if (tl && !e) return 0;
+    o += e;
+    k = snprintf(buf + o, cap - o, "\",\"logprob\":%.9g,\"bytes\":[", isfinite(lp) ? lp : -9999.0);
+    if (k < 0 || (size_t)k >= cap - o) return 0;
+    o += (size_t)k;
+    for (int32_t i = 0; i < n; i++) {
+        k = snprintf(buf + o, cap - o, "%s%u", i ? "," : "", (unsigned)(unsigned char)piece[i]);
+        if (k < 0 || (size_t)k >= cap - o) return 0;
+        o += (size_t)k;
+    }
+    if (o + 2 >= cap) return 0;
+    buf[o++] = ']';
+    buf[o] = 0;
+    return o;
+}
+
+size_t serve_logprob_entry(char *buf, size_t cap, const hachi_model *m, const float *lg, int32_t tok, int top) {
+    const int32_t nv = hachi_model_n_vocab(m);
+    if (!lg || tok < 0 || tok >= nv || top < 0 || top > SERVE_LOGPROB_MAX) return 0;
+    float mx = lg[0];
+    for (int32_t i = 1; i < nv; i++) mx = lg[i] > mx ? lg[i] : mx;
+    double z = 0;
+    for (int32_t i = 0; i < nv; i++) z += exp((double)lg[i] - mx);
+    const double lse = (double)mx + log(z);
+    int32_t best[SERVE_LOGPROB_MAX];   /* the top likeliest, best first (ties: the lower id) */
+    int nb = 0;
+    for (int32_t i = 0; i < nv && top; i++) {
+        if (nb == top && !(lg[i] > lg[best[nb - 1]])) continue;
+        int j = nb < top ? nb++ : nb - 1;
+        for (; j > 0 && lg[i] > lg[best[j - 1]]; j--) best[j] = best[j - 1];
+        best[j] = i;
+    }
+    size_t o = logprob_token(buf, cap, m, tok, (double)lg[tok] - lse);
+    if (!o || o + 18 >= cap) return 0;
+    memcpy(buf + o, ",\"top_logprobs\":[", 17);
+    o += 17;
+    for (int i = 0; i < nb; i++) {
+        if (i) buf[o++] = ',';
+        const size_t w = logprob_token(buf + o, cap - o, m, best[i], (double)lg[best[i]] - lse);
+        if (!w || o + w + 4 >= cap) return 0;
+        o += w;
+        buf[o++] = '}';
+    }
+    if (o + 3 >= cap) return 0;
+    memcpy(buf + o, "]}", 3);
+    return o + 2;
 }
 
 char *serve_models_json(const char *name, long long created) {

@@ -1,7 +1,8 @@
 // The openai npm client against `hachi serve` on gemma4-micro (run by tests/test_serve.c):
 //   node client.mjs BASE_URL API_KEY MODEL_ID
 // A model list, a completion, a chat (plain and streamed), 3 concurrent clients against the
-// same requests made one by one, and prompt reuse (a follow-up chat, an edited last turn).
+// same requests made one by one, prompt reuse (a follow-up chat, an edited last turn), and a
+// chat's log-probabilities (plain and streamed).
 // Prints one "ok ..." or "FAIL ..." line per check and "measure ..." lines; exits 1 on a failure.
 import OpenAI from 'openai';
 
@@ -103,5 +104,22 @@ check(e.usage.prompt_tokens_details.cached_tokens > 0 && e.text === eFresh.text,
   'edited last turn reuses the conversation before it, same text', JSON.stringify({ e, eFresh }));
 console.log(`measure edited last turn: prompt ${e.usage.prompt_tokens} tokens, reused ${e.usage.prompt_tokens_details.cached_tokens} ` +
   `(the ${before.length} messages before it)`);
+
+// log-probabilities: each generated token's entry, greedy (so the token is its own first
+// alternative), the alternatives in order, the tokens' texts the reply's; a stream's the same
+const lpReq = { model: modelId, messages: [{ role: 'user', content: 'Tell me a story about a cat.' }], max_tokens: 12,
+  temperature: 0, logprobs: true, top_logprobs: 3 };
+const lp = await client.chat.completions.create(lpReq);
+const items = lp.choices[0].logprobs?.content ?? [];
+const ordered = (x) => x.top_logprobs.length === 3 &&
+  x.top_logprobs.every((a, i) => a.logprob <= 0 && (i === 0 || a.logprob <= x.top_logprobs[i - 1].logprob));
+check(items.length === lp.usage.completion_tokens && items.every((x) => x.token === x.top_logprobs[0].token &&
+  x.logprob === x.top_logprobs[0].logprob && ordered(x) && Buffer.from(x.bytes).toString() === x.token) &&
+  items.map((x) => x.token).join('').trim() === lp.choices[0].message.content.trim(),
+  'chat logprobs: an entry a token, greedy, texts the reply', JSON.stringify(lp.choices[0]));
+const lpStream = await client.chat.completions.create({ ...lpReq, stream: true });
+const streamed = [];
+for await (const ch of lpStream) for (const c of ch.choices) streamed.push(...(c.logprobs?.content ?? []));
+check(JSON.stringify(streamed) === JSON.stringify(items), 'streamed logprobs are the same', JSON.stringify(streamed));
 
 process.exit(failed ? 1 : 0);
