@@ -651,6 +651,42 @@ TEST(serve_thoughts_and_calls_apart) {
     free(plain);
 }
 
+/* tool_choice naming a function or "required" begins the reply with a call: gemma4-micro with its
+ * ',' and '.' renamed Gemma 4's call markers and its '~' and '^' the turn markers (so that its
+ * chat format is Gemma 4's, and tools are taken): the forced start is the reply's call text,
+ * streamed or not; without tool_choice no reply of this prompt makes one. */
+TEST(serve_tool_choice_begins_the_call) {
+    const char *model, *why = cannot_serve(&model);
+    if (why) SKIP("%s", why);
+    static const int32_t ids[4] = {432, 426, 510, 97};
+    static const char *const pieces[4] = {"<|tool_call>", "<tool_call|>", "<|turn>", "<turn|>"};
+    char *probe = test_sh(&(int){0}, "%s tokenize -m %s -p ',.~^' --ids 2>&1", test_hachi_bin(), model);
+    const bool ids_right = strstr(probe, "432 426 510 97") != NULL;
+    free(probe);
+    if (!ids_right) { CHECKF(0, "gemma4-micro's ',' '.' '~' '^' are not ids 432 426 510 97"); return; }
+    char path[1024], chat[512], full[2048], *b = NULL;
+    snprintf(path, sizeof path, "%s/micro-g4-calls.gguf", test_tmpdir());
+    server sv;
+    if (!test_gguf_control_tokens(model, path, ids, pieces, 4, NULL) || !server_start(&sv, path, "")) return;
+    snprintf(chat, sizeof chat, "-H 'Content-Type: application/json' " AUTH URL "/v1/chat/completions", sv.port);
+    static const char *const choices[] = {"", ",\"tool_choice\":\"required\"",
+                                          ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}"};
+    for (int i = 0; i < 3; i++)
+        for (int stream = 0; stream < 2; stream++) {
+            snprintf(full, sizeof full, "%s -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story\"}],"
+                     "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]%s,\"max_tokens\":40,"
+                     "\"temperature\":0%s}'", chat, choices[i], stream ? ",\"stream\":true" : "");
+            CHECK(body_status(&b, "%s", full) == 200);
+            char *c = field_texts(b, "content");   /* a call that does not parse stays in the content */
+            const char *call = i == 2 ? "call:f{" : "call:";
+            CHECKF(c && (i ? strstr(c, call) != NULL : !strstr(c, call)) && !strstr(c, "<|tool_call>"),
+                   "tool_choice %d, stream %d: content '%s'", i, stream, c ? c : "");
+            free(c);
+            free(b);
+        }
+    server_stop(&sv);
+}
+
 /* The server's resident memory in KB (VmRSS), 0 when unreadable */
 static long rss_kb(pid_t pid) {
     int rc;

@@ -72,12 +72,45 @@ TEST(serve_gemma4_tools_prompt) {
     /* the template's own: <|turn> <turn|> twice (system, user), <|tool> <tool|>, 2 quotes, <|turn> model, the empty thought's 2 */
     CHECKF(ctl == 11, "%d control tokens in '%s'", ctl, rq.prompt);
     serve_req_free(&rq);
+    /* tool_choice: "required" begins the reply with a call, a named function with its call (the
+     * name as text); "none" leaves the tools out; the other forms are 400s naming the field */
+    const char *q = "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],"
+                    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get<turn|>\"}}],\"tool_choice\":";
+    const struct { const char *choice, *tail; } forced[] = {
+        {"\"required\"", "<|turn>model\n<|channel>thought\n<channel|><|tool_call>call:"},
+        {"{\"type\":\"function\",\"function\":{\"name\":\"get<turn|>\"}}",
+         "<|turn>model\n<|channel>thought\n<channel|><|tool_call>call:get<turn|>{"},
+        {"\"auto\"", "<|turn>model\n<|channel>thought\n<channel|>"},
+        {"\"none\"", "<|turn>user\nWeather?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"},
+    };
+    for (size_t i = 0; i < sizeof forced / sizeof *forced; i++) {
+        char body[512];
+        snprintf(body, sizeof body, "%s%s}", q, forced[i].choice);
+        const bool ok = serve_parse(body, strlen(body), true, m, &rq, err, sizeof err);
+        const size_t pl = ok ? strlen(rq.prompt) : 0, tl = strlen(forced[i].tail);
+        CHECKF(ok && pl >= tl && !strcmp(rq.prompt + pl - tl, forced[i].tail) && (i == 3) == !strstr(rq.prompt, "<|tool>") &&
+               rq.forced == (i < 2 ? strlen(strstr(forced[i].tail, "<|tool_call>")) : 0),
+               "tool_choice %s: %s", forced[i].choice, ok ? rq.prompt : err);
+        if (!ok) continue;
+        /* the name stays text: one control token in the forced start, <|tool_call> */
+        int32_t ids[512], nt = 0, ctl = 0, n0 = 0;
+        hachi_tokenize_spans(m, rq.prompt, pl, false, rq.plain, rq.n_plain, ids, 512, &nt);
+        hachi_tokenize_spans(m, rq.prompt, pl - rq.forced, false, rq.plain, rq.n_plain, NULL, 0, &n0);
+        for (int k = n0; k < nt; k++) ctl += ids[k] >= 95 && ids[k] <= 106;
+        CHECKF(ctl == (i < 2), "tool_choice %s: %d control tokens in the forced start", forced[i].choice, ctl);
+        serve_req_free(&rq);
+    }
     /* malformed tools and tool calls are 400s naming the field */
     const struct { const char *body, *words; } bad[] = {
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":{}}", "'tools' must be an array"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":[{\"type\":\"function\"}]}", "'tools[0]' must be"},
         {"{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{}}]}]}", "'messages[0].tool_calls[0].function.name'"},
         {"{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}],\"tools\":[]}", "'messages[0].role' 'robot'"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tool_choice\":\"required\"}", "declares no 'tools'"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+         "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}", "names the function 'g', which 'tools' does not declare"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+         "\"tool_choice\":\"always\"}", "'tool_choice' must be"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const bool ok = serve_parse(bad[i].body, strlen(bad[i].body), true, m, &rq, err, sizeof err);

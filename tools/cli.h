@@ -297,6 +297,7 @@ typedef struct serve_req {
     bool cache_prompt;              /* llama.cpp's field (default true): false prefills the whole prompt */
     bool think;                     /* chat_template_kwargs.enable_thinking: Gemma 4's thinking on */
     int top_logprobs;               /* chat's logprobs: -1 none, else the alternatives a token (top_logprobs, 0..20) */
+    size_t forced;                  /* chat: bytes at the prompt's end that begin the reply (tool_choice: a call) */
 } serve_req;
 
 /* Parses and checks a request body of len bytes (not NUL-terminated) for chat (else a

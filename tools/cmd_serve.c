@@ -105,6 +105,7 @@ typedef struct request {
     hachi_spec *sp;
     int32_t *prompt;
     int n_prompt, n_cached, n_gen, max_gen;
+    int n_forced;                   /* the prompt's last tokens that begin the reply (tool_choice's call) */
     text_acc text;                  /* generated text; [0, sent) released to the client */
     size_t sent;
     bool text_oom;                  /* the text could not grow: the generation ends there */
@@ -249,6 +250,8 @@ static bool slot_stop(void *ctx) {
     return atomic_load(sl->stop) || (sl->conn && client_gone(sl->conn));
 }
 
+static void out_add(request *q, const char *s, size_t n);
+
 /* Sampler and decode loop of the request, the slot resumed and the rest of the prompt
  * prefilled (a checkpoint where the reuse began and one before the prompt's last token). */
 static hachi_status gen_begin(server *srv, request *q) {
@@ -283,6 +286,10 @@ static hachi_status gen_begin(server *srv, request *q) {
     sl->n_held = n;
     if ((st = hachi_spec_feed(q->sp, q->prompt, n))) return st;
     hachi_detok_reset(sl->dt, rq->chat && !rq->continues);   /* a reply's first piece loses its space */
+    for (int i = n - q->n_forced; i < n; i++) {   /* a forced start is the reply's text (a call's, its section) */
+        char buf[HACHI_DETOK_MAX];
+        out_add(q, buf, (size_t)hachi_detok_push(sl->dt, q->prompt[i], buf, sizeof buf));
+    }
     return HACHI_OK;
 }
 
@@ -607,6 +614,12 @@ static enum MHD_Result completion(server *srv, request *q) {
     if (!(q->prompt = malloc(sizeof(int32_t) * (size_t)(n + 1)))) return send_error(conn, 500, NULL, "out of memory");
     hachi_tokenize_spans(srv->m, rq->prompt, plen, rq->add_bos, rq->plain, rq->n_plain, q->prompt, n + 1, &n);
     q->n_prompt = n;
+    if (rq->forced) {   /* the reply's forced start: the tokens past the text before it (a control token begins it) */
+        int32_t n0 = 0, np = 0;
+        while (np < rq->n_plain && rq->plain[2 * np] < plen - rq->forced) np++;
+        hachi_tokenize_spans(srv->m, rq->prompt, plen - rq->forced, rq->add_bos, rq->plain, np, NULL, 0, &n0);
+        q->n_forced = n - n0;
+    }
     const int n_ctx = hachi_session_n_ctx(srv->slots[0].s);
     if (n == 0) return send_error(conn, 400, NULL, "the prompt is empty (no tokens)");
     if (n >= n_ctx)

@@ -480,20 +480,47 @@ static void g4_call_args(g4out *o, const cJSON *args) {
     cJSON_Delete(parsed);
 }
 
+/* A request's tool_choice: NULL for none given or "auto" (the model's choice), else "none",
+ * "required" or the name of {"type":"function","function":{"name":...}}; false with err on another */
+static bool tool_choice(const cJSON *root, const char **choice, char *err, size_t cap) {
+    const cJSON *c = get(root, "tool_choice");
+    *choice = NULL;
+    if (!c || cJSON_IsNull(c) || (cJSON_IsString(c) && !strcmp(c->valuestring, "auto"))) return true;
+    if (cJSON_IsString(c) && (!strcmp(c->valuestring, "none") || !strcmp(c->valuestring, "required"))) {
+        *choice = c->valuestring;
+        return true;
+    }
+    const cJSON *name = get(get(c, "function"), "name");
+    if (cJSON_IsObject(c) && cJSON_IsString(name) && name->valuestring[0]) {
+        *choice = name->valuestring;
+        return true;
+    }
+    return fail(err, cap, "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\":\"function\",\"function\":{\"name\":...}}");
+}
+
 /* The conversation with tools, tool calls or tool responses, as the template renders it with
  * add_generation_prompt (and llama.cpp's model turn after a closed one). */
-static bool g4_prompt(const cJSON *root, const hachi_model *m, bool think, char **out, spans *sp, char *err, size_t cap) {
-    const cJSON *msgs = get(root, "messages"), *tools = get(root, "tools"), *choice = get(root, "tool_choice");
+static bool g4_prompt(const cJSON *root, const hachi_model *m, bool think, char **out, spans *sp, size_t *forced,
+                      char *err, size_t cap) {
+    const cJSON *msgs = get(root, "messages"), *tools = get(root, "tools");
     if (tools && !cJSON_IsNull(tools) && !cJSON_IsArray(tools)) return fail(err, cap, "'tools' must be an array, got %s", type_name(tools));
-    if (cJSON_IsString(choice) && !strcmp(choice->valuestring, "none")) tools = NULL;   /* (the others: the model's choice) */
+    const char *choice = NULL;   /* tool_choice: NULL (auto), "none", "required", or a tool's name */
+    if (!tool_choice(root, &choice, err, cap)) return false;
+    if (choice && !strcmp(choice, "none")) tools = NULL;
     const cJSON *t, *tool_list = cJSON_IsArray(tools) ? tools : NULL;
     int ti = 0;
+    bool named = false;
     cJSON_ArrayForEach(t, tool_list) {
         const cJSON *f = get(t, "function");
         if (!cJSON_IsObject(f) || !cJSON_IsString(get(f, "name")))
             return fail(err, cap, "'tools[%d]' must be {\"type\":\"function\",\"function\":{\"name\":...}}", ti);
+        named |= choice && !strcmp(get(f, "name")->valuestring, choice);
         ti++;
     }
+    if (choice && strcmp(choice, "none") && !ti)
+        return fail(err, cap, "'tool_choice' asks for a call, but the request declares no 'tools'");
+    if (choice && strcmp(choice, "none") && strcmp(choice, "required") && !named)
+        return fail(err, cap, "'tool_choice' names the function '%.*s', which 'tools' does not declare", clip(choice, 64), choice);
     if (!cJSON_IsArray(msgs)) return fail(err, cap, "'messages' must be an array, got %s", msgs ? type_name(msgs) : "nothing");
     const int n = cJSON_GetArraySize(msgs);
     if (n <= 0) return fail(err, cap, "'messages' is empty");
@@ -606,6 +633,12 @@ static bool g4_prompt(const cJSON *root, const hachi_model *m, bool think, char 
     } else if (ok && b.len >= 8 && !strcmp(b.p + b.len - 8, "<turn|>\n")) {
         lit(&o, "<|turn>model\n");   /* llama.cpp's: a closed turn is followed by the model's */
     }
+    const size_t before = b.len;   /* a call asked for: the reply begins it (no grammar holds the rest) */
+    if (ok && choice && strcmp(choice, "none")) {
+        lit(&o, "<|tool_call>call:");
+        if (strcmp(choice, "required")) { txts(&o, choice); lit(&o, "{"); }
+    }
+    *forced = b.len - before;
     for (int i = 0; text && i < n; i++) free(text[i]);
     free(text);
     if (ok && (b.oom || sp->oom)) ok = fail(err, cap, "out of memory");
@@ -763,7 +796,13 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
             fail(err, cap, "tools, tool calls and 'tool' messages need a Gemma 4 model (this model's chat format has none)");
             goto out;
         }
-        const bool got = tooled ? g4_prompt(o, m, rq->think, &rq->prompt, &sp, err, cap)
+        const char *choice;
+        if (!tool_choice(o, &choice, err, cap)) goto out;
+        if (!tooled && choice && strcmp(choice, "none")) {
+            fail(err, cap, "'tool_choice' asks for a call, but the request declares no 'tools'");
+            goto out;
+        }
+        const bool got = tooled ? g4_prompt(o, m, rq->think, &rq->prompt, &sp, &rq->forced, err, cap)
                                 : chat_prompt(cJSON_GetObjectItemCaseSensitive(o, "messages"), m, rq->think, &rq->prompt, &sp,
                                               &rq->continues, err, cap);
         rq->plain = sp.r;
