@@ -233,23 +233,98 @@ static bool truthy(const cJSON *v) {
     return true;
 }
 
-/* A JSON number as Python prints it (an integral value as an integer: JSON's 5.0 comes out 5) */
-static void g4_number(g4out *o, double d) {
-    char s[40];
-    if (d == floor(d) && fabs(d) < 1e16) snprintf(s, sizeof s, "%.0f", d);
-    else
-        for (int p = 15; p <= 17; p++) {
-            snprintf(s, sizeof s, "%.*g", p, d);
-            if (strtod(s, NULL) == d) break;
+/* Python's repr of a float: the shortest digits that read back as d, written fixed where the
+ * decimal point falls within 16 digits of them (at least one digit after it), else d.ddde+XX */
+static void py_float(char *out, size_t cap, double d) {
+    if (!isfinite(d)) { snprintf(out, cap, "%s", isnan(d) ? "nan" : d < 0 ? "-inf" : "inf"); return; }
+    char e[40];
+    int p = 1;
+    for (; p < 17; p++) {   /* %.{p-1}e: p significant digits */
+        snprintf(e, sizeof e, "%.*e", p - 1, d);
+        if (strtod(e, NULL) == d) break;
+    }
+    snprintf(e, sizeof e, "%.*e", p - 1, d);
+    char dig[24];
+    int n = 0;
+    const char *c = e + (e[0] == '-');
+    for (; *c && *c != 'e' && n < 20; c++)
+        if (*c != '.') dig[n++] = *c;
+    const int x = *c == 'e' ? atoi(c + 1) : 0, decpt = x + 1;   /* d = 0.dig x 10^decpt */
+    size_t o = 0;
+#define PUT(ch) do { if (o + 1 < cap) out[o++] = (ch); } while (0)
+    if (signbit(d)) PUT('-');
+    if (decpt > -4 && decpt <= 16) {
+        if (decpt <= 0) {
+            PUT('0');
+            PUT('.');
+            for (int i = 0; i < -decpt; i++) PUT('0');
+            for (int i = 0; i < n; i++) PUT(dig[i]);
+        } else {
+            for (int i = 0; i < decpt; i++) PUT(i < n ? dig[i] : '0');
+            PUT('.');
+            if (decpt >= n) PUT('0');
+            for (int i = decpt; i < n; i++) PUT(dig[i]);
         }
+        out[o] = 0;
+    } else {
+        PUT(dig[0]);
+        if (n > 1) PUT('.');
+        for (int i = 1; i < n; i++) PUT(dig[i]);
+        out[o] = 0;
+        snprintf(out + o, cap - o, "e%c%02d", x < 0 ? '-' : '+', abs(x));
+    }
+#undef PUT
+}
+
+/* A JSON number as the template's Python writes it: an integer as written (-0 as 0), a float (a
+ * '.', 'e' or 'E' in it) by repr; json_number_texts keeps a number's text in its valuestring */
+static void g4_number(g4out *o, const cJSON *v) {
+    char s[64];
+    const char *t = v->valuestring;
+    if (t && !strpbrk(t, ".eE")) {
+        txts(o, strcmp(t, "-0") ? t : "0");
+        return;
+    }
+    if (t) py_float(s, sizeof s, v->valuedouble);
+    else if (v->valuedouble == floor(v->valuedouble) && fabs(v->valuedouble) < 1e16) snprintf(s, sizeof s, "%.0f", v->valuedouble);
+    else py_float(s, sizeof s, v->valuedouble);
     txts(o, s);
+}
+
+/* The number tokens of JSON text[0..len) given, in order, to the number nodes of the tree parsed
+ * from it (cJSON keeps its children in the text's order): each token's text into the node's
+ * valuestring (which cJSON_Delete frees), so that an integer and a float are told apart. */
+static void number_nodes(cJSON *v, const char **at, const char *end) {
+    for (; v; v = v->next) {
+        if (cJSON_IsNumber(v) && !v->valuestring) {
+            const char *p = *at;
+            bool in = false;
+            for (; p < end; p++) {   /* the next number outside a string */
+                if (in) { if (*p == '\\') p++; else if (*p == '"') in = false; }
+                else if (*p == '"') in = true;
+                else if (*p == '-' || (*p >= '0' && *p <= '9')) break;
+            }
+            size_t k = 0;
+            while (p + k < end && strchr("+-.eE0123456789", p[k]) && p[k]) k++;
+            if (p < end && (v->valuestring = malloc(k + 1))) {
+                memcpy(v->valuestring, p, k);
+                v->valuestring[k] = 0;
+            }
+            *at = p + k;
+        }
+        if (cJSON_IsArray(v) || cJSON_IsObject(v)) number_nodes(v->child, at, end);
+    }
+}
+static void json_number_texts(cJSON *root, const char *text, size_t len) {
+    const char *at = text;
+    if (root) number_nodes(root, &at, text + len);
 }
 
 /* format_argument: strings quoted, objects with their keys sorted (quoted with esc) */
 static void g4_arg(g4out *o, const cJSON *v, bool esc) {
     if (cJSON_IsString(v)) { lit(o, G4Q); txts(o, v->valuestring); lit(o, G4Q); }
     else if (cJSON_IsBool(v)) lit(o, cJSON_IsTrue(v) ? "true" : "false");
-    else if (cJSON_IsNumber(v)) g4_number(o, v->valuedouble);
+    else if (cJSON_IsNumber(v)) g4_number(o, v);
     else if (cJSON_IsObject(v)) {
         int n;
         const cJSON **kv = dictsort(v, &n);
@@ -465,6 +540,7 @@ static void g4_model_text(g4out *o, const char *s) {
  * string (OpenAI's form) parsed first, a string that is no JSON object as it is */
 static void g4_call_args(g4out *o, const cJSON *args) {
     cJSON *parsed = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : NULL;
+    if (parsed) json_number_texts(parsed, args->valuestring, strlen(args->valuestring));
     const cJSON *a = parsed && cJSON_IsObject(parsed) ? parsed : args;
     if (cJSON_IsObject(a)) {
         int n;
@@ -766,6 +842,7 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
     if (nul < len) return fail(err, cap, "a NUL character (\\u0000 at byte %zu) is not supported in the request's text", nul);
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    json_number_texts(o, body, len);   /* (a tool declaration's numbers as Python writes them) */
     if (o && end)   /* one JSON value, then only white space */
         while (end < body + len && strchr(" \t\r\n", *end) && *end) end++;
     if (!o || !end || end != body + len) {
