@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             float lg[8] = {0};
             memcpy(lg, rq.prompt, strlen(rq.prompt) < sizeof lg ? strlen(rq.prompt) : sizeof lg);
             r.logprobs = entry;
-            r.logprobs_len = serve_logprob_entry(entry, sizeof entry, NULL, lg, (int32_t)(size % 9), rq.top_logprobs);
+            r.logprobs_len = serve_logprob_entry(entry, sizeof entry, NULL, lg, (int32_t)(size % 9), rq.top_logprobs, size % 2);
         }
         free(serve_result_json(&rq, &r));
         serve_chunk(chunk, sizeof chunk, &rq, &r, r.text, r.len, true, NULL, false);

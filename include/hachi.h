@@ -30,7 +30,9 @@ extern "C" {
 #define HACHI_API
 #endif
 
-#define HACHI_VERSION "0.4.0"
+/* 0.x: a minor version may change the ABI (0.5.0: hachi_sampler_params grew two fields); build
+ * against the header of the library you link */
+#define HACHI_VERSION "0.5.0"
 HACHI_API const char *hachi_version(void);   /* HACHI_VERSION of the library linked in */
 
 typedef enum hachi_status {
@@ -135,6 +137,9 @@ HACHI_API int32_t hachi_detok_thought_tokens(const hachi_detok *d);
  * ("call:NAME{ARGS}"); in_tool_call: whether the last push or flush returned such text, in which
  * control tokens write their own text (the arguments' string quotes <|"|>). */
 HACHI_API bool    hachi_detok_in_tool_call(const hachi_detok *d);
+/* Whether the next token with text pushed loses its leading space (a text's first piece, where
+ * the vocabulary prefixes one): for a reader that lines up tokens with the text. */
+HACHI_API bool    hachi_detok_strips_space(const hachi_detok *d);
 
 /* ---- session: one static plan for one context size --------------------------- */
 
@@ -290,15 +295,18 @@ typedef struct hachi_sampler_params {
     float    repeat_penalty; /* 1 = off */
     int32_t  repeat_last_n;  /* window of the penalties (repeat, presence, frequency) */
     uint64_t seed;
-    float    presence_penalty;   /* 0 = off: logit -= presence for a token in the window */
-    float    frequency_penalty;  /* 0 = off: logit -= frequency * its count in the window */
+    float    presence_penalty;   /* 0 = off: logit -= presence for a token sampled in the window */
+    float    frequency_penalty;  /* 0 = off: logit -= frequency * the times it was sampled in the window */
 } hachi_sampler_params;
 
 HACHI_API hachi_sampler_params hachi_sampler_default_params(void);
 HACHI_API hachi_status hachi_sampler_create(const hachi_sampler_params *params, int32_t n_vocab, hachi_sampler **out);
 HACHI_API void    hachi_sampler_free(hachi_sampler *s);
 HACHI_API int32_t hachi_sampler_sample(hachi_sampler *s, const float *logits);  /* allocates nothing; -1 for NULL */
-HACHI_API void    hachi_sampler_accept(hachi_sampler *s, int32_t token);         /* record for the penalty */
+/* Record a token for the penalties: a sampled one (all three count it), or a prompt's (only the
+ * repetition penalty does: presence and frequency count sampled tokens, as OpenAI's API defines them) */
+HACHI_API void    hachi_sampler_accept(hachi_sampler *s, int32_t token);
+HACHI_API void    hachi_sampler_accept_prompt(hachi_sampler *s, int32_t token);
 HACHI_API void    hachi_sampler_reset(hachi_sampler *s);
 
 /* ---- speculative decoding (lossless) --------------------------------------------- */
@@ -394,7 +402,8 @@ HACHI_API hachi_status hachi_spec_create(const hachi_model *model, hachi_session
 HACHI_API void hachi_spec_free(hachi_spec *sp);
 /* Tokens the caller has just evaluated itself (a prompt, a chat turn; with hachi_session_eval
  * or hachi_session_load): they are the last n of the session's positions. Records them in
- * the sampler's penalty history and the drafter's text; the next step samples from
+ * the sampler's penalty history (as a prompt's: hachi_sampler_accept_prompt) and the drafter's
+ * text; the next step samples from
  * hachi_session_logits. n = 0: only that. Fails (HACHI_ERR_INVALID_ARG) while a token is
  * pending (hachi_spec_flush first) or when the session holds fewer than n tokens. */
 HACHI_API hachi_status hachi_spec_feed(hachi_spec *sp, const int32_t *tokens, int32_t n);

@@ -6,7 +6,8 @@
  *
  * Order: the penalties over the last repeat_last_n accepted tokens (also in greedy mode): a
  * token's positive logit divided by repeat_penalty, a negative one multiplied (llama.cpp's
- * rule), then frequency_penalty * its count + presence_penalty subtracted (OpenAI's rule); then
+ * rule), then frequency_penalty * its count + presence_penalty subtracted, counting only the
+ * sampled tokens in the window, not a prompt's (OpenAI's rule); then
  * temp == 0 -> argmax (ties to the lowest id); else top-k, temperature,
  * softmax, top-p (smallest prefix with mass >= top_p, at least one token),
  * min-p (p >= min_p * p_max), then one draw from the survivors.
@@ -31,8 +32,9 @@ struct hachi_sampler {
     float *work;            /* [n_vocab] penalized logits, or weights on the full path */
     cand *cand;             /* [n_vocab] candidates (full path: the min-p survivors) */
     cand *sel;              /* [n_vocab] heap / sorted selection, best first */
-    int32_t *hist;          /* [repeat_last_n] ring of accepted tokens; NULL when no penalty */
+    int32_t *hist;          /* [repeat_last_n] ring of accepted tokens (a prompt's as -1 - id); NULL when no penalty */
     int32_t *count;         /* [n_vocab] occurrences of each token in the ring */
+    int32_t *gcount;        /* [n_vocab] of which sampled (presence and frequency count only those) */
     int32_t hist_len, hist_pos;
     uint64_t rng[4];        /* xoshiro256** state */
 };
@@ -175,7 +177,8 @@ hachi_status hachi_sampler_create(const hachi_sampler_params *params, int32_t n_
     if (ok && penalized && p.repeat_last_n > 0) {
         s->hist = hachi_malloc((size_t)p.repeat_last_n * sizeof *s->hist);
         s->count = hachi_calloc((size_t)n_vocab, sizeof *s->count);
-        ok = s->hist && s->count;
+        s->gcount = hachi_calloc((size_t)n_vocab, sizeof *s->gcount);
+        ok = s->hist && s->count && s->gcount;
     }
     if (!ok) { hachi_sampler_free(s); return HACHI_ERR_NOMEM; }
     rng_seed(s);
@@ -190,22 +193,32 @@ void hachi_sampler_free(hachi_sampler *s) {
     hachi_free(s->sel);
     hachi_free(s->hist);
     hachi_free(s->count);
+    hachi_free(s->gcount);
     hachi_free(s);
 }
 
-void hachi_sampler_accept(hachi_sampler *s, int32_t token) {
+static inline int32_t hist_id(int32_t h) { return h < 0 ? -1 - h : h; }
+
+static void accept(hachi_sampler *s, int32_t token, bool sampled) {
     if (!s || !s->hist || token < 0 || token >= s->n_vocab) return;
     int32_t cap = s->p.repeat_last_n;
-    if (s->hist_len == cap) s->count[s->hist[s->hist_pos]]--;
-    else s->hist_len++;
-    s->hist[s->hist_pos] = token;
+    if (s->hist_len == cap) {   /* the oldest leaves the window */
+        const int32_t old = s->hist[s->hist_pos];
+        s->count[hist_id(old)]--;
+        if (old >= 0) s->gcount[old]--;
+    } else s->hist_len++;
+    s->hist[s->hist_pos] = sampled ? token : -1 - token;
     s->count[token]++;
+    s->gcount[token] += sampled;
     s->hist_pos = (s->hist_pos + 1) % cap;
 }
 
+void hachi_sampler_accept(hachi_sampler *s, int32_t token) { accept(s, token, true); }
+void hachi_sampler_accept_prompt(hachi_sampler *s, int32_t token) { accept(s, token, false); }
+
 void hachi_sampler_reset(hachi_sampler *s) {
     if (!s) return;
-    for (int32_t i = 0; i < s->hist_len; i++) s->count[s->hist[i]] = 0;
+    for (int32_t i = 0; i < s->hist_len; i++) s->count[hist_id(s->hist[i])] = s->gcount[hist_id(s->hist[i])] = 0;
     s->hist_len = s->hist_pos = 0;
     rng_seed(s);
 }
@@ -216,15 +229,16 @@ static const float *apply_penalty(hachi_sampler *s, const float *logits) {
     memcpy(s->work, logits, (size_t)s->n_vocab * sizeof *s->work);
     const float pen = s->p.repeat_penalty, pres = s->p.presence_penalty, freq = s->p.frequency_penalty;
     for (int32_t i = 0; i < s->hist_len; i++) {
-        int32_t t = s->hist[i];
+        int32_t t = hist_id(s->hist[i]);
         if (s->count[t] <= 0) continue;                  /* already done (marked negative) */
         float v = s->work[t];
         if (pen != 1.0f) v = v > 0 ? v / pen : v * pen;
-        s->work[t] = v - ((float)s->count[t] * freq + pres);
+        if (s->gcount[t]) v -= (float)s->gcount[t] * freq + pres;
+        s->work[t] = v;
         s->count[t] = -s->count[t];
     }
     for (int32_t i = 0; i < s->hist_len; i++) {
-        int32_t t = s->hist[i];
+        int32_t t = hist_id(s->hist[i]);
         if (s->count[t] < 0) s->count[t] = -s->count[t];
     }
     return s->work;

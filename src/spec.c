@@ -250,7 +250,7 @@ hachi_status hachi_spec_feed(hachi_spec *sp, const int32_t *tokens, int32_t n) {
     if (n < 0 || n > pos || (n > 0 && !tokens))
         return hachi_fail(HACHI_ERR_INVALID_ARG, "spec: feed of %d tokens, but the session holds %d", (int)n, (int)pos);
     for (int32_t i = 0; i < n; i++) {
-        hachi_sampler_accept(sp->smp, tokens[i]);
+        hachi_sampler_accept_prompt(sp->smp, tokens[i]);
         sp->text[pos - n + i] = tokens[i];
     }
     if (sp->lookup) hachi_lookup_truncate(sp->lookup, pos - n);   /* from there on the text may differ */

@@ -89,6 +89,10 @@ bool hachi_detok_in_thought(const hachi_detok *d) { return d && d->last_sec == S
 
 bool hachi_detok_in_tool_call(const hachi_detok *d) { return d && d->last_sec == SEC_CALL; }
 
+bool hachi_detok_strips_space(const hachi_detok *d) {
+    return d && d->st.at_start && hachi_tokenizer_strips_leading_space(d->tok);
+}
+
 int32_t hachi_detok_thought_tokens(const hachi_detok *d) { return d ? d->thought_tokens : 0; }
 
 int32_t hachi_detok_push(hachi_detok *d, int32_t token, char *out, int32_t cap) {

@@ -320,6 +320,12 @@ TEST(sampler_presence_frequency_penalty) {
     CHECK(hachi_sampler_sample(s, l) == 0);          /* 1.3 against 1.5 - 0.5 = 1.0 */
     hachi_sampler_accept(s, 5);                      /* window 3: the first 0 leaves */
     CHECK(hachi_sampler_sample(s, l) == 0);          /* 2.0 - 0.5 = 1.5 against 1.0 */
+    hachi_sampler_accept_prompt(s, 2);               /* a prompt's tokens: not counted... */
+    hachi_sampler_accept_prompt(s, 2);               /* ...(and 0 and 1 leave the window) */
+    CHECK(hachi_sampler_sample(s, l) == 0);
+    hachi_sampler_reset(s);
+    for (int i = 0; i < 3; i++) hachi_sampler_accept_prompt(s, 0);
+    CHECK(hachi_sampler_sample(s, l) == 0);          /* 2.0 unpenalized */
     hachi_sampler_free(s);
     /* the repetition penalty first, then a negative presence penalty raises the token: token 0
      * seen once is 2.0 / 2 - (1 * 0.1 - 0.6) = 1.5, a tie with the unseen token 1 */

@@ -72,14 +72,15 @@ TEST(serve_gemma4_tools_prompt) {
     /* the template's own: <|turn> <turn|> twice (system, user), <|tool> <tool|>, 2 quotes, <|turn> model, the empty thought's 2 */
     CHECKF(ctl == 11, "%d control tokens in '%s'", ctl, rq.prompt);
     serve_req_free(&rq);
-    /* tool_choice: "required" begins the reply with a call, a named function with its call (the
-     * name as text); "none" leaves the tools out; the other forms are 400s naming the field */
+    /* tool_choice: "required" begins the reply with a call, a named function with its call (a
+     * function may be called "none"); "none" leaves the tools out; the other forms are 400s naming
+     * the field */
     const char *q = "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],"
-                    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get<turn|>\"}}],\"tool_choice\":";
+                    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"none\"}}],\"tool_choice\":";
     const struct { const char *choice, *tail; } forced[] = {
         {"\"required\"", "<|turn>model\n<|channel>thought\n<channel|><|tool_call>call:"},
-        {"{\"type\":\"function\",\"function\":{\"name\":\"get<turn|>\"}}",
-         "<|turn>model\n<|channel>thought\n<channel|><|tool_call>call:get<turn|>{"},
+        {"{\"type\":\"function\",\"function\":{\"name\":\"none\"}}",
+         "<|turn>model\n<|channel>thought\n<channel|><|tool_call>call:none{"},
         {"\"auto\"", "<|turn>model\n<|channel>thought\n<channel|>"},
         {"\"none\"", "<|turn>user\nWeather?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"},
     };
@@ -92,7 +93,7 @@ TEST(serve_gemma4_tools_prompt) {
                rq.forced == (i < 2 ? strlen(strstr(forced[i].tail, "<|tool_call>")) : 0),
                "tool_choice %s: %s", forced[i].choice, ok ? rq.prompt : err);
         if (!ok) continue;
-        /* the name stays text: one control token in the forced start, <|tool_call> */
+        /* one control token in the forced start, <|tool_call> */
         int32_t ids[512], nt = 0, ctl = 0, n0 = 0;
         hachi_tokenize_spans(m, rq.prompt, pl, false, rq.plain, rq.n_plain, ids, 512, &nt);
         hachi_tokenize_spans(m, rq.prompt, pl - rq.forced, false, rq.plain, rq.n_plain, NULL, 0, &n0);
@@ -111,6 +112,8 @@ TEST(serve_gemma4_tools_prompt) {
          "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}", "names the function 'g', which 'tools' does not declare"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
          "\"tool_choice\":\"always\"}", "'tool_choice' must be"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a{b\"}}],"
+         "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"a{b\"}}}", "'a{b' is not a function name"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const bool ok = serve_parse(bad[i].body, strlen(bad[i].body), true, m, &rq, err, sizeof err);
@@ -215,7 +218,7 @@ TEST(serve_logprob_entries) {
     char *buf = malloc(1 << 16);
     for (int k = 0; k < 2; k++) {
         const int32_t tok = k ? 5 : byte_tok;
-        const size_t n = serve_logprob_entry(buf, 1 << 16, m, lg, tok, 3);
+        const size_t n = serve_logprob_entry(buf, 1 << 16, m, lg, tok, 3, false);
         cJSON *e = n ? cJSON_Parse(buf) : NULL;
         CHECKF(e && strlen(buf) == n, "entry: %s", n ? buf : "(nothing)");
         if (!e) break;
@@ -239,9 +242,19 @@ TEST(serve_logprob_entries) {
         }
         cJSON_Delete(e);
     }
-    CHECK(serve_logprob_entry(buf, 40, m, lg, 17, 3) == 0);               /* too small: nothing */
-    CHECK(serve_logprob_entry(buf, 1 << 16, m, lg, 17, 0) > 0 && strstr(buf, "\"top_logprobs\":[]"));
-    CHECK(serve_logprob_entry(buf, 1 << 16, m, lg, nv, 3) == 0);          /* no such token */
+    CHECK(serve_logprob_entry(buf, 40, m, lg, 17, 3, false) == 0);               /* too small: nothing */
+    CHECK(serve_logprob_entry(buf, 1 << 16, m, lg, 17, 0, false) > 0 && strstr(buf, "\"top_logprobs\":[]"));
+    CHECK(serve_logprob_entry(buf, 1 << 16, m, lg, nv, 3, false) == 0);          /* no such token */
+    /* the reply's first piece without the space the detokenizer dropped: in "token" and "bytes" */
+    int32_t sp_tok = -1;
+    for (int32_t t = 0; t < nv && sp_tok < 0; t++)
+        if (hachi_token_to_text(m, t, piece, sizeof piece) == 4 && !memcmp(piece, " the", 4)) sp_tok = t;
+    const size_t ns = sp_tok >= 0 ? serve_logprob_entry(buf, 1 << 16, m, lg, sp_tok, 0, true) : 0;
+    CHECKF(ns && !strncmp(buf, "{\"token\":\"the\",", 15) && strstr(buf, "\"bytes\":[116,104,101]"), "%s", buf);
+    /* exactly the bytes needed fit; one fewer does not */
+    const size_t full = serve_logprob_entry(buf, 1 << 16, m, lg, 17, 3, false);
+    CHECK(full && serve_logprob_entry(buf, full + 1, m, lg, 17, 3, false) == full &&
+          serve_logprob_entry(buf, full, m, lg, 17, 3, false) == 0);
     const size_t bound = serve_logprob_entry_max(64, SERVE_LOGPROB_MAX);   /* the bound holds a long piece */
     CHECK(bound > 21 * 64 * 6);
     free(buf);

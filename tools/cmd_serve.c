@@ -120,11 +120,11 @@ typedef struct request {
     size_t lp_sent, lp_max;         /* ...; the most bytes of one entry */
     const char *finish;             /* NULL while generating */
     bool role_sent, stream_end;
-    char *out;                      /* [out_cap] stream events not yet handed to MHD */
+    char *out;                      /* [out_cap] stream events not yet handed to MHD (the last ones may grow it) */
     size_t out_len, out_off, out_cap;
     serve_result res;
     char id[48];
-    double t0;
+    double t0, t_event;             /* started; a stream's last event */
 } request;
 
 /* ---- slots ------------------------------------------------------------------------------------ */
@@ -260,7 +260,7 @@ static hachi_status gen_begin(server *srv, request *q) {
     hachi_sampler_params p = srv->smp;
     if (!isnan(rq->smp.temperature)) p.temp = (float)rq->smp.temperature;
     if (!isnan(rq->smp.top_p)) p.top_p = (float)CLI_MAX(rq->smp.top_p, CLI_TOP_P_MIN);
-    if (!isnan(rq->smp.top_k)) p.top_k = (int32_t)rq->smp.top_k;
+    if (!isnan(rq->smp.top_k)) p.top_k = (int32_t)CLI_MAX(rq->smp.top_k, 0);
     if (!isnan(rq->smp.min_p)) p.min_p = (float)rq->smp.min_p;
     if (!isnan(rq->smp.repeat_penalty)) p.repeat_penalty = (float)rq->smp.repeat_penalty;
     if (!isnan(rq->smp.repeat_last_n))
@@ -406,16 +406,17 @@ static size_t gen_step(server *srv, request *q) {
     for (int i = 0; i < n_out; i++) {
         if (hachi_model_is_eog(srv->m, out[i])) { gen_finish(q, "stop"); return q->text.len - q->sent; }
         sl->held[q->n_prompt + q->n_gen++] = out[i];
+        char buf[HACHI_DETOK_MAX];
+        size_t from = q->text.len > SERVE_MAX_STOP_LEN ? q->text.len - SERVE_MAX_STOP_LEN : 0;
+        const bool strips = hachi_detok_strips_space(sl->dt);
+        size_t k = (size_t)hachi_detok_push(sl->dt, out[i], buf, sizeof buf);
         if (q->rq.top_logprobs >= 0 && acc_reserve(q, &q->lp, q->lp_max + 1)) {   /* the token's entry */
-            const size_t at = q->lp.len + (q->lp.len > 0);
+            const size_t at = q->lp.len + (q->lp.len > 0);   /* (without the space the text lost, if it did) */
             const size_t w = serve_logprob_entry(q->lp.p + at, q->lp.cap - at, srv->m, hachi_spec_step_logits(q->sp, i),
-                                                 out[i], q->rq.top_logprobs);
+                                                 out[i], q->rq.top_logprobs, strips && !hachi_detok_strips_space(sl->dt));
             if (w && q->lp.len) q->lp.p[q->lp.len] = ',';
             if (w) q->lp.len = at + w;
         }
-        char buf[HACHI_DETOK_MAX];
-        size_t from = q->text.len > SERVE_MAX_STOP_LEN ? q->text.len - SERVE_MAX_STOP_LEN : 0;
-        size_t k = (size_t)hachi_detok_push(sl->dt, out[i], buf, sizeof buf);
         out_add(q, buf, k);
         if (q->text_oom) { gen_finish(q, "length"); return q->text.len - q->sent; }
         size_t at;
@@ -505,7 +506,10 @@ static void request_unref(request *q) {
     free(q);
 }
 
-static void stream_add(request *q, size_t n) { q->out_len += n; }
+static void stream_add(request *q, size_t n) {
+    q->out_len += n;
+    q->t_event = cli_time_ms();
+}
 
 /* The log-probability entries not sent yet go with the next chunk (true when there are some);
  * lp_sent moves past them once it is written */
@@ -536,6 +540,7 @@ static bool stream_produce(request *q) {
     size_t cap = q->out_cap - q->out_len;
     if (!q->role_sent) {
         q->role_sent = true;
+        q->t_event = cli_time_ms();
         if (q->rq.chat) stream_add(q, serve_chunk(o, cap, &q->rq, &q->res, "", 0, true, NULL, false));
         return true;
     }
@@ -555,9 +560,28 @@ static bool stream_produce(request *q) {
             return true;
         }
         if (q->out_len > before) return true;
+        if (cli_time_ms() - q->t_event > 1000.0 * SERVE_IDLE_S / 4) {   /* text held back (a tool call, a stop's
+                                                                       start): a comment, so the connection is not idle */
+            const int w = snprintf(o, cap, ": keep-alive\n\n");
+            if (w < 0 || (size_t)w >= cap) return false;
+            stream_add(q, (size_t)w);
+            return true;
+        }
     }
     if (!think_chunk(q, &o, &cap)) return false;
     calls_finish(q);   /* (a call that does not parse joins the text sent next) */
+    /* the rest in the last events: the text held back (a forced call's reply is all held until it
+     * parses or not), the calls, the entries not sent; a JSON string takes at most 6 bytes a byte */
+    const size_t need = q->out_len + 6 * (q->text.len - q->sent) + 2 * (q->tool_calls ? strlen(q->tool_calls) : 0) +
+                        (q->lp.len - q->lp_sent) + 4096;
+    if (need > q->out_cap) {
+        char *t = realloc(q->out, need);
+        if (!t) return false;
+        q->out = t;
+        q->out_cap = need;
+        o = q->out + q->out_len;
+        cap = q->out_cap - q->out_len;
+    }
     size_t w = 0;
     if (q->text.len > q->sent) {
         lp_pending(q);

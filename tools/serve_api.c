@@ -291,6 +291,14 @@ static void g4_number(g4out *o, const cJSON *v) {
     txts(o, s);
 }
 
+/* {{ v }} of a string, number, boolean or null as jinja writes it (Python's str); "" for the rest */
+static void g4_scalar(g4out *o, const cJSON *v) {
+    if (cJSON_IsString(v)) txts(o, v->valuestring);
+    else if (cJSON_IsNumber(v)) g4_number(o, v);
+    else if (cJSON_IsBool(v)) lit(o, cJSON_IsTrue(v) ? "True" : "False");
+    else if (cJSON_IsNull(v)) lit(o, "None");
+}
+
 /* The number tokens of JSON text[0..len) given, in order, to the number nodes of the tree parsed
  * from it (cJSON keeps its children in the text's order): each token's text into the node's
  * valuestring (which cJSON_Delete frees), so that an integer and a float are told apart. */
@@ -397,7 +405,7 @@ static void g4_params(g4out *o, const cJSON *props, int depth) {
         lit(o, ":{");
         if (truthy(get(v, "description"))) {
             lit(o, "description:" G4Q);
-            txts(o, get(v, "description")->valuestring ? get(v, "description")->valuestring : "");
+            g4_scalar(o, get(v, "description"));
             lit(o, G4Q);
             add = true;
         }
@@ -477,7 +485,7 @@ static void g4_declaration(g4out *o, const cJSON *tool) {
     lit(o, "declaration:");
     txts(o, cJSON_IsString(name) ? name->valuestring : "");
     lit(o, "{description:" G4Q);
-    txts(o, cJSON_IsString(desc) ? desc->valuestring : "");
+    if (desc) g4_scalar(o, desc);   /* (absent: jinja's undefined, "") */
     lit(o, G4Q);
     if (truthy(params)) {
         lit(o, ",parameters:{");
@@ -504,7 +512,7 @@ static void g4_declaration(g4out *o, const cJSON *tool) {
         lit(o, ",response:{");
         if (truthy(get(resp, "description"))) {
             lit(o, "description:" G4Q);
-            txts(o, cJSON_IsString(get(resp, "description")) ? get(resp, "description")->valuestring : "");
+            g4_scalar(o, get(resp, "description"));
             lit(o, G4Q ",");
         }
         if (!strcmp(t, "OBJECT")) lit(o, "type:" G4Q "OBJECT" G4Q "}");
@@ -556,22 +564,27 @@ static void g4_call_args(g4out *o, const cJSON *args) {
     cJSON_Delete(parsed);
 }
 
-/* A request's tool_choice: NULL for none given or "auto" (the model's choice), else "none",
- * "required" or the name of {"type":"function","function":{"name":...}}; false with err on another */
-static bool tool_choice(const cJSON *root, const char **choice, char *err, size_t cap) {
-    const cJSON *c = get(root, "tool_choice");
-    *choice = NULL;
+/* A request's tool_choice: none given or "auto" (the model's choice), "none", "required", or a
+ * function, {"type":"function","function":{"name":...}} (*name: its name, as OpenAI allows names:
+ * 1-64 of [A-Za-z0-9_-], so that the call begun cannot read as another's); false with err on another */
+enum choice { CHOICE_AUTO, CHOICE_NONE, CHOICE_REQUIRED, CHOICE_NAMED };
+static bool tool_choice(const cJSON *root, enum choice *choice, const char **name, char *err, size_t cap) {
+    const cJSON *c = get(root, "tool_choice"), *f = get(get(c, "function"), "name");
+    *choice = CHOICE_AUTO;
+    *name = NULL;
     if (!c || cJSON_IsNull(c) || (cJSON_IsString(c) && !strcmp(c->valuestring, "auto"))) return true;
-    if (cJSON_IsString(c) && (!strcmp(c->valuestring, "none") || !strcmp(c->valuestring, "required"))) {
-        *choice = c->valuestring;
-        return true;
-    }
-    const cJSON *name = get(get(c, "function"), "name");
-    if (cJSON_IsObject(c) && cJSON_IsString(name) && name->valuestring[0]) {
-        *choice = name->valuestring;
-        return true;
-    }
-    return fail(err, cap, "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\":\"function\",\"function\":{\"name\":...}}");
+    if (cJSON_IsString(c) && !strcmp(c->valuestring, "none")) *choice = CHOICE_NONE;
+    else if (cJSON_IsString(c) && !strcmp(c->valuestring, "required")) *choice = CHOICE_REQUIRED;
+    else if (cJSON_IsObject(c) && cJSON_IsString(f)) {
+        const size_t n = strlen(f->valuestring);
+        if (!n || n > 64 || strspn(f->valuestring, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") != n)
+            return fail(err, cap, "'tool_choice.function.name' '%.*s' is not a function name (1-64 of A-Z, a-z, 0-9, _ and -)",
+                        clip(f->valuestring, 64), f->valuestring);
+        *choice = CHOICE_NAMED;
+        *name = f->valuestring;
+    } else
+        return fail(err, cap, "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\":\"function\",\"function\":{\"name\":...}}");
+    return true;
 }
 
 /* The conversation with tools, tool calls or tool responses, as the template renders it with
@@ -580,9 +593,10 @@ static bool g4_prompt(const cJSON *root, const hachi_model *m, bool think, char 
                       char *err, size_t cap) {
     const cJSON *msgs = get(root, "messages"), *tools = get(root, "tools");
     if (tools && !cJSON_IsNull(tools) && !cJSON_IsArray(tools)) return fail(err, cap, "'tools' must be an array, got %s", type_name(tools));
-    const char *choice = NULL;   /* tool_choice: NULL (auto), "none", "required", or a tool's name */
-    if (!tool_choice(root, &choice, err, cap)) return false;
-    if (choice && !strcmp(choice, "none")) tools = NULL;
+    enum choice choice;
+    const char *chosen;
+    if (!tool_choice(root, &choice, &chosen, err, cap)) return false;
+    if (choice == CHOICE_NONE) tools = NULL;
     const cJSON *t, *tool_list = cJSON_IsArray(tools) ? tools : NULL;
     int ti = 0;
     bool named = false;
@@ -590,13 +604,13 @@ static bool g4_prompt(const cJSON *root, const hachi_model *m, bool think, char 
         const cJSON *f = get(t, "function");
         if (!cJSON_IsObject(f) || !cJSON_IsString(get(f, "name")))
             return fail(err, cap, "'tools[%d]' must be {\"type\":\"function\",\"function\":{\"name\":...}}", ti);
-        named |= choice && !strcmp(get(f, "name")->valuestring, choice);
+        named |= chosen && !strcmp(get(f, "name")->valuestring, chosen);
         ti++;
     }
-    if (choice && strcmp(choice, "none") && !ti)
+    if ((choice == CHOICE_REQUIRED || choice == CHOICE_NAMED) && !ti)
         return fail(err, cap, "'tool_choice' asks for a call, but the request declares no 'tools'");
-    if (choice && strcmp(choice, "none") && strcmp(choice, "required") && !named)
-        return fail(err, cap, "'tool_choice' names the function '%.*s', which 'tools' does not declare", clip(choice, 64), choice);
+    if (choice == CHOICE_NAMED && !named)
+        return fail(err, cap, "'tool_choice' names the function '%s', which 'tools' does not declare", chosen);
     if (!cJSON_IsArray(msgs)) return fail(err, cap, "'messages' must be an array, got %s", msgs ? type_name(msgs) : "nothing");
     const int n = cJSON_GetArraySize(msgs);
     if (n <= 0) return fail(err, cap, "'messages' is empty");
@@ -710,9 +724,9 @@ static bool g4_prompt(const cJSON *root, const hachi_model *m, bool think, char 
         lit(&o, "<|turn>model\n");   /* llama.cpp's: a closed turn is followed by the model's */
     }
     const size_t before = b.len;   /* a call asked for: the reply begins it (no grammar holds the rest) */
-    if (ok && choice && strcmp(choice, "none")) {
+    if (ok && (choice == CHOICE_REQUIRED || choice == CHOICE_NAMED)) {
         lit(&o, "<|tool_call>call:");
-        if (strcmp(choice, "required")) { txts(&o, choice); lit(&o, "{"); }
+        if (chosen) { txts(&o, chosen); lit(&o, "{"); }
     }
     *forced = b.len - before;
     for (int i = 0; text && i < n; i++) free(text[i]);
@@ -873,9 +887,10 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
             fail(err, cap, "tools, tool calls and 'tool' messages need a Gemma 4 model (this model's chat format has none)");
             goto out;
         }
-        const char *choice;
-        if (!tool_choice(o, &choice, err, cap)) goto out;
-        if (!tooled && choice && strcmp(choice, "none")) {
+        enum choice choice;
+        const char *chosen;
+        if (!tool_choice(o, &choice, &chosen, err, cap)) goto out;
+        if (!tooled && (choice == CHOICE_REQUIRED || choice == CHOICE_NAMED)) {
             fail(err, cap, "'tool_choice' asks for a call, but the request declares no 'tools'");
             goto out;
         }
@@ -918,7 +933,7 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
     const struct { const char *name; bool integer; double lo, hi, *to; } fields[] = {
         {"temperature", false, 0, 2, &rq->smp.temperature},
         {"top_p", false, 0, 1, &rq->smp.top_p},
-        {"top_k", true, 0, 1 << 30, &rq->smp.top_k},
+        {"top_k", true, -1, 1 << 30, &rq->smp.top_k},   /* (-1, as vLLM's clients send it: off) */
         {"min_p", false, 0, 1, &rq->smp.min_p},
         {"repeat_penalty", false, 0.01, 100, &rq->smp.repeat_penalty},
         {"repeat_last_n", true, -1, 1 << 20, &rq->smp.repeat_last_n},
@@ -1231,9 +1246,10 @@ size_t serve_chunk(char *buf, size_t cap, const serve_req *rq, const serve_resul
 }
 
 /* {"token":..,"logprob":..,"bytes":[..] (no closing brace) of token t at log-probability lp into buf */
-static size_t logprob_token(char *buf, size_t cap, const hachi_model *m, int32_t t, double lp) {
+static size_t logprob_token(char *buf, size_t cap, const hachi_model *m, int32_t t, double lp, bool strip_space) {
     char piece[1024], text[3 * sizeof piece];
-    const int32_t n = hachi_token_to_text(m, t, piece, sizeof piece);
+    int32_t n = hachi_token_to_text(m, t, piece, sizeof piece);
+    if (strip_space && n > 0 && piece[0] == ' ') memmove(piece, piece + 1, (size_t)--n);
     size_t tl = 0;
     for (size_t i = 0; n > 0 && i < (size_t)n;) {   /* the valid UTF-8 runs, U+FFFD for each other byte */
         const size_t e = utf8_end((const unsigned char *)piece + i, (size_t)n - i);
@@ -1255,13 +1271,14 @@ static size_t logprob_token(char *buf, size_t cap, const hachi_model *m, int32_t
         if (k < 0 || (size_t)k >= cap - o) return 0;
         o += (size_t)k;
     }
-    if (o + 2 >= cap) return 0;
+    if (o + 2 > cap) return 0;
     buf[o++] = ']';
     buf[o] = 0;
     return o;
 }
 
-size_t serve_logprob_entry(char *buf, size_t cap, const hachi_model *m, const float *lg, int32_t tok, int top) {
+size_t serve_logprob_entry(char *buf, size_t cap, const hachi_model *m, const float *lg, int32_t tok, int top,
+                           bool strip_space) {
     const int32_t nv = hachi_model_n_vocab(m);
     if (!lg || tok < 0 || tok >= nv || top < 0 || top > SERVE_LOGPROB_MAX) return 0;
     float mx = lg[0];
@@ -1277,18 +1294,20 @@ size_t serve_logprob_entry(char *buf, size_t cap, const hachi_model *m, const fl
         for (; j > 0 && lg[i] > lg[best[j - 1]]; j--) best[j] = best[j - 1];
         best[j] = i;
     }
-    size_t o = logprob_token(buf, cap, m, tok, (double)lg[tok] - lse);
-    if (!o || o + 18 >= cap) return 0;
-    memcpy(buf + o, ",\"top_logprobs\":[", 17);
-    o += 17;
+    size_t o = logprob_token(buf, cap, m, tok, (double)lg[tok] - lse, strip_space);
+    static const char open[] = ",\"top_logprobs\":[";   /* then each alternative, then "]}" and the NUL */
+    if (!o || o + sizeof open - 1 + 3 > cap) return 0;
+    memcpy(buf + o, open, sizeof open - 1);
+    o += sizeof open - 1;
     for (int i = 0; i < nb; i++) {
+        if (i && o + 1 + 3 > cap) return 0;
         if (i) buf[o++] = ',';
-        const size_t w = logprob_token(buf + o, cap - o, m, best[i], (double)lg[best[i]] - lse);
-        if (!w || o + w + 4 >= cap) return 0;
+        const size_t w = logprob_token(buf + o, cap - o, m, best[i], (double)lg[best[i]] - lse, false);
+        if (!w || o + w + 1 + 3 > cap) return 0;
         o += w;
         buf[o++] = '}';
     }
-    if (o + 3 >= cap) return 0;
+    if (o + 3 > cap) return 0;
     memcpy(buf + o, "]}", 3);
     return o + 2;
 }
