@@ -244,12 +244,13 @@ static void py_float(char *out, size_t cap, double d) {
         if (strtod(e, NULL) == d) break;
     }
     snprintf(e, sizeof e, "%.*e", p - 1, d);
-    char dig[24];
+    char dig[24] = "0";
     int n = 0;
     const char *c = e + (e[0] == '-');
     for (; *c && *c != 'e' && n < 20; c++)
         if (*c != '.') dig[n++] = *c;
-    const int x = *c == 'e' ? atoi(c + 1) : 0, decpt = x + 1;   /* d = 0.dig x 10^decpt */
+    n = n ? n : 1;
+    const int x = *c == 'e' ? (int)strtol(c + 1, NULL, 10) : 0, decpt = x + 1;   /* d = 0.dig x 10^decpt */
     size_t o = 0;
 #define PUT(ch) do { if (o + 1 < cap) out[o++] = (ch); } while (0)
     if (signbit(d)) PUT('-');
@@ -285,8 +286,8 @@ static void g4_number(g4out *o, const cJSON *v) {
         txts(o, strcmp(t, "-0") ? t : "0");
         return;
     }
-    if (t) py_float(s, sizeof s, v->valuedouble);
-    else if (v->valuedouble == floor(v->valuedouble) && fabs(v->valuedouble) < 1e16) snprintf(s, sizeof s, "%.0f", v->valuedouble);
+    if (!t && v->valuedouble == floor(v->valuedouble) && fabs(v->valuedouble) < 1e16)   /* (no text: an integer) */
+        snprintf(s, sizeof s, "%.0f", v->valuedouble);
     else py_float(s, sizeof s, v->valuedouble);
     txts(o, s);
 }
@@ -1256,7 +1257,12 @@ static size_t logprob_token(char *buf, size_t cap, const hachi_model *m, int32_t
         memcpy(text + tl, piece + i, e);
         tl += e;
         i += e;
-        if (i < (size_t)n) { memcpy(text + tl, "\xEF\xBF\xBD", 3); tl += 3; i++; }
+        if (i < (size_t)n) {   /* U+FFFD */
+            text[tl++] = (char)0xEF;
+            text[tl++] = (char)0xBF;
+            text[tl++] = (char)0xBD;
+            i++;
+        }
     }
     int k = snprintf(buf, cap, "{\"token\":\"");
     if (k < 0 || (size_t)k >= cap) return 0;
@@ -1285,7 +1291,7 @@ size_t serve_logprob_entry(char *buf, size_t cap, const hachi_model *m, const fl
     for (int32_t i = 1; i < nv; i++) mx = lg[i] > mx ? lg[i] : mx;
     double z = 0;
     for (int32_t i = 0; i < nv; i++) z += exp((double)lg[i] - mx);
-    const double lse = (double)mx + log(z);
+    const double lse = (double)mx + log(z > 1 ? z : 1);   /* (z >= 1: the largest logit's own term) */
     int32_t best[SERVE_LOGPROB_MAX];   /* the top likeliest, best first (ties: the lower id) */
     int nb = 0;
     for (int32_t i = 0; i < nv && top; i++) {
