@@ -550,8 +550,8 @@ static bool stream_produce(request *q) {
         size_t n = gen_step(srv, q);
         const size_t before = q->out_len;
         if (!think_chunk(q, &o, &cap)) return false;   /* the thought as it comes */
-        if ((n || lp_pending(q)) && !q->finish) {   /* text released, or tokens' entries (a step's) */
-            lp_pending(q);
+        const bool entries = lp_pending(q);
+        if ((n || entries) && !q->finish) {   /* text released, or tokens' entries (a step's) */
             size_t w = serve_chunk(o, cap, &q->rq, &q->res, q->text.p + q->sent, n, false, NULL, false);
             if (!w) return false;
             q->sent += n;
@@ -599,7 +599,6 @@ static bool stream_produce(request *q) {
     size_t w3 = q->rq.include_usage ? serve_chunk(o + w + w2, cap - w - w2, &q->rq, &q->res, NULL, 0, false, NULL, true) : 0;
     int w4 = snprintf(o + w + w2 + w3, cap - w - w2 - w3, "data: [DONE]\n\n");
     if (!w2 || (q->rq.include_usage && !w3) || w4 < 0) return false;
-    q->lp_sent = q->lp.len;
     stream_add(q, w + w2 + w3 + (size_t)w4);
     q->stream_end = true;
     return true;
