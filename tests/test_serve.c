@@ -687,6 +687,69 @@ TEST(serve_tool_choice_begins_the_call) {
     server_stop(&sv);
 }
 
+/* text as the inside of a JSON string (quotes, backslashes and control characters escaped) */
+static void json_put(FILE *f, const char *t) {
+    for (; *t; t++) {
+        const unsigned char c = (unsigned char)*t;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+}
+
+/* `hachi chat` keeps a Gemma 4 reply in its context as the template writes an earlier reply (its
+ * text trimmed, without its thought or the empty one that opened it), so its second reply is the
+ * one serve gives to the conversation with the first reply as the assistant's message. The model:
+ * gemma4-micro with ',' '.' '~' '^' renamed Gemma 4's thought and turn markers and a template that
+ * opens a reply with the empty thought (its replies hold thoughts: the text between ',' and '.'). */
+TEST(serve_chat_cli_keeps_replies_as_the_template) {
+    const char *model, *why = cannot_serve(&model);
+    if (why) SKIP("%s", why);
+    static const int32_t ids[4] = {432, 426, 510, 97};
+    static const char *const pieces[4] = {"<|channel>", "<channel|>", "<|turn>", "<turn|>"};
+    char *probe = test_sh(&(int){0}, "%s tokenize -m %s -p ',.~^' --ids 2>&1", test_hachi_bin(), model);
+    const bool ids_right = strstr(probe, "432 426 510 97") != NULL;
+    free(probe);
+    if (!ids_right) { CHECKF(0, "gemma4-micro's ',' '.' '~' '^' are not ids 432 426 510 97"); return; }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/micro-g4-chat.gguf", test_tmpdir());
+    if (!test_gguf_control_tokens(model, path, ids, pieces, 4, "{{- '<|channel>thought\\n<channel|>' -}}")) return;
+    const char *in1 = test_tmp("chat1.txt"), *in2 = test_tmp("chat2.txt"), *body = test_tmp("chat_body.json");
+    FILE *f = fopen(in1, "w");
+    if (f) { fputs("Tell me a story\n", f); fclose(f); }
+    f = fopen(in2, "w");
+    if (f) { fputs("Tell me a story\nTell me more\n", f); fclose(f); }
+    int rc1 = 0, rc2 = 0;
+    char *one = test_sh(&rc1, "%s chat -m %s --temp 0 -n 60 -t 1 < %s 2>/dev/null", test_hachi_bin(), path, in1);
+    char *two = test_sh(&rc2, "%s chat -m %s --temp 0 -n 60 -t 1 < %s 2>/dev/null", test_hachi_bin(), path, in2);
+    const size_t l1 = strlen(one);
+    CHECKF(rc1 == 0 && rc2 == 0 && l1 > 1 && one[l1 - 1] == '\n' && !strncmp(two, one, l1) && strlen(two) > l1 + 1,
+           "chat: '%s' then '%s'", one, two);
+    if (rc1 || rc2 || l1 < 2 || strncmp(two, one, l1)) { free(one); free(two); return; }
+    one[l1 - 1] = 0;
+    char *second = two + l1;
+    second[strlen(second) - 1] = 0;
+    f = fopen(body, "w");
+    if (!f) { free(one); free(two); return; }
+    fputs("{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story\"},{\"role\":\"assistant\",\"content\":\"", f);
+    json_put(f, one);
+    fputs("\"},{\"role\":\"user\",\"content\":\"Tell me more\"}],\"max_tokens\":60,\"temperature\":0}", f);
+    fclose(f);
+    server sv;
+    if (server_start(&sv, path, "")) {
+        char *b = NULL;
+        CHECK(body_status(&b, "-H 'Content-Type: application/json' " AUTH URL "/v1/chat/completions --data-binary @%s",
+                          sv.port, body) == 200);
+        char *c = field_texts(b, "content");
+        CHECKF(c && !strcmp(c, second), "serve's second reply '%s', chat's '%s' (first reply '%s')", c ? c : "", second, one);
+        free(c);
+        free(b);
+        server_stop(&sv);
+    }
+    free(one);
+    free(two);
+}
+
 /* The server's resident memory in KB (VmRSS), 0 when unreadable */
 static long rss_kb(pid_t pid) {
     int rc;

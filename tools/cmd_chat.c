@@ -4,13 +4,64 @@
  * context cannot hold the next turn, the user is told and the chat ends.
  * --draft N: prompt-lookup drafts over the whole conversation (-md FILE: a Gemma 4
  * assistant's); with or without, the reply is decoded by the library's loop (hachi_spec).
- * A Gemma 4 reply's thought (--think asks for one) goes to stderr, the answer to stdout. */
+ * A Gemma 4 reply's thought (--think asks for one) goes to stderr, the answer to stdout; the
+ * reply then stays in the context as Gemma 4's template writes an earlier reply (its text
+ * trimmed, without the thought or the empty one that opened it): the session goes back to a ring
+ * checkpoint at the reply's turn marker and reads "model\n" and that text, one text between
+ * control tokens as a renderer's whole conversation would tokenize it. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
+
+#define G4_MODEL "model\n"   /* Gemma 4's reply turn: <|turn>model\n */
+
+/* Appends buf[0..len) to the reply's text (false: out of memory, said) */
+static bool reply_add(char **r, size_t *len, size_t *cap, const char *buf, int32_t n) {
+    if (*len + (size_t)n + 1 > *cap) {
+        size_t c = 2 * (*len + (size_t)n + 1);
+        char *t = realloc(*r, c);
+        if (!t) { cli_error("chat", "out of memory"); return false; }
+        *r = t;
+        *cap = c;
+    }
+    memcpy(*r + *len, buf, (size_t)n);
+    *len += (size_t)n;
+    return true;
+}
+
+/* The session back at checkpoint cp (after the reply's <|turn>), then "model\n" and the reply's
+ * text trimmed (jinja's trim, as far as ASCII goes) read as one text; *n_kept: its tokens */
+static hachi_status keep_reply(const hachi_model *m, hachi_session *s, hachi_spec *sp, const hachi_checkpoint *cp,
+                               const char *reply, size_t len, int32_t *n_kept) {
+    static const char ws[] = " \t\n\v\f\r\x1c\x1d\x1e\x1f";
+    size_t a = 0, b = len;
+    while (a < b && memchr(ws, reply[a], sizeof ws - 1)) a++;
+    while (b > a && memchr(ws, reply[b - 1], sizeof ws - 1)) b--;
+    const size_t nm = strlen(G4_MODEL), nt = nm + (b - a);
+    char *text = malloc(nt + 1);
+    int32_t *kept = NULL;
+    hachi_status st = HACHI_ERR_NOMEM;
+    *n_kept = 0;
+    if (text) {
+        memcpy(text, G4_MODEL, nm);
+        if (b > a) memcpy(text + nm, reply + a, b - a);
+        hachi_tokenize(m, text, nt, false, false, NULL, 0, n_kept);
+        kept = malloc(sizeof(int32_t) * (size_t)(*n_kept + 1));
+    }
+    if (kept) {
+        hachi_tokenize(m, text, nt, false, false, kept, *n_kept + 1, n_kept);
+        st = hachi_session_checkpoint_restore(s, cp);
+        if (st == HACHI_OK && *n_kept + 1 > hachi_session_n_ctx(s) - hachi_session_pos(s)) st = HACHI_ERR_CONTEXT_FULL;
+        if (st == HACHI_OK) st = hachi_session_eval(s, kept, *n_kept, NULL);
+        if (st == HACHI_OK) st = hachi_spec_feed(sp, kept, *n_kept);
+    }
+    free(text);
+    free(kept);
+    return st;
+}
 
 int cmd_chat(int argc, char **argv) {
     const char *cmd = "chat", *system = NULL;
@@ -50,6 +101,9 @@ int cmd_chat(int argc, char **argv) {
     size_t line_cap = 0;
     hachi_spec *sp = NULL;
     hachi_detok *dt = NULL;
+    hachi_checkpoint *cp = NULL;   /* Gemma 4: the session where a reply begins */
+    char *reply = NULL;            /* the reply's text on stdout */
+    size_t reply_len = 0, reply_cap = 0;
     if (!m) goto out;
     cli_progress pr;
     cli_progress_attach(&o, &pr, "hachi chat");
@@ -61,6 +115,8 @@ int cmd_chat(int argc, char **argv) {
     if (!cli_draft_setup(cmd, &dr, m, &spp)) goto out;
     if ((st = hachi_spec_create(m, s, smp, &spp, &sp))) { cli_lib_error(cmd, st, "generator"); goto out; }
     if ((st = hachi_detok_create(m, &dt))) { cli_lib_error(cmd, st, "detokenizer"); goto out; }
+    const bool g4 = hachi_chat_detect(m) == HACHI_CHAT_GEMMA4;
+    if (g4 && (st = hachi_checkpoint_create(s, &cp))) { cli_lib_error(cmd, st, "checkpoint"); goto out; }
     if (think) {   /* refused up front for a model without Gemma 4's thinking */
         char probe[8];
         if (hachi_chat_turn_think(m, system, "", true, true, probe, sizeof probe, NULL) < 0) {
@@ -101,8 +157,20 @@ int cmd_chat(int argc, char **argv) {
             rc = 2;
             goto out;
         }
-        if ((st = hachi_session_eval(s, toks, n, NULL))) { cli_lib_error(cmd, st, "prefill failed"); goto out; }
+        /* Gemma 4: the turn ends <|turn>model\n and the empty thought that opens a reply (thinking off);
+         * the checkpoint goes after <|turn> */
+        int32_t n_tail = 0, n_model = 0;
+        const char *pre = think ? "" : hachi_chat_reply_prefix(m);
+        hachi_tokenize(m, pre, strlen(pre), false, true, NULL, 0, &n_tail);
+        hachi_tokenize(m, G4_MODEL, strlen(G4_MODEL), false, false, NULL, 0, &n_model);
+        n_tail = g4 && n_tail + n_model < n ? n_tail + n_model : 0;
+        if ((st = hachi_session_eval(s, toks, n - n_tail, NULL)) || (g4 && (st = hachi_session_checkpoint_save(s, cp))) ||
+            (n_tail && (st = hachi_session_eval(s, toks + n - n_tail, n_tail, NULL)))) {
+            cli_lib_error(cmd, st, "prefill failed");
+            goto out;
+        }
         if ((st = hachi_spec_feed(sp, toks, n))) { cli_lib_error(cmd, st, "generator"); goto out; }
+        reply_len = 0;
 
         hachi_detok_reset(dt, true);
         char buf[HACHI_DETOK_MAX];
@@ -118,6 +186,7 @@ int cmd_chat(int argc, char **argv) {
                 if ((ended = hachi_model_is_eog(m, out[i]))) break;   /* not counted, as in run */
                 gen++;
                 int32_t len = hachi_detok_push(dt, out[i], buf, sizeof buf);
+                if (!hachi_detok_in_thought(dt) && !reply_add(&reply, &reply_len, &reply_cap, buf, len)) goto out;
                 fwrite(buf, 1, len, hachi_detok_in_thought(dt) ? stderr : stdout);   /* a thought apart */
             }
             fflush(stdout);
@@ -132,12 +201,25 @@ int cmd_chat(int argc, char **argv) {
         }
         if (st) { cli_lib_error(cmd, st, "decode failed"); goto out; }
         int32_t len = hachi_detok_flush(dt, buf, sizeof buf);
+        if (!hachi_detok_in_thought(dt) && !reply_add(&reply, &reply_len, &reply_cap, buf, len)) goto out;
         fwrite(buf, 1, len, hachi_detok_in_thought(dt) ? stderr : stdout);
         fputc('\n', stdout);
         fflush(stdout);
         turns++;
-        fprintf(stderr, "[turn %d: prefilled %d new tokens, replied %d tokens%s, context %d/%d", turns, n, gen,
-                ended ? "" : " (cut at -n)", hachi_session_pos(s), hachi_session_n_ctx(s));
+        int32_t n_kept = -1;   /* Gemma 4: the reply read again as its template writes an earlier one */
+        if (g4) {
+            st = keep_reply(m, s, sp, cp, reply, reply_len, &n_kept);
+            if (st == HACHI_ERR_CONTEXT_FULL) {
+                fprintf(stderr, "hachi chat: context full (%d tokens): no room to keep the reply; start a new chat\n",
+                        hachi_session_n_ctx(s));
+                rc = 2;
+                goto out;
+            }
+            if (st) { cli_lib_error(cmd, st, "keeping the reply"); goto out; }
+        }
+        fprintf(stderr, "[turn %d: prefilled %d new tokens, replied %d tokens%s", turns, n, gen, ended ? "" : " (cut at -n)");
+        if (n_kept >= 0) fprintf(stderr, ", kept as the template writes it: %d tokens", n_kept);
+        fprintf(stderr, ", context %d/%d", hachi_session_pos(s), hachi_session_n_ctx(s));
         if (hachi_detok_thought_tokens(dt)) fprintf(stderr, "; %d tokens of thought (on stderr)", hachi_detok_thought_tokens(dt));
         if (spp.drafter != HACHI_DRAFTER_NONE)
             fprintf(stderr, "; so far %lld of %lld drafted tokens kept, %lld forwards", (long long)ss->accepted,
@@ -146,6 +228,8 @@ int cmd_chat(int argc, char **argv) {
     }
     rc = 0;
 out:
+    free(reply);
+    hachi_checkpoint_free(cp);
     free(line);
     free(turn);
     free(toks);
