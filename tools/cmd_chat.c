@@ -46,8 +46,9 @@ static hachi_status keep_reply(const hachi_model *m, hachi_session *s, hachi_spe
     hachi_status st = HACHI_ERR_NOMEM;
     *n_kept = 0;
     if (text) {
-        memcpy(text, G4_MODEL, nm);
+        memcpy(text, G4_MODEL, nm + 1);
         if (b > a) memcpy(text + nm, reply + a, b - a);
+        text[nt] = 0;
         hachi_tokenize(m, text, nt, false, false, NULL, 0, n_kept);
         kept = malloc(sizeof(int32_t) * (size_t)(*n_kept + 1));
     }
