@@ -214,7 +214,10 @@ static const cJSON **dictsort(const cJSON *o, int *n) {
     const cJSON **v = k ? malloc(sizeof(const cJSON *) * (size_t)k) : NULL, *c;
     if (!v) return NULL;
     cJSON_ArrayForEach(c, o) {
-        int j = *n;
+        int j = 0;
+        while (j < *n && strcmp(v[j]->string, c->string)) j++;
+        if (j < *n) { v[j] = c; continue; }   /* a key given again: Python's dict keeps the last value */
+        j = *n;
         while (j > 0 && key_cmp(v[j - 1]->string, c->string) > 0) { v[j] = v[j - 1]; j--; }
         v[j] = c;
         (*n)++;
