@@ -6,6 +6,7 @@
 #define HACHI_CLI_H
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include "hachi.h"
 
 int cmd_run(int argc, char **argv);
@@ -25,6 +26,14 @@ int cmd_serve(int argc, char **argv);
 #define CLI_TOP_P_MIN 1e-6
 #define CLI_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define CLI_MAX(a, b) ((a) > (b) ? (a) : (b))
+/* s[*a..*b) narrowed past the white space at its ends that jinja's trim (Python's str.strip)
+ * removes, as far as ASCII goes: the set hachi_chat_turn trims with (chat's kept replies, serve's
+ * Gemma 4 rendering; inline, so that serve_api.c needs nothing else of cli) */
+static inline void cli_trim(const char *s, size_t *a, size_t *b) {
+    static const char ws[] = " \t\n\v\f\r\x1c\x1d\x1e\x1f";
+    while (*a < *b && memchr(ws, s[*a], sizeof ws - 1)) ++*a;
+    while (*b > *a && memchr(ws, s[*b - 1], sizeof ws - 1)) --*b;
+}
 /* Monotonic clock in milliseconds. */
 double cli_time_ms(void);
 

@@ -36,10 +36,8 @@ static bool reply_add(char **r, size_t *len, size_t *cap, const char *buf, int32
  * text trimmed (jinja's trim, as far as ASCII goes) read as one text; *n_kept: its tokens */
 static hachi_status keep_reply(const hachi_model *m, hachi_session *s, hachi_spec *sp, const hachi_checkpoint *cp,
                                const char *reply, size_t len, int32_t *n_kept) {
-    static const char ws[] = " \t\n\v\f\r\x1c\x1d\x1e\x1f";
     size_t a = 0, b = len;
-    while (a < b && memchr(ws, reply[a], sizeof ws - 1)) a++;
-    while (b > a && memchr(ws, reply[b - 1], sizeof ws - 1)) b--;
+    cli_trim(reply, &a, &b);
     const size_t nm = strlen(G4_MODEL), nt = nm + (b - a);
     char *text = malloc(nt + 1);
     int32_t *kept = NULL;
@@ -103,7 +101,7 @@ int cmd_chat(int argc, char **argv) {
     hachi_spec *sp = NULL;
     hachi_detok *dt = NULL;
     hachi_checkpoint *cp = NULL;   /* Gemma 4: the session where a reply begins */
-    char *reply = NULL;            /* the reply's text on stdout */
+    char *reply = NULL;            /* Gemma 4: the reply's text on stdout */
     size_t reply_len = 0, reply_cap = 0;
     if (!m) goto out;
     cli_progress pr;
@@ -118,6 +116,13 @@ int cmd_chat(int argc, char **argv) {
     if ((st = hachi_detok_create(m, &dt))) { cli_lib_error(cmd, st, "detokenizer"); goto out; }
     const bool g4 = hachi_chat_detect(m) == HACHI_CHAT_GEMMA4;
     if (g4 && (st = hachi_checkpoint_create(s, &cp))) { cli_lib_error(cmd, st, "checkpoint"); goto out; }
+    /* Gemma 4: a turn ends <|turn>model\n and the empty thought that opens a reply (thinking off),
+     * its last n_tail tokens; the checkpoint goes before them, after <|turn> */
+    int32_t n_tail = 0, n_model = 0;
+    const char *pre = think ? "" : hachi_chat_reply_prefix(m);
+    hachi_tokenize(m, pre, strlen(pre), false, true, NULL, 0, &n_tail);
+    hachi_tokenize(m, G4_MODEL, strlen(G4_MODEL), false, false, NULL, 0, &n_model);
+    n_tail = g4 ? n_tail + n_model : 0;
     if (think) {   /* refused up front for a model without Gemma 4's thinking */
         char probe[8];
         if (hachi_chat_turn_think(m, system, "", true, true, probe, sizeof probe, NULL) < 0) {
@@ -158,13 +163,6 @@ int cmd_chat(int argc, char **argv) {
             rc = 2;
             goto out;
         }
-        /* Gemma 4: the turn ends <|turn>model\n and the empty thought that opens a reply (thinking off);
-         * the checkpoint goes after <|turn> */
-        int32_t n_tail = 0, n_model = 0;
-        const char *pre = think ? "" : hachi_chat_reply_prefix(m);
-        hachi_tokenize(m, pre, strlen(pre), false, true, NULL, 0, &n_tail);
-        hachi_tokenize(m, G4_MODEL, strlen(G4_MODEL), false, false, NULL, 0, &n_model);
-        n_tail = g4 && n_tail + n_model < n ? n_tail + n_model : 0;
         if ((st = hachi_session_eval(s, toks, n - n_tail, NULL)) || (g4 && (st = hachi_session_checkpoint_save(s, cp))) ||
             (n_tail && (st = hachi_session_eval(s, toks + n - n_tail, n_tail, NULL)))) {
             cli_lib_error(cmd, st, "prefill failed");
@@ -187,7 +185,7 @@ int cmd_chat(int argc, char **argv) {
                 if ((ended = hachi_model_is_eog(m, out[i]))) break;   /* not counted, as in run */
                 gen++;
                 int32_t len = hachi_detok_push(dt, out[i], buf, sizeof buf);
-                if (!hachi_detok_in_thought(dt) && !reply_add(&reply, &reply_len, &reply_cap, buf, len)) goto out;
+                if (g4 && !hachi_detok_in_thought(dt) && !reply_add(&reply, &reply_len, &reply_cap, buf, len)) goto out;
                 fwrite(buf, 1, len, hachi_detok_in_thought(dt) ? stderr : stdout);   /* a thought apart */
             }
             fflush(stdout);
@@ -202,14 +200,14 @@ int cmd_chat(int argc, char **argv) {
         }
         if (st) { cli_lib_error(cmd, st, "decode failed"); goto out; }
         int32_t len = hachi_detok_flush(dt, buf, sizeof buf);
-        if (!hachi_detok_in_thought(dt) && !reply_add(&reply, &reply_len, &reply_cap, buf, len)) goto out;
+        if (g4 && !hachi_detok_in_thought(dt) && !reply_add(&reply, &reply_len, &reply_cap, buf, len)) goto out;
         fwrite(buf, 1, len, hachi_detok_in_thought(dt) ? stderr : stdout);
         fputc('\n', stdout);
         fflush(stdout);
         turns++;
         int32_t n_kept = -1;   /* Gemma 4: the reply read again as its template writes an earlier one */
         if (g4) {
-            st = keep_reply(m, s, sp, cp, reply, reply_len, &n_kept);
+            st = keep_reply(m, s, sp, cp, reply ? reply : "", reply_len, &n_kept);   /* (none yet: an empty reply) */
             if (st == HACHI_ERR_CONTEXT_FULL) {
                 fprintf(stderr, "hachi chat: context full (%d tokens): no room to keep the reply; start a new chat\n",
                         hachi_session_n_ctx(s));

@@ -105,7 +105,7 @@ typedef struct request {
     hachi_spec *sp;
     int32_t *prompt;
     int n_prompt, n_cached, n_gen, max_gen;
-    int n_forced;                   /* the prompt's last tokens that begin the reply (tool_choice's call) */
+    int32_t n_forced;               /* the prompt's last tokens that begin the reply (tool_choice's call) */
     text_acc text;                  /* generated text; [0, sent) released to the client */
     size_t sent;
     bool text_oom;                  /* the text could not grow: the generation ends there */
@@ -408,7 +408,7 @@ static size_t gen_step(server *srv, request *q) {
         sl->held[q->n_prompt + q->n_gen++] = out[i];
         char buf[HACHI_DETOK_MAX];
         size_t from = q->text.len > SERVE_MAX_STOP_LEN ? q->text.len - SERVE_MAX_STOP_LEN : 0;
-        const bool strips = hachi_detok_strips_space(sl->dt);
+        const bool strips = q->rq.top_logprobs >= 0 && hachi_detok_strips_space(sl->dt);   /* (for its entry) */
         size_t k = (size_t)hachi_detok_push(sl->dt, out[i], buf, sizeof buf);
         if (q->rq.top_logprobs >= 0 && acc_reserve(q, &q->lp, q->lp_max + 1)) {   /* the token's entry */
             const size_t at = q->lp.len + (q->lp.len > 0);   /* (without the space the text lost, if it did) */
@@ -637,12 +637,9 @@ static enum MHD_Result completion(server *srv, request *q) {
     if (!(q->prompt = malloc(sizeof(int32_t) * (size_t)(n + 1)))) return send_error(conn, 500, NULL, "out of memory");
     hachi_tokenize_spans(srv->m, rq->prompt, plen, rq->add_bos, rq->plain, rq->n_plain, q->prompt, n + 1, &n);
     q->n_prompt = n;
-    if (rq->forced) {   /* the reply's forced start: the tokens past the text before it (a control token begins it) */
-        int32_t n0 = 0, np = 0;
-        while (np < rq->n_plain && rq->plain[2 * np] < plen - rq->forced) np++;
-        hachi_tokenize_spans(srv->m, rq->prompt, plen - rq->forced, rq->add_bos, rq->plain, np, NULL, 0, &n0);
-        q->n_forced = n - n0;
-    }
+    /* the reply's forced start, tokenized alone: a control token begins it and the rest is the
+     * template's or a function name of [A-Za-z0-9_-] (serve_parse) */
+    if (rq->forced) hachi_tokenize(srv->m, rq->prompt + plen - rq->forced, rq->forced, false, true, NULL, 0, &q->n_forced);
     const int n_ctx = hachi_session_n_ctx(srv->slots[0].s);
     if (n == 0) return send_error(conn, 400, NULL, "the prompt is empty (no tokens)");
     if (n >= n_ctx)

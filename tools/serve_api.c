@@ -524,13 +524,10 @@ static void g4_declaration(g4out *o, const cJSON *tool) {
     lit(o, "}");
 }
 
-/* s[0..n) without the white space at its ends that jinja's trim (Python's str.strip) removes, as
- * far as ASCII goes: the set hachi_chat_turn trims with */
+/* s[0..n) trimmed as jinja's trim does (cli_trim) */
 static void g4_trimmed(g4out *o, const char *s, size_t n) {
-    static const char ws[] = " \t\n\v\f\r\x1c\x1d\x1e\x1f";
     size_t a = 0;
-    while (a < n && memchr(ws, s[a], sizeof ws - 1)) a++;
-    while (n > a && memchr(ws, s[n - 1], sizeof ws - 1)) n--;
+    cli_trim(s, &a, &n);
     txt(o, s + a, n - a);
 }
 
@@ -593,13 +590,10 @@ static bool tool_choice(const cJSON *root, enum choice *choice, const char **nam
 
 /* The conversation with tools, tool calls or tool responses, as the template renders it with
  * add_generation_prompt (and llama.cpp's model turn after a closed one). */
-static bool g4_prompt(const cJSON *root, const hachi_model *m, bool think, char **out, spans *sp, size_t *forced,
-                      char *err, size_t cap) {
+static bool g4_prompt(const cJSON *root, const hachi_model *m, bool think, enum choice choice, const char *chosen,
+                      char **out, spans *sp, size_t *forced, char *err, size_t cap) {
     const cJSON *msgs = get(root, "messages"), *tools = get(root, "tools");
     if (tools && !cJSON_IsNull(tools) && !cJSON_IsArray(tools)) return fail(err, cap, "'tools' must be an array, got %s", type_name(tools));
-    enum choice choice;
-    const char *chosen;
-    if (!tool_choice(root, &choice, &chosen, err, cap)) return false;
     if (choice == CHOICE_NONE) tools = NULL;
     const cJSON *t, *tool_list = cJSON_IsArray(tools) ? tools : NULL;
     int ti = 0;
@@ -611,8 +605,6 @@ static bool g4_prompt(const cJSON *root, const hachi_model *m, bool think, char 
         named |= chosen && !strcmp(get(f, "name")->valuestring, chosen);
         ti++;
     }
-    if ((choice == CHOICE_REQUIRED || choice == CHOICE_NAMED) && !ti)
-        return fail(err, cap, "'tool_choice' asks for a call, but the request declares no 'tools'");
     if (choice == CHOICE_NAMED && !named)
         return fail(err, cap, "'tool_choice' names the function '%s', which 'tools' does not declare", chosen);
     if (!cJSON_IsArray(msgs)) return fail(err, cap, "'messages' must be an array, got %s", msgs ? type_name(msgs) : "nothing");
@@ -894,11 +886,11 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
         enum choice choice;
         const char *chosen;
         if (!tool_choice(o, &choice, &chosen, err, cap)) goto out;
-        if (!tooled && (choice == CHOICE_REQUIRED || choice == CHOICE_NAMED)) {
+        if ((choice == CHOICE_REQUIRED || choice == CHOICE_NAMED) && !cJSON_GetArraySize(tools)) {
             fail(err, cap, "'tool_choice' asks for a call, but the request declares no 'tools'");
             goto out;
         }
-        const bool got = tooled ? g4_prompt(o, m, rq->think, &rq->prompt, &sp, &rq->forced, err, cap)
+        const bool got = tooled ? g4_prompt(o, m, rq->think, choice, chosen, &rq->prompt, &sp, &rq->forced, err, cap)
                                 : chat_prompt(cJSON_GetObjectItemCaseSensitive(o, "messages"), m, rq->think, &rq->prompt, &sp,
                                               &rq->continues, err, cap);
         rq->plain = sp.r;
