@@ -56,8 +56,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (rq.top_logprobs >= 0) {   /* the request's text as a token's logits, and entries of it */
             float lg[8] = {0};
             memcpy(lg, rq.prompt, strlen(rq.prompt) < sizeof lg ? strlen(rq.prompt) : sizeof lg);
-            r.logprobs = entry;
-            r.logprobs_len = serve_logprob_entry(entry, sizeof entry, NULL, lg, (int32_t)(size % 9), rq.top_logprobs, size % 2);
+            r.logprobs = entry;   /* a completion's: a prompt's first entry (no distribution), then one drawn */
+            const size_t w = chat ? 0 : serve_logprob_entry(entry, sizeof entry - 1, NULL, NULL, (int32_t)(size % 9), rq.top_logprobs, false, 0);
+            if (w) entry[w] = ',';
+            r.logprobs_len = serve_logprob_entry(entry + w + !!w, sizeof entry - w - 1, NULL, lg, (int32_t)(size % 9),
+                                                 rq.top_logprobs, size % 2, chat ? -1 : (long)(size % 7));
+            r.logprobs_len += r.logprobs_len ? w + !!w : 0;
         }
         free(serve_result_json(&rq, &r));
         serve_chunk(chunk, sizeof chunk, &rq, &r, r.text, r.len, true, NULL, false);

@@ -5,6 +5,10 @@
  * reuse. Each server must stop on SIGTERM with exit status 0 and no sanitizer report (the
  * ASan build runs these tests too). Skipped, with the reason, without curl, node's openai
  * package, the model or a server in the binary (the aarch64 build has none). */
+#ifndef HACHI_NO_SERVE
+#include <cjson/cJSON.h>
+#endif
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -329,10 +333,24 @@ TEST(serve_http_errors_and_slots) {
         snprintf(full, sizeof full, "%s -d '%s'", chat, bad[i].body);
         check_error(&sv, 400, bad[i].words, full);
     }
-    snprintf(full, sizeof full, "%s -d '{\"prompt\":5}'", a);
-    check_error(&sv, 400, "'prompt' must be a string", full);
-    snprintf(full, sizeof full, "%s -d '{\"prompt\":\"hi\",\"logprobs\":2}'", a);
-    check_error(&sv, 400, "'logprobs' is not supported on /v1/completions", full);
+    static const struct { const char *body, *words; } bad_completion[] = {
+        {"{\"prompt\":5}", "'prompt' must be a string or an array of token ids (one prompt a request), got a number"},
+        {"{\"prompt\":[]}", "got an empty array"},
+        {"{\"prompt\":[[1],[2]]}", "got several prompts"},
+        {"{\"prompt\":[\"a\",\"b\"]}", "'prompt[0]' must be a token id, got a string"},
+        {"{\"prompt\":[1,-2]}", "'prompt[1]' must be a token id in [0, "},
+        {"{\"prompt\":[1,2.5]}", "got 2.5"},
+        {"{\"prompt\":[1,1e9]}", "got 1000000000"},
+        {"{\"prompt\":\"hi\",\"logprobs\":21}", "'logprobs' must be in [0, 20]"},
+        {"{\"prompt\":\"hi\",\"logprobs\":true}", "'logprobs' of a completion is a count of alternatives (0 to 20), got true"},
+        {"{\"prompt\":\"hi\",\"logprobs\":\"2\"}", "'logprobs' must be a number"},
+        {"{\"prompt\":\"hi\",\"echo\":1}", "'echo' must be a boolean"},
+        {"{\"prompt\":\"hi\",\"max_tokens\":-1}", "'max_tokens' must be in [0,"},
+    };
+    for (size_t i = 0; i < sizeof bad_completion / sizeof bad_completion[0]; i++) {
+        snprintf(full, sizeof full, "%s -d '%s'", a, bad_completion[i].body);
+        check_error(&sv, 400, bad_completion[i].words, full);
+    }
     /* an escaped backslash before u0000 is text, not a NUL */
     CHECKF(body_status(&b, "%s -d '{\"prompt\":\"a\\\\u0000\",\"max_tokens\":2}'", a) == 200 &&
            strstr(b, "\"completion_tokens\":2"), "%s", b);
@@ -572,6 +590,128 @@ TEST(serve_seed_flag) {
     for (int i = 0; i < 4; i++) free(g[i]);
     server_stop(&sv);
 }
+
+#ifndef HACHI_NO_SERVE
+/* log(sum(exp(row[0..n)))) in long double */
+static long double log_sum_exp(const float *row, int n) {
+    long double mx = row[0], z = 0;
+    for (int i = 1; i < n; i++) mx = row[i] > mx ? row[i] : mx;
+    for (int i = 0; i < n; i++) z += expl((long double)row[i] - mx);
+    return mx + logl(z);
+}
+
+/* A completion's logprobs object: parsed from a 200 response, else NULL (the body in the failure) */
+static cJSON *completion_logprobs(const char *b, int st, cJSON **doc) {
+    *doc = st == 200 ? cJSON_Parse(b) : NULL;
+    cJSON *lp = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(*doc, "choices"), 0), "logprobs");
+    CHECKF(cJSON_IsObject(lp), "status %d: %s", st, b);
+    return cJSON_IsObject(lp) ? lp : NULL;
+}
+
+/* /v1/completions' logprobs, in OpenAI's completion form, with echo: on gemma4-tiny (F32, f32 KV)
+ * a prompt of the oracle's 80 token ids comes back with each token's log-probability under the
+ * float64 reference's logits of the row before it (the first: null), the top alternatives among
+ * its likeliest, and the generated token's after them; on gemma4-micro a string prompt's tokens
+ * make up its text at their text_offsets, max_tokens 0 gives the prompt alone, and a stop
+ * sequence in the echoed prompt stops nothing. */
+TEST(serve_completion_logprobs_echo) {
+    const char *model, *why = cannot_serve(&model);
+    if (why) SKIP("%s", why);
+    const char *tiny = test_shared_path("oracle/gemma4-tiny.gguf"), *tok_path = test_shared_path("oracle/gemma4-tiny.tokens.txt"),
+               *ref_path = test_shared_path("oracle/gemma4-tiny.ref64.logits.f32");
+    if (!tiny || !tok_path || !ref_path) SKIP("../shared/oracle's gemma4-tiny files absent");
+    size_t rl = 0;
+    float *ref = (float *)test_read_file(ref_path, &rl);
+    char *toks = test_read_file(tok_path, NULL);
+    CHECK(ref && rl == sizeof(float) * 80 * 1024 && toks);
+    int ids[80], n = 0;
+    char body[4096];
+    int o = snprintf(body, sizeof body, "{\"prompt\":[");
+    for (char *p = toks, *e; p && n < 80; p = e, n++) {
+        ids[n] = (int)strtol(p, &e, 10);
+        if (e == p) break;
+        o += snprintf(body + o, sizeof body - (size_t)o, "%s%d", n ? "," : "", ids[n]);
+    }
+    snprintf(body + o, sizeof body - (size_t)o, "],\"echo\":true,\"logprobs\":3,\"max_tokens\":1,\"temperature\":0}");
+    CHECK(n == 80);
+    char file[1024];
+    snprintf(file, sizeof file, "%s/echo.json", test_tmpdir());
+    FILE *f = fopen(file, "w");
+    if (f) { fputs(body, f); fclose(f); }
+    server sv;
+    char a[512], *b = NULL;
+    cJSON *doc = NULL;
+    if (ref && toks && n == 80 && server_start(&sv, tiny, "--kv-f32 -c 2048 -t 2")) {
+        snprintf(a, sizeof a, "-H 'Content-Type: application/json' " AUTH URL "/v1/completions", sv.port);
+        const int st = body_status(&b, "%s -d @%s", a, file);
+        const cJSON *lp = completion_logprobs(b, st, &doc);
+        const cJSON *tl = cJSON_GetObjectItem(lp, "token_logprobs"), *top = cJSON_GetObjectItem(lp, "top_logprobs"),
+                    *offs = cJSON_GetObjectItem(lp, "text_offset");
+        CHECKF(cJSON_GetArraySize(tl) == 81 && cJSON_GetArraySize(top) == 81 && cJSON_GetArraySize(offs) == 81 &&
+               cJSON_GetArraySize(cJSON_GetObjectItem(lp, "tokens")) == 81, "%s", b);
+        CHECK(cJSON_IsNull(cJSON_GetArrayItem(tl, 0)) && cJSON_IsNull(cJSON_GetArrayItem(top, 0)));
+        double worst = 0, worst_top = 0;
+        for (int i = 1; i <= 80 && cJSON_GetArraySize(tl) == 81; i++) {
+            const float *row = ref + (size_t)(i - 1) * 1024;
+            const long double lse = log_sum_exp(row, 1024);
+            int best = 0;
+            for (int j = 1; j < 1024; j++) best = row[j] > row[best] ? j : best;
+            const int id = i < 80 ? ids[i] : best;   /* (the generated token: greedy) */
+            worst = fmax(worst, fabs(cJSON_GetArrayItem(tl, i)->valuedouble - (double)(row[id] - lse)));
+            double top_max = -INFINITY;   /* the likeliest alternative is the reference's */
+            const cJSON *x;
+            cJSON_ArrayForEach(x, cJSON_GetArrayItem(top, i)) top_max = fmax(top_max, x->valuedouble);
+            worst_top = fmax(worst_top, fabs(top_max - (double)(row[best] - lse)));
+            const int na = cJSON_GetArraySize(cJSON_GetArrayItem(top, i));   /* (a text once: byte tokens share U+FFFD) */
+            CHECKF(na >= 1 && na <= 4, "row %d: %d alternatives", i, na);
+            CHECK(cJSON_GetArrayItem(offs, i)->valueint >= cJSON_GetArrayItem(offs, i - 1)->valueint);
+        }
+        printf("  echo logprobs against ref64: max |d| %.2e (tokens), %.2e (likeliest)\n", worst, worst_top);
+        CHECKF(worst < 2e-3 && worst_top < 2e-3, "log-probabilities %.3g / %.3g from the float64 reference", worst, worst_top);
+        cJSON_Delete(doc);
+        free(b);
+        server_stop(&sv);
+    }
+    remove(file);
+    free(ref);
+    free(toks);
+    /* gemma4-micro: a string prompt's tokens at their offsets; max_tokens 0; a stop in the prompt */
+    if (!server_start(&sv, model, "")) return;
+    snprintf(a, sizeof a, "-H 'Content-Type: application/json' " AUTH URL "/v1/completions", sv.port);
+    static const char prompt[] = "Once upon a time, the little cat sat";
+    int st = body_status(&b, "%s -d '{\"prompt\":\"%s\",\"echo\":true,\"logprobs\":1,\"max_tokens\":6,\"temperature\":0,"
+                             "\"stop\":\"Once\"}'", a, prompt);
+    const cJSON *lp = completion_logprobs(b, st, &doc);
+    const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "choices"), 0), "text"));
+    const cJSON *tk = cJSON_GetObjectItem(lp, "tokens"), *offs = cJSON_GetObjectItem(lp, "text_offset"), *x;
+    CHECKF(text && !strncmp(text, prompt, strlen(prompt)) && strlen(text) > strlen(prompt), "text '%s'", text ? text : "");
+    size_t at = 0;
+    int i = 0;
+    cJSON_ArrayForEach(x, tk) {   /* (ASCII: characters are bytes) */
+        const char *t = i == 0 ? "" : cJSON_GetStringValue(x);   /* (the BOS, added: not in the text) */
+        CHECKF(text && t && cJSON_GetArrayItem(offs, i)->valueint == (int)at && !strncmp(text + at, t, strlen(t)),
+               "token %d '%s' at %d, want %zu", i, t ? t : "", cJSON_GetArrayItem(offs, i)->valueint, at);
+        at += t ? strlen(t) : 0;
+        i++;
+    }
+    CHECKF(text && at == strlen(text), "the tokens make %zu bytes of %zu", at, text ? strlen(text) : 0);
+    cJSON_Delete(doc);
+    free(b);
+    CHECK(body_status(&b, "%s -d '{\"prompt\":\"%s\",\"echo\":true,\"max_tokens\":0}'", a, prompt) == 200 &&
+          strstr(b, "\"text\":\"Once upon a time, the little cat sat\"") && strstr(b, "\"completion_tokens\":0") &&
+          strstr(b, "\"logprobs\":null"));
+    free(b);
+    /* without echo: text_offset from the reply's start; logprobs 0 gives the token itself */
+    st = body_status(&b, "%s -d '{\"prompt\":\"%s\",\"logprobs\":0,\"max_tokens\":4}'", a, prompt);
+    lp = completion_logprobs(b, st, &doc);
+    CHECKF(cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "text_offset"), 0) &&
+           cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "text_offset"), 0)->valueint == 0 &&
+           cJSON_GetArraySize(cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "top_logprobs"), 0)) == 1, "%s", b);
+    cJSON_Delete(doc);
+    free(b);
+    server_stop(&sv);
+}
+#endif
 
 /* the values of a JSON string field in a body (a response, or a stream's events) concatenated,
  * unescaped as far as \" \\ \n go */

@@ -31,6 +31,48 @@ static hachi_model *g4_tools_vocab(void) {
 }
 #endif
 
+/* serve_utf8_clean writes what the detokenizer writes of the same bytes: a maximal invalid subpart
+ * is one U+FFFD, a character cut short at the end waits unless final */
+TEST(serve_utf8_clean_as_the_detokenizer) {
+#ifdef HACHI_NO_SERVE
+    SKIP("hachi was built without the server");
+#else
+    static const struct { const char *in; bool final; const char *out; size_t kept; } cases[] = {
+        {"a\xE2\x82", false, "a", 2},
+        {"a\xE2\x82", true, "a\xEF\xBF\xBD", 0},
+        {"\x80z", false, "\xEF\xBF\xBDz", 0},
+        {"\xE2\x28\xA1", true, "\xEF\xBF\xBD(\xEF\xBF\xBD", 0},
+        {"\xE0\x80\x80", false, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 0},   /* overlong: no subpart */
+        {"\xF0\x9F\x98\x80!", false, "\xF0\x9F\x98\x80!", 0},
+        {"x\xF0\x9F\x98", false, "x", 3},
+        {"\xED\xA0\x80", true, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 0},                 /* a surrogate */
+    };
+    /* and the detokenizer's text of the same bytes as byte tokens (<0x00>.. at 238 in the Gemma vocabulary) */
+    const char *path = test_shared_path("oracle/gemma4-vocab.gguf");
+    hachi_model_params mp = hachi_model_default_params();
+    mp.vocab_only = true;
+    hachi_model *m = NULL;
+    hachi_detok *dt = NULL;
+    if (path && hachi_model_load(path, &mp, &m) == HACHI_OK) hachi_detok_create(m, &dt);
+    if (!dt) printf("  (../shared/oracle/gemma4-vocab.gguf absent: the detokenizer's text not compared)\n");
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char out[64], want[64];
+        size_t kept = 99, n = strlen(cases[i].in);
+        const size_t w = serve_utf8_clean(cases[i].in, n, cases[i].final, out, &kept);
+        CHECKF(w == strlen(cases[i].out) && !memcmp(out, cases[i].out, w) && kept == cases[i].kept, "case %zu: %zu bytes, kept %zu",
+               i, w, kept);
+        if (!dt) continue;
+        int32_t d = 0;
+        hachi_detok_reset(dt, false);
+        for (size_t j = 0; j < n; j++) d += hachi_detok_push(dt, 238 + (unsigned char)cases[i].in[j], want + d, (int32_t)sizeof want - d);
+        if (cases[i].final) d += hachi_detok_flush(dt, want + d, (int32_t)sizeof want - d);
+        CHECKF((size_t)d == w && !memcmp(out, want, w), "case %zu: the detokenizer wrote %d bytes", i, d);
+    }
+    hachi_detok_free(dt);
+    hachi_model_free(m);
+#endif
+}
+
 TEST(serve_gemma4_tools_prompt) {
 #ifdef HACHI_NO_SERVE
     SKIP("hachi is built without the server (cJSON absent)");
@@ -105,6 +147,8 @@ TEST(serve_gemma4_tools_prompt) {
     const struct { const char *body, *words; } bad[] = {
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":{}}", "'tools' must be an array"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":[{\"type\":\"function\"}]}", "'tools[0]' must be"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+         "\"parameters\":{\"properties\":[\"city\"]}}}]}", "'tools[0].function.parameters.properties' must be an object, got an array"},
         {"{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{}}]}]}", "'messages[0].tool_calls[0].function.name'"},
         {"{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}],\"tools\":[]}", "'messages[0].role' 'robot'"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tool_choice\":\"required\"}", "declares no 'tools'"},
@@ -218,7 +262,7 @@ TEST(serve_logprob_entries) {
     char *buf = malloc(1 << 16);
     for (int k = 0; k < 2; k++) {
         const int32_t tok = k ? 5 : byte_tok;
-        const size_t n = serve_logprob_entry(buf, 1 << 16, m, lg, tok, 3, false);
+        const size_t n = serve_logprob_entry(buf, 1 << 16, m, lg, tok, 3, false, -1);
         cJSON *e = n ? cJSON_Parse(buf) : NULL;
         CHECKF(e && strlen(buf) == n, "entry: %s", n ? buf : "(nothing)");
         if (!e) break;
@@ -242,19 +286,19 @@ TEST(serve_logprob_entries) {
         }
         cJSON_Delete(e);
     }
-    CHECK(serve_logprob_entry(buf, 40, m, lg, 17, 3, false) == 0);               /* too small: nothing */
-    CHECK(serve_logprob_entry(buf, 1 << 16, m, lg, 17, 0, false) > 0 && strstr(buf, "\"top_logprobs\":[]"));
-    CHECK(serve_logprob_entry(buf, 1 << 16, m, lg, nv, 3, false) == 0);          /* no such token */
+    CHECK(serve_logprob_entry(buf, 40, m, lg, 17, 3, false, -1) == 0);               /* too small: nothing */
+    CHECK(serve_logprob_entry(buf, 1 << 16, m, lg, 17, 0, false, -1) > 0 && strstr(buf, "\"top_logprobs\":[]"));
+    CHECK(serve_logprob_entry(buf, 1 << 16, m, lg, nv, 3, false, -1) == 0);          /* no such token */
     /* the reply's first piece without the space the detokenizer dropped: in "token" and "bytes" */
     int32_t sp_tok = -1;
     for (int32_t t = 0; t < nv && sp_tok < 0; t++)
         if (hachi_token_to_text(m, t, piece, sizeof piece) == 4 && !memcmp(piece, " the", 4)) sp_tok = t;
-    const size_t ns = sp_tok >= 0 ? serve_logprob_entry(buf, 1 << 16, m, lg, sp_tok, 0, true) : 0;
+    const size_t ns = sp_tok >= 0 ? serve_logprob_entry(buf, 1 << 16, m, lg, sp_tok, 0, true, -1) : 0;
     CHECKF(ns && !strncmp(buf, "{\"token\":\"the\",", 15) && strstr(buf, "\"bytes\":[116,104,101]"), "%s", buf);
     /* exactly the bytes needed fit; one fewer does not */
-    const size_t full = serve_logprob_entry(buf, 1 << 16, m, lg, 17, 3, false);
-    CHECK(full && serve_logprob_entry(buf, full + 1, m, lg, 17, 3, false) == full &&
-          serve_logprob_entry(buf, full, m, lg, 17, 3, false) == 0);
+    const size_t full = serve_logprob_entry(buf, 1 << 16, m, lg, 17, 3, false, -1);
+    CHECK(full && serve_logprob_entry(buf, full + 1, m, lg, 17, 3, false, -1) == full &&
+          serve_logprob_entry(buf, full, m, lg, 17, 3, false, -1) == 0);
     const size_t bound = serve_logprob_entry_max(64, SERVE_LOGPROB_MAX);   /* the bound holds a long piece */
     CHECK(bound > 21 * 64 * 6);
     free(buf);

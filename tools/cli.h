@@ -294,6 +294,9 @@ typedef struct serve_req {
                                        where a control token's text stays text (malloc'd) */
     int n_plain;
     bool add_bos;                   /* completions: BOS before the prompt (a chat prompt carries its own) */
+    int32_t *ids;                   /* completions: the prompt as token ids (malloc'd; prompt is then "") */
+    int n_ids;
+    bool echo;                      /* completions: the prompt comes back before the reply (its tokens' entries too) */
     bool continues;                 /* chat: the last message is the assistant's, which the reply continues */
     long max_tokens;                /* -1: until the context is full */
     struct {                        /* the sampling fields given (NAN: the server's default) */
@@ -305,7 +308,8 @@ typedef struct serve_req {
     bool stream, include_usage;
     bool cache_prompt;              /* llama.cpp's field (default true): false prefills the whole prompt */
     bool think;                     /* chat_template_kwargs.enable_thinking: Gemma 4's thinking on */
-    int top_logprobs;               /* chat's logprobs: -1 none, else the alternatives a token (top_logprobs, 0..20) */
+    int top_logprobs;               /* logprobs: -1 none, else the alternatives a token (chat's top_logprobs, a
+                                       completion's logprobs: 0..20) */
     size_t forced;                  /* chat: bytes at the prompt's end that begin the reply (tool_choice: a call) */
 } serve_req;
 
@@ -317,6 +321,10 @@ void serve_req_free(serve_req *rq);
 /* Appends s[0..n) to buf as the inside of a JSON string (quotes not added); returns the
  * bytes written, or 0 when it does not fit cap (6 bytes per input byte always fit). */
 size_t serve_json_escape(char *buf, size_t cap, const char *s, size_t n);
+/* s[0..n) as UTF-8 into out (at least 3n bytes), as the detokenizer writes text: each maximal
+ * subpart that is not a character as one U+FFFD; a character cut short at the end left out unless
+ * final (its bytes: *kept). Returns the bytes written. */
+size_t serve_utf8_clean(const char *s, size_t n, bool final, char *out, size_t *kept);
 /* {"error":{"message":msg,"type":type,"code":code}} (malloc'd). */
 char *serve_error_json(const char *msg, const char *type, const char *code);
 
@@ -360,14 +368,17 @@ size_t serve_chunk_reasoning(char *buf, size_t cap, const serve_req *rq, const s
  * logits lg[n_vocab] token tok was drawn from (their log-softmax: the model's distribution, before
  * temperature and the rest; -9999 where a probability is 0, as OpenAI writes it). A token's text
  * that is not UTF-8 has U+FFFD in "token" and its own bytes in "bytes"; strip_space: the token's
- * leading space left out of both (the detokenizer dropped it from the reply's first piece). Written
- * into buf (cap bytes, NUL-terminated); returns its length, 0 when it does not fit. */
+ * leading space left out of both (the detokenizer dropped it from the reply's first piece).
+ * offset >= 0: a text completion's entry, with "text_offset" (the characters of the text before the
+ * token), written in OpenAI's completion form by the responses; lg NULL: a prompt's first token,
+ * "logprob" and "top_logprobs" null. Written into buf (cap bytes, NUL-terminated); returns its
+ * length, 0 when it does not fit. */
 size_t serve_logprob_entry(char *buf, size_t cap, const hachi_model *m, const float *lg, int32_t tok, int top,
-                           bool strip_space);
+                           bool strip_space, long offset);
 /* The most bytes serve_logprob_entry writes for top alternatives, for a vocabulary whose tokens'
  * texts are at most piece bytes long */
 #define SERVE_LOGPROB_MAX 20
-static inline size_t serve_logprob_entry_max(size_t piece, int top) { return (size_t)(top + 1) * (96 + 10 * piece) + 32; }
+static inline size_t serve_logprob_entry_max(size_t piece, int top) { return (size_t)(top + 1) * (96 + 10 * piece) + 64; }
 /* {"object":"list","data":[{"id":name,...}]} (malloc'd). */
 char *serve_models_json(const char *name, long long created);
 

@@ -42,6 +42,7 @@ int cmd_serve(int argc, char **argv) {
 #define SERVE_IDLE_S 10
 #define SERVE_STREAM_BUF (64u << 10) /* a stream's pending events: a step's chunk fits many times */
 #define SERVE_CHECKPOINTS 8          /* ring checkpoints a slot keeps */
+#define SERVE_SCORE_ROWS 32          /* echo with logprobs: the prompt's rows prefilled at a time, logits kept */
 
 typedef struct slot {
     int id;
@@ -106,8 +107,11 @@ typedef struct request {
     int32_t *prompt;
     int n_prompt, n_cached, n_gen, max_gen;
     int32_t n_forced;               /* the prompt's last tokens that begin the reply (tool_choice's call) */
-    text_acc text;                  /* generated text; [0, sent) released to the client */
-    size_t sent;
+    text_acc text;                  /* generated text (after echo's prompt); [0, sent) released to the client */
+    size_t sent, gen_from;          /* ...; where the generated text begins (stop sequences are looked for there) */
+    size_t cp_at;                   /* a completion's log-probabilities: text[0, cp_at) holds cp characters */
+    long cp;
+    int strip_at;                   /* echo: the prompt's token whose text lost its leading space (-1: none) */
     bool text_oom;                  /* the text could not grow: the generation ends there */
     text_acc think;                 /* a chat reply's thought (reasoning_content); [0, think_sent) sent */
     size_t think_sent;
@@ -251,6 +255,8 @@ static bool slot_stop(void *ctx) {
 }
 
 static void out_add(request *q, const char *s, size_t n);
+static void echo_prompt(request *q, long *offs);
+static hachi_status prompt_entries(request *q, const long *offs);
 
 /* Sampler and decode loop of the request, the slot resumed and the rest of the prompt
  * prefilled (a checkpoint where the reuse began and one before the prompt's last token). */
@@ -273,13 +279,19 @@ static hachi_status gen_begin(server *srv, request *q) {
     if (!st) st = hachi_spec_create(srv->m, sl->s, q->smp, &srv->spp, &q->sp);
     if (st) return st;
     const int n = q->n_prompt;
-    int r = slot_resume(sl, q->prompt, n, rq->cache_prompt);
+    const bool score = rq->echo && rq->top_logprobs >= 0;   /* the prompt's entries: every row's logits, from 0 */
+    int r = slot_resume(sl, q->prompt, n, rq->cache_prompt && !score);
     q->n_cached = r;
     memcpy(sl->held, q->prompt, sizeof(int32_t) * (size_t)n);
     if (r > 0) slot_checkpoint(sl);
+    long *offs = score ? malloc(sizeof(long) * (size_t)n) : NULL;
+    if (score && !offs) return HACHI_ERR_NOMEM;
+    if (rq->echo) echo_prompt(q, offs);
+    q->gen_from = q->text.len;
     sl->conn = q->conn;
-    st = n - 1 > r ? hachi_session_eval(sl->s, q->prompt + r, n - 1 - r, NULL) : HACHI_OK;
+    st = score ? prompt_entries(q, offs) : n - 1 > r ? hachi_session_eval(sl->s, q->prompt + r, n - 1 - r, NULL) : HACHI_OK;
     sl->conn = NULL;
+    free(offs);
     if (st) return st;   /* stopped (HACHI_ERR_ABORTED): gen_end keeps what it prefilled */
     if (n - 1 > r) slot_checkpoint(sl);
     if ((st = hachi_session_eval(sl->s, q->prompt + n - 1, 1, NULL))) return st;
@@ -293,9 +305,10 @@ static hachi_status gen_begin(server *srv, request *q) {
     return HACHI_OK;
 }
 
-/* The first stop sequence in text[from..), its start in *at. */
+/* The first stop sequence in text[from..) (not before the generated text), its start in *at. */
 static bool find_stop(const request *q, size_t from, size_t *at) {
     bool hit = false;
+    from = CLI_MAX(from, q->gen_from);
     for (int i = 0; i < q->rq.n_stop; i++) {
         const char *s = q->rq.stop[i];
         const char *f = memmem(q->text.p + from, q->text.len - from, s, strlen(s));
@@ -310,7 +323,7 @@ static size_t stop_hold(const request *q) {
     for (int i = 0; i < q->rq.n_stop; i++) {
         const char *s = q->rq.stop[i];
         size_t ls = strlen(s);
-        for (size_t k = CLI_MIN(ls - 1, q->text.len - q->sent); k > hold; k--)
+        for (size_t k = CLI_MIN(ls - 1, q->text.len - CLI_MAX(q->sent, q->gen_from)); k > hold; k--)
             if (!memcmp(q->text.p + q->text.len - k, s, k)) { hold = k; break; }
     }
     return hold;
@@ -333,6 +346,23 @@ static void acc_add(request *q, text_acc *a, const char *s, size_t n) {
 }
 
 static void text_add(request *q, const char *s, size_t n) { acc_add(q, &q->text, s, n); }
+
+/* The characters of the text so far (a completion's next text_offset) */
+static long text_chars(request *q) {
+    for (; q->cp_at < q->text.len; q->cp_at++) q->cp += ((unsigned char)q->text.p[q->cp_at] & 0xC0) != 0x80;
+    return q->cp;
+}
+
+/* Token tok's log-probability entry, drawn from lg (NULL: a prompt's first token), into q->lp;
+ * offset: its text_offset (-1 for a chat's entry) */
+static void lp_add(request *q, const float *lg, int32_t tok, bool strip_space, long offset) {
+    if (!acc_reserve(q, &q->lp, q->lp_max + 1)) return;
+    const size_t at = q->lp.len + (q->lp.len > 0);
+    const size_t w = serve_logprob_entry(q->lp.p + at, q->lp.cap - at, q->srv->m, lg, tok, q->rq.top_logprobs,
+                                         strip_space, offset);
+    if (w && q->lp.len) q->lp.p[q->lp.len] = ',';
+    if (w) q->lp.len = at + w;
+}
 
 /* A chat reply's thought text, without the "thought" label and the white space after it that
  * open it (as llama.cpp's Gemma 4 parser takes it); a label that turns out otherwise is kept */
@@ -392,6 +422,52 @@ static void gen_finish(request *q, const char *why) {
     q->finish = why;
 }
 
+/* echo: the prompt's text before the reply: a string as given, token ids as their texts (what is
+ * not UTF-8 as U+FFFD); offs (NULL: not wanted) receives each token's text_offset: for ids, the
+ * characters of the text before it; for a string, its tokens' characters before it (an added BOS
+ * has none), which are the string's when its tokens' texts make it up. As the detokenizer does, the
+ * first text loses the leading space a tokenizer with a dummy prefix gave it (q->strip_at). */
+static void echo_prompt(request *q, long *offs) {
+    char piece[8 + 1024], clean[3 * sizeof piece];
+    size_t held = 0;   /* piece's first bytes: the end of the last token's, not a whole character yet */
+    long chars = 0;
+    hachi_detok_reset(q->sl->dt, true);
+    q->strip_at = hachi_detok_strips_space(q->sl->dt) ? (int)q->rq.add_bos : -1;
+    if (!q->rq.ids) text_add(q, q->rq.prompt, strlen(q->rq.prompt));
+    for (int i = 0; i < q->n_prompt && (offs || q->rq.ids); i++) {
+        if (offs) offs[i] = q->rq.ids ? text_chars(q) : chars;
+        int32_t k = i == 0 && q->rq.add_bos ? 0 : CLI_MAX(0, CLI_MIN(1024, hachi_token_to_text(q->srv->m, q->prompt[i], piece + held, 1024)));
+        if (i == q->strip_at && k > 0 && piece[held] == ' ') memmove(piece + held, piece + held + 1, (size_t)--k);
+        const size_t len = held + (size_t)k;
+        if (!q->rq.ids) {
+            for (size_t j = 0; j < len; j++) chars += ((unsigned char)piece[j] & 0xC0) != 0x80;
+            continue;
+        }
+        size_t kept;
+        text_add(q, clean, serve_utf8_clean(piece, len, i == q->n_prompt - 1, clean, &kept));
+        memmove(piece, piece + len - kept, kept);
+        held = kept;
+    }
+}
+
+/* echo with logprobs: the prompt's tokens' entries at offs[n_prompt] (the first has no
+ * distribution it was drawn from), from the logits of all but its last token, prefilled from
+ * position 0, SERVE_SCORE_ROWS at a time */
+static hachi_status prompt_entries(request *q, const long *offs) {
+    const int n = q->n_prompt, rows = CLI_MIN(SERVE_SCORE_ROWS, CLI_MAX(n - 1, 1));
+    const size_t nv = (size_t)hachi_model_n_vocab(q->srv->m);
+    float *lg = malloc(sizeof(float) * (size_t)rows * nv);
+    if (!lg) return HACHI_ERR_NOMEM;
+    hachi_status st = HACHI_OK;
+    for (int i = 0; i < n && !st && !q->text_oom; i++) {
+        if (i > 0 && (i - 1) % rows == 0)   /* the logits of tokens i-1 .. */
+            st = hachi_session_eval(q->sl->s, q->prompt + i - 1, CLI_MIN(rows, n - i), lg);
+        if (!st) lp_add(q, i ? lg + (size_t)((i - 1) % rows) * nv : NULL, q->prompt[i], i == q->strip_at, offs[i]);
+    }
+    free(lg);
+    return q->text_oom ? HACHI_ERR_NOMEM : st;
+}
+
 /* One decode step (up to HACHI_SPEC_STEP_MAX tokens); returns the bytes of text now released. */
 static size_t gen_step(server *srv, request *q) {
     slot *sl = q->sl;
@@ -410,13 +486,9 @@ static size_t gen_step(server *srv, request *q) {
         size_t from = q->text.len > SERVE_MAX_STOP_LEN ? q->text.len - SERVE_MAX_STOP_LEN : 0;
         const bool strips = q->rq.top_logprobs >= 0 && hachi_detok_strips_space(sl->dt);   /* (for its entry) */
         size_t k = (size_t)hachi_detok_push(sl->dt, out[i], buf, sizeof buf);
-        if (q->rq.top_logprobs >= 0 && acc_reserve(q, &q->lp, q->lp_max + 1)) {   /* the token's entry */
-            const size_t at = q->lp.len + (q->lp.len > 0);   /* (without the space the text lost, if it did) */
-            const size_t w = serve_logprob_entry(q->lp.p + at, q->lp.cap - at, srv->m, hachi_spec_step_logits(q->sp, i),
-                                                 out[i], q->rq.top_logprobs, strips && !hachi_detok_strips_space(sl->dt));
-            if (w && q->lp.len) q->lp.p[q->lp.len] = ',';
-            if (w) q->lp.len = at + w;
-        }
+        if (q->rq.top_logprobs >= 0)   /* the token's entry (without the space the text lost, if it did) */
+            lp_add(q, hachi_spec_step_logits(q->sp, i), out[i], strips && !hachi_detok_strips_space(sl->dt),
+                   q->rq.chat ? -1 : text_chars(q));
         out_add(q, buf, k);
         if (q->text_oom) { gen_finish(q, "length"); return q->text.len - q->sent; }
         size_t at;
@@ -630,12 +702,13 @@ static enum MHD_Result completion(server *srv, request *q) {
         return send_error(conn, 400, NULL, "%s", err);
     q->parsed = true;
     const serve_req *rq = &q->rq;
-    int32_t n = 0;
+    int32_t n = rq->n_ids;
     const size_t plen = strlen(rq->prompt);
     /* specials in the template's text only: a message's "<turn|>" stays text (a completion's prompt is all template) */
-    hachi_tokenize_spans(srv->m, rq->prompt, plen, rq->add_bos, rq->plain, rq->n_plain, NULL, 0, &n);
+    if (!rq->ids) hachi_tokenize_spans(srv->m, rq->prompt, plen, rq->add_bos, rq->plain, rq->n_plain, NULL, 0, &n);
     if (!(q->prompt = malloc(sizeof(int32_t) * (size_t)(n + 1)))) return send_error(conn, 500, NULL, "out of memory");
-    hachi_tokenize_spans(srv->m, rq->prompt, plen, rq->add_bos, rq->plain, rq->n_plain, q->prompt, n + 1, &n);
+    if (rq->ids) memcpy(q->prompt, rq->ids, sizeof(int32_t) * (size_t)n);
+    else hachi_tokenize_spans(srv->m, rq->prompt, plen, rq->add_bos, rq->plain, rq->n_plain, q->prompt, n + 1, &n);
     q->n_prompt = n;
     /* the reply's forced start, tokenized alone: a control token begins it and the rest is the
      * template's or a function name of [A-Za-z0-9_-] (serve_parse) */
@@ -670,7 +743,8 @@ static enum MHD_Result completion(server *srv, request *q) {
     }
     if (st) {
         gen_end(srv, q);
-        return send_error(conn, 500, NULL, "generation failed: %s", hachi_last_error());
+        return send_error(conn, 500, NULL, "generation failed: %s",
+                          st == HACHI_ERR_NOMEM ? "out of memory (the prompt's log-probabilities)" : hachi_last_error());
     }
     if (rq->stream) {
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, q, stream_free);

@@ -39,6 +39,38 @@ static size_t utf8_end(const unsigned char *s, size_t n) {
     return n;
 }
 
+/* The bytes at s[0..n) that begin a character without making a whole one: its lead byte and the
+ * continuation bytes that may follow it (the maximal subpart, Unicode's U+FFFD unit); 0 when s[0]
+ * begins none */
+static size_t utf8_partial(const unsigned char *s, size_t n) {
+    const unsigned c = s[0];
+    const size_t k = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    size_t j = k ? 1 : 0;
+    for (; j < k && j < n && (s[j] & 0xC0) == 0x80; j++)
+        if (j == 1 && ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F) || (c == 0xF0 && s[1] < 0x90) ||
+                       (c == 0xF4 && s[1] > 0x8F)))
+            break;
+    return j;
+}
+
+size_t serve_utf8_clean(const char *s, size_t n, bool final, char *out, size_t *kept) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, o = 0;
+    *kept = 0;
+    while (i < n) {
+        const size_t e = i + utf8_end(u + i, n - i);
+        memcpy(out + o, s + i, e - i);
+        o += e - i;
+        if ((i = e) == n) break;
+        const size_t p = utf8_partial(u + i, n - i);
+        if (p && i + p == n && !final) { *kept = p; break; }
+        memcpy(out + o, "\xEF\xBF\xBD", 3);
+        o += 3;
+        i += p ? p : 1;
+    }
+    return o;
+}
+
 /* How many of s's first bytes (at most max) to print without cutting a character */
 static int clip(const char *s, int max) {
     int n = 0;
@@ -210,7 +242,7 @@ static int key_cmp(const char *a, const char *b) {
 /* An object's members in dictsort order (stable); malloc'd, their count in *n (NULL: none or no memory) */
 static const cJSON **dictsort(const cJSON *o, int *n) {
     *n = 0;
-    const int k = cJSON_GetArraySize(o);
+    const int k = cJSON_IsObject(o) ? cJSON_GetArraySize(o) : 0;   /* (an array's items have no keys) */
     const cJSON **v = k ? malloc(sizeof(const cJSON *) * (size_t)k) : NULL, *c;
     if (!v) return NULL;
     cJSON_ArrayForEach(c, o) {
@@ -602,6 +634,9 @@ static bool g4_prompt(const cJSON *root, const hachi_model *m, bool think, enum 
         const cJSON *f = get(t, "function");
         if (!cJSON_IsObject(f) || !cJSON_IsString(get(f, "name")))
             return fail(err, cap, "'tools[%d]' must be {\"type\":\"function\",\"function\":{\"name\":...}}", ti);
+        const cJSON *props = get(get(f, "parameters"), "properties");   /* (the template's dictsort takes a mapping) */
+        if (truthy(props) && !cJSON_IsObject(props))
+            return fail(err, cap, "'tools[%d].function.parameters.properties' must be an object, got %s", ti, type_name(props));
         named |= chosen && !strcmp(get(f, "name")->valuestring, chosen);
         ti++;
     }
@@ -838,6 +873,34 @@ static size_t json_nul_at(const char *s, size_t len) {
     return len;
 }
 
+/* A completion's prompt: a string, an array of token ids, or an array of one of either */
+static bool completion_prompt(const cJSON *p, const hachi_model *m, serve_req *rq, char *err, size_t cap) {
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 &&
+        (cJSON_IsString(cJSON_GetArrayItem(p, 0)) || cJSON_IsArray(cJSON_GetArrayItem(p, 0))))
+        p = cJSON_GetArrayItem(p, 0);   /* ["text"] or [[ids]]: one prompt */
+    if (cJSON_IsString(p)) {
+        if (!(rq->prompt = strdup(p->valuestring))) return fail(err, cap, "out of memory");
+        rq->add_bos = true;
+        return true;
+    }
+    const int n = cJSON_IsArray(p) ? cJSON_GetArraySize(p) : 0;
+    if (!n || cJSON_IsArray(cJSON_GetArrayItem(p, 0)))
+        return fail(err, cap, "'prompt' must be a string or an array of token ids (one prompt a request), got %s",
+                    !p ? "nothing" : n ? "several prompts" : cJSON_IsArray(p) ? "an empty array" : type_name(p));
+    if (!(rq->ids = malloc(sizeof(int32_t) * (size_t)n)) || !(rq->prompt = strdup("")))
+        return fail(err, cap, "out of memory");
+    const int32_t nv = hachi_model_n_vocab(m);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, p) {
+        if (!cJSON_IsNumber(e)) return fail(err, cap, "'prompt[%d]' must be a token id, got %s", rq->n_ids, type_name(e));
+        const double d = e->valuedouble;
+        if (!(d >= 0 && d < nv && d == floor(d)))
+            return fail(err, cap, "'prompt[%d]' must be a token id in [0, %d), got %.15g", rq->n_ids, nv, d);
+        rq->ids[rq->n_ids++] = (int32_t)d;
+    }
+    return true;
+}
+
 bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, serve_req *rq, char *err, size_t cap) {
     memset(rq, 0, sizeof *rq);
     rq->chat = chat;
@@ -897,22 +960,19 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
         rq->n_plain = sp.n;
         if (!got) goto out;
     } else {
-        const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt");
-        if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
-            p = cJSON_GetArrayItem(p, 0);   /* ["text"]: one prompt */
-        if (!cJSON_IsString(p)) { fail(err, cap, "'prompt' must be a string, got %s", p ? type_name(p) : "nothing"); goto out; }
-        if (!(rq->prompt = strdup(p->valuestring))) { fail(err, cap, "out of memory"); goto out; }
-        rq->add_bos = true;
+        if (!completion_prompt(cJSON_GetObjectItemCaseSensitive(o, "prompt"), m, rq, err, cap)) goto out;
+        if (!bool_field(o, "echo", &rq->echo, err, cap)) goto out;
     }
+    /* (a completion may ask for none: echo's prompt and its log-probabilities alone) */
     const cJSON *mct = cJSON_GetObjectItemCaseSensitive(o, "max_completion_tokens");
     const char *mt = chat && mct && !cJSON_IsNull(mct) ? "max_completion_tokens" : "max_tokens";
-    if (!num_field(o, mt, true, 1, 1 << 30, &d, &given, err, cap)) goto out;
+    if (!num_field(o, mt, true, chat ? 1 : 0, 1 << 30, &d, &given, err, cap)) goto out;
     if (given) rq->max_tokens = (long)d;
     /* one choice, no log-probabilities: asked for otherwise, an error rather than a silent ignore */
     if (!num_field(o, "n", true, 1, 1 << 30, &d, &given, err, cap)) goto out;
     if (given && d != 1) { fail(err, cap, "'n' of %.15g is not supported: one choice a request", d); goto out; }
-    /* log-probabilities: chat's logprobs (a boolean) and top_logprobs; a completion's count is refused */
-    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(o, "logprobs");
+    /* log-probabilities: chat's logprobs (a boolean) and top_logprobs; a completion's logprobs is
+     * the count of alternatives (0 included) */
     rq->top_logprobs = -1;
     if (chat) {
         bool want = false;
@@ -920,9 +980,15 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
         if (!num_field(o, "top_logprobs", true, 0, SERVE_LOGPROB_MAX, &d, &given, err, cap)) goto out;
         if (given && !want) { fail(err, cap, "'top_logprobs' needs 'logprobs': true"); goto out; }
         if (want) rq->top_logprobs = given ? (int)d : 0;
-    } else if (lp && !cJSON_IsNull(lp) && !cJSON_IsFalse(lp) && !(cJSON_IsNumber(lp) && lp->valuedouble == 0)) {
-        fail(err, cap, "'logprobs' is not supported on /v1/completions (chat completions take 'logprobs': true)");
-        goto out;
+    } else {
+        if (!cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(o, "logprobs")) &&
+            !num_field(o, "logprobs", true, 0, SERVE_LOGPROB_MAX, &d, &given, err, cap))
+            goto out;
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "logprobs"))) {
+            fail(err, cap, "'logprobs' of a completion is a count of alternatives (0 to %d), got true", SERVE_LOGPROB_MAX);
+            goto out;
+        }
+        if (given) rq->top_logprobs = (int)d;
     }
     /* the sampling fields: OpenAI's, and llama.cpp server's top_k, min_p, repeat_penalty and
      * repeat_last_n (-1: the context) */
@@ -960,6 +1026,9 @@ out:
 void serve_req_free(serve_req *rq) {
     free(rq->prompt);
     rq->prompt = NULL;
+    free(rq->ids);
+    rq->ids = NULL;
+    rq->n_ids = 0;
     free(rq->plain);
     rq->plain = NULL;
     rq->n_plain = 0;
@@ -968,6 +1037,8 @@ void serve_req_free(serve_req *rq) {
 }
 
 /* ---- responses -------------------------------------------------------------------------------- */
+
+static void put_legacy_logprobs(text_buf *b, const char *entries, size_t len);
 
 size_t serve_json_escape(char *buf, size_t cap, const char *s, size_t n) {
     size_t o = 0;
@@ -1043,7 +1114,11 @@ char *serve_result_json(const serve_req *rq, const serve_result *r) {
         }
     } else {
         cJSON_AddItemToObject(c, "text", string_n(r->text, r->len));
-        cJSON_AddNullToObject(c, "logprobs");
+        text_buf b = {0};
+        if (rq->top_logprobs >= 0) put_legacy_logprobs(&b, r->logprobs, r->logprobs_len);
+        if (rq->top_logprobs >= 0 && !b.oom) cJSON_AddRawToObject(c, "logprobs", b.p);
+        else cJSON_AddNullToObject(c, "logprobs");
+        free(b.p);
     }
     cJSON_AddStringToObject(c, "finish_reason", r->finish);
     add_usage(o, r);
@@ -1233,7 +1308,12 @@ size_t serve_chunk(char *buf, size_t cap, const serve_req *rq, const serve_resul
         size_t e = serve_json_escape(buf + o, cap - o, text, len);
         if (len && !e) return 0;
         o += e;
-        ADD("\",\"logprobs\":null");
+        text_buf b = {0};
+        if (rq->top_logprobs >= 0 && r->logprobs_len) put_legacy_logprobs(&b, r->logprobs, r->logprobs_len);
+        k = snprintf(buf + o, cap - o, "\",\"logprobs\":%s", b.p && !b.oom ? b.p : "null");
+        free(b.p);
+        if (k < 0 || (size_t)k >= cap - o || b.oom) return 0;
+        o += (size_t)k;
     }
     if (finish) ADD(",\"finish_reason\":\"%s\"}]}\n\n", finish);
     else ADD(",\"finish_reason\":null}]}\n\n");
@@ -1264,7 +1344,8 @@ static size_t logprob_token(char *buf, size_t cap, const hachi_model *m, int32_t
     size_t o = (size_t)k, e = serve_json_escape(buf + o, cap - o, text, tl);
     if (tl && !e) return 0;
     o += e;
-    k = snprintf(buf + o, cap - o, "\",\"logprob\":%.9g,\"bytes\":[", isfinite(lp) ? lp : -9999.0);
+    k = isnan(lp) ? snprintf(buf + o, cap - o, "\",\"logprob\":null,\"bytes\":[")   /* (no distribution) */
+                  : snprintf(buf + o, cap - o, "\",\"logprob\":%.9g,\"bytes\":[", isfinite(lp) ? lp : -9999.0);
     if (k < 0 || (size_t)k >= cap - o) return 0;
     o += (size_t)k;
     for (int32_t i = 0; i < n; i++) {
@@ -1279,9 +1360,14 @@ static size_t logprob_token(char *buf, size_t cap, const hachi_model *m, int32_t
 }
 
 size_t serve_logprob_entry(char *buf, size_t cap, const hachi_model *m, const float *lg, int32_t tok, int top,
-                           bool strip_space) {
+                           bool strip_space, long offset) {
     const int32_t nv = hachi_model_n_vocab(m);
-    if (!lg || tok < 0 || tok >= nv || top < 0 || top > SERVE_LOGPROB_MAX) return 0;
+    if (tok < 0 || tok >= nv || top < 0 || top > SERVE_LOGPROB_MAX) return 0;
+    if (!lg) {   /* a prompt's first token: no distribution it was drawn from */
+        const size_t o = logprob_token(buf, cap, m, tok, NAN, strip_space);
+        const int k = o ? snprintf(buf + o, cap - o, ",\"top_logprobs\":null,\"text_offset\":%ld}", CLI_MAX(offset, 0L)) : -1;
+        return k < 0 || (size_t)k >= cap - o ? 0 : o + (size_t)k;
+    }
     float mx = lg[0];
     for (int32_t i = 1; i < nv; i++) mx = lg[i] > mx ? lg[i] : mx;
     double z = 0;
@@ -1308,9 +1394,85 @@ size_t serve_logprob_entry(char *buf, size_t cap, const hachi_model *m, const fl
         o += w;
         buf[o++] = '}';
     }
-    if (o + 3 > cap) return 0;
-    memcpy(buf + o, "]}", 3);
-    return o + 2;
+    const int k = offset < 0 ? snprintf(buf + o, cap - o, "]}") : snprintf(buf + o, cap - o, "],\"text_offset\":%ld}", offset);
+    return k < 0 || (size_t)k >= cap - o ? 0 : o + (size_t)k;
+}
+
+/* A JSON string of s[0..n) */
+static void put_string(text_buf *b, const char *s, size_t n) {
+    char *e = malloc(6 * n + 1);
+    const size_t w = e ? serve_json_escape(e, 6 * n + 1, s, n) : 0;
+    if (!e || (n && !w)) b->oom = true;
+    put(b, "\"", 1);
+    put(b, e ? e : "", w);
+    put(b, "\"", 1);
+    free(e);
+}
+
+static void put_logprob(text_buf *b, const cJSON *v) {
+    char num[32];
+    if (!cJSON_IsNumber(v)) puts_(b, "null");
+    else put(b, num, (size_t)snprintf(num, sizeof num, "%.9g", v->valuedouble));
+}
+
+static const char *entry_token(const cJSON *e) {
+    const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "token"));
+    return t ? t : "";
+}
+
+/* "text":logprob, after a comma unless it is the first (i 0) */
+static void put_pair(text_buf *b, int i, const char *text, const cJSON *lp) {
+    if (i) puts_(b, ",");
+    put_string(b, text, strlen(text));
+    puts_(b, ":");
+    put_logprob(b, lp);
+}
+
+/* OpenAI's logprobs object of a text completion, {"tokens", "token_logprobs", "top_logprobs": [{text:
+ * logprob} of the alternatives and the token itself], "text_offset"}, from serve_logprob_entry's
+ * comma-joined entries[0..len) (their text_offset written) into b */
+static void put_legacy_logprobs(text_buf *b, const char *entries, size_t len) {
+    text_buf in = {0};
+    puts_(&in, "[");
+    put(&in, entries ? entries : "", len);
+    puts_(&in, "]");
+    cJSON *a = in.oom ? NULL : cJSON_ParseWithLength(in.p, in.len);
+    free(in.p);
+    if (!a) { b->oom = true; return; }
+    static const char *const key[4] = {"{\"tokens\":[", "],\"token_logprobs\":[", "],\"top_logprobs\":[", "],\"text_offset\":["};
+    for (int k = 0; k < 4; k++) {
+        puts_(b, key[k]);
+        const cJSON *e;
+        int i = 0;
+        cJSON_ArrayForEach(e, a) {
+            const char *tok = entry_token(e);
+            if (i++) puts_(b, ",");
+            if (k == 0) put_string(b, tok, strlen(tok));
+            else if (k == 1) put_logprob(b, cJSON_GetObjectItemCaseSensitive(e, "logprob"));
+            else if (k == 3) {
+                char num[32];
+                put(b, num, (size_t)snprintf(num, sizeof num, "%.0f", cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "text_offset"))));
+            }
+            else if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(e, "top_logprobs"))) puts_(b, "null");
+            else {   /* the alternatives, then the token itself unless among them; a text once (its first) */
+                const cJSON *alts = cJSON_GetObjectItemCaseSensitive(e, "top_logprobs"), *x;
+                int j = 0;
+                bool among = false;
+                puts_(b, "{");
+                cJSON_ArrayForEach(x, alts) {
+                    const char *t = entry_token(x);
+                    bool seen = false;
+                    for (const cJSON *y = alts->child; y != x && !seen; y = y->next) seen = !strcmp(entry_token(y), t);
+                    among |= !strcmp(t, tok);
+                    if (!seen) put_pair(b, j++, t, cJSON_GetObjectItemCaseSensitive(x, "logprob"));
+                }
+                if (!among) put_pair(b, j, tok, cJSON_GetObjectItemCaseSensitive(e, "logprob"));
+                puts_(b, "}");
+            }
+        }
+    }
+    puts_(b, "]}");
+    cJSON_Delete(a);
 }
 
 char *serve_models_json(const char *name, long long created) {

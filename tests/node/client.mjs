@@ -124,4 +124,27 @@ const streamed = [];
 for await (const ch of lpStream) for (const c of ch.choices) streamed.push(...(c.logprobs?.content ?? []));
 check(JSON.stringify(streamed) === JSON.stringify(items), 'streamed logprobs are the same', JSON.stringify(streamed));
 
+// a completion's logprobs in OpenAI's completion form, with echo: the prompt's tokens (the first has
+// no log-probability), then the reply's; tokens make the text at their offsets; greedy: each
+// token is its likeliest alternative; a stream's pieces join to the same arrays
+const cReq = { model: modelId, prompt: 'The little dog ran', max_tokens: 10, temperature: 0, logprobs: 2, echo: true };
+const cl = await client.completions.create(cReq);
+const L = cl.choices[0].logprobs, cText = cl.choices[0].text, nPrompt = cl.usage.prompt_tokens;
+const nTok = nPrompt + cl.usage.completion_tokens;
+// (the BOS the server added is not in the text: its offset is 0, as is the next token's)
+check(L && L.tokens.length === nTok && L.token_logprobs.length === nTok && L.top_logprobs.length === nTok &&
+  L.text_offset.length === nTok && L.token_logprobs[0] === null && L.top_logprobs[0] === null &&
+  cText.startsWith(cReq.prompt) && L.tokens.slice(1).join('') === cText &&
+  L.text_offset.every((o, i) => o === L.tokens.slice(1, Math.max(i, 1)).join('').length) &&
+  L.token_logprobs.slice(nPrompt).every((v, i) => v === Math.max(...Object.values(L.top_logprobs[nPrompt + i]))),
+  'completion logprobs with echo: every token, at its offset, greedy', JSON.stringify(cl.choices[0]));
+const cs = await client.completions.create({ ...cReq, stream: true });
+const joined = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+let sText = '';
+for await (const ch of cs) for (const c of ch.choices) {
+  sText += c.text;
+  for (const k of Object.keys(joined)) joined[k].push(...(c.logprobs?.[k] ?? []));
+}
+check(sText === cText && JSON.stringify(joined) === JSON.stringify(L), 'streamed completion logprobs are the same', JSON.stringify(joined));
+
 process.exit(failed ? 1 : 0);
