@@ -30,9 +30,9 @@ extern "C" {
 #define HACHI_API
 #endif
 
-/* 0.x: a minor version may change the ABI (0.5.0: hachi_sampler_params grew two fields); build
- * against the header of the library you link */
-#define HACHI_VERSION "0.5.0"
+/* 0.x: a minor version may change the ABI (0.5.0: hachi_sampler_params grew two fields; 0.6.0:
+ * hachi_sampler_set_logit_bias); build against the header of the library you link */
+#define HACHI_VERSION "0.6.0"
 HACHI_API const char *hachi_version(void);   /* HACHI_VERSION of the library linked in */
 
 typedef enum hachi_status {
@@ -308,6 +308,11 @@ HACHI_API int32_t hachi_sampler_sample(hachi_sampler *s, const float *logits);  
 HACHI_API void    hachi_sampler_accept(hachi_sampler *s, int32_t token);
 HACHI_API void    hachi_sampler_accept_prompt(hachi_sampler *s, int32_t token);
 HACHI_API void    hachi_sampler_reset(hachi_sampler *s);
+/* OpenAI's logit_bias: bias[i] added to token ids[i]'s logit before the penalties and the rest
+ * (in greedy decoding too; -INFINITY: never that token); replaces the sampler's list (n 0: none).
+ * HACHI_ERR_INVALID_ARG, nothing changed, for an id outside the vocabulary or a bias that is NaN
+ * or +inf. Allocates (once); hachi_sampler_reset keeps the list. */
+HACHI_API hachi_status hachi_sampler_set_logit_bias(hachi_sampler *s, const int32_t *ids, const float *bias, int32_t n);
 
 /* ---- speculative decoding (lossless) --------------------------------------------- */
 

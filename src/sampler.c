@@ -4,7 +4,8 @@
  * full sort; with top_k = 0 the nucleus is found from a histogram of weights
  * and only its boundary bucket is sorted.
  *
- * Order: the penalties over the last repeat_last_n accepted tokens (also in greedy mode): a
+ * Order: the logit biases (hachi_sampler_set_logit_bias) added; the penalties over the last
+ * repeat_last_n accepted tokens (both also in greedy mode): a
  * token's positive logit divided by repeat_penalty, a negative one multiplied (llama.cpp's
  * rule), then frequency_penalty * its count + presence_penalty subtracted, counting only the
  * sampled tokens in the window, not a prompt's (OpenAI's rule); then
@@ -36,6 +37,9 @@ struct hachi_sampler {
     int32_t *count;         /* [n_vocab] occurrences of each token in the ring */
     int32_t *gcount;        /* [n_vocab] of which sampled (presence and frequency count only those) */
     int32_t hist_len, hist_pos;
+    int32_t *bias_id;       /* [n_bias] logit biases: bias[i] added to token bias_id[i]'s logit */
+    float *bias;
+    int32_t n_bias;
     uint64_t rng[4];        /* xoshiro256** state */
 };
 
@@ -194,7 +198,30 @@ void hachi_sampler_free(hachi_sampler *s) {
     hachi_free(s->hist);
     hachi_free(s->count);
     hachi_free(s->gcount);
+    hachi_free(s->bias_id);
+    hachi_free(s->bias);
     hachi_free(s);
+}
+
+hachi_status hachi_sampler_set_logit_bias(hachi_sampler *s, const int32_t *ids, const float *bias, int32_t n) {
+    if (!s || n < 0 || (n && (!ids || !bias))) return hachi_fail(HACHI_ERR_INVALID_ARG, "sampler: logit bias: no list");
+    for (int32_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= s->n_vocab)
+            return hachi_fail(HACHI_ERR_INVALID_ARG, "sampler: logit bias of token %d: not in [0, %d)", (int)ids[i], (int)s->n_vocab);
+        if (!(bias[i] < INFINITY))   /* (-inf: never the token) */
+            return hachi_fail(HACHI_ERR_INVALID_ARG, "sampler: logit bias %g of token %d: not a number below +inf",
+                              (double)bias[i], (int)ids[i]);
+    }
+    int32_t *id = n ? hachi_malloc((size_t)n * sizeof *id) : NULL;
+    float *b = n ? hachi_malloc((size_t)n * sizeof *b) : NULL;
+    if (n && (!id || !b)) { hachi_free(id); hachi_free(b); return HACHI_ERR_NOMEM; }
+    if (n) { memcpy(id, ids, (size_t)n * sizeof *id); memcpy(b, bias, (size_t)n * sizeof *b); }
+    hachi_free(s->bias_id);
+    hachi_free(s->bias);
+    s->bias_id = id;
+    s->bias = b;
+    s->n_bias = n;
+    return HACHI_OK;
 }
 
 static inline int32_t hist_id(int32_t h) { return h < 0 ? -1 - h : h; }
@@ -223,10 +250,13 @@ void hachi_sampler_reset(hachi_sampler *s) {
     rng_seed(s);
 }
 
-/* Penalize every distinct token of the ring once, in a copy of the logits. */
-static const float *apply_penalty(hachi_sampler *s, const float *logits) {
-    if (!s->hist || s->hist_len == 0) return logits;
+/* The logit biases added, then every distinct token of the ring penalized once, in a copy of
+ * the logits (the logits themselves when there is neither). */
+static const float *adjust(hachi_sampler *s, const float *logits) {
+    if ((!s->hist || s->hist_len == 0) && !s->n_bias) return logits;
     memcpy(s->work, logits, (size_t)s->n_vocab * sizeof *s->work);
+    for (int32_t i = 0; i < s->n_bias; i++) s->work[s->bias_id[i]] += s->bias[i];
+    if (!s->hist) return s->work;
     const float pen = s->p.repeat_penalty, pres = s->p.presence_penalty, freq = s->p.frequency_penalty;
     for (int32_t i = 0; i < s->hist_len; i++) {
         int32_t t = hist_id(s->hist[i]);
@@ -343,7 +373,7 @@ static int32_t sample_nucleus(hachi_sampler *s, const float *l, float m, float i
  * one code path, so the two agree. */
 static int32_t pick(hachi_sampler *s, const float *logits, float *dist) {
     const int32_t n = s->n_vocab;
-    const float *l = apply_penalty(s, logits);
+    const float *l = adjust(s, logits);
 #define ONE(t) (dist ? (dist[(t)] = 1.0f, -1) : (t))
     if (hachi_sampler_greedy(s)) return ONE(argmax(l, n));
     const float inv_t = 1.0f / s->p.temp;

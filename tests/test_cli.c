@@ -91,12 +91,12 @@ TEST(cli_run_prompt_cache) {
 }
 
 /* Speculative decoding is exact for any sampler: the same tokens with and without
- * drafts (temperature, top-p, the three penalties, a seed), and drafts really kept. */
+ * drafts (temperature, top-p, the three penalties, logit biases, a seed), and drafts really kept. */
 TEST(cli_run_draft_same_tokens_sampled) {
     const char *model = stories_gguf();
     if (!model) SKIP("stories260K absent");
     const char *args = "-p 'Once upon a time' -n 200 --temp 0.8 --top-p 0.95 --repeat-penalty 1.1 --frequency-penalty 0.2 "
-                       "--presence-penalty 0.1 --seed 7";
+                       "--presence-penalty 0.1 --logit-bias 13+1.5 --logit-bias 11-inf --seed 7";
     int rc, d, a, fw, n;
     char *plain = test_sh(&rc, "%s run -m %s %s 2>/dev/null", test_hachi_bin(), model, args);
     CHECKF(rc == 0 && strlen(plain) > 200, "run: %s", plain);
@@ -308,6 +308,9 @@ TEST(cli_errors_are_one_line) {
         {"run -m %s --top-p 2", "--top-p must be in", true},
         {"run -m %s --presence-penalty 3", "--presence-penalty must be in", true},
         {"run -m %s --repeat-last-n -1", "--repeat-last-n must be in", true},
+        {"run -m %s --logit-bias 5", "--logit-bias '5': expected TOKEN_ID+BIAS or TOKEN_ID-BIAS", true},
+        {"run -m %s --logit-bias 5+inf", "--logit-bias '5+inf': expected", true},
+        {"run -m %s --logit-bias 999999+1", "logit bias of token 999999: not in [0, ", true},
         {"run -m %s --draft 16", "--draft must be in", true},
         {"run -m %s --spec self --self-budget 40", "--self-budget must be in", true},
         {"run -m %s --spec self --self-budget 100", "multiple of 16", true},

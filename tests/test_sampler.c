@@ -1,7 +1,8 @@
 /* Tests for the sampler: greedy and its tie rule, seeding, top-k = 1 equals
  * greedy, the empirical distribution against softmax (chi-square bound at a
  * fixed seed, so deterministic), top-p / min-p cut-offs, the repetition
- * penalty and its window, the presence and frequency penalties, no allocation in sample(), parameter checks. */
+ * penalty and its window, the presence and frequency penalties, the logit biases, no allocation in
+ * sample(), parameter checks. */
 #include "test.h"
 #include "hachi.h"
 #include "util.h"
@@ -356,6 +357,55 @@ TEST(sampler_presence_frequency_penalty) {
     int df, bad;
     double x2 = chi_square(s, l, q, V, N, &df, &bad);
     CHECKF(x2 < chi_bound(df) && bad == 0, "penalized softmax: chi2 %.1f (df %d, bound %.1f), %d forbidden", x2, df,
+           chi_bound(df), bad);
+    hachi_sampler_free(s);
+}
+
+/* logit_bias: added before the penalties, in greedy decoding too; -inf bans a token; the draws
+ * follow softmax of the biased logits; a bad id or bias is refused with the list unchanged */
+TEST(sampler_logit_bias) {
+    enum { V = 6, N = 200000 };
+    float l[V] = {2.0f, 1.5f, 1.0f, 0.0f, -0.5f, -1.0f};
+    hachi_sampler_params p = plain(0.0f);
+    p.repeat_penalty = 2.0f;
+    p.repeat_last_n = 4;
+    hachi_sampler *s = mk(p, V);
+    if (!s) return;
+    const int32_t ids[] = {3, 0};
+    const float up[] = {1.75f, -INFINITY};
+    CHECK(hachi_sampler_set_logit_bias(s, ids, up, 2) == HACHI_OK);
+    CHECK(hachi_sampler_sample(s, l) == 3);          /* 0 + 1.75 beats 1.5; token 0 banned */
+    hachi_sampler_accept(s, 3);
+    CHECK(hachi_sampler_sample(s, l) == 1);          /* the penalty after the bias: 1.75 / 2 */
+    const int32_t bad_id[] = {V};
+    const float nan_bias[] = {NAN}, inf_bias[] = {INFINITY};
+    CHECK(hachi_sampler_set_logit_bias(s, bad_id, up, 1) == HACHI_ERR_INVALID_ARG);
+    CHECK(hachi_sampler_set_logit_bias(s, ids, nan_bias, 1) == HACHI_ERR_INVALID_ARG);
+    CHECK(hachi_sampler_set_logit_bias(s, ids, inf_bias, 1) == HACHI_ERR_INVALID_ARG);
+    CHECK(hachi_sampler_sample(s, l) == 1);          /* (unchanged) */
+    hachi_sampler_reset(s);
+    CHECK(hachi_sampler_sample(s, l) == 3);          /* a reset keeps the list */
+    CHECK(hachi_sampler_set_logit_bias(s, NULL, NULL, 0) == HACHI_OK && hachi_sampler_sample(s, l) == 0);
+    hachi_sampler_free(s);
+    /* sampled, top-k 4 over the biased logits */
+    p = plain(1.0f);
+    p.top_k = 4;
+    p.seed = 11;
+    s = mk(p, V);
+    if (!s) return;
+    const int32_t bid[] = {5, 1, 2};
+    const float b[] = {3.5f, -0.25f, -INFINITY};
+    CHECK(hachi_sampler_set_logit_bias(s, bid, b, 3) == HACHI_OK);
+    float lb[V];
+    memcpy(lb, l, sizeof lb);
+    for (int i = 0; i < 3; i++) lb[bid[i]] += b[i];   /* 2.0 1.25 -inf 0.0 -0.5 2.5: the top 4 are 5 0 1 3 */
+    double q[V] = {0}, z = 0;
+    const int top[] = {5, 0, 1, 3};
+    for (int i = 0; i < 4; i++) z += q[top[i]] = exp((double)lb[top[i]]);
+    for (int i = 0; i < V; i++) q[i] /= z;
+    int df, bad;
+    double x2 = chi_square(s, l, q, V, N, &df, &bad);
+    CHECKF(x2 < chi_bound(df) && bad == 0 && df == 3, "biased top-k: chi2 %.1f (df %d, bound %.1f), %d forbidden", x2, df,
            chi_bound(df), bad);
     hachi_sampler_free(s);
 }

@@ -346,6 +346,12 @@ TEST(serve_http_errors_and_slots) {
         {"{\"prompt\":\"hi\",\"logprobs\":\"2\"}", "'logprobs' must be a number"},
         {"{\"prompt\":\"hi\",\"echo\":1}", "'echo' must be a boolean"},
         {"{\"prompt\":\"hi\",\"max_tokens\":-1}", "'max_tokens' must be in [0,"},
+        {"{\"prompt\":\"hi\",\"logit_bias\":[1]}", "'logit_bias' must be an object of token ids to biases, got an array"},
+        {"{\"prompt\":\"hi\",\"logit_bias\":{\"x\":1}}", "'logit_bias' key 'x' is not a token id in [0, "},
+        {"{\"prompt\":\"hi\",\"logit_bias\":{\"-1\":1}}", "'logit_bias' key '-1' is not a token id"},
+        {"{\"prompt\":\"hi\",\"logit_bias\":{\"99999999\":1}}", "'logit_bias' key '99999999' is not a token id"},
+        {"{\"prompt\":\"hi\",\"logit_bias\":{\"5\":101}}", "'logit_bias' of token 5 must be in [-100, 100], got 101"},
+        {"{\"prompt\":\"hi\",\"logit_bias\":{\"5\":\"a\"}}", "'logit_bias' of token 5 must be a number, got a string"},
     };
     for (size_t i = 0; i < sizeof bad_completion / sizeof bad_completion[0]; i++) {
         snprintf(full, sizeof full, "%s -d '%s'", a, bad_completion[i].body);
@@ -547,6 +553,8 @@ TEST(serve_openai_client) {
     server_stop(&sv);
 }
 
+static char *field_texts(const char *b, const char *field);
+
 /* --seed is the seed of the requests that give none: the same sampled text each time (it was
  * ignored: a fresh seed each request); a request's own seed still overrides it */
 TEST(serve_seed_flag) {
@@ -587,7 +595,35 @@ TEST(serve_seed_flag) {
     CHECKF(rc == 0 && g[3] && strcmp(g[3], g[0]) && !strncmp(pen, g[3], strlen(g[3])) && strlen(pen) <= strlen(g[3]) + 1,
            "penalized '%s', run '%s', greedy '%s'", g[3], pen, g[0]);
     free(run);
+    /* logit_bias: ',' (432) banned and ' there' (383) down gives what `hachi run --logit-bias` gives, not
+     * the greedy text; a token given twice keeps its last bias */
+    CHECK(body_status(&b, "%s -d '{\"prompt\":\"Once upon a time\",\"max_tokens\":40,\"temperature\":0,"
+                          "\"logit_bias\":{\"383\":50,\"432\":-100,\"383\":-3}}'", a) == 200);
+    char *biased = field_texts(b, "text");
+    free(b);
+    run = test_sh(&rc, "%s run -m %s -p 'Once upon a time' -n 40 --temp 0 --logit-bias 432-100 --logit-bias 383-3 2>/dev/null",
+                  test_hachi_bin(), model);
+    pen = run && !strncmp(run, "Once upon a time", 16) ? run + 16 : "";
+    CHECKF(rc == 0 && biased && strcmp(biased, g[0]) && !strchr(biased, ',') && !strncmp(pen, biased, strlen(biased)) &&
+           strlen(pen) <= strlen(biased) + 1, "biased '%s', run '%s', greedy '%s'", biased, pen, g[0]);
+    free(run);
     for (int i = 0; i < 4; i++) free(g[i]);
+    server_stop(&sv);
+    /* the server's --logit-bias for requests without logit_bias; a request's, even {}, in its place */
+    if (!server_start(&sv, model, "--logit-bias 432-100 --logit-bias 383-3")) { free(biased); return; }
+    snprintf(a, sizeof a, "-H 'Content-Type: application/json' " AUTH URL "/v1/completions", sv.port);
+    char *t2[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        CHECK(body_status(&b, "%s -d '{\"prompt\":\"Once upon a time\",\"max_tokens\":40,\"temperature\":0%s}'", a,
+                          i ? ",\"logit_bias\":{}" : "") == 200);
+        t2[i] = field_texts(b, "text");
+        free(b);
+    }
+    CHECKF(t2[0] && t2[1] && biased && !strcmp(t2[0], biased) && strcmp(t2[1], biased) && strchr(t2[1], ','),
+           "--logit-bias: '%s'; with {}: '%s'", t2[0], t2[1]);
+    free(t2[0]);
+    free(t2[1]);
+    free(biased);
     server_stop(&sv);
 }
 

@@ -1,6 +1,7 @@
 /* cli: shared helpers of the commands: errors, strict flag values, file reading. */
 #include "cli.h"
 #include <time.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -278,6 +279,19 @@ int cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i) 
     if (!strcmp(a, "--frequency-penalty")) {
         VAL(); if (!cli_float(cmd, a, v, -2, 2, &d)) return -1; o->smp.frequency_penalty = (float)d; return 1;
     }
+    if (!strcmp(a, "--logit-bias")) {   /* llama.cpp's form: 15043+1, 15043-0.5, 15043-inf */
+        VAL();
+        char *end, *e2;
+        errno = 0;
+        const long id = strtol(v, &end, 10);
+        const double b = end > v && (*end == '+' || *end == '-') && isalnum((unsigned char)end[1]) ? strtod(end + 1, &e2) : NAN;
+        if (errno || id < 0 || isnan(b) || *e2 || (*end == '+' && isinf(b)))
+            return cli_error(cmd, "--logit-bias '%s': expected TOKEN_ID+BIAS or TOKEN_ID-BIAS (15043+1, 15043-inf)", v), -1;
+        if (o->n_bias == CLI_MAX_BIAS) return cli_error(cmd, "--logit-bias given more than %d times", CLI_MAX_BIAS), -1;
+        o->bias_ids[o->n_bias] = (int32_t)CLI_MIN(id, (long)INT32_MAX);
+        o->bias[o->n_bias++] = (float)(*end == '-' ? -b : b);
+        return 1;
+    }
     if (!strcmp(a, "--seed")) {
         VAL(); if (!cli_int(cmd, a, v, 0, 0x7fffffffL, &n)) return -1; o->smp.seed = (uint64_t)n; o->seed_given = true; return 1;
     }
@@ -311,6 +325,16 @@ void cli_free_model(cli_opts *o, hachi_model *m) {
     o->heads = NULL;
     o->sp.heads = NULL;
     hachi_model_free(m);
+}
+
+hachi_status cli_sampler_create(const char *cmd, const cli_opts *o, const hachi_model *m, hachi_sampler **out) {
+    hachi_status st = hachi_sampler_create(&o->smp, hachi_model_n_vocab(m), out);
+    if (!st && o->n_bias && (st = hachi_sampler_set_logit_bias(*out, o->bias_ids, o->bias, o->n_bias))) {
+        hachi_sampler_free(*out);
+        *out = NULL;
+    }
+    if (st) cli_lib_error(cmd, st, "cannot create the sampler");
+    return st;
 }
 
 int cli_ctx_for(int n_tokens) {

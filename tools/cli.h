@@ -69,6 +69,7 @@ void cli_note_input(const char *path);
 bool cli_out_check(const char *cmd, const char *path);
 bool cli_out_close(const char *cmd, void *f, const char *tmp, const char *path, bool keep);
 
+#define CLI_MAX_BIAS 64
 /* Flags shared by the model-running commands. */
 typedef struct cli_opts {
     const char *model;              /* -m */
@@ -76,6 +77,9 @@ typedef struct cli_opts {
     hachi_sampler_params smp;       /* --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n
                                        --presence-penalty --frequency-penalty --seed */
     bool seed_given;
+    int32_t bias_ids[CLI_MAX_BIAS]; /* --logit-bias ID+B / ID-B (repeatable): bias[i] added to token bias_ids[i] */
+    float bias[CLI_MAX_BIAS];
+    int n_bias;
     bool ctx_given;
     bool no_repack;                 /* --no-repack */
     const char *heads_path;         /* --heads FILE: loaded by cli_load_model into sp.heads */
@@ -102,6 +106,8 @@ void cli_opts_init(cli_opts *o);
 /* Consume argv[*i] (and its value) if it is a shared flag: 1 consumed, 0 not ours, -1 bad value. */
 int  cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i);
 /* Load o->model, and o->heads_path into o->sp.heads (error printed on failure). */
+/* The sampler of o's flags (--logit-bias included) for model m; an error said on stderr */
+hachi_status cli_sampler_create(const char *cmd, const cli_opts *o, const hachi_model *m, hachi_sampler **out);
 hachi_model *cli_load_model(const char *cmd, cli_opts *o, bool vocab_only);
 /* Free what cli_load_model loaded. */
 void cli_free_model(cli_opts *o, hachi_model *m);
@@ -303,6 +309,9 @@ typedef struct serve_req {
         double temperature, top_p, top_k, min_p, repeat_penalty, repeat_last_n, presence_penalty, frequency_penalty;
     } smp;
     long long seed;                 /* -1: none given */
+    int32_t *bias_ids;              /* logit_bias: [n_bias] tokens and their biases (malloc'd) */
+    float *bias;
+    int n_bias;
     char *stop[SERVE_MAX_STOP];     /* malloc'd, non-empty */
     int n_stop;
     bool stream, include_usage;

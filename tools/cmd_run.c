@@ -18,7 +18,7 @@ static void usage(void) {
     fprintf(stdout,
             "usage: hachi run -m MODEL [-p PROMPT | -f FILE] [-n N] [-c CTX] [-t THREADS]\n"
             "                 [--temp T] [--top-k K] [--top-p P] [--min-p M] [--repeat-penalty R] [--repeat-last-n N]\n"
-            "                 [--presence-penalty P] [--frequency-penalty F] [--seed S]\n"
+            "                 [--presence-penalty P] [--frequency-penalty F] [--logit-bias ID+B|ID-B ...] [--seed S]\n"
             "                 [--no-bos] [--draft N] [-md FILE] [--spec KIND] [--draft-sample] [--prompt-cache FILE] [--profile]\n"
             "                 [--chunks 8,15,25]\n"
             CLI_DRAFT_USAGE CLI_DRAFT_TRACE_USAGE
@@ -107,7 +107,7 @@ int cmd_run(int argc, char **argv) {
         cli_error(cmd, "the prompt has %d tokens, more than the context of %d (-c)", n_tok, hachi_session_n_ctx(s));
         goto out;
     }
-    if ((st = hachi_sampler_create(&o.smp, hachi_model_n_vocab(m), &smp))) { cli_lib_error(cmd, st, "cannot create the sampler"); goto out; }
+    if ((st = cli_sampler_create(cmd, &o, m, &smp))) goto out;
     hachi_spec_params spp;
     if (!cli_draft_setup(cmd, &dr, m, &spp)) goto out;
     if ((st = hachi_spec_create(m, s, smp, &spp, &sp))) { cli_lib_error(cmd, st, "generator"); goto out; }

@@ -68,6 +68,7 @@ typedef struct server {
     char name[128];                 /* the model's id in responses: the file name, JSON-safe */
     hachi_sampler_params smp;       /* the sampling flags; a request's fields override */
     bool seed_given;                /* --seed: the seed of requests without one (else a fresh one each) */
+    const cli_opts *o;              /* the flags (--logit-bias: of requests without logit_bias) */
     hachi_spec_params spp;
     slot *slots;
     int n_slots, queue_max, waiting;
@@ -276,6 +277,9 @@ static hachi_status gen_begin(server *srv, request *q) {
     if (rq->seed >= 0) p.seed = (uint64_t)rq->seed;
     else if (!srv->seed_given) p.seed = (uint64_t)time(NULL) * 1000003u + (uint64_t)atomic_fetch_add(&srv->seq, 1);
     hachi_status st = hachi_sampler_create(&p, hachi_model_n_vocab(srv->m), &q->smp);
+    if (!st && (rq->bias_ids || srv->o->n_bias))   /* a request's logit_bias (even {}) in place of --logit-bias */
+        st = rq->bias_ids ? hachi_sampler_set_logit_bias(q->smp, rq->bias_ids, rq->bias, rq->n_bias)
+                        : hachi_sampler_set_logit_bias(q->smp, srv->o->bias_ids, srv->o->bias, srv->o->n_bias);
     if (!st) st = hachi_spec_create(srv->m, sl->s, q->smp, &srv->spp, &q->sp);
     if (st) return st;
     const int n = q->n_prompt;
@@ -887,8 +891,8 @@ static void usage(void) {
            "(default 4 x slots) when all are busy, 503 past it; --port 0 picks a free port; Ctrl-C stops\n"
            "-n N: the most tokens a request without max_tokens generates (default: until the context is full)\n"
            "sampling flags set the defaults that a request's temperature, top_p, top_k, min_p, repeat_penalty,\n"
-           "repeat_last_n, presence_penalty, frequency_penalty and seed override (without --seed a request\n"
-           "that gives no seed gets a fresh one)\n"
+           "repeat_last_n, presence_penalty, frequency_penalty, logit_bias (--logit-bias) and seed override\n"
+           "(without --seed a request that gives no seed gets a fresh one)\n"
            CLI_DRAFT_USAGE);
 }
 
@@ -945,7 +949,11 @@ int cmd_serve(int argc, char **argv) {
     snprintf(srv.name, sizeof srv.name, "%s", base);
     for (char *c = srv.name; *c; c++) if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) *c = '_';
     srv.smp = o.smp;
+    srv.o = &o;
     srv.seed_given = o.seed_given;
+    hachi_sampler *check = NULL;   /* (the flags' sampler, --logit-bias's ids included, checked once) */
+    if (cli_sampler_create(cmd, &o, srv.m, &check)) goto out;
+    hachi_sampler_free(check);
     for (int32_t t = 0; t < hachi_model_n_vocab(srv.m); t++) {   /* for the log-probability entries' bound */
         char piece[1024];
         srv.max_piece = CLI_MAX(srv.max_piece, (size_t)CLI_MAX(0, hachi_token_to_text(srv.m, t, piece, sizeof piece)));

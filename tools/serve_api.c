@@ -5,6 +5,7 @@
  * into the request's buffer (no allocation per token); whole responses go through cJSON. */
 #ifndef HACHI_NO_SERVE
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -873,6 +874,55 @@ static size_t json_nul_at(const char *s, size_t len) {
     return len;
 }
 
+typedef struct { int32_t id; int at; float bias; } bias_entry;
+
+static int bias_cmp(const void *a, const void *b) {
+    const bias_entry *x = a, *y = b;
+    return x->id != y->id ? (x->id > y->id) - (x->id < y->id) : (x->at > y->at) - (x->at < y->at);
+}
+
+/* OpenAI's logit_bias: {"token id": bias in [-100, 100]}; a token given twice keeps its last bias */
+static bool logit_bias_field(const cJSON *o, const hachi_model *m, serve_req *rq, char *err, size_t cap) {
+    const cJSON *lb = cJSON_GetObjectItemCaseSensitive(o, "logit_bias"), *e;
+    if (!lb || cJSON_IsNull(lb)) return true;
+    if (!cJSON_IsObject(lb)) return fail(err, cap, "'logit_bias' must be an object of token ids to biases, got %s", type_name(lb));
+    const int n = cJSON_GetArraySize(lb);
+    bias_entry *v = n ? malloc(sizeof *v * (size_t)n) : NULL;
+    if (n && !v) return fail(err, cap, "out of memory");
+    const int32_t nv = hachi_model_n_vocab(m);
+    int k = 0;
+    cJSON_ArrayForEach(e, lb) {
+        char *end = NULL;
+        const long id = strtol(e->string, &end, 10);
+        if (!*e->string || *end || id < 0 || id >= nv || !isdigit((unsigned char)e->string[0])) {
+            fail(err, cap, "'logit_bias' key '%.*s' is not a token id in [0, %d)", clip(e->string, 64), e->string, nv);
+            break;
+        }
+        if (!cJSON_IsNumber(e)) {
+            fail(err, cap, "'logit_bias' of token %ld must be a number, got %s", id, type_name(e));
+            break;
+        }
+        if (!(e->valuedouble >= -100 && e->valuedouble <= 100)) {
+            fail(err, cap, "'logit_bias' of token %ld must be in [-100, 100], got %.15g", id, e->valuedouble);
+            break;
+        }
+        v[k] = (bias_entry){(int32_t)id, k, (float)e->valuedouble};
+        k++;
+    }
+    if (k < n) { free(v); return false; }
+    qsort(v, (size_t)n, sizeof *v, bias_cmp);
+    rq->bias_ids = malloc(sizeof(int32_t) * (size_t)n + 1);
+    rq->bias = malloc(sizeof(float) * (size_t)n + 1);
+    if (!rq->bias_ids || !rq->bias) { free(v); return fail(err, cap, "out of memory"); }
+    for (int i = 0; i < n; i++) {
+        if (i + 1 < n && v[i + 1].id == v[i].id) continue;   /* (the last of a token's entries) */
+        rq->bias_ids[rq->n_bias] = v[i].id;
+        rq->bias[rq->n_bias++] = v[i].bias;
+    }
+    free(v);
+    return true;
+}
+
 /* A completion's prompt: a string, an array of token ids, or an array of one of either */
 static bool completion_prompt(const cJSON *p, const hachi_model *m, serve_req *rq, char *err, size_t cap) {
     if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 &&
@@ -1006,6 +1056,7 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
         if (!num_field(o, fields[i].name, fields[i].integer, fields[i].lo, fields[i].hi, &d, &given, err, cap)) goto out;
         if (given) *fields[i].to = d;
     }
+    if (!logit_bias_field(o, m, rq, err, cap)) goto out;
     if (!num_field(o, "seed", true, -9.2e18, 9.2e18, &d, &given, err, cap)) goto out;
     if (given) rq->seed = (long long)d & 0x7fffffffffffffffLL;
     if (!stop_field(o, rq, err, cap) || !bool_field(o, "stream", &rq->stream, err, cap) ||
@@ -1029,6 +1080,11 @@ void serve_req_free(serve_req *rq) {
     free(rq->ids);
     rq->ids = NULL;
     rq->n_ids = 0;
+    free(rq->bias_ids);
+    free(rq->bias);
+    rq->bias_ids = NULL;
+    rq->bias = NULL;
+    rq->n_bias = 0;
     free(rq->plain);
     rq->plain = NULL;
     rq->n_plain = 0;
