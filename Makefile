@@ -89,8 +89,8 @@ $(BUILD)/libhachi.so: $(LIB_OBJ)
 $(BUILD)/hachi: $(TOOL_OBJ) $(BUILD)/libhachi.a
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libhachi.a $(LDLIBS) $(SERVE_LIBS)
 
-# (the tests of serve's JSON link tools/serve_api.c where the server is built)
-TEST_SERVE_OBJ := $(if $(SERVE_LIBS),$(BUILD)/tools/serve_api.o)
+# (the tests of serve's JSON link tools/serve_api.c where the server is built, and its JSON constraint)
+TEST_SERVE_OBJ := $(if $(SERVE_LIBS),$(BUILD)/tools/serve_api.o) $(BUILD)/tools/json_grammar.o
 $(BUILD)/test_hachi: $(TEST_OBJ) $(TEST_SERVE_OBJ) $(BUILD)/libhachi.a
 	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(TEST_SERVE_OBJ) $(BUILD)/libhachi.a $(LDLIBS) $(if $(SERVE_LIBS),-lcjson)
 

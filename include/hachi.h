@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 /* 0.x: a minor version may change the ABI (0.5.0: hachi_sampler_params grew two fields; 0.6.0:
- * hachi_sampler_set_logit_bias); build against the header of the library you link */
+ * logit biases and constraints in the sampler); build against the header of the library you link */
 #define HACHI_VERSION "0.6.0"
 HACHI_API const char *hachi_version(void);   /* HACHI_VERSION of the library linked in */
 
@@ -107,6 +107,8 @@ HACHI_API hachi_status hachi_tokenize_spans(const hachi_model *model, const char
 /* The text of one token (byte tokens give their byte; may be a partial UTF-8
  * sequence). Returns the byte length written (<= cap) or -1 on a bad id. */
 HACHI_API int32_t hachi_token_to_text(const hachi_model *model, int32_t token, char *buf, int32_t cap);
+/* A control token (BOS, EOS, a turn marker): its text is not the reply's (the detokenizer gives nothing) */
+HACHI_API bool    hachi_token_is_control(const hachi_model *model, int32_t token);
 
 /* Streaming detokenizer: pushes tokens, emits only complete UTF-8 sequences; control
  * tokens give nothing, and the first piece loses the SentencePiece leading space when
@@ -308,6 +310,18 @@ HACHI_API int32_t hachi_sampler_sample(hachi_sampler *s, const float *logits);  
 HACHI_API void    hachi_sampler_accept(hachi_sampler *s, int32_t token);
 HACHI_API void    hachi_sampler_accept_prompt(hachi_sampler *s, int32_t token);
 HACHI_API void    hachi_sampler_reset(hachi_sampler *s);
+/* A constraint on what is sampled (a grammar): mask(ctx, logits, n_vocab) sets the logits of the
+ * tokens that may not come next to -INFINITY, on the sampler's copy, before the biases and the
+ * penalties, each time the sampler reads logits (a sample, a distribution: a speculative step's
+ * drafts are judged under it, so it stays lossless); accept(ctx, token) advances it by each token
+ * hachi_sampler_accept records (not a prompt's). NULL c or mask: none. The callbacks must not
+ * allocate; the sampler keeps the struct's values, not c. */
+typedef struct hachi_sampler_constraint {
+    void (*mask)(void *ctx, float *logits, int32_t n_vocab);
+    void (*accept)(void *ctx, int32_t token);
+    void *ctx;
+} hachi_sampler_constraint;
+HACHI_API void    hachi_sampler_set_constraint(hachi_sampler *s, const hachi_sampler_constraint *c);
 /* OpenAI's logit_bias: bias[i] added to token ids[i]'s logit before the penalties and the rest
  * (in greedy decoding too; -INFINITY: never that token); replaces the sampler's list (n 0: none).
  * HACHI_ERR_INVALID_ARG, nothing changed, for an id outside the vocabulary or a bias that is NaN

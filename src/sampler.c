@@ -4,7 +4,8 @@
  * full sort; with top_k = 0 the nucleus is found from a histogram of weights
  * and only its boundary bucket is sorted.
  *
- * Order: the logit biases (hachi_sampler_set_logit_bias) added; the penalties over the last
+ * Order: the constraint's mask (hachi_sampler_set_constraint); the logit biases
+ * (hachi_sampler_set_logit_bias) added; the penalties over the last
  * repeat_last_n accepted tokens (both also in greedy mode): a
  * token's positive logit divided by repeat_penalty, a negative one multiplied (llama.cpp's
  * rule), then frequency_penalty * its count + presence_penalty subtracted, counting only the
@@ -40,6 +41,7 @@ struct hachi_sampler {
     int32_t *bias_id;       /* [n_bias] logit biases: bias[i] added to token bias_id[i]'s logit */
     float *bias;
     int32_t n_bias;
+    hachi_sampler_constraint con;   /* con.mask NULL: none */
     uint64_t rng[4];        /* xoshiro256** state */
 };
 
@@ -240,7 +242,14 @@ static void accept(hachi_sampler *s, int32_t token, bool sampled) {
     s->hist_pos = (s->hist_pos + 1) % cap;
 }
 
-void hachi_sampler_accept(hachi_sampler *s, int32_t token) { accept(s, token, true); }
+void hachi_sampler_accept(hachi_sampler *s, int32_t token) {
+    if (s && s->con.accept && token >= 0 && token < s->n_vocab) s->con.accept(s->con.ctx, token);
+    accept(s, token, true);
+}
+
+void hachi_sampler_set_constraint(hachi_sampler *s, const hachi_sampler_constraint *c) {
+    if (s) s->con = c && c->mask ? *c : (hachi_sampler_constraint){0};
+}
 void hachi_sampler_accept_prompt(hachi_sampler *s, int32_t token) { accept(s, token, false); }
 
 void hachi_sampler_reset(hachi_sampler *s) {
@@ -250,11 +259,12 @@ void hachi_sampler_reset(hachi_sampler *s) {
     rng_seed(s);
 }
 
-/* The logit biases added, then every distinct token of the ring penalized once, in a copy of
- * the logits (the logits themselves when there is neither). */
+/* The constraint's mask, the logit biases added, then every distinct token of the ring penalized
+ * once, in a copy of the logits (the logits themselves when there is none of them). */
 static const float *adjust(hachi_sampler *s, const float *logits) {
-    if ((!s->hist || s->hist_len == 0) && !s->n_bias) return logits;
+    if ((!s->hist || s->hist_len == 0) && !s->n_bias && !s->con.mask) return logits;
     memcpy(s->work, logits, (size_t)s->n_vocab * sizeof *s->work);
+    if (s->con.mask) s->con.mask(s->con.ctx, s->work, s->n_vocab);
     for (int32_t i = 0; i < s->n_bias; i++) s->work[s->bias_id[i]] += s->bias[i];
     if (!s->hist) return s->work;
     const float pen = s->p.repeat_penalty, pres = s->p.presence_penalty, freq = s->p.frequency_penalty;

@@ -55,6 +55,10 @@ int32_t hachi_token_to_text(const hachi_model *model, int32_t token, char *buf, 
     return hachi_tokenizer_token_text(hachi_model_tokenizer(model), token, buf, cap);
 }
 
+bool hachi_token_is_control(const hachi_model *model, int32_t token) {
+    return model && hachi_tokenizer_is_control(hachi_model_tokenizer(model), token);
+}
+
 hachi_status hachi_detok_create(const hachi_model *model, hachi_detok **out) {
     if (!out) return hachi_fail(HACHI_ERR_INVALID_ARG, "detok_create: out is NULL");
     *out = NULL;

@@ -410,6 +410,52 @@ TEST(sampler_logit_bias) {
     hachi_sampler_free(s);
 }
 
+/* A constraint (here: only even tokens, then after 2 accepted tokens only token 4) masks before the
+ * biases in every mode, and advances by accepted tokens, not a prompt's */
+typedef struct { int accepted; } even_ctx;
+static void even_mask(void *ctx, float *l, int32_t n) {
+    const even_ctx *c = ctx;
+    for (int32_t i = 0; i < n; i++)
+        if (i % 2 || (c->accepted >= 2 && i != 4)) l[i] = -INFINITY;
+}
+static void even_accept(void *ctx, int32_t t) { (void)t; ((even_ctx *)ctx)->accepted++; }
+
+TEST(sampler_constraint) {
+    enum { V = 6, N = 100000 };
+    float l[V] = {0.5f, 2.0f, 1.0f, 3.0f, -1.0f, 0.0f};
+    even_ctx c = {0};
+    const hachi_sampler_constraint con = {even_mask, even_accept, &c};
+    hachi_sampler *s = mk(plain(0.0f), V);
+    if (!s) return;
+    hachi_sampler_set_constraint(s, &con);
+    CHECK(hachi_sampler_sample(s, l) == 2);          /* the best even token */
+    const int32_t id[] = {0};
+    const float up[] = {0.75f};
+    CHECK(hachi_sampler_set_logit_bias(s, id, up, 1) == HACHI_OK && hachi_sampler_sample(s, l) == 0);
+    hachi_sampler_accept_prompt(s, 0);
+    CHECK(c.accepted == 0);
+    hachi_sampler_accept(s, 0);
+    hachi_sampler_accept(s, 2);
+    CHECK(c.accepted == 2 && hachi_sampler_sample(s, l) == 4);   /* a bias does not lift a masked token */
+    hachi_sampler_set_constraint(s, NULL);
+    CHECK(hachi_sampler_sample(s, l) == 3);
+    hachi_sampler_free(s);
+    /* sampled: softmax over the even tokens (chi-square at a fixed seed) */
+    c.accepted = 0;
+    hachi_sampler_params p = plain(1.0f);
+    p.seed = 5;
+    s = mk(p, V);
+    if (!s) return;
+    hachi_sampler_set_constraint(s, &con);
+    double q[V] = {0}, z = 0;
+    for (int i = 0; i < V; i += 2) z += q[i] = exp((double)l[i]);
+    for (int i = 0; i < V; i++) q[i] /= z;
+    int df, bad;
+    const double x2 = chi_square(s, l, q, V, N, &df, &bad);
+    CHECKF(x2 < chi_bound(df) && bad == 0 && df == 2, "constrained: chi2 %.1f (df %d), %d forbidden", x2, df, bad);
+    hachi_sampler_free(s);
+}
+
 TEST(sampler_large_vocab_no_alloc) {
     enum { V = 262144 };
     static float l[V];

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "test.h"
+#include "../tools/cli.h"
 
 #define KEY "test-key"
 
@@ -746,6 +747,82 @@ TEST(serve_completion_logprobs_echo) {
     cJSON_Delete(doc);
     free(b);
     server_stop(&sv);
+}
+#endif
+
+#ifndef HACHI_NO_SERVE
+/* A chat reply's content and finish_reason (malloc'd; NULL for a response that is not a reply) */
+static char *chat_content(const char *b, char **finish) {
+    cJSON *doc = cJSON_Parse(b), *c = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "choices"), 0);
+    const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(c, "message"), "content"));
+    const char *f = cJSON_GetStringValue(cJSON_GetObjectItem(c, "finish_reason"));
+    char *out = t ? strdup(t) : NULL;
+    *finish = f ? strdup(f) : NULL;
+    cJSON_Delete(doc);
+    return out;
+}
+
+/* response_format json_object: on gemma4-micro (a story model: '}' raised by a logit bias so that
+ * objects close) every reply is JSON as far as it goes, one that ends by itself ("stop") is a
+ * whole object, the same requests without it are not JSON, and drafts give the same replies */
+TEST(serve_json_object) {
+    const char *model, *why = cannot_serve(&model);
+    if (why) SKIP("%s", why);
+    enum { SEEDS = 6 };
+    char *got[2][SEEDS] = {{NULL}};
+    int stops = 0, objects = 0;
+    for (int run = 0; run < 2; run++) {   /* without drafts, then with prompt lookup's */
+        server sv;
+        if (!server_start(&sv, model, run ? "--draft 4" : "")) return;
+        char a[512], *b = NULL, *fin = NULL;
+        snprintf(a, sizeof a, "-H 'Content-Type: application/json' " AUTH URL "/v1/chat/completions", sv.port);
+        for (int i = 0; i < SEEDS; i++) {
+            CHECK(body_status(&b, "%s -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about a cat\"}],"
+                                  "\"max_tokens\":160,\"temperature\":1,\"seed\":%d,\"logit_bias\":{\"128\":6},"
+                                  "\"response_format\":{\"type\":\"json_object\"}}'", a, i + 1) == 200);
+            char *t = got[run][i] = chat_content(b, &fin);
+            json_state st;
+            json_state_init(&st);
+            CHECKF(t && json_state_feed(&st, t, strlen(t)), "seed %d: not JSON: %s", i + 1, b);
+            if (run == 0 && t && fin && !strcmp(fin, "stop")) {
+                cJSON *o = cJSON_Parse(t);
+                stops++;
+                objects += json_state_done(&st) && cJSON_IsObject(o);
+                cJSON_Delete(o);
+            }
+            free(fin);
+            free(b);
+            if (run == 1) CHECKF(t && got[0][i] && !strcmp(t, got[0][i]), "seed %d: with drafts '%s', without '%s'", i + 1,
+                                 t ? t : "", got[0][i] ? got[0][i] : "");
+        }
+        if (run == 0) {   /* without the format: not JSON */
+            CHECK(body_status(&b, "%s -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about a cat\"}],"
+                                  "\"max_tokens\":40,\"temperature\":1,\"seed\":1,\"logit_bias\":{\"128\":6}}'", a) == 200);
+            char *t = chat_content(b, &fin);
+            json_state st;
+            json_state_init(&st);
+            CHECKF(t && !json_state_feed(&st, t, strlen(t)), "without response_format: '%s'", t ? t : "");
+            free(t);
+            free(fin);
+            free(b);
+            static const struct { const char *rf, *words; } bad[] = {
+                {"{\"type\":\"json_schema\",\"json_schema\":{}}", "'response_format.type' 'json_schema' is not supported"},
+                {"{}", "'response_format' must be {\\\"type\\\": \\\"text\\\"} or"},
+                {"\"json\"", "got a string"},
+            };
+            for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+                char full[2048];
+                snprintf(full, sizeof full, "%s -d '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"response_format\":%s}'",
+                         a, bad[k].rf);
+                check_error(&sv, 400, bad[k].words, full);
+            }
+        }
+        server_stop(&sv);
+    }
+    printf("  json_object: %d of %d replies ended by themselves, %d of them whole objects\n", stops, SEEDS, objects);
+    CHECKF(stops > 0 && objects == stops, "%d replies stopped, %d whole objects", stops, objects);
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < SEEDS; i++) free(got[r][i]);
 }
 #endif
 

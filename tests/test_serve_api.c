@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #endif
 #include <math.h>
+#include <time.h>
 #include "../tools/cli.h"
 #include "test.h"
 
@@ -30,6 +31,102 @@ static hachi_model *g4_tools_vocab(void) {
     return m;
 }
 #endif
+
+/* The JSON constraint's automaton: RFC 8259 documents with an object at the root are taken whole
+ * (and only they end it), every prefix of one is taken, and what breaks JSON is refused at the
+ * byte it breaks at; white space and nesting are bounded */
+TEST(json_grammar_automaton) {
+    static const char *const valid[] = {
+        "{}", " {\n  \"a\" : 1 }", "{\"a\":[1,-0.5e+3,0,-0,1E9,2.25,true,false,null,\"x\\u00e9\\n\\\"\",{\"b\":[]},[]]}",
+        "{\"\":{\"\":{\"\":\"\"}}}", "{\"k\":\"caf\xc3\xa9\"}", "{\"a\":1e-7}",
+    };
+    for (size_t i = 0; i < sizeof valid / sizeof *valid; i++) {
+        json_state st;
+        json_state_init(&st);
+        const size_t n = strlen(valid[i]);
+        for (size_t j = 0; j < n; j++) {
+            CHECKF(json_state_feed(&st, valid[i] + j, 1), "'%s': refused at byte %zu", valid[i], j);
+            CHECKF(json_state_done(&st) == (j == n - 1), "'%s': done at byte %zu", valid[i], j);
+        }
+    }
+    /* a document, then the byte at which it stops being JSON (-1: it never ends) */
+    static const struct { const char *doc; int at; } invalid[] = {
+        {"[]", 0}, {"\"a\"", 0}, {"1", 0}, {"{\"a\":01}", 6}, {"{\"a\":1.}", 7}, {"{\"a\":.5}", 5},
+        {"{\"a\":+1}", 5}, {"{'a':1}", 1}, {"{\"a\":1,}", 7}, {"{\"a\" 1}", 5}, {"{\"a\":tru}", 8},
+        {"{\"a\":\"\x01\"}", 6}, {"{\"a\":\"\\q\"}", 7}, {"{\"a\":1}}", 7}, {"{\"a\":1} ", 7}, {"{\"a\":\"\\u12g4\"}", 10},
+        {"{\"a\":1e}", 7}, {"{\"a\":-}", 6}, {"{\"a\":[1 2]}", 8}, {"{\"a\":1}\r", 7}, {"{\r", 1}, {"{\"a\":nul", -1},
+        {"{\n\n\"a\":1}", 2}, {"{                     \"a\":1}", 21},
+    };
+    for (size_t i = 0; i < sizeof invalid / sizeof *invalid; i++) {
+        json_state st;
+        json_state_init(&st);
+        int at = -1;
+        for (size_t j = 0; invalid[i].doc[j] && at < 0; j++)
+            if (!json_state_feed(&st, invalid[i].doc + j, 1)) at = (int)j;
+        CHECKF(at == invalid[i].at && !json_state_done(&st), "'%s': refused at %d, want %d", invalid[i].doc, at, invalid[i].at);
+    }
+    char deep[2 * JSON_DEPTH_MAX + 16];   /* {"a":[[[...: the 33rd open bracket is refused */
+    int k = snprintf(deep, sizeof deep, "{\"a\":");
+    for (int d = 1; d <= JSON_DEPTH_MAX; d++) deep[k++] = '[';
+    deep[k] = 0;
+    json_state st;
+    json_state_init(&st);
+    CHECK(!json_state_feed(&st, deep, (size_t)k) && json_state_feed((json_state_init(&st), &st), deep, (size_t)k - 1));
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* The constraint's mask on the Gemma vocabulary is exactly the tokens whose text a copy of the
+ * automaton takes (its fast paths: the first byte, a string's plain pieces), the end only once the
+ * root closed, never another control token; in states along a document */
+TEST(json_grammar_mask_is_the_automaton) {
+    const char *path = test_shared_path("oracle/gemma4-vocab.gguf");
+    if (!path) SKIP("../shared/oracle/gemma4-vocab.gguf absent");
+    hachi_model_params mp = hachi_model_default_params();
+    mp.vocab_only = true;
+    hachi_model *m = NULL;
+    CHECK(hachi_model_load(path, &mp, &m) == HACHI_OK);
+    json_vocab *v = m ? json_vocab_create(m) : NULL;
+    CHECK(v != NULL);
+    if (!v) { hachi_model_free(m); return; }
+    const int32_t nv = hachi_model_n_vocab(m);
+    float *lg = malloc(sizeof(float) * (size_t)nv);
+    static const char doc[] = " {\"name\": \"caf\\u00e9 \\\"x\\\"\", \"n\": [-1.5e3, true, {}], \"z\": null}";
+    static const int cuts[] = {0, 1, 2, 4, 7, 9, 12, 18, 22, 27, 30, 33, 36, 38, 42, 47, 50, 55, 58, 62, (int)sizeof doc - 1};
+    long allowed_total = 0;
+    double mask_ms = 0;
+    for (size_t c = 0; c < sizeof cuts / sizeof *cuts; c++) {
+        json_grammar g;
+        json_grammar_init(&g, v);
+        CHECK(json_state_feed(&g.st, doc, (size_t)cuts[c]));
+        for (int32_t t = 0; t < nv; t++) lg[t] = 0.0f;
+        const double t0 = now_ms();
+        json_grammar_mask(&g, lg, nv);
+        mask_ms += now_ms() - t0;
+        int wrong = 0, allowed = 0;
+        for (int32_t t = 0; t < nv; t++) {
+            char piece[1024];
+            const int32_t k = hachi_token_to_text(m, t, piece, sizeof piece);
+            json_state x = g.st;
+            const bool want = hachi_model_is_eog(m, t) ? json_state_done(&g.st)
+                              : !hachi_token_is_control(m, t) && k > 0 && json_state_feed(&x, piece, (size_t)k);
+            wrong += want != (lg[t] == 0.0f);
+            allowed += want;
+        }
+        allowed_total += allowed;
+        CHECKF(wrong == 0, "after %d bytes: %d tokens masked wrongly (%d allowed)", cuts[c], wrong, allowed);
+    }
+    printf("  mask of %d tokens: %.2f ms a step (mean over %zu states)\n", nv, mask_ms / (double)(sizeof cuts / sizeof *cuts),
+           sizeof cuts / sizeof *cuts);
+    CHECK(allowed_total > 100000);   /* (strings take most of the vocabulary) */
+    free(lg);
+    json_vocab_free(v);
+    hachi_model_free(m);
+}
 
 /* serve_utf8_clean writes what the detokenizer writes of the same bytes: a maximal invalid subpart
  * is one U+FFFD, a character cut short at the end waits unless final */

@@ -320,6 +320,7 @@ typedef struct serve_req {
     int top_logprobs;               /* logprobs: -1 none, else the alternatives a token (chat's top_logprobs, a
                                        completion's logprobs: 0..20) */
     size_t forced;                  /* chat: bytes at the prompt's end that begin the reply (tool_choice: a call) */
+    bool json;                      /* response_format json_object: the reply is held to a JSON object */
 } serve_req;
 
 /* Parses and checks a request body of len bytes (not NUL-terminated) for chat (else a
@@ -388,6 +389,29 @@ size_t serve_logprob_entry(char *buf, size_t cap, const hachi_model *m, const fl
  * texts are at most piece bytes long */
 #define SERVE_LOGPROB_MAX 20
 static inline size_t serve_logprob_entry_max(size_t piece, int top) { return (size_t)(top + 1) * (96 + 10 * piece) + 64; }
+/* ---- JSON as a sampling constraint (tools/json_grammar.c): response_format json_object ---- */
+#define JSON_DEPTH_MAX 32           /* nesting of objects and arrays */
+#define JSON_WS_MAX 20              /* spaces and tabs between two of JSON's tokens (and one newline) */
+typedef struct json_state {         /* a byte-level pushdown automaton of JSON with an object at its root */
+    int mode, depth, n, lit, ws, nl;
+    bool key;
+    char stack[JSON_DEPTH_MAX];     /* '{' or '[' */
+} json_state;
+void json_state_init(json_state *s);
+/* Feeds n bytes; false once they cannot be JSON's (the state then fails for good) */
+bool json_state_feed(json_state *s, const char *p, size_t n);
+bool json_state_done(const json_state *s);   /* the root object closed */
+typedef struct json_vocab json_vocab;        /* a model's token texts, for the masks */
+json_vocab *json_vocab_create(const hachi_model *m);
+void json_vocab_free(json_vocab *v);
+typedef struct json_grammar { const json_vocab *v; json_state st; } json_grammar;
+void json_grammar_init(json_grammar *g, const json_vocab *v);
+/* hachi_sampler_constraint's callbacks, ctx a json_grammar: the tokens that cannot come next
+ * (their text breaks JSON, a control token, the end before the root closes, anything after it)
+ * masked; a token accepted */
+void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab);
+void json_grammar_accept(void *ctx, int32_t token);
+
 /* {"object":"list","data":[{"id":name,...}]} (malloc'd). */
 char *serve_models_json(const char *name, long long created);
 

@@ -69,6 +69,7 @@ typedef struct server {
     hachi_sampler_params smp;       /* the sampling flags; a request's fields override */
     bool seed_given;                /* --seed: the seed of requests without one (else a fresh one each) */
     const cli_opts *o;              /* the flags (--logit-bias: of requests without logit_bias) */
+    json_vocab *jv;                 /* the token texts of response_format json_object's masks */
     hachi_spec_params spp;
     slot *slots;
     int n_slots, queue_max, waiting;
@@ -121,6 +122,7 @@ typedef struct request {
     text_acc calls;                 /* a chat reply's tool calls as written, each begun by SERVE_CALL_SEP */
     bool was_in_call, calls_done;
     char *tool_calls;               /* their JSON (serve_tool_calls); NULL: none */
+    json_grammar jg;                /* response_format json_object: the sampler's constraint */
     text_acc lp;                    /* logprobs: the tokens' entries, comma-joined; [0, lp_sent) sent */
     size_t lp_sent, lp_max;         /* ...; the most bytes of one entry */
     const char *finish;             /* NULL while generating */
@@ -280,6 +282,10 @@ static hachi_status gen_begin(server *srv, request *q) {
     if (!st && (rq->bias_ids || srv->o->n_bias))   /* a request's logit_bias (even {}) in place of --logit-bias */
         st = rq->bias_ids ? hachi_sampler_set_logit_bias(q->smp, rq->bias_ids, rq->bias, rq->n_bias)
                         : hachi_sampler_set_logit_bias(q->smp, srv->o->bias_ids, srv->o->bias, srv->o->n_bias);
+    if (!st && rq->json) {
+        json_grammar_init(&q->jg, srv->jv);
+        hachi_sampler_set_constraint(q->smp, &(hachi_sampler_constraint){json_grammar_mask, json_grammar_accept, &q->jg});
+    }
     if (!st) st = hachi_spec_create(srv->m, sl->s, q->smp, &srv->spp, &q->sp);
     if (st) return st;
     const int n = q->n_prompt;
@@ -954,6 +960,7 @@ int cmd_serve(int argc, char **argv) {
     hachi_sampler *check = NULL;   /* (the flags' sampler, --logit-bias's ids included, checked once) */
     if (cli_sampler_create(cmd, &o, srv.m, &check)) goto out;
     hachi_sampler_free(check);
+    if (!(srv.jv = json_vocab_create(srv.m))) { cli_error(cmd, "out of memory (the vocabulary's texts)"); goto out; }
     for (int32_t t = 0; t < hachi_model_n_vocab(srv.m); t++) {   /* for the log-probability entries' bound */
         char piece[1024];
         srv.max_piece = CLI_MAX(srv.max_piece, (size_t)CLI_MAX(0, hachi_token_to_text(srv.m, t, piece, sizeof piece)));
@@ -1028,6 +1035,7 @@ out:
     slots_free(&srv);
     pthread_cond_destroy(&srv.freed);
     pthread_mutex_destroy(&srv.mu);
+    json_vocab_free(srv.jv);
     hachi_model_free(srv.m);
     cli_draft_free(&dr);
     return rc;

@@ -923,6 +923,26 @@ static bool logit_bias_field(const cJSON *o, const hachi_model *m, serve_req *rq
     return true;
 }
 
+/* response_format: {"type": "text"} or {"type": "json_object"} (the reply held to a JSON object);
+ * json_schema is refused rather than ignored, as is JSON with a thought or tools to call */
+static bool response_format_field(const cJSON *o, serve_req *rq, char *err, size_t cap) {
+    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(o, "response_format");
+    if (!rf || cJSON_IsNull(rf)) return true;
+    const cJSON *t = get(rf, "type");
+    if (!cJSON_IsObject(rf) || !cJSON_IsString(t))
+        return fail(err, cap, "'response_format' must be {\"type\": \"text\"} or {\"type\": \"json_object\"}, got %s",
+                    cJSON_IsObject(rf) ? "no type" : type_name(rf));
+    if (!strcmp(t->valuestring, "text")) return true;
+    if (strcmp(t->valuestring, "json_object"))
+        return fail(err, cap, "'response_format.type' '%.*s' is not supported (text and json_object are)",
+                    clip(t->valuestring, 64), t->valuestring);
+    if (rq->think) return fail(err, cap, "'response_format' json_object with thinking on is not supported");
+    if (truthy(get(o, "tools")) && !(cJSON_IsString(get(o, "tool_choice")) && !strcmp(get(o, "tool_choice")->valuestring, "none")))
+        return fail(err, cap, "'response_format' json_object with tools to call is not supported ('tool_choice': 'none' is)");
+    rq->json = true;
+    return true;
+}
+
 /* A completion's prompt: a string, an array of token ids, or an array of one of either */
 static bool completion_prompt(const cJSON *p, const hachi_model *m, serve_req *rq, char *err, size_t cap) {
     if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 &&
@@ -1056,7 +1076,7 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
         if (!num_field(o, fields[i].name, fields[i].integer, fields[i].lo, fields[i].hi, &d, &given, err, cap)) goto out;
         if (given) *fields[i].to = d;
     }
-    if (!logit_bias_field(o, m, rq, err, cap)) goto out;
+    if (!logit_bias_field(o, m, rq, err, cap) || !response_format_field(o, rq, err, cap)) goto out;
     if (!num_field(o, "seed", true, -9.2e18, 9.2e18, &d, &given, err, cap)) goto out;
     if (given) rq->seed = (long long)d & 0x7fffffffffffffffLL;
     if (!stop_field(o, rq, err, cap) || !bool_field(o, "stream", &rq->stream, err, cap) ||
