@@ -118,9 +118,9 @@ fuzz:
 	        fuzz/fuzz_$$t.c build-fuzz/lib/libhachi.a -o build-fuzz/fuzz_$$t -lm -pthread || exit 1; \
 	done
 	@if [ "$(SERVE_OK)" = 1 ]; then \
-	    echo "clang ... fuzz/fuzz_serve.c tools/serve_api.c -o build-fuzz/fuzz_serve -lcjson"; \
+	    echo "clang ... fuzz/fuzz_serve.c tools/serve_api.c tools/json_grammar.c -o build-fuzz/fuzz_serve -lcjson"; \
 	    clang -std=c11 -D_GNU_SOURCE -Iinclude -Itools -g -O1 -fsanitize=fuzzer,address,undefined \
-	        fuzz/fuzz_serve.c tools/serve_api.c -o build-fuzz/fuzz_serve -lcjson -lm; \
+	        fuzz/fuzz_serve.c tools/serve_api.c tools/json_grammar.c -o build-fuzz/fuzz_serve -lcjson -lm; \
 	else echo "cJSON absent: build-fuzz/fuzz_serve not built"; fi
 
 bench: all

@@ -1,6 +1,6 @@
 /* libFuzzer target for hachi serve's request JSON (tools/serve_api.c): any bytes as a chat and
  * as a completion body; a body that parses is also written back as a response and as stream
- * chunks; and the bytes as a reply's Gemma 4 tool calls. The chat format is a stand-in shaped as Gemma 4's (turn markers and a reply prefix)
+ * chunks, and a response_format's schema walks the bytes; and the bytes as a reply's Gemma 4 tool calls. The chat format is a stand-in shaped as Gemma 4's (turn markers and a reply prefix)
  * so that no model is needed: the JSON handling and the message walk are what is fuzzed. Build:
  * make fuzz; run:
  *   build-fuzz/fuzz_serve -max_total_time=60 /tmp/serve-corpus fuzz/serve-corpus */
@@ -16,6 +16,10 @@ const char *hachi_chat_reply_prefix(const hachi_model *m) { return "<|channel>th
 int32_t hachi_model_bos(const hachi_model *m) { return 2; }
 
 int32_t hachi_model_n_vocab(const hachi_model *m) { return 8; }
+
+bool hachi_token_is_control(const hachi_model *m, int32_t token) { return token == 2; }
+
+bool hachi_model_is_eog(const hachi_model *m, int32_t token) { return token == 1; }
 
 int32_t hachi_token_to_text(const hachi_model *m, int32_t token, char *buf, int32_t cap) {
     return snprintf(buf, (size_t)cap, "<bos>");
@@ -62,6 +66,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             r.logprobs_len = serve_logprob_entry(entry + w + !!w, sizeof entry - w - 1, NULL, lg, (int32_t)(size % 9),
                                                  rq.top_logprobs, size % 2, chat ? -1 : (long)(size % 7));
             r.logprobs_len += r.logprobs_len ? w + !!w : 0;
+        }
+        if (rq.schema) {   /* a response_format's schema walked by the body's own bytes */
+            json_state st;
+            json_state_init(&st, rq.schema);
+            json_state_feed(&st, (const char *)data, size);
+            json_state_done(&st);
         }
         free(serve_result_json(&rq, &r));
         serve_chunk(chunk, sizeof chunk, &rq, &r, r.text, r.len, true, NULL, false);

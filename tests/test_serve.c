@@ -762,52 +762,88 @@ static char *chat_content(const char *b, char **finish) {
     return out;
 }
 
-/* response_format json_object: on gemma4-micro (a story model: '}' raised by a logit bias so that
- * objects close) every reply is JSON as far as it goes, one that ends by itself ("stop") is a
- * whole object, the same requests without it are not JSON, and drafts give the same replies */
-TEST(serve_json_object) {
+/* A reply to the PERSON schema, checked with cJSON: an object of name (a string), age (an integer)
+ * and pet ("cat" or "dog"), then maybe tags (strings) and note (a string or null), in that order */
+#define PERSON "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"}," \
+               "\"pet\":{\"enum\":[\"cat\",\"dog\"]},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}," \
+               "\"note\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}},\"required\":[\"name\",\"age\",\"pet\"]}"
+static bool is_person(const cJSON *o) {
+    static const char *const order[] = {"name", "age", "pet", "tags", "note"};
+    const cJSON *e, *x, *obj = cJSON_IsObject(o) ? o : NULL;
+    int at = 0, n = 0;
+    cJSON_ArrayForEach(e, obj) {
+        while (at < 5 && strcmp(order[at], e->string)) at++;
+        if (at == 5) return false;
+        n++;
+    }
+    const char *pet = cJSON_GetStringValue(cJSON_GetObjectItem(o, "pet"));
+    const cJSON *age = cJSON_GetObjectItem(o, "age"), *tags = cJSON_GetObjectItem(o, "tags"), *note = cJSON_GetObjectItem(o, "note");
+    bool ok = n >= 3 && cJSON_IsString(cJSON_GetObjectItem(o, "name")) && cJSON_IsNumber(age) && age->valuedouble == floor(age->valuedouble) &&
+              pet && (!strcmp(pet, "cat") || !strcmp(pet, "dog")) && (!note || cJSON_IsString(note) || cJSON_IsNull(note));
+    cJSON_ArrayForEach(x, tags) ok &= cJSON_IsString(x);
+    return ok && (!tags || cJSON_IsArray(tags));
+}
+
+/* response_format on gemma4-micro (a story model; '}' and '"' raised by logit biases so that
+ * strings and objects close): json_object and json_schema (PERSON); every reply is the format's
+ * JSON as far as it goes, one that ends by itself ("stop") is whole (an object; a PERSON as cJSON
+ * reads it), the same requests without the format are not JSON, and drafts give the same replies */
+TEST(serve_json_response_format) {
     const char *model, *why = cannot_serve(&model);
     if (why) SKIP("%s", why);
     enum { SEEDS = 6 };
-    char *got[2][SEEDS] = {{NULL}};
-    int stops = 0, objects = 0;
+    static const char *const formats[2] = {"{\"type\":\"json_object\"}",
+                                           "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"person\",\"schema\":" PERSON "}}"};
+    char *got[2][2][SEEDS] = {{{NULL}}};
+    int stops[2] = {0, 0}, whole[2] = {0, 0};
     for (int run = 0; run < 2; run++) {   /* without drafts, then with prompt lookup's */
         server sv;
-        if (!server_start(&sv, model, run ? "--draft 4" : "")) return;
+        if (!server_start(&sv, model, run ? "--draft 4" : "")) break;
         char a[512], *b = NULL, *fin = NULL;
         snprintf(a, sizeof a, "-H 'Content-Type: application/json' " AUTH URL "/v1/chat/completions", sv.port);
-        for (int i = 0; i < SEEDS; i++) {
-            CHECK(body_status(&b, "%s -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about a cat\"}],"
-                                  "\"max_tokens\":160,\"temperature\":1,\"seed\":%d,\"logit_bias\":{\"128\":6},"
-                                  "\"response_format\":{\"type\":\"json_object\"}}'", a, i + 1) == 200);
-            char *t = got[run][i] = chat_content(b, &fin);
-            json_state st;
-            json_state_init(&st);
-            CHECKF(t && json_state_feed(&st, t, strlen(t)), "seed %d: not JSON: %s", i + 1, b);
-            if (run == 0 && t && fin && !strcmp(fin, "stop")) {
-                cJSON *o = cJSON_Parse(t);
-                stops++;
-                objects += json_state_done(&st) && cJSON_IsObject(o);
-                cJSON_Delete(o);
+        for (int f = 0; f < 2; f++) {
+            serve_req rq;   /* (the format's schema, compiled as the server does, to walk the replies) */
+            char body[2048], err[512];
+            snprintf(body, sizeof body, "{\"prompt\":\"hi\",\"response_format\":%s}", formats[f]);
+            if (!serve_parse(body, strlen(body), false, NULL, &rq, err, sizeof err)) { CHECKF(0, "%s", err); continue; }
+            for (int i = 0; i < SEEDS; i++) {
+                CHECK(body_status(&b, "%s -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about a cat\"}],"
+                                      "\"max_tokens\":200,\"temperature\":1,\"seed\":%d,\"logit_bias\":{\"128\":%d,\"436\":%d},"
+                                      "\"response_format\":%s}'", a, i + 1, f ? 4 : 6, f ? 5 : 0, formats[f]) == 200);
+                char *t = got[f][run][i] = chat_content(b, &fin);
+                json_state st;
+                json_state_init(&st, rq.schema);
+                CHECKF(t && json_state_feed(&st, t, strlen(t)), "format %d seed %d: not its JSON: %s", f, i + 1, b);
+                if (run == 0 && t && fin && !strcmp(fin, "stop")) {
+                    cJSON *o = cJSON_Parse(t);
+                    stops[f]++;
+                    whole[f] += json_state_done(&st) && (f ? is_person(o) : cJSON_IsObject(o));
+                    cJSON_Delete(o);
+                }
+                free(fin);
+                free(b);
+                if (run == 1) CHECKF(t && got[f][0][i] && !strcmp(t, got[f][0][i]), "format %d seed %d: with drafts '%s', without '%s'",
+                                     f, i + 1, t ? t : "", got[f][0][i] ? got[f][0][i] : "");
             }
-            free(fin);
-            free(b);
-            if (run == 1) CHECKF(t && got[0][i] && !strcmp(t, got[0][i]), "seed %d: with drafts '%s', without '%s'", i + 1,
-                                 t ? t : "", got[0][i] ? got[0][i] : "");
+            serve_req_free(&rq);
         }
         if (run == 0) {   /* without the format: not JSON */
             CHECK(body_status(&b, "%s -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about a cat\"}],"
                                   "\"max_tokens\":40,\"temperature\":1,\"seed\":1,\"logit_bias\":{\"128\":6}}'", a) == 200);
             char *t = chat_content(b, &fin);
+            json_schema *obj = json_schema_object();
             json_state st;
-            json_state_init(&st);
-            CHECKF(t && !json_state_feed(&st, t, strlen(t)), "without response_format: '%s'", t ? t : "");
+            if (obj) json_state_init(&st, obj);
+            CHECKF(obj && t && !json_state_feed(&st, t, strlen(t)), "without response_format: '%s'", t ? t : "");
+            json_schema_free(obj);
             free(t);
             free(fin);
             free(b);
             static const struct { const char *rf, *words; } bad[] = {
-                {"{\"type\":\"json_schema\",\"json_schema\":{}}", "'response_format.type' 'json_schema' is not supported"},
-                {"{}", "'response_format' must be {\\\"type\\\": \\\"text\\\"} or"},
+                {"{\"type\":\"json_schema\",\"json_schema\":{}}", "'response_format.json_schema.schema' is missing"},
+                {"{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"allOf\":[]}}}", "'allOf' is not supported"},
+                {"{\"type\":\"xml\"}", "'response_format.type' 'xml' is not supported (text, json_object and json_schema are)"},
+                {"{}", "got no type"},
                 {"\"json\"", "got a string"},
             };
             for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
@@ -819,10 +855,13 @@ TEST(serve_json_object) {
         }
         server_stop(&sv);
     }
-    printf("  json_object: %d of %d replies ended by themselves, %d of them whole objects\n", stops, SEEDS, objects);
-    CHECKF(stops > 0 && objects == stops, "%d replies stopped, %d whole objects", stops, objects);
-    for (int r = 0; r < 2; r++)
-        for (int i = 0; i < SEEDS; i++) free(got[r][i]);
+    printf("  json_object: %d of %d replies ended by themselves, %d whole objects; json_schema: %d, %d whole PERSONs\n",
+           stops[0], SEEDS, whole[0], stops[1], whole[1]);
+    CHECKF(stops[0] > 0 && whole[0] == stops[0] && stops[1] > 0 && whole[1] == stops[1], "json_object %d / %d, json_schema %d / %d",
+           stops[0], whole[0], stops[1], whole[1]);
+    for (int f = 0; f < 2; f++)
+        for (int r = 0; r < 2; r++)
+            for (int i = 0; i < SEEDS; i++) free(got[f][r][i]);
 }
 #endif
 

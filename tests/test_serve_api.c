@@ -36,13 +36,16 @@ static hachi_model *g4_tools_vocab(void) {
  * (and only they end it), every prefix of one is taken, and what breaks JSON is refused at the
  * byte it breaks at; white space and nesting are bounded */
 TEST(json_grammar_automaton) {
+    json_schema *obj = json_schema_object();
+    CHECK(obj != NULL);
+    if (!obj) return;
     static const char *const valid[] = {
         "{}", " {\n  \"a\" : 1 }", "{\"a\":[1,-0.5e+3,0,-0,1E9,2.25,true,false,null,\"x\\u00e9\\n\\\"\",{\"b\":[]},[]]}",
         "{\"\":{\"\":{\"\":\"\"}}}", "{\"k\":\"caf\xc3\xa9\"}", "{\"a\":1e-7}",
     };
     for (size_t i = 0; i < sizeof valid / sizeof *valid; i++) {
         json_state st;
-        json_state_init(&st);
+        json_state_init(&st, obj);
         const size_t n = strlen(valid[i]);
         for (size_t j = 0; j < n; j++) {
             CHECKF(json_state_feed(&st, valid[i] + j, 1), "'%s': refused at byte %zu", valid[i], j);
@@ -59,7 +62,7 @@ TEST(json_grammar_automaton) {
     };
     for (size_t i = 0; i < sizeof invalid / sizeof *invalid; i++) {
         json_state st;
-        json_state_init(&st);
+        json_state_init(&st, obj);
         int at = -1;
         for (size_t j = 0; invalid[i].doc[j] && at < 0; j++)
             if (!json_state_feed(&st, invalid[i].doc + j, 1)) at = (int)j;
@@ -70,14 +73,118 @@ TEST(json_grammar_automaton) {
     for (int d = 1; d <= JSON_DEPTH_MAX; d++) deep[k++] = '[';
     deep[k] = 0;
     json_state st;
-    json_state_init(&st);
-    CHECK(!json_state_feed(&st, deep, (size_t)k) && json_state_feed((json_state_init(&st), &st), deep, (size_t)k - 1));
+    json_state_init(&st, obj);
+    CHECK(!json_state_feed(&st, deep, (size_t)k) && json_state_feed((json_state_init(&st, obj), &st), deep, (size_t)k - 1));
+    json_schema_free(obj);
 }
 
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+#ifndef HACHI_NO_SERVE
+/* A document fed to the schema of a response_format body: the byte it is refused at (-1: taken),
+ * and whether it is then whole */
+static int schema_feed(const serve_req *rq, const char *doc, bool *done) {
+    json_state st;
+    json_state_init(&st, rq->schema);
+    for (size_t j = 0; doc[j]; j++)
+        if (!json_state_feed(&st, doc + j, 1)) { *done = false; return (int)j; }
+    *done = json_state_done(&st);
+    return -1;
+}
+#endif
+
+/* response_format json_schema compiled by serve_parse and walked by the automaton: properties in
+ * their order (the optional ones may be left out, the required may not), types, integers, enums,
+ * anyOf of types a first byte tells apart, arrays' items, $ref (recursive too); what the subset
+ * does not hold is a 400 naming the place */
+TEST(json_schema_automaton) {
+#ifdef HACHI_NO_SERVE
+    SKIP("hachi was built without the server");
+#else
+    const char *path = test_shared_path("oracle/gemma4-vocab.gguf");
+    if (!path) SKIP("../shared/oracle/gemma4-vocab.gguf absent");
+    hachi_model_params mp = hachi_model_default_params();
+    mp.vocab_only = true;
+    hachi_model *m = NULL;
+    CHECK(hachi_model_load(path, &mp, &m) == HACHI_OK);
+    if (!m) return;
+    static const struct { const char *schema; const char *doc; int at; bool done; } cases[] = {
+#define PERSON "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"}," \
+               "\"pet\":{\"enum\":[\"cat\",\"dog\"]},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}," \
+               "\"note\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}},\"required\":[\"name\",\"age\",\"pet\"]}"
+        {PERSON, "{\"name\":\"a\",\"age\":3,\"pet\":\"cat\"}", -1, true},
+        {PERSON, " {\"name\" : \"a\", \"age\":-30, \"pet\":\"dog\", \"tags\":[], \"note\":null}", -1, true},
+        {PERSON, "{\"name\":\"a\",\"age\":0,\"pet\":\"cat\",\"tags\":[\"x\",\"y\"],\"note\":\"z\"}", -1, true},
+        {PERSON, "{\"name\":\"a\",\"age\":0,\"pet\":\"cat\",\"note\":\"z\"}", -1, true},   /* an optional left out */
+        {PERSON, "{\"age\":3}", 2, false},                                            /* name comes first */
+        {PERSON, "{\"name\":\"a\",\"age\":3.5}", 19, false},
+        {PERSON, "{\"name\":\"a\",\"age\":3e2}", 19, false},
+        {PERSON, "{\"name\":\"a\",\"age\":3,\"pet\":\"cow\"}", 28, false},
+        {PERSON, "{\"name\":\"a\",\"age\":3}", 19, false},                            /* pet is required */
+        {PERSON, "{\"name\":\"a\",\"age\":3,\"pet\":\"cat\",\"color\":1}", 33, false},
+        {PERSON, "{\"name\":1}", 8, false},
+        {PERSON, "{\"name\":\"a\",\"age\":3,\"pet\":\"cat\",\"tags\":[1]}", 40, false},
+        {PERSON, "{\"name\":\"a\",\"age\":3,\"pet\":\"cat\",\"note\":true}", 39, false},
+        {PERSON, "{\"name\":\"a\",\"age\":3,\"pet\":\"cat\",\"note\":\"z\",}", 42, false},   /* nothing after note */
+        {PERSON, "{\"name\":\"a\",\"age\":3,\"pet\":\"cat\",\"note\":\"z\",\"tags\":[]}", 42, false},   /* in order */
+        {"{\"enum\":[1,10,100]}", "1", -1, true},
+        {"{\"enum\":[1,10,100]}", "10", -1, true},
+        {"{\"enum\":[1,10,100]}", "1000", 3, false},
+        {"{\"enum\":[1,10,100]}", "2", 0, false},
+        {"{\"type\":\"array\",\"items\":{\"enum\":[1,10]}}", "[1,10,1]", -1, true},
+        {"{\"type\":\"array\",\"items\":{\"enum\":[1,10]}}", "[11]", 2, false},
+        {"{\"const\":{\"a\":[true,null]}}", "{\"a\":[true,null]}", -1, true},
+        {"{\"const\":{\"a\":[true,null]}}", "{\"a\": [true,null]}", 5, false},   /* a const's own text */
+        {"{\"type\":[\"number\",\"null\"]}", "-2.5e3", -1, true},
+        {"{\"type\":[\"number\",\"null\"]}", "null", -1, true},
+        {"{\"type\":\"boolean\"}", "fals", -1, false},
+        {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", "{\"x\":1,\"y\":2}", -1, true},
+        {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", "{\"x\":\"1\"}", 5, false},
+        {"{\"type\":\"object\",\"properties\":{}}", "{}", -1, true},
+        {"{\"type\":\"object\",\"properties\":{}}", "{\"a\":1}", 1, false},
+        {"{\"$defs\":{\"P\":{\"type\":\"object\",\"properties\":{\"x\":{\"$ref\":\"#/$defs/P\"}}}},\"$ref\":\"#/$defs/P\"}",
+         "{\"x\":{\"x\":{}}}", -1, true},
+        {"{\"$defs\":{\"P\":{\"type\":\"object\",\"properties\":{\"x\":{\"$ref\":\"#/$defs/P\"}}}},\"$ref\":\"#/$defs/P\"}",
+         "{\"x\":{\"y\":{}}}", 7, false},
+        {"{}", "[\"any\",{\"v\":1.5}]", -1, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char body[2048], err[512];
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"response_format\":{\"type\":"
+                 "\"json_schema\",\"json_schema\":{\"name\":\"t\",\"schema\":%s}}}", cases[i].schema);
+        serve_req rq;
+        if (!serve_parse(body, strlen(body), true, m, &rq, err, sizeof err)) { CHECKF(0, "case %zu: %s", i, err); continue; }
+        bool done;
+        const int at = schema_feed(&rq, cases[i].doc, &done);
+        CHECKF(at == cases[i].at && done == cases[i].done, "case %zu '%s': refused at %d (want %d), whole %d", i, cases[i].doc,
+               at, cases[i].at, done);
+        serve_req_free(&rq);
+    }
+    static const struct { const char *schema, *words; } bad[] = {
+        {"{\"allOf\":[{}]}", "'response_format.json_schema.schema': 'allOf' is not supported"},
+        {"{\"anyOf\":[{\"type\":\"string\"},{\"enum\":[\"a\"]}]}", "'response_format.json_schema.schema.anyOf': alternatives"},
+        {"{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "alternatives of the same type"},
+        {"{\"type\":\"text\"}", "'response_format.json_schema.schema.type': not a JSON schema type"},
+        {"{\"$ref\":\"#/$defs/Q\"}", "'#/$defs/Q' is not one of the schema's $defs"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{}}}}", "'response_format.json_schema.schema.properties.a': 'not'"},
+        {"{\"enum\":[]}", "an enum of 0 values"},
+        {"5", "must be a schema (an object), got a number"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char body[2048], err[512];
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"response_format\":{\"type\":"
+                 "\"json_schema\",\"json_schema\":{\"name\":\"t\",\"schema\":%s}}}", bad[i].schema);
+        serve_req rq;
+        const bool ok = serve_parse(body, strlen(body), true, m, &rq, err, sizeof err);
+        CHECKF(!ok && strstr(err, bad[i].words), "bad %zu: %s (want '%s')", i, ok ? "accepted" : err, bad[i].words);
+        if (ok) serve_req_free(&rq);
+    }
+    hachi_model_free(m);
+#endif
 }
 
 /* The constraint's mask on the Gemma vocabulary is exactly the tokens whose text a copy of the
@@ -91,8 +198,9 @@ TEST(json_grammar_mask_is_the_automaton) {
     hachi_model *m = NULL;
     CHECK(hachi_model_load(path, &mp, &m) == HACHI_OK);
     json_vocab *v = m ? json_vocab_create(m) : NULL;
-    CHECK(v != NULL);
-    if (!v) { hachi_model_free(m); return; }
+    json_schema *obj = json_schema_object();
+    CHECK(v && obj);
+    if (!v || !obj) { json_vocab_free(v); json_schema_free(obj); hachi_model_free(m); return; }
     const int32_t nv = hachi_model_n_vocab(m);
     float *lg = malloc(sizeof(float) * (size_t)nv);
     static const char doc[] = " {\"name\": \"caf\\u00e9 \\\"x\\\"\", \"n\": [-1.5e3, true, {}], \"z\": null}";
@@ -101,7 +209,7 @@ TEST(json_grammar_mask_is_the_automaton) {
     double mask_ms = 0;
     for (size_t c = 0; c < sizeof cuts / sizeof *cuts; c++) {
         json_grammar g;
-        json_grammar_init(&g, v);
+        json_grammar_init(&g, v, obj);
         CHECK(json_state_feed(&g.st, doc, (size_t)cuts[c]));
         for (int32_t t = 0; t < nv; t++) lg[t] = 0.0f;
         const double t0 = now_ms();
@@ -125,6 +233,7 @@ TEST(json_grammar_mask_is_the_automaton) {
     CHECK(allowed_total > 100000);   /* (strings take most of the vocabulary) */
     free(lg);
     json_vocab_free(v);
+    json_schema_free(obj);
     hachi_model_free(m);
 }
 

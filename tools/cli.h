@@ -320,7 +320,7 @@ typedef struct serve_req {
     int top_logprobs;               /* logprobs: -1 none, else the alternatives a token (chat's top_logprobs, a
                                        completion's logprobs: 0..20) */
     size_t forced;                  /* chat: bytes at the prompt's end that begin the reply (tool_choice: a call) */
-    bool json;                      /* response_format json_object: the reply is held to a JSON object */
+    struct json_schema *schema;     /* response_format json_object or json_schema: the reply is held to it */
 } serve_req;
 
 /* Parses and checks a request body of len bytes (not NUL-terminated) for chat (else a
@@ -389,26 +389,60 @@ size_t serve_logprob_entry(char *buf, size_t cap, const hachi_model *m, const fl
  * texts are at most piece bytes long */
 #define SERVE_LOGPROB_MAX 20
 static inline size_t serve_logprob_entry_max(size_t piece, int top) { return (size_t)(top + 1) * (96 + 10 * piece) + 64; }
-/* ---- JSON as a sampling constraint (tools/json_grammar.c): response_format json_object ---- */
+/* ---- JSON as a sampling constraint (tools/json_grammar.c): response_format ----
+ * A schema is compiled into nodes; a byte-level pushdown automaton walks JSON text against it. */
 #define JSON_DEPTH_MAX 32           /* nesting of objects and arrays */
 #define JSON_WS_MAX 20              /* spaces and tabs between two of JSON's tokens (and one newline) */
-typedef struct json_state {         /* a byte-level pushdown automaton of JSON with an object at its root */
-    int mode, depth, n, lit, ws, nl;
-    bool key;
-    char stack[JSON_DEPTH_MAX];     /* '{' or '[' */
+#define JSON_LITS_MAX 64            /* values of an enum, properties of an object */
+#define JSON_NODES_MAX 4096         /* nodes of a compiled schema */
+enum { JT_OBJ = 1, JT_ARR = 2, JT_STR = 4, JT_NUM = 8, JT_INT = 16, JT_BOOL = 32, JT_NULL = 64, JT_ANY = 127 };
+typedef struct json_node {
+    int types;                      /* JT_*: the types its value may have; 0: one of the literals */
+    int items;                      /* JT_ARR: the node of its items */
+    int add;                        /* JT_OBJ without declared properties: the node of its members' values */
+    int props, n_props;             /* JT_OBJ: its properties, in order, props[props ..] (n_props < 0: none declared) */
+    int lits, n_lits;               /* an enum or a const: its values' JSON texts lits[lits ..] */
+} json_node;
+typedef struct json_prop { int node; bool required; } json_prop;   /* its key: the object's n-th key literal */
+typedef struct json_schema {
+    json_node *nodes;               /* [0]: any JSON value; [1]: any JSON object; root: where a reply begins */
+    int n_nodes, root;
+    json_prop *props;               /* an object's properties' keys are lits[keys + i], quoted */
+    int *keys;                      /* [n_props]: the literal of property i's key */
+    int n_props;
+    char **lits;                    /* JSON texts: true, false, null, then the schema's */
+    int n_lits;
+} json_schema;
+/* The schema of any JSON object (json_object): NULL without memory. json_schema_free frees either. */
+json_schema *json_schema_object(void);
+void json_schema_free(json_schema *js);
+/* Builders (the compiler in serve_api.c): a new node (its index, -1 without memory or past
+ * JSON_NODES_MAX), a literal, a
+ * property of the object node obj (its key as JSON text) */
+int json_schema_add_node(json_schema *js, json_node n);
+int json_schema_add_lit(json_schema *js, const char *text);
+bool json_schema_add_prop(json_schema *js, int obj, const char *key_json, int node, bool required);
+
+typedef struct json_frame { short node, idx; char kind; } json_frame;   /* an open container; idx: the next property */
+typedef struct json_state {
+    const json_schema *js;
+    int mode, depth, n, ws, nl, vnode, prop, pos, done_lit, lit_base;
+    bool key, integer;
+    uint64_t cand;                  /* literal matching: the candidates lits[lit_base + i] still matching */
+    json_frame stack[JSON_DEPTH_MAX];
 } json_state;
-void json_state_init(json_state *s);
-/* Feeds n bytes; false once they cannot be JSON's (the state then fails for good) */
+void json_state_init(json_state *s, const json_schema *js);
+/* Feeds n bytes; false once they cannot be the schema's JSON (the state then fails for good) */
 bool json_state_feed(json_state *s, const char *p, size_t n);
-bool json_state_done(const json_state *s);   /* the root object closed */
+bool json_state_done(const json_state *s);   /* a whole value: the reply may end */
 typedef struct json_vocab json_vocab;        /* a model's token texts, for the masks */
 json_vocab *json_vocab_create(const hachi_model *m);
 void json_vocab_free(json_vocab *v);
 typedef struct json_grammar { const json_vocab *v; json_state st; } json_grammar;
-void json_grammar_init(json_grammar *g, const json_vocab *v);
+void json_grammar_init(json_grammar *g, const json_vocab *v, const json_schema *js);
 /* hachi_sampler_constraint's callbacks, ctx a json_grammar: the tokens that cannot come next
- * (their text breaks JSON, a control token, the end before the root closes, anything after it)
- * masked; a token accepted */
+ * (their text breaks the schema's JSON, a control token, the end before the value is whole,
+ * anything after it) masked; a token accepted */
 void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab);
 void json_grammar_accept(void *ctx, int32_t token);
 

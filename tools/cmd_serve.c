@@ -282,8 +282,8 @@ static hachi_status gen_begin(server *srv, request *q) {
     if (!st && (rq->bias_ids || srv->o->n_bias))   /* a request's logit_bias (even {}) in place of --logit-bias */
         st = rq->bias_ids ? hachi_sampler_set_logit_bias(q->smp, rq->bias_ids, rq->bias, rq->n_bias)
                         : hachi_sampler_set_logit_bias(q->smp, srv->o->bias_ids, srv->o->bias, srv->o->n_bias);
-    if (!st && rq->json) {
-        json_grammar_init(&q->jg, srv->jv);
+    if (!st && rq->schema) {
+        json_grammar_init(&q->jg, srv->jv, rq->schema);
         hachi_sampler_set_constraint(q->smp, &(hachi_sampler_constraint){json_grammar_mask, json_grammar_accept, &q->jg});
     }
     if (!st) st = hachi_spec_create(srv->m, sl->s, q->smp, &srv->spp, &q->sp);

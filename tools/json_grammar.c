@@ -1,26 +1,28 @@
-/* JSON as a constraint on sampling (serve's response_format json_object): a byte-level pushdown
- * automaton of RFC 8259 JSON whose root is an object, and, per sampling step, the mask of the
- * vocabulary's tokens whose text can come next (hachi_sampler_constraint). After the root object
- * closes, only an end-of-generation token may come. A token's text is its piece as
+/* JSON as a constraint on sampling (serve's response_format): a byte-level pushdown automaton of
+ * RFC 8259 JSON held to a compiled schema (json_object's: any object; json_schema's: the types,
+ * properties in their order, enums and consts a schema gives), and, per sampling step, the mask of
+ * the vocabulary's tokens whose text can come next (hachi_sampler_constraint). Once the value is
+ * whole, only an end-of-generation token may come. A token's text is its piece as
  * hachi_token_to_text gives it (a byte token its byte); control tokens other than the end are never
  * allowed (their text is not the reply's). White space between two of JSON's tokens is at most one
  * newline and JSON_WS_MAX spaces or tabs (llama.cpp's JSON grammar allows as much), and nesting
- * at most JSON_DEPTH_MAX deep, so that a model cannot stall in either. The mask costs one pass over the vocabulary: a token is rejected by its first byte where
- * that byte cannot come, taken whole inside a string when it holds no quote, backslash or control
- * byte, and run through a copy of the automaton otherwise. */
+ * at most JSON_DEPTH_MAX deep, so that a model cannot stall in either. The mask costs one pass over
+ * the vocabulary: a token is rejected by its first byte where that byte cannot come, taken whole
+ * inside a string when it holds no quote, backslash or control byte, and run through a copy of the
+ * automaton otherwise. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
 
 enum {
-    J_VALUE,        /* a value: the root's (an object), an array's first or next, an object member's */
-    J_ARR_FIRST,    /* after '[': a value or ']' */
+    J_VALUE,        /* a value of node vnode */
+    J_ARR_FIRST,    /* after '[': an item or ']' */
     J_KEY_FIRST,    /* after '{': a key or '}' */
     J_KEY,          /* after ',' in an object: a key */
     J_COLON,        /* after a key */
     J_AFTER,        /* after a value in a container: ',' or its close */
-    J_STRING,       /* in a string (key: the top of the stack says) */
+    J_STRING,       /* in a string (key: an undeclared object's key) */
     J_ESC,          /* after '\' in a string */
     J_HEX,          /* in \uXXXX, hex digits left in n */
     J_MINUS,        /* a number after '-' */
@@ -31,60 +33,232 @@ enum {
     J_E,            /* after 'e' */
     J_ESIGN,        /* after the exponent's sign */
     J_EXP,          /* exponent digits */
-    J_LIT,          /* true / false / null: the literal's rest */
-    J_DONE,         /* the root closed: only the end */
+    J_LITS,         /* one of the literals lits[lit_base + i] (i in cand), pos bytes matched (key: a property's key) */
+    J_DONE,         /* the value is whole: only the end */
     J_FAIL,
 };
 
-static const char *const lits[3] = {"true", "false", "null"};
+/* ---- schemas ------------------------------------------------------------------------------- */
 
-void json_state_init(json_state *s) {
+/* Room in *p for element n of size bytes: 8 at first, then doubled at each power of two */
+static bool grow(void **p, int n, size_t size) {
+    if (n > 0 && (n < 8 || (n & (n - 1)))) return true;
+    void *q = realloc(*p, size * (size_t)(n ? 2 * n : 8));
+    if (!q) return false;
+    *p = q;
+    return true;
+}
+
+int json_schema_add_node(json_schema *js, json_node n) {
+    if (js->n_nodes == JSON_NODES_MAX || !grow((void **)&js->nodes, js->n_nodes, sizeof *js->nodes)) return -1;
+    js->nodes[js->n_nodes] = n;
+    return js->n_nodes++;
+}
+
+int json_schema_add_lit(json_schema *js, const char *text) {
+    char *t = strdup(text);
+    if (!t || !grow((void **)&js->lits, js->n_lits, sizeof *js->lits)) { free(t); return -1; }
+    js->lits[js->n_lits] = t;
+    return js->n_lits++;
+}
+
+bool json_schema_add_prop(json_schema *js, int obj, const char *key_json, int node, bool required) {
+    json_node *o = &js->nodes[obj];
+    if (o->n_props < 0) { o->n_props = 0; o->props = js->n_props; }
+    if (!key_json) return false;
+    if (o->props + o->n_props != js->n_props || o->n_props == JSON_LITS_MAX) return false;   /* (one object at a time) */
+    const int k = json_schema_add_lit(js, key_json);   /* (an object's keys are consecutive literals) */
+    if (k < 0 || (o->n_props && k != js->keys[o->props] + o->n_props) || !grow((void **)&js->props, js->n_props, sizeof *js->props) ||
+        !grow((void **)&js->keys, js->n_props, sizeof *js->keys))
+        return false;
+    js->props[js->n_props] = (json_prop){node, required};
+    js->keys[js->n_props++] = k;
+    js->nodes[obj].n_props++;
+    return true;
+}
+
+json_schema *json_schema_object(void) {
+    json_schema *js = calloc(1, sizeof *js);
+    if (!js) return NULL;
+    const json_node any = {.types = JT_ANY, .items = 0, .add = 0, .n_props = -1}, obj = {.types = JT_OBJ, .add = 0, .n_props = -1};
+    if (json_schema_add_lit(js, "true") != 0 || json_schema_add_lit(js, "false") != 1 || json_schema_add_lit(js, "null") != 2 ||
+        json_schema_add_node(js, any) != 0 || json_schema_add_node(js, obj) != 1) {
+        json_schema_free(js);
+        return NULL;
+    }
+    js->root = 1;
+    return js;
+}
+
+void json_schema_free(json_schema *js) {
+    if (!js) return;
+    for (int i = 0; i < js->n_lits; i++) free(js->lits[i]);
+    free(js->lits);
+    free(js->nodes);
+    free(js->props);
+    free(js->keys);
+    free(js);
+}
+
+/* ---- the automaton ------------------------------------------------------------------------- */
+
+void json_state_init(json_state *s, const json_schema *js) {
     memset(s, 0, sizeof *s);
+    s->js = js;
     s->mode = J_VALUE;
+    s->vnode = js->root;
+    s->done_lit = -1;
 }
 
 static bool is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-/* A value has ended: the container's next, or the root's end */
-static void value_end(json_state *s) { s->mode = s->depth ? J_AFTER : J_DONE; }
+static const json_node *node(const json_state *s, int i) { return &s->js->nodes[i]; }
+static json_frame *top(json_state *s) { return &s->stack[s->depth - 1]; }
 
-/* The start of a value at c (false: none starts there) */
-static bool value_start(json_state *s, unsigned char c) {
-    if (s->depth == 0 && c != '{') return false;   /* the root is an object */
+/* A value has ended: the container's next, or the end */
+static void value_end(json_state *s) {
+    s->mode = s->depth ? J_AFTER : J_DONE;
+    s->done_lit = -1;
+}
+
+/* The first required property of object frame f at or after its next one (n_props: none) */
+static int next_required(const json_state *s, const json_frame *f) {
+    const json_node *o = node(s, f->node);
+    int i = f->idx;
+    while (i < o->n_props && !s->js->props[o->props + i].required) i++;
+    return i;
+}
+
+/* Literal matching over lits[base + i], i in mask: the first byte c (pos 0) */
+static bool lits_start(json_state *s, int base, uint64_t mask, bool key) {
+    s->lit_base = base;
+    s->cand = mask;
+    s->pos = 0;
+    s->key = key;
+    s->done_lit = -1;
+    s->mode = J_LITS;
+    return true;   /* (the first byte through lits_step) */
+}
+
+static bool lits_step(json_state *s, unsigned char c);
+
+/* The start of a value of node vn at c (false: none starts there) */
+static bool value_start(json_state *s, int vn, unsigned char c) {
+    const json_node *n = node(s, vn);
+    if (n->n_lits) {   /* an enum or a const */
+        const uint64_t all = n->n_lits == 64 ? ~0ull : (1ull << n->n_lits) - 1;
+        return lits_start(s, n->lits, all, false) && lits_step(s, c);
+    }
+    s->integer = false;
     switch (c) {
     case '{': case '[':
-        if (s->depth == JSON_DEPTH_MAX) return false;
-        s->stack[s->depth++] = (char)c;
+        if (!(n->types & (c == '{' ? JT_OBJ : JT_ARR)) || s->depth == JSON_DEPTH_MAX) return false;
+        s->stack[s->depth++] = (json_frame){(short)vn, 0, (char)c};
         s->mode = c == '{' ? J_KEY_FIRST : J_ARR_FIRST;
+        s->vnode = n->items;
         return true;
-    case '"': s->key = false; s->mode = J_STRING; return true;
-    case '-': s->mode = J_MINUS; return true;
-    case '0': s->mode = J_ZERO; return true;
-    case 't': case 'f': case 'n':
-        s->lit = c == 't' ? 0 : c == 'f' ? 1 : 2;
-        s->n = 1;
-        s->mode = J_LIT;
+    case '"':
+        if (!(n->types & JT_STR)) return false;
+        s->key = false;
+        s->mode = J_STRING;
         return true;
+    case 't': case 'f':
+        return (n->types & JT_BOOL) && lits_start(s, 0, 3, false) && lits_step(s, c);
+    case 'n':
+        return (n->types & JT_NULL) && lits_start(s, 2, 1, false) && lits_step(s, c);
     default:
-        if (c >= '1' && c <= '9') { s->mode = J_INT; return true; }
-        return false;
+        if (!(n->types & (JT_NUM | JT_INT)) || !(c == '-' || (c >= '0' && c <= '9'))) return false;
+        s->integer = !(n->types & JT_NUM);
+        s->mode = c == '-' ? J_MINUS : c == '0' ? J_ZERO : J_INT;
+        return true;
     }
 }
 
-/* A number ends at c, which is then what follows the value */
-static bool number_end(json_state *s, unsigned char c);
-
-static bool after_value(json_state *s, unsigned char c) {
-    const char top = s->stack[s->depth - 1];
-    if (c == ',') { s->mode = top == '{' ? J_KEY : J_VALUE; return true; }
-    if (c == (top == '{' ? '}' : ']')) { s->depth--; value_end(s); return true; }
-    return false;
+static bool close_container(json_state *s) {
+    s->depth--;
+    value_end(s);
+    return true;
 }
 
-/* One byte; false (and the state J_FAIL) where JSON cannot go on with it */
+/* After a value in the top container: ',' or its close */
+static bool after_value(json_state *s, unsigned char c) {
+    json_frame *f = top(s);
+    const json_node *n = node(s, f->kind == '{' ? f->node : 0);
+    if (f->kind == '[') {
+        if (c == ']') return close_container(s);
+        if (c != ',') return false;
+        s->vnode = node(s, f->node)->items;
+        s->mode = J_VALUE;
+        return true;
+    }
+    const bool declared = n->n_props >= 0;
+    if (c == '}') return (!declared || next_required(s, f) == n->n_props) && close_container(s);
+    if (c != ',' || (declared && f->idx >= n->n_props)) return false;
+    s->mode = J_KEY;
+    return true;
+}
+
+/* A key's first byte c in object frame f (a declared object's: one of the properties it may have next) */
+static bool key_start(json_state *s, unsigned char c) {
+    json_frame *f = top(s);
+    const json_node *n = node(s, f->node);
+    if (c != '"') return false;
+    if (n->n_props < 0) {
+        s->key = true;
+        s->mode = J_STRING;
+        return true;
+    }
+    const int last = CLI_MIN(next_required(s, f), n->n_props - 1);   /* up to the next required one */
+    if (f->idx > last) return false;
+    uint64_t mask = 0;
+    for (int i = f->idx; i <= last; i++) mask |= 1ull << i;
+    return lits_start(s, s->js->keys[n->props], mask, true) && lits_step(s, c);
+}
+
+/* A literal matched whole: a key (its property next) or a value */
+static void lit_end(json_state *s, int i) {
+    if (s->key) {
+        json_frame *f = top(s);
+        f->idx = (short)(i + 1);
+        s->prop = node(s, f->node)->props + i;
+        s->mode = J_COLON;
+        s->done_lit = -1;
+    } else value_end(s);
+}
+
+static bool step(json_state *s, unsigned char c);
+
+static bool lits_step(json_state *s, unsigned char c) {
+    char *const *lits = s->js->lits + s->lit_base;
+    uint64_t next = 0;
+    int whole = -1, live = 0;
+    for (int i = 0; i < 64; i++) {
+        if (!(s->cand >> i & 1) || (unsigned char)lits[i][s->pos] != c) continue;
+        next |= 1ull << i;
+        live++;
+        if (!lits[i][s->pos + 1]) whole = i;
+    }
+    if (!next) {   /* a literal that ended before c (a number that is a prefix of another): c follows it */
+        if (s->done_lit < 0) return false;
+        value_end(s);
+        return step(s, c);
+    }
+    s->cand = next;
+    s->pos++;
+    if (whole >= 0 && live == 1) lit_end(s, whole);
+    else s->done_lit = whole;   /* (whole, but others go on: decided by the next byte) */
+    return true;
+}
+
+static bool number_end(json_state *s, unsigned char c) {
+    value_end(s);
+    return s->mode != J_DONE && step(s, c);   /* (a root number: nothing may follow it) */
+}
+
+/* One byte; false (and the state J_FAIL) where the schema's JSON cannot go on with it */
 static bool step(json_state *s, unsigned char c) {
     const int m = s->mode;
-    if (is_ws(c) && (m <= J_AFTER || m == J_DONE)) {   /* between tokens (none after the root: the end must come) */
+    if (is_ws(c) && (m <= J_AFTER || m == J_DONE)) {   /* between tokens (none after the value: the end must come) */
         const bool nl = c == '\n';
         if (m == J_DONE || c == '\r' || (nl ? s->nl++ : s->ws++) >= (nl ? 1 : JSON_WS_MAX)) { s->mode = J_FAIL; return false; }
         return true;
@@ -92,20 +266,21 @@ static bool step(json_state *s, unsigned char c) {
     if (m <= J_AFTER) s->ws = s->nl = 0;
     bool ok = true;
     switch (m) {
-    case J_VALUE: ok = value_start(s, c); break;
-    case J_ARR_FIRST:
-        if (c == ']') { s->depth--; value_end(s); }
-        else ok = value_start(s, c);
-        break;
+    case J_VALUE: ok = value_start(s, s->vnode, c); break;
+    case J_ARR_FIRST: ok = c == ']' ? close_container(s) : value_start(s, s->vnode, c); break;
     case J_KEY_FIRST:
-    case J_KEY:
-        if (c == '"') { s->key = true; s->mode = J_STRING; }
-        else if (c == '}' && m == J_KEY_FIRST) { s->depth--; value_end(s); }
-        else ok = false;
+        if (c == '}') {
+            const json_frame *f = top(s);
+            ok = next_required(s, f) == CLI_MAX(node(s, f->node)->n_props, 0) && close_container(s);
+        } else ok = key_start(s, c);
         break;
+    case J_KEY: ok = key_start(s, c); break;
     case J_COLON:
-        if (c == ':') s->mode = J_VALUE;
-        else ok = false;
+        if (c == ':') {
+            const json_node *n = node(s, top(s)->node);
+            s->vnode = n->n_props >= 0 ? s->js->props[s->prop].node : n->add;
+            s->mode = J_VALUE;
+        } else ok = false;
         break;
     case J_AFTER: ok = after_value(s, c); break;
     case J_STRING:
@@ -129,8 +304,8 @@ static bool step(json_state *s, unsigned char c) {
         break;
     case J_ZERO: case J_INT: case J_FRAC: case J_EXP:
         if (c >= '0' && c <= '9' && m != J_ZERO) break;
-        if (c == '.' && m <= J_INT) s->mode = J_DOT;
-        else if ((c == 'e' || c == 'E') && m != J_EXP) s->mode = J_E;
+        if (c == '.' && m <= J_INT && !s->integer) s->mode = J_DOT;
+        else if ((c == 'e' || c == 'E') && m != J_EXP && !s->integer) s->mode = J_E;
         else ok = number_end(s, c);
         break;
     case J_DOT: case J_ESIGN:
@@ -142,20 +317,11 @@ static bool step(json_state *s, unsigned char c) {
         else if (c >= '0' && c <= '9') s->mode = J_EXP;
         else ok = false;
         break;
-    case J_LIT:
-        if (c != (unsigned char)lits[s->lit][s->n]) ok = false;
-        else if (!lits[s->lit][++s->n]) value_end(s);
-        break;
+    case J_LITS: ok = lits_step(s, c); break;
     default: ok = false;
     }
     if (!ok) s->mode = J_FAIL;
     return ok;
-}
-
-static bool number_end(json_state *s, unsigned char c) {
-    value_end(s);   /* (a number is never the root) */
-    s->ws = s->nl = 0;
-    return is_ws(c) ? step(s, c) : after_value(s, c);
 }
 
 bool json_state_feed(json_state *s, const char *p, size_t n) {
@@ -164,7 +330,11 @@ bool json_state_feed(json_state *s, const char *p, size_t n) {
     return true;
 }
 
-bool json_state_done(const json_state *s) { return s->mode == J_DONE; }
+bool json_state_done(const json_state *s) {
+    const int m = s->mode;
+    return m == J_DONE || (s->depth == 0 && ((m == J_LITS && s->done_lit >= 0) || m == J_ZERO || m == J_INT || m == J_FRAC ||
+                                             m == J_EXP));
+}
 
 /* ---- the vocabulary ----------------------------------------------------------------------------- */
 
@@ -219,9 +389,9 @@ void json_vocab_free(json_vocab *v) {
     free(v);
 }
 
-void json_grammar_init(json_grammar *g, const json_vocab *v) {
+void json_grammar_init(json_grammar *g, const json_vocab *v, const json_schema *js) {
     g->v = v;
-    json_state_init(&g->st);
+    json_state_init(&g->st, js);
 }
 
 void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab) {
@@ -237,7 +407,7 @@ void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab) {
     for (int32_t t = 0; t < n_vocab && t < v->n; t++) {
         const int k = v->kind[t];
         bool ok;
-        if (k == JV_END) ok = s->mode == J_DONE || s->mode == J_FAIL;   /* (failed: a forced token; end it) */
+        if (k == JV_END) ok = json_state_done(s) || s->mode == J_FAIL;   /* (failed: a forced token; end it) */
         else if (k == JV_NONE) ok = false;
         else if (!first[(unsigned char)v->bytes[v->off[t]]]) ok = false;
         else if (k == JV_PLAIN && in_string) ok = true;

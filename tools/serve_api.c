@@ -923,23 +923,185 @@ static bool logit_bias_field(const cJSON *o, const hachi_model *m, serve_req *rq
     return true;
 }
 
-/* response_format: {"type": "text"} or {"type": "json_object"} (the reply held to a JSON object);
- * json_schema is refused rather than ignored, as is JSON with a thought or tools to call */
+/* ---- JSON schemas into the sampling constraint (json_grammar.c) ---- */
+
+typedef struct {
+    json_schema *js;
+    const cJSON *root;
+    struct { const cJSON *target; int node; } refs[64];   /* $ref targets compiled (recursion ends there) */
+    int n_refs;
+    char *err;
+    size_t cap;
+} schema_cc;
+
+static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int depth);
+
+/* A literal node of the JSON texts of vals (an enum's array, or a const alone) */
+static int schema_lits(schema_cc *cc, const cJSON *vals, bool one, const char *path) {
+    const int n = one ? 1 : cJSON_GetArraySize(vals);
+    if (n < 1 || n > JSON_LITS_MAX)
+        return fail(cc->err, cc->cap, "'%s': an enum of %d values (1 to %d are supported)", path, n, JSON_LITS_MAX), -1;
+    json_node nd = {.lits = cc->js->n_lits, .n_lits = n, .n_props = -1};
+    for (int i = 0; i < n; i++) {
+        char *t = cJSON_PrintUnformatted(one ? vals : cJSON_GetArrayItem(vals, i));
+        const int k = t ? json_schema_add_lit(cc->js, t) : -1;
+        free(t);
+        if (k != nd.lits + i) return fail(cc->err, cc->cap, "out of memory"), -1;
+    }
+    const int k = json_schema_add_node(cc->js, nd);
+    return k >= 0 ? k : (fail(cc->err, cc->cap, "'%s': the schema is too large (%d nodes at most)", path, JSON_NODES_MAX), -1);
+}
+
+/* The types a schema's "type" names (a string or an array of them); 0 and err on a bad one */
+static int schema_types(schema_cc *cc, const cJSON *t, const char *path) {
+    static const struct { const char *name; int bit; } names[] = {
+        {"object", JT_OBJ}, {"array", JT_ARR}, {"string", JT_STR}, {"number", JT_NUM},
+        {"integer", JT_INT}, {"boolean", JT_BOOL}, {"null", JT_NULL},
+    };
+    int types = 0, n = cJSON_IsArray(t) ? cJSON_GetArraySize(t) : 1;
+    for (int i = 0; i < n; i++) {
+        const cJSON *e = cJSON_IsArray(t) ? cJSON_GetArrayItem(t, i) : t;
+        size_t k = 0;
+        while (k < sizeof names / sizeof *names && !(cJSON_IsString(e) && !strcmp(e->valuestring, names[k].name))) k++;
+        if (k == sizeof names / sizeof *names)
+            return fail(cc->err, cc->cap, "'%s.type': not a JSON schema type (object, array, string, number, integer, "
+                        "boolean, null)", path), 0;
+        types |= names[k].bit;
+    }
+    return types;
+}
+
+/* The types a value's first byte cannot tell apart, together */
+static int type_class(int t) { return t & (JT_NUM | JT_INT) ? t | JT_NUM | JT_INT : t; }
+
+/* anyOf / oneOf: alternatives of disjoint types (a value's first byte tells which), merged in one node */
+static int schema_union(schema_cc *cc, const cJSON *alts, const char *path, int depth) {
+    json_node u = {.items = 0, .add = 0, .n_props = -1};
+    char sub[512];
+    for (int i = 0; i < cJSON_GetArraySize(alts); i++) {
+        snprintf(sub, sizeof sub, "%.400s[%d]", path, i);
+        const int k = schema_node(cc, cJSON_GetArrayItem(alts, i), sub, depth + 1);
+        if (k < 0) return -1;
+        const json_node a = cc->js->nodes[k];
+        if (!a.types || (type_class(u.types) & type_class(a.types)))
+            return fail(cc->err, cc->cap, "'%s': alternatives of the same type, or an enum among them, are not supported "
+                        "(only ones a value's first character tells apart, as [X, {\"type\": \"null\"}])", path), -1;
+        u.types |= a.types;
+        if (a.types & JT_ARR) u.items = a.items;
+        if (a.types & JT_OBJ) { u.add = a.add; u.props = a.props; u.n_props = a.n_props; }
+    }
+    if (!u.types) return fail(cc->err, cc->cap, "'%s': no alternatives", path), -1;
+    const int k = json_schema_add_node(cc->js, u);
+    return k >= 0 ? k : (fail(cc->err, cc->cap, "'%s': the schema is too large (%d nodes at most)", path, JSON_NODES_MAX), -1);
+}
+
+static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int depth) {
+    char sub[512];
+    if (depth > JSON_DEPTH_MAX) return fail(cc->err, cc->cap, "'%s': the schema nests deeper than %d", path, JSON_DEPTH_MAX), -1;
+    if (cJSON_IsTrue(sc) || (cJSON_IsObject(sc) && !sc->child)) return 0;   /* true, {}: any value */
+    if (!cJSON_IsObject(sc)) return fail(cc->err, cc->cap, "'%s' must be a schema (an object), got %s", path, type_name(sc)), -1;
+    static const char *const unsupported[] = {"allOf", "not", "if", "then", "else", "prefixItems", "patternProperties",
+                                              "dependentSchemas", "dependentRequired", "unevaluatedProperties"};
+    for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
+        if (get(sc, unsupported[i])) return fail(cc->err, cc->cap, "'%s': '%s' is not supported", path, unsupported[i]), -1;
+    const cJSON *ref = get(sc, "$ref");
+    if (ref) {
+        const char *r = cJSON_GetStringValue(ref);
+        const char *name = r && !strncmp(r, "#/$defs/", 8) ? r + 8 : r && !strncmp(r, "#/definitions/", 14) ? r + 14 : NULL;
+        const cJSON *target = name ? get(get(cc->root, r[2] == '$' ? "$defs" : "definitions"), name) : NULL;
+        if (!target) return fail(cc->err, cc->cap, "'%s.$ref': '%.*s' is not one of the schema's $defs", path, r ? clip(r, 96) : 4,
+                                 r ? r : "null"), -1;
+        for (int i = 0; i < cc->n_refs; i++)
+            if (cc->refs[i].target == target) return cc->refs[i].node;
+        if (cc->n_refs == 64) return fail(cc->err, cc->cap, "'%s': more than 64 $defs", path), -1;
+        const int k = json_schema_add_node(cc->js, (json_node){.types = JT_ANY, .n_props = -1});   /* (filled below) */
+        if (k < 0) return fail(cc->err, cc->cap, "'%s': the schema is too large (%d nodes at most)", path, JSON_NODES_MAX), -1;
+        cc->refs[cc->n_refs].target = target;
+        cc->refs[cc->n_refs++].node = k;
+        snprintf(sub, sizeof sub, "%.400s", r);
+        const int t = schema_node(cc, target, sub, depth + 1);
+        if (t < 0) return -1;
+        cc->js->nodes[k] = cc->js->nodes[t];
+        return k;
+    }
+    if (get(sc, "const")) return schema_lits(cc, get(sc, "const"), true, path);
+    if (get(sc, "enum")) {
+        if (!cJSON_IsArray(get(sc, "enum"))) return fail(cc->err, cc->cap, "'%s.enum' must be an array", path), -1;
+        return schema_lits(cc, get(sc, "enum"), false, path);
+    }
+    const cJSON *alts = get(sc, "anyOf") ? get(sc, "anyOf") : get(sc, "oneOf");
+    if (alts) {
+        snprintf(sub, sizeof sub, "%.400s.%s", path, get(sc, "anyOf") ? "anyOf" : "oneOf");
+        if (!cJSON_IsArray(alts)) return fail(cc->err, cc->cap, "'%s' must be an array", sub), -1;
+        return schema_union(cc, alts, sub, depth);
+    }
+    const cJSON *props = get(sc, "properties"), *items = get(sc, "items"), *add = get(sc, "additionalProperties");
+    json_node nd = {.items = 0, .add = 0, .n_props = -1};
+    nd.types = get(sc, "type") ? schema_types(cc, get(sc, "type"), path) : props ? JT_OBJ : items ? JT_ARR : JT_ANY;
+    if (!nd.types) return -1;
+    if (items && (nd.types & JT_ARR)) {
+        snprintf(sub, sizeof sub, "%.400s.items", path);
+        if ((nd.items = schema_node(cc, items, sub, depth + 1)) < 0) return -1;
+    }
+    if (cJSON_IsObject(add) && !props && (nd.types & JT_OBJ)) {
+        snprintf(sub, sizeof sub, "%.400s.additionalProperties", path);
+        if ((nd.add = schema_node(cc, add, sub, depth + 1)) < 0) return -1;
+    }
+    const int n = cJSON_IsObject(props) ? cJSON_GetArraySize(props) : 0;
+    if (props && !cJSON_IsObject(props)) return fail(cc->err, cc->cap, "'%s.properties' must be an object", path), -1;
+    if (n > JSON_LITS_MAX) return fail(cc->err, cc->cap, "'%s': %d properties (at most %d are supported)", path, n, JSON_LITS_MAX), -1;
+    int child[JSON_LITS_MAX];   /* the properties' nodes first: an object's keys are then consecutive literals */
+    const cJSON *p = props ? props->child : NULL;
+    for (int i = 0; i < n; i++, p = p->next) {
+        snprintf(sub, sizeof sub, "%.400s.properties.%.64s", path, p->string);
+        if ((child[i] = schema_node(cc, p, sub, depth + 1)) < 0) return -1;
+    }
+    const int k = json_schema_add_node(cc->js, nd);
+    if (k < 0) return fail(cc->err, cc->cap, "'%s': the schema is too large (%d nodes at most)", path, JSON_NODES_MAX), -1;
+    if (!(nd.types & JT_OBJ) || !props) return k;
+    const cJSON *reqs = cJSON_IsArray(get(sc, "required")) ? get(sc, "required") : NULL, *r;
+    p = props->child;
+    cc->js->nodes[k].n_props = -1;
+    for (int i = 0; i < n; i++, p = p->next) {
+        bool required = false;
+        cJSON_ArrayForEach(r, reqs) required |= cJSON_IsString(r) && !strcmp(r->valuestring, p->string);
+        cJSON *key = cJSON_CreateString(p->string);
+        char *kj = key ? cJSON_PrintUnformatted(key) : NULL;
+        const bool ok = kj && json_schema_add_prop(cc->js, k, kj, child[i], required);
+        cJSON_Delete(key);
+        free(kj);
+        if (!ok) return fail(cc->err, cc->cap, "out of memory"), -1;
+    }
+    if (!n) cc->js->nodes[k].n_props = 0, cc->js->nodes[k].props = cc->js->n_props;   /* properties {}: an empty object */
+    return k;
+}
+
+/* response_format: {"type": "text"}, {"type": "json_object"} (any JSON object; llama.cpp's "schema"
+ * beside it too) or {"type": "json_schema", "json_schema": {"schema": ...}}: the reply held to it
+ * (rq->schema); refused with thinking or tools to call */
 static bool response_format_field(const cJSON *o, serve_req *rq, char *err, size_t cap) {
     const cJSON *rf = cJSON_GetObjectItemCaseSensitive(o, "response_format");
     if (!rf || cJSON_IsNull(rf)) return true;
     const cJSON *t = get(rf, "type");
     if (!cJSON_IsObject(rf) || !cJSON_IsString(t))
-        return fail(err, cap, "'response_format' must be {\"type\": \"text\"} or {\"type\": \"json_object\"}, got %s",
-                    cJSON_IsObject(rf) ? "no type" : type_name(rf));
+        return fail(err, cap, "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+                    "{\"type\": \"json_schema\", ...}, got %s", cJSON_IsObject(rf) ? "no type" : type_name(rf));
     if (!strcmp(t->valuestring, "text")) return true;
-    if (strcmp(t->valuestring, "json_object"))
-        return fail(err, cap, "'response_format.type' '%.*s' is not supported (text and json_object are)",
+    const bool object = !strcmp(t->valuestring, "json_object");
+    if (!object && strcmp(t->valuestring, "json_schema"))
+        return fail(err, cap, "'response_format.type' '%.*s' is not supported (text, json_object and json_schema are)",
                     clip(t->valuestring, 64), t->valuestring);
-    if (rq->think) return fail(err, cap, "'response_format' json_object with thinking on is not supported");
+    if (rq->think) return fail(err, cap, "'response_format' %s with thinking on is not supported", t->valuestring);
     if (truthy(get(o, "tools")) && !(cJSON_IsString(get(o, "tool_choice")) && !strcmp(get(o, "tool_choice")->valuestring, "none")))
-        return fail(err, cap, "'response_format' json_object with tools to call is not supported ('tool_choice': 'none' is)");
-    rq->json = true;
+        return fail(err, cap, "'response_format' %s with tools to call is not supported ('tool_choice': 'none' is)", t->valuestring);
+    const cJSON *sc = object ? get(rf, "schema") : get(get(rf, "json_schema"), "schema");
+    if (!object && !sc) return fail(err, cap, "'response_format.json_schema.schema' is missing");
+    if (!(rq->schema = json_schema_object())) return fail(err, cap, "out of memory");
+    if (!sc) return true;
+    schema_cc cc = {.js = rq->schema, .root = sc, .err = err, .cap = cap};
+    const int root = schema_node(&cc, sc, object ? "response_format.schema" : "response_format.json_schema.schema", 0);
+    if (root < 0) return false;
+    rq->schema->root = root;
     return true;
 }
 
@@ -1102,6 +1264,8 @@ void serve_req_free(serve_req *rq) {
     rq->n_ids = 0;
     free(rq->bias_ids);
     free(rq->bias);
+    json_schema_free(rq->schema);
+    rq->schema = NULL;
     rq->bias_ids = NULL;
     rq->bias = NULL;
     rq->n_bias = 0;
