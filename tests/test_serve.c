@@ -979,6 +979,96 @@ TEST(serve_tool_choice_begins_the_call) {
     server_stop(&sv);
 }
 
+#ifndef HACHI_NO_SERVE
+/* A reply's tool calls held to the tools' declarations: gemma4-micro with ',' '.' '~' '^' '$'
+ * renamed Gemma 4's call and turn markers and its string quote <|"|> (a story model: ',' comes
+ * often, so tool_choice auto begins calls too; '$' and '}' raised by logit biases so that strings
+ * and arguments close). Named, required and auto choices, single calls, streamed or not: every
+ * call comes back as tool_calls with arguments that hold to their function's parameters (cJSON
+ * reads them), and without the grammar the same requests do not (the server whose vocabulary lacks
+ * the quote token takes none). */
+static bool weather_or_time(const cJSON *calls, bool want_weather) {
+    const cJSON *c;
+    int n = 0;
+    cJSON_ArrayForEach(c, calls) {
+        const cJSON *f = cJSON_GetObjectItem(c, "function");
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(f, "name"));
+        cJSON *args = cJSON_Parse(cJSON_GetStringValue(cJSON_GetObjectItem(f, "arguments")));
+        bool ok;
+        if (name && !strcmp(name, "get_weather")) {
+            const cJSON *days = cJSON_GetObjectItem(args, "days");
+            ok = cJSON_GetArraySize(args) == 2 && cJSON_IsString(cJSON_GetObjectItem(args, "city")) && cJSON_IsNumber(days) &&
+                 days->valuedouble == floor(days->valuedouble);
+        } else {
+            const char *zone = cJSON_GetStringValue(cJSON_GetObjectItem(args, "zone"));
+            ok = !want_weather && name && !strcmp(name, "get_time") && cJSON_GetArraySize(args) == 1 && zone &&
+                 (!strcmp(zone, "utc") || !strcmp(zone, "local"));
+        }
+        cJSON_Delete(args);
+        if (!ok) return false;
+        n++;
+    }
+    return n == 1;
+}
+
+TEST(serve_tool_calls_grammar) {
+    const char *model, *why = cannot_serve(&model);
+    if (why) SKIP("%s", why);
+    static const int32_t ids[5] = {432, 426, 510, 97, 494};
+    static const char *const pieces[5] = {"<|tool_call>", "<tool_call|>", "<|turn>", "<turn|>", "<|\"|>"};
+    char path[1024], path4[1024], chat[512], *b = NULL;
+    snprintf(path, sizeof path, "%s/micro-g4-quote.gguf", test_tmpdir());
+    snprintf(path4, sizeof path4, "%s/micro-g4-noquote.gguf", test_tmpdir());
+    if (!test_gguf_control_tokens(model, path, ids, pieces, 5, NULL) || !test_gguf_control_tokens(model, path4, ids, pieces, 4, NULL))
+        return;
+    static const char tools[] =
+        "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":"
+        "{\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\"}},\"required\":[\"city\",\"days\"]}}},"
+        "{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"parameters\":{\"type\":\"object\",\"properties\":"
+        "{\"zone\":{\"enum\":[\"utc\",\"local\"]}},\"required\":[\"zone\"]}}}]";
+    static const char *const choices[3] = {"{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", "\"required\"", "\"auto\""};
+    int held[2] = {0, 0}, asked[2] = {0, 0};
+    for (int grammar = 1; grammar >= 0; grammar--) {
+        server sv;
+        if (!server_start(&sv, grammar ? path : path4, "")) return;
+        snprintf(chat, sizeof chat, "-H 'Content-Type: application/json' " AUTH URL "/v1/chat/completions", sv.port);
+        for (int c = 0; c < 3; c++)
+            for (int i = 0; i < 4; i++) {
+                CHECK(body_status(&b, "%s -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story\"}],\"tools\":%s,"
+                                      "\"tool_choice\":%s,\"parallel_tool_calls\":false,\"max_tokens\":120,\"temperature\":1,"
+                                      "\"seed\":%d,\"logit_bias\":{\"494\":12,\"128\":6}%s}'", chat, tools, choices[c], i + 1,
+                                      i == 3 ? ",\"stream\":true" : "") == 200);
+                if (i == 3) {   /* streamed: the calls' delta */
+                    const char *d = strstr(b, "\"tool_calls\":");
+                    if (!d && c == 2) { free(b); continue; }   /* (auto: a reply may make no call) */
+                    cJSON *arr = d ? cJSON_ParseWithOpts(d + 13, NULL, false) : NULL;
+                    const bool ok = weather_or_time(arr, c == 0);
+                    cJSON_Delete(arr);
+                    held[grammar] += ok;
+                    asked[grammar]++;
+                    if (grammar) CHECKF(ok && strstr(b, "\"finish_reason\":\"tool_calls\""), "choice %d streamed: %s", c, b);
+                    free(b);
+                    continue;
+                }
+                cJSON *doc = cJSON_Parse(b);
+                const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "choices"), 0);
+                const cJSON *calls = cJSON_GetObjectItem(cJSON_GetObjectItem(ch, "message"), "tool_calls");
+                const char *fin = cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason"));
+                const bool called = calls != NULL || c < 2;   /* (auto: a reply may make no call) */
+                const bool ok = calls ? weather_or_time(calls, c == 0) && fin && !strcmp(fin, "tool_calls") : false;
+                if (called) { held[grammar] += ok; asked[grammar]++; }
+                if (grammar && called) CHECKF(ok, "choice %d seed %d: %s", c, i + 1, b);
+                cJSON_Delete(doc);
+                free(b);
+            }
+        server_stop(&sv);
+    }
+    printf("  calls held to their declarations: %d of %d with the grammar, %d of %d without\n", held[1], asked[1], held[0], asked[0]);
+    CHECKF(asked[1] >= 8 && held[1] == asked[1] && held[0] < asked[0], "with %d / %d, without %d / %d", held[1], asked[1], held[0],
+           asked[0]);
+}
+#endif
+
 /* text as the inside of a JSON string (quotes, backslashes and control characters escaped) */
 static void json_put(FILE *f, const char *t) {
     for (; *t; t++) {

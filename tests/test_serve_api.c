@@ -58,7 +58,8 @@ TEST(json_grammar_automaton) {
         {"{\"a\":+1}", 5}, {"{'a':1}", 1}, {"{\"a\":1,}", 7}, {"{\"a\" 1}", 5}, {"{\"a\":tru}", 8},
         {"{\"a\":\"\x01\"}", 6}, {"{\"a\":\"\\q\"}", 7}, {"{\"a\":1}}", 7}, {"{\"a\":1} ", 7}, {"{\"a\":\"\\u12g4\"}", 10},
         {"{\"a\":1e}", 7}, {"{\"a\":-}", 6}, {"{\"a\":[1 2]}", 8}, {"{\"a\":1}\r", 7}, {"{\r", 1}, {"{\"a\":nul", -1},
-        {"{\n\n\"a\":1}", 2}, {"{                     \"a\":1}", 21},
+        {"{\n\n\"a\":1}", 2}, {"{                     \"a\":1}", 21}, {"{\"a\":12345678901234567}", 21},
+        {"{\"a\":1.12345678901234567}", 23}, {"{\"a\":1e1234}", 10},
     };
     for (size_t i = 0; i < sizeof invalid / sizeof *invalid; i++) {
         json_state st;
@@ -197,7 +198,7 @@ TEST(json_grammar_mask_is_the_automaton) {
     mp.vocab_only = true;
     hachi_model *m = NULL;
     CHECK(hachi_model_load(path, &mp, &m) == HACHI_OK);
-    json_vocab *v = m ? json_vocab_create(m) : NULL;
+    json_vocab *v = m ? json_vocab_create(m, false) : NULL;
     json_schema *obj = json_schema_object();
     CHECK(v && obj);
     if (!v || !obj) { json_vocab_free(v); json_schema_free(obj); hachi_model_free(m); return; }
@@ -275,6 +276,99 @@ TEST(serve_utf8_clean_as_the_detokenizer) {
         CHECKF((size_t)d == w && !memcmp(out, want, w), "case %zu: the detokenizer wrote %d bytes", i, d);
     }
     hachi_detok_free(dt);
+    hachi_model_free(m);
+#endif
+}
+
+/* Gemma 4's calls held to the tools' declarations (tool_choice named, required, auto; parallel
+ * calls or one): the automaton takes calls as the template writes them (keys bare and sorted,
+ * strings between <|"|> tokens, here JSON_G4_QUOTE) and refuses what breaks them at the byte it
+ * breaks at; on the Gemma vocabulary with Gemma 4's call tokens, its mask is the automaton's */
+TEST(json_grammar_gemma4_calls) {
+#ifdef HACHI_NO_SERVE
+    SKIP("hachi is built without the server (cJSON absent)");
+#else
+    hachi_model *m = g4_tools_vocab();
+    if (!m) SKIP("../shared/oracle/gemma4-vocab.gguf absent");
+#define TOOLS "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\"," \
+              "\"properties\":{\"days\":{\"type\":\"integer\"},\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}}}," \
+              "{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"parameters\":{\"type\":\"object\",\"properties\":" \
+              "{\"zone\":{\"enum\":[\"utc\",\"local\"]}}}}},{\"type\":\"function\",\"function\":{\"name\":\"odd\",\"parameters\":" \
+              "{\"type\":\"object\",\"properties\":{\"x\":{\"allOf\":[]}}}}}]"
+    static const struct { const char *choice; const char *text; int at; bool done; } cases[] = {
+        {"{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", "city:\x01Paris, \"FR\"\x01,days:3}\x02", -1, true},
+        {"{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", "city:\x01" "a\x01}\x02\x03" "call:get_time{}\x02", -1, true},
+        {"{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", "days:3,city:\x01" "a\x01}", 0, false},   /* sorted */
+        {"{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", "city:\"a\"", 5, false},
+        {"{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", "city: \x01" "a\x01", 5, false},
+        {"{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", "city:\x01" "a\x01,zone:", 9, false},
+        {"{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", "days:3}", 0, false},   /* city is required */
+        {"{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", "city:\x01" "a\x01}}", 9, false},
+        {"\"required\"", "get_time{zone:\x01local\x01}\x02", -1, true},
+        {"\"required\"", "get_time{zone:\x01gmt", 15, false},
+        {"\"required\"", "get_date{", 4, false},
+        {"\"required\"", "odd{x:[1,{y:None}],z:true}\x02", -1, true},   /* (beyond the subset: any object) */
+        {"\"auto\"", "Let me look.\x03" "call:get_time{zone:\x01utc\x01}\x02", -1, true},
+        {"\"auto\"", "No call at all.", -1, true},
+        {"\"auto\"", "x\x03" "call:get_time{zone:\x01utc\x01}\x02y", 28, false},   /* once a call began, calls to the end */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (int parallel = 1; parallel >= 0; parallel--) {
+            char body[4096], err[512];
+            snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]," TOOLS ",\"tool_choice\":%s,"
+                     "\"parallel_tool_calls\":%s}", cases[i].choice, parallel ? "true" : "false");
+            serve_req rq;
+            if (!serve_parse(body, strlen(body), true, m, &rq, err, sizeof err)) { CHECKF(0, "case %zu: %s", i, err); continue; }
+            const bool second = strstr(cases[i].text, "\x03" "call:") && strncmp(cases[i].choice, "\"auto\"", 6);
+            const int want = !parallel && second ? (int)(strstr(cases[i].text, "\x03") - cases[i].text) : cases[i].at;
+            json_state st;
+            json_state_init(&st, rq.schema);
+            int at = -1;
+            for (size_t j = 0; cases[i].text[j] && at < 0; j++)
+                if (!json_state_feed(&st, cases[i].text + j, 1)) at = (int)j;
+            CHECKF(rq.schema && rq.schema->g4 && at == want && (at >= 0 || json_state_done(&st) == cases[i].done),
+                   "case %zu parallel %d: refused at %d, want %d", i, parallel, at, want);
+            serve_req_free(&rq);
+        }
+    /* no grammar with tool_choice none */
+    serve_req rq;
+    char err[512];
+    const char none[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]," TOOLS ",\"tool_choice\":\"none\"}";
+    CHECK(serve_parse(none, strlen(none), true, m, &rq, err, sizeof err) && !rq.schema);
+    serve_req_free(&rq);
+    /* the mask on the vocabulary with Gemma 4's tokens, along a named call */
+    json_vocab *v = json_vocab_create(m, true);
+    const char named[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]," TOOLS ",\"tool_choice\":\"required\"}";
+    CHECK(v && serve_parse(named, strlen(named), true, m, &rq, err, sizeof err));
+    static const char text[] = "get_weather{city:\x01Paris\x01,days:12}\x02\x03" "call:get_time{zone:\x01utc\x01}\x02";
+    const int32_t nv = hachi_model_n_vocab(m);
+    float *lg = malloc(sizeof(float) * (size_t)nv);
+    for (int cut = 0; v && lg && cut <= (int)sizeof text - 1; cut += 3) {
+        json_grammar g;
+        json_grammar_init(&g, v, rq.schema);
+        CHECK(json_state_feed(&g.st, text, (size_t)cut));
+        for (int32_t t = 0; t < nv; t++) lg[t] = 0.0f;
+        json_grammar_mask(&g, lg, nv);
+        int wrong = 0;
+        for (int32_t t = 0; t < nv; t++) {
+            char piece[1024];
+            int32_t k = hachi_token_to_text(m, t, piece, sizeof piece);
+            static const char *const marks[3] = {"<|\"|>", "<tool_call|>", "<|tool_call>"};
+            bool control = hachi_token_is_control(m, t), mark = false, odd = false;
+            for (int q = 0; q < 3; q++)
+                if (control && k == (int32_t)strlen(marks[q]) && !memcmp(piece, marks[q], (size_t)k))
+                    piece[0] = (char)(JSON_G4_QUOTE + q), k = 1, control = false, mark = true;
+            for (int32_t j = 0; j < k && !mark; j++) odd |= piece[j] >= JSON_G4_QUOTE && piece[j] <= JSON_G4_OPEN;   /* (text: never) */
+            json_state x = g.st;
+            const bool want = hachi_model_is_eog(m, t) ? json_state_done(&g.st)
+                              : !control && !odd && k > 0 && json_state_feed(&x, piece, (size_t)k);
+            wrong += want != (lg[t] == 0.0f);
+        }
+        CHECKF(wrong == 0, "after %d bytes: %d tokens masked wrongly", cut, wrong);
+    }
+    free(lg);
+    json_vocab_free(v);
+    serve_req_free(&rq);
     hachi_model_free(m);
 #endif
 }

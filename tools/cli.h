@@ -395,6 +395,8 @@ static inline size_t serve_logprob_entry_max(size_t piece, int top) { return (si
 #define JSON_WS_MAX 20              /* spaces and tabs between two of JSON's tokens (and one newline) */
 #define JSON_LITS_MAX 64            /* values of an enum, properties of an object */
 #define JSON_NODES_MAX 4096         /* nodes of a compiled schema */
+#define JSON_DIGITS 16              /* digits of a number's integer part, and of its fraction */
+#define JSON_EXP_DIGITS 3           /* of its exponent */
 enum { JT_OBJ = 1, JT_ARR = 2, JT_STR = 4, JT_NUM = 8, JT_INT = 16, JT_BOOL = 32, JT_NULL = 64, JT_ANY = 127 };
 typedef struct json_node {
     int types;                      /* JT_*: the types its value may have; 0: one of the literals */
@@ -404,9 +406,22 @@ typedef struct json_node {
     int lits, n_lits;               /* an enum or a const: its values' JSON texts lits[lits ..] */
 } json_node;
 typedef struct json_prop { int node; bool required; } json_prop;   /* its key: the object's n-th key literal */
+/* Gemma 4's tool calls (g4): call:NAME{ARGS} with ARGS in its syntax (bare keys, strings between
+ * <|"|> tokens, no white space), each between <|tool_call> and <tool_call|> */
+#define JSON_G4_QUOTE '\x01'        /* the texts the g4 vocabulary gives <|"|>, <tool_call|> and <|tool_call> */
+#define JSON_G4_CLOSE '\x02'
+#define JSON_G4_OPEN '\x03'
+enum { JSON_CALLS_AUTO = -1, JSON_CALLS_REQUIRED = -2 };
 typedef struct json_schema {
     json_node *nodes;               /* [0]: any JSON value; [1]: any JSON object; root: where a reply begins */
     int n_nodes, root;
+    bool g4;                        /* Gemma 4's call syntax: the nodes are the functions' arguments */
+    int calls;                      /* g4: where a reply begins: JSON_CALLS_AUTO (text until <|tool_call>),
+                                       JSON_CALLS_REQUIRED (after "call:": a function's name), or function
+                                       calls's arguments (after "call:NAME{") */
+    bool one_call;                  /* g4: no call after the first (parallel_tool_calls false) */
+    int n_funcs, func_lits;         /* g4: the functions' "NAME{" literals lits[func_lits ..] */
+    int *func_nodes;                /* g4: [n_funcs] their arguments' nodes */
     json_prop *props;               /* an object's properties' keys are lits[keys + i], quoted */
     int *keys;                      /* [n_props]: the literal of property i's key */
     int n_props;
@@ -415,6 +430,10 @@ typedef struct json_schema {
 } json_schema;
 /* The schema of any JSON object (json_object): NULL without memory. json_schema_free frees either. */
 json_schema *json_schema_object(void);
+/* The schema of Gemma 4's calls (g4 set, calls and one_call as given; the functions added) */
+json_schema *json_schema_calls(int calls, bool one_call);
+/* A function of a calls schema: "NAME{" and its arguments' node (an object's) */
+bool json_schema_add_func(json_schema *js, const char *name, int args);
 void json_schema_free(json_schema *js);
 /* Builders (the compiler in serve_api.c): a new node (its index, -1 without memory or past
  * JSON_NODES_MAX), a literal, a
@@ -426,7 +445,7 @@ bool json_schema_add_prop(json_schema *js, int obj, const char *key_json, int no
 typedef struct json_frame { short node, idx; char kind; } json_frame;   /* an open container; idx: the next property */
 typedef struct json_state {
     const json_schema *js;
-    int mode, depth, n, ws, nl, vnode, prop, pos, done_lit, lit_base;
+    int mode, depth, n, ws, nl, vnode, prop, pos, done_lit, lit_base, lit_kind;
     bool key, integer;
     uint64_t cand;                  /* literal matching: the candidates lits[lit_base + i] still matching */
     json_frame stack[JSON_DEPTH_MAX];
@@ -436,7 +455,9 @@ void json_state_init(json_state *s, const json_schema *js);
 bool json_state_feed(json_state *s, const char *p, size_t n);
 bool json_state_done(const json_state *s);   /* a whole value: the reply may end */
 typedef struct json_vocab json_vocab;        /* a model's token texts, for the masks */
-json_vocab *json_vocab_create(const hachi_model *m);
+/* g4: Gemma 4's <|"|>, <tool_call|> and <|tool_call> as JSON_G4_QUOTE, JSON_G4_CLOSE, JSON_G4_OPEN
+ * (a model without them: NULL) */
+json_vocab *json_vocab_create(const hachi_model *m, bool g4);
 void json_vocab_free(json_vocab *v);
 typedef struct json_grammar { const json_vocab *v; json_state st; } json_grammar;
 void json_grammar_init(json_grammar *g, const json_vocab *v, const json_schema *js);

@@ -69,7 +69,7 @@ typedef struct server {
     hachi_sampler_params smp;       /* the sampling flags; a request's fields override */
     bool seed_given;                /* --seed: the seed of requests without one (else a fresh one each) */
     const cli_opts *o;              /* the flags (--logit-bias: of requests without logit_bias) */
-    json_vocab *jv;                 /* the token texts of response_format json_object's masks */
+    json_vocab *jv, *jv4;           /* the token texts of response_format's masks; of Gemma 4's calls' (NULL: none) */
     hachi_spec_params spp;
     slot *slots;
     int n_slots, queue_max, waiting;
@@ -282,8 +282,8 @@ static hachi_status gen_begin(server *srv, request *q) {
     if (!st && (rq->bias_ids || srv->o->n_bias))   /* a request's logit_bias (even {}) in place of --logit-bias */
         st = rq->bias_ids ? hachi_sampler_set_logit_bias(q->smp, rq->bias_ids, rq->bias, rq->n_bias)
                         : hachi_sampler_set_logit_bias(q->smp, srv->o->bias_ids, srv->o->bias, srv->o->n_bias);
-    if (!st && rq->schema) {
-        json_grammar_init(&q->jg, srv->jv, rq->schema);
+    if (!st && rq->schema && (!rq->schema->g4 || srv->jv4)) {
+        json_grammar_init(&q->jg, rq->schema->g4 ? srv->jv4 : srv->jv, rq->schema);
         hachi_sampler_set_constraint(q->smp, &(hachi_sampler_constraint){json_grammar_mask, json_grammar_accept, &q->jg});
     }
     if (!st) st = hachi_spec_create(srv->m, sl->s, q->smp, &srv->spp, &q->sp);
@@ -960,7 +960,8 @@ int cmd_serve(int argc, char **argv) {
     hachi_sampler *check = NULL;   /* (the flags' sampler, --logit-bias's ids included, checked once) */
     if (cli_sampler_create(cmd, &o, srv.m, &check)) goto out;
     hachi_sampler_free(check);
-    if (!(srv.jv = json_vocab_create(srv.m))) { cli_error(cmd, "out of memory (the vocabulary's texts)"); goto out; }
+    if (!(srv.jv = json_vocab_create(srv.m, false))) { cli_error(cmd, "out of memory (the vocabulary's texts)"); goto out; }
+    srv.jv4 = hachi_chat_detect(srv.m) == HACHI_CHAT_GEMMA4 ? json_vocab_create(srv.m, true) : NULL;   /* (NULL: no calls' grammar) */
     for (int32_t t = 0; t < hachi_model_n_vocab(srv.m); t++) {   /* for the log-probability entries' bound */
         char piece[1024];
         srv.max_piece = CLI_MAX(srv.max_piece, (size_t)CLI_MAX(0, hachi_token_to_text(srv.m, t, piece, sizeof piece)));
@@ -1036,6 +1037,7 @@ out:
     pthread_cond_destroy(&srv.freed);
     pthread_mutex_destroy(&srv.mu);
     json_vocab_free(srv.jv);
+    json_vocab_free(srv.jv4);
     hachi_model_free(srv.m);
     cli_draft_free(&dr);
     return rc;

@@ -11,6 +11,7 @@
  * inside a string when it holds no quote, backslash or control byte, and run through a copy of the
  * automaton otherwise. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
@@ -33,10 +34,16 @@ enum {
     J_E,            /* after 'e' */
     J_ESIGN,        /* after the exponent's sign */
     J_EXP,          /* exponent digits */
-    J_LITS,         /* one of the literals lits[lit_base + i] (i in cand), pos bytes matched (key: a property's key) */
+    J_LITS,         /* one of the literals lits[lit_base + i] (i in cand), pos bytes matched, of kind lit_kind */
+    J_BKEY,         /* g4: a bare key, up to its ':' */
+    J_G4_END,       /* g4: a call's arguments closed: <tool_call|> */
+    J_G4_NEXT,      /* g4: another call's <|tool_call>, or the end */
+    J_G4_IDLE,      /* g4, tool_choice auto: text, until a <|tool_call> */
     J_DONE,         /* the value is whole: only the end */
     J_FAIL,
 };
+enum { LK_VALUE, LK_KEY, LK_FUNC, LK_CALL };   /* a literal: a value, a declared key, a function's "NAME{", "call:" */
+enum { LIT_TRUE, LIT_FALSE, LIT_NULL, LIT_CALL, LIT_NONE };   /* every schema's first literals */
 
 /* ---- schemas ------------------------------------------------------------------------------- */
 
@@ -81,8 +88,9 @@ json_schema *json_schema_object(void) {
     json_schema *js = calloc(1, sizeof *js);
     if (!js) return NULL;
     const json_node any = {.types = JT_ANY, .items = 0, .add = 0, .n_props = -1}, obj = {.types = JT_OBJ, .add = 0, .n_props = -1};
-    if (json_schema_add_lit(js, "true") != 0 || json_schema_add_lit(js, "false") != 1 || json_schema_add_lit(js, "null") != 2 ||
-        json_schema_add_node(js, any) != 0 || json_schema_add_node(js, obj) != 1) {
+    if (json_schema_add_lit(js, "true") != LIT_TRUE || json_schema_add_lit(js, "false") != LIT_FALSE ||
+        json_schema_add_lit(js, "null") != LIT_NULL || json_schema_add_lit(js, "call:") != LIT_CALL ||
+        json_schema_add_lit(js, "None") != LIT_NONE || json_schema_add_node(js, any) != 0 || json_schema_add_node(js, obj) != 1) {
         json_schema_free(js);
         return NULL;
     }
@@ -90,8 +98,29 @@ json_schema *json_schema_object(void) {
     return js;
 }
 
+json_schema *json_schema_calls(int calls, bool one_call) {
+    json_schema *js = json_schema_object();
+    if (!js) return NULL;
+    js->g4 = true;
+    js->calls = calls;
+    js->one_call = one_call;
+    return js;
+}
+
+bool json_schema_add_func(json_schema *js, const char *name, int args) {
+    char lit[160];
+    if (js->n_funcs == JSON_LITS_MAX || snprintf(lit, sizeof lit, "%s{", name) >= (int)sizeof lit) return false;
+    const int k = json_schema_add_lit(js, lit);   /* (the functions' literals are consecutive) */
+    if (k < 0 || (js->n_funcs && k != js->func_lits + js->n_funcs) || !grow((void **)&js->func_nodes, js->n_funcs, sizeof(int)))
+        return false;
+    if (!js->n_funcs) js->func_lits = k;
+    js->func_nodes[js->n_funcs++] = args;
+    return true;
+}
+
 void json_schema_free(json_schema *js) {
     if (!js) return;
+    free(js->func_nodes);
     for (int i = 0; i < js->n_lits; i++) free(js->lits[i]);
     free(js->lits);
     free(js->nodes);
@@ -102,12 +131,27 @@ void json_schema_free(json_schema *js) {
 
 /* ---- the automaton ------------------------------------------------------------------------- */
 
+static bool lits_start(json_state *s, int base, uint64_t mask, int kind);
+
+static uint64_t all_of(int n) { return n >= 64 ? ~0ull : (1ull << n) - 1; }
+
+/* A call's arguments: function f's object */
+static void args_start(json_state *s, int f) {
+    s->stack[s->depth++] = (json_frame){(short)s->js->func_nodes[f], 0, '{'};
+    s->mode = J_KEY_FIRST;
+}
+
 void json_state_init(json_state *s, const json_schema *js) {
     memset(s, 0, sizeof *s);
     s->js = js;
     s->mode = J_VALUE;
     s->vnode = js->root;
     s->done_lit = -1;
+    if (!js->g4) return;
+    if (js->calls == JSON_CALLS_AUTO) s->mode = J_G4_IDLE;
+    else if (js->calls == JSON_CALLS_REQUIRED) lits_start(s, js->func_lits, all_of(js->n_funcs), LK_FUNC);
+    else if (js->calls >= 0 && js->calls < js->n_funcs) args_start(s, js->calls);
+    else s->mode = J_FAIL;
 }
 
 static bool is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -115,9 +159,9 @@ static bool is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' |
 static const json_node *node(const json_state *s, int i) { return &s->js->nodes[i]; }
 static json_frame *top(json_state *s) { return &s->stack[s->depth - 1]; }
 
-/* A value has ended: the container's next, or the end */
+/* A value has ended: the container's next, or the end (g4: of the call's arguments) */
 static void value_end(json_state *s) {
-    s->mode = s->depth ? J_AFTER : J_DONE;
+    s->mode = s->depth ? J_AFTER : s->js->g4 ? J_G4_END : J_DONE;
     s->done_lit = -1;
 }
 
@@ -130,11 +174,11 @@ static int next_required(const json_state *s, const json_frame *f) {
 }
 
 /* Literal matching over lits[base + i], i in mask: the first byte c (pos 0) */
-static bool lits_start(json_state *s, int base, uint64_t mask, bool key) {
+static bool lits_start(json_state *s, int base, uint64_t mask, int kind) {
     s->lit_base = base;
     s->cand = mask;
     s->pos = 0;
-    s->key = key;
+    s->lit_kind = kind;
     s->done_lit = -1;
     s->mode = J_LITS;
     return true;   /* (the first byte through lits_step) */
@@ -145,10 +189,8 @@ static bool lits_step(json_state *s, unsigned char c);
 /* The start of a value of node vn at c (false: none starts there) */
 static bool value_start(json_state *s, int vn, unsigned char c) {
     const json_node *n = node(s, vn);
-    if (n->n_lits) {   /* an enum or a const */
-        const uint64_t all = n->n_lits == 64 ? ~0ull : (1ull << n->n_lits) - 1;
-        return lits_start(s, n->lits, all, false) && lits_step(s, c);
-    }
+    if (n->n_lits) return lits_start(s, n->lits, all_of(n->n_lits), LK_VALUE) && lits_step(s, c);   /* an enum, a const */
+    const bool g4 = s->js->g4;
     s->integer = false;
     switch (c) {
     case '{': case '[':
@@ -157,19 +199,21 @@ static bool value_start(json_state *s, int vn, unsigned char c) {
         s->mode = c == '{' ? J_KEY_FIRST : J_ARR_FIRST;
         s->vnode = n->items;
         return true;
-    case '"':
-        if (!(n->types & JT_STR)) return false;
+    case '"': case JSON_G4_QUOTE:
+        if (!(n->types & JT_STR) || c != (g4 ? JSON_G4_QUOTE : '"')) return false;
         s->key = false;
         s->mode = J_STRING;
         return true;
     case 't': case 'f':
-        return (n->types & JT_BOOL) && lits_start(s, 0, 3, false) && lits_step(s, c);
-    case 'n':
-        return (n->types & JT_NULL) && lits_start(s, 2, 1, false) && lits_step(s, c);
+        return (n->types & JT_BOOL) && lits_start(s, LIT_TRUE, 3, LK_VALUE) && lits_step(s, c);
+    case 'n': case 'N':   /* (g4: the template writes None) */
+        return (n->types & JT_NULL) && (c == 'n' || g4) && lits_start(s, c == 'n' ? LIT_NULL : LIT_NONE, 1, LK_VALUE) &&
+               lits_step(s, c);
     default:
         if (!(n->types & (JT_NUM | JT_INT)) || !(c == '-' || (c >= '0' && c <= '9'))) return false;
         s->integer = !(n->types & JT_NUM);
         s->mode = c == '-' ? J_MINUS : c == '0' ? J_ZERO : J_INT;
+        s->n = s->mode == J_INT;   /* (the digits of the part being read) */
         return true;
     }
 }
@@ -198,32 +242,43 @@ static bool after_value(json_state *s, unsigned char c) {
     return true;
 }
 
+/* A byte of a g4 bare key */
+static bool key_char(unsigned char c) { return c > ' ' && !strchr(":,{}[]", c); }
+
 /* A key's first byte c in object frame f (a declared object's: one of the properties it may have next) */
 static bool key_start(json_state *s, unsigned char c) {
     json_frame *f = top(s);
     const json_node *n = node(s, f->node);
-    if (c != '"') return false;
+    const bool g4 = s->js->g4;
     if (n->n_props < 0) {
+        if (g4 ? !key_char(c) : c != '"') return false;
         s->key = true;
-        s->mode = J_STRING;
+        s->mode = g4 ? J_BKEY : J_STRING;
         return true;
     }
     const int last = CLI_MIN(next_required(s, f), n->n_props - 1);   /* up to the next required one */
     if (f->idx > last) return false;
     uint64_t mask = 0;
     for (int i = f->idx; i <= last; i++) mask |= 1ull << i;
-    return lits_start(s, s->js->keys[n->props], mask, true) && lits_step(s, c);
+    return lits_start(s, s->js->keys[n->props], mask, LK_KEY) && lits_step(s, c);
 }
 
-/* A literal matched whole: a key (its property next) or a value */
+/* A literal matched whole: a key (its property next; a g4 key holds its ':'), a function's name
+ * (its arguments next), "call:" (a name next) or a value */
 static void lit_end(json_state *s, int i) {
-    if (s->key) {
+    s->done_lit = -1;
+    if (s->lit_kind == LK_KEY) {
         json_frame *f = top(s);
         f->idx = (short)(i + 1);
         s->prop = node(s, f->node)->props + i;
         s->mode = J_COLON;
-        s->done_lit = -1;
-    } else value_end(s);
+        if (s->js->g4) {
+            s->vnode = s->js->props[s->prop].node;
+            s->mode = J_VALUE;
+        }
+    } else if (s->lit_kind == LK_FUNC) args_start(s, i);
+    else if (s->lit_kind == LK_CALL) lits_start(s, s->js->func_lits, all_of(s->js->n_funcs), LK_FUNC);
+    else value_end(s);
 }
 
 static bool step(json_state *s, unsigned char c);
@@ -258,7 +313,8 @@ static bool number_end(json_state *s, unsigned char c) {
 /* One byte; false (and the state J_FAIL) where the schema's JSON cannot go on with it */
 static bool step(json_state *s, unsigned char c) {
     const int m = s->mode;
-    if (is_ws(c) && (m <= J_AFTER || m == J_DONE)) {   /* between tokens (none after the value: the end must come) */
+    const bool g4 = s->js->g4;
+    if (is_ws(c) && (m <= J_AFTER || m == J_DONE) && !g4) {   /* between tokens (none after the value: the end must come) */
         const bool nl = c == '\n';
         if (m == J_DONE || c == '\r' || (nl ? s->nl++ : s->ws++) >= (nl ? 1 : JSON_WS_MAX)) { s->mode = J_FAIL; return false; }
         return true;
@@ -284,7 +340,10 @@ static bool step(json_state *s, unsigned char c) {
         break;
     case J_AFTER: ok = after_value(s, c); break;
     case J_STRING:
-        if (c == '"') { if (s->key) s->mode = J_COLON; else value_end(s); }
+        if (g4) {   /* (no escapes: anything but the quote token; the other two never come from text) */
+            if (c == JSON_G4_QUOTE) value_end(s);
+            else ok = c != JSON_G4_CLOSE && c != JSON_G4_OPEN;
+        } else if (c == '"') { if (s->key) s->mode = J_COLON; else value_end(s); }
         else if (c == '\\') s->mode = J_ESC;
         else ok = c >= 0x20;
         break;
@@ -299,25 +358,41 @@ static bool step(json_state *s, unsigned char c) {
         break;
     case J_MINUS:
         if (c == '0') s->mode = J_ZERO;
-        else if (c >= '1' && c <= '9') s->mode = J_INT;
+        else if (c >= '1' && c <= '9') s->mode = J_INT, s->n = 1;
         else ok = false;
         break;
-    case J_ZERO: case J_INT: case J_FRAC: case J_EXP:
-        if (c >= '0' && c <= '9' && m != J_ZERO) break;
+    case J_ZERO: case J_INT: case J_FRAC: case J_EXP:   /* (digits bounded as llama.cpp's JSON grammar bounds them) */
+        if (c >= '0' && c <= '9' && m != J_ZERO) { ok = ++s->n <= (m == J_EXP ? JSON_EXP_DIGITS : JSON_DIGITS); break; }
         if (c == '.' && m <= J_INT && !s->integer) s->mode = J_DOT;
         else if ((c == 'e' || c == 'E') && m != J_EXP && !s->integer) s->mode = J_E;
         else ok = number_end(s, c);
         break;
     case J_DOT: case J_ESIGN:
-        if (c >= '0' && c <= '9') s->mode = m == J_DOT ? J_FRAC : J_EXP;
+        if (c >= '0' && c <= '9') s->mode = m == J_DOT ? J_FRAC : J_EXP, s->n = 1;
         else ok = false;
         break;
     case J_E:
         if (c == '+' || c == '-') s->mode = J_ESIGN;
-        else if (c >= '0' && c <= '9') s->mode = J_EXP;
+        else if (c >= '0' && c <= '9') s->mode = J_EXP, s->n = 1;
         else ok = false;
         break;
     case J_LITS: ok = lits_step(s, c); break;
+    case J_BKEY:
+        if (c == ':') {
+            s->vnode = node(s, top(s)->node)->add;
+            s->mode = J_VALUE;
+        } else ok = key_char(c);
+        break;
+    case J_G4_END:
+        if (c == JSON_G4_CLOSE) s->mode = J_G4_NEXT;   /* (auto too: once a call began, calls until the end) */
+        else ok = false;
+        break;
+    case J_G4_NEXT:
+        ok = c == JSON_G4_OPEN && !s->js->one_call && lits_start(s, LIT_CALL, 1, LK_CALL);
+        break;
+    case J_G4_IDLE:
+        if (c == JSON_G4_OPEN) lits_start(s, LIT_CALL, 1, LK_CALL);
+        break;
     default: ok = false;
     }
     if (!ok) s->mode = J_FAIL;
@@ -332,7 +407,7 @@ bool json_state_feed(json_state *s, const char *p, size_t n) {
 
 bool json_state_done(const json_state *s) {
     const int m = s->mode;
-    return m == J_DONE || (s->depth == 0 && ((m == J_LITS && s->done_lit >= 0) || m == J_ZERO || m == J_INT || m == J_FRAC ||
+    return m == J_DONE || m == J_G4_NEXT || m == J_G4_IDLE || (s->depth == 0 && ((m == J_LITS && s->done_lit >= 0) || m == J_ZERO || m == J_INT || m == J_FRAC ||
                                              m == J_EXP));
 }
 
@@ -347,7 +422,9 @@ struct json_vocab {
 };
 enum { JV_TEXT = 0, JV_PLAIN = 1, JV_END = 2, JV_NONE = 3 };   /* plain: string content whole; end: end of generation */
 
-json_vocab *json_vocab_create(const hachi_model *m) {
+json_vocab *json_vocab_create(const hachi_model *m, bool g4) {
+    static const char *const g4_marks[3] = {"<|\"|>", "<tool_call|>", "<|tool_call>"};   /* JSON_G4_QUOTE .. _OPEN */
+    int found = 0;
     json_vocab *v = calloc(1, sizeof *v);
     const int32_t n = hachi_model_n_vocab(m);
     if (!v) return NULL;
@@ -360,8 +437,19 @@ json_vocab *json_vocab_create(const hachi_model *m) {
     if (!v->off || !v->kind || !v->bytes) { json_vocab_free(v); return NULL; }
     for (int32_t t = 0; t < n; t++) {
         char piece[1024];
-        const bool control = hachi_token_is_control(m, t);
-        int32_t k = control ? 0 : CLI_MAX(0, CLI_MIN(hachi_token_to_text(m, t, piece, sizeof piece), (int32_t)sizeof piece));
+        bool control = hachi_token_is_control(m, t), mark = false;
+        int32_t k = CLI_MAX(0, CLI_MIN(hachi_token_to_text(m, t, piece, sizeof piece), (int32_t)sizeof piece));
+        for (int i = 0; i < 3 && g4 && control; i++)
+            if (k == (int32_t)strlen(g4_marks[i]) && !memcmp(piece, g4_marks[i], (size_t)k)) {   /* as its byte */
+                piece[0] = (char)(JSON_G4_QUOTE + i);
+                k = 1;
+                control = false;
+                mark = true;
+                found |= 1 << i;
+            }
+        if (control) k = 0;
+        for (int32_t j = 0; j < k && g4 && !mark; j++)   /* (text holding those bytes: never in a call) */
+            if (piece[j] >= JSON_G4_QUOTE && piece[j] <= JSON_G4_OPEN) control = true, k = 0;
         if (total + (size_t)k > cap) {
             char *b = realloc(v->bytes, cap = 2 * (total + (size_t)k));
             if (!b) { json_vocab_free(v); return NULL; }
@@ -378,6 +466,7 @@ json_vocab *json_vocab_create(const hachi_model *m) {
         v->kind[t] = hachi_model_is_eog(m, t) ? JV_END : control || k == 0 ? JV_NONE : plain ? JV_PLAIN : JV_TEXT;
     }
     v->off[n] = (uint32_t)total;
+    if (g4 && found != 7) { json_vocab_free(v); return NULL; }   /* (not Gemma 4's call tokens) */
     return v;
 }
 
@@ -403,6 +492,7 @@ void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab) {
         json_state t = *s;
         first[c] = step(&t, (unsigned char)c);
     }
+    if (s->mode == J_G4_IDLE) return;   /* (text: anything, until a call begins) */
     const bool in_string = s->mode == J_STRING;
     for (int32_t t = 0; t < n_vocab && t < v->n; t++) {
         const int k = v->kind[t];
@@ -423,6 +513,10 @@ void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab) {
 void json_grammar_accept(void *ctx, int32_t token) {
     json_grammar *g = ctx;
     const json_vocab *v = g->v;
-    if (token < 0 || token >= v->n || v->kind[token] >= JV_END) { g->st.mode = J_FAIL; return; }
+    if (token < 0 || token >= v->n) return;
+    if (v->kind[token] >= JV_END) {   /* (text before a call takes anything; else a forced token: failed) */
+        if (g->st.mode != J_G4_IDLE) g->st.mode = J_FAIL;
+        return;
+    }
     json_state_feed(&g->st, v->bytes + v->off[token], v->off[token + 1] - v->off[token]);
 }

@@ -927,6 +927,7 @@ static bool logit_bias_field(const cJSON *o, const hachi_model *m, serve_req *rq
 
 typedef struct {
     json_schema *js;
+    bool g4;                        /* Gemma 4's call syntax: keys bare and sorted (as its template writes them) */
     const cJSON *root;
     struct { const cJSON *target; int node; } refs[64];   /* $ref targets compiled (recursion ends there) */
     int n_refs;
@@ -936,6 +937,22 @@ typedef struct {
 
 static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int depth);
 
+/* A value as a Gemma 4 call writes it (format_argument), its quote tokens as JSON_G4_QUOTE (malloc'd) */
+static char *g4_literal(const cJSON *v) {
+    text_buf b = {0};
+    spans sp = {0};
+    g4_arg(&(g4out){&b, &sp}, v, false);
+    free(sp.r);
+    if (b.oom || !b.p) { free(b.p); return NULL; }
+    size_t o = 0;
+    for (size_t i = 0; i < b.len; i++) {
+        if (!strncmp(b.p + i, G4Q, 5)) { b.p[o++] = JSON_G4_QUOTE; i += 4; }
+        else b.p[o++] = b.p[i];
+    }
+    b.p[o] = 0;
+    return b.p;
+}
+
 /* A literal node of the JSON texts of vals (an enum's array, or a const alone) */
 static int schema_lits(schema_cc *cc, const cJSON *vals, bool one, const char *path) {
     const int n = one ? 1 : cJSON_GetArraySize(vals);
@@ -943,7 +960,8 @@ static int schema_lits(schema_cc *cc, const cJSON *vals, bool one, const char *p
         return fail(cc->err, cc->cap, "'%s': an enum of %d values (1 to %d are supported)", path, n, JSON_LITS_MAX), -1;
     json_node nd = {.lits = cc->js->n_lits, .n_lits = n, .n_props = -1};
     for (int i = 0; i < n; i++) {
-        char *t = cJSON_PrintUnformatted(one ? vals : cJSON_GetArrayItem(vals, i));
+        const cJSON *v = one ? vals : cJSON_GetArrayItem(vals, i);
+        char *t = cc->g4 ? g4_literal(v) : cJSON_PrintUnformatted(v);
         const int k = t ? json_schema_add_lit(cc->js, t) : -1;
         free(t);
         if (k != nd.lits + i) return fail(cc->err, cc->cap, "out of memory"), -1;
@@ -1060,13 +1078,23 @@ static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int dep
     if (k < 0) return fail(cc->err, cc->cap, "'%s': the schema is too large (%d nodes at most)", path, JSON_NODES_MAX), -1;
     if (!(nd.types & JT_OBJ) || !props) return k;
     const cJSON *reqs = cJSON_IsArray(get(sc, "required")) ? get(sc, "required") : NULL, *r;
+    int order[JSON_LITS_MAX];   /* as declared; g4: sorted as the template's dictsort writes them */
+    const cJSON *ps[JSON_LITS_MAX];
     p = props->child;
-    cc->js->nodes[k].n_props = -1;
     for (int i = 0; i < n; i++, p = p->next) {
+        int j = i;
+        for (; j > 0 && cc->g4 && key_cmp(ps[order[j - 1]]->string, p->string) > 0; j--) order[j] = order[j - 1];
+        ps[i] = p;
+        order[j] = i;
+    }
+    cc->js->nodes[k].n_props = -1;
+    for (int o = 0; o < n; o++) {
+        const int i = order[o];
         bool required = false;
-        cJSON_ArrayForEach(r, reqs) required |= cJSON_IsString(r) && !strcmp(r->valuestring, p->string);
-        cJSON *key = cJSON_CreateString(p->string);
-        char *kj = key ? cJSON_PrintUnformatted(key) : NULL;
+        cJSON_ArrayForEach(r, reqs) required |= cJSON_IsString(r) && !strcmp(r->valuestring, ps[i]->string);
+        cJSON *key = cc->g4 ? NULL : cJSON_CreateString(ps[i]->string);
+        char *kj = cc->g4 ? malloc(strlen(ps[i]->string) + 2) : key ? cJSON_PrintUnformatted(key) : NULL;
+        if (kj && cc->g4) strcat(strcpy(kj, ps[i]->string), ":");   /* (a bare key holds its colon) */
         const bool ok = kj && json_schema_add_prop(cc->js, k, kj, child[i], required);
         cJSON_Delete(key);
         free(kj);
@@ -1074,6 +1102,34 @@ static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int dep
     }
     if (!n) cc->js->nodes[k].n_props = 0, cc->js->nodes[k].props = cc->js->n_props;   /* properties {}: an empty object */
     return k;
+}
+
+/* Gemma 4's calls held to the tools' declarations (tool_choice auto: from the reply's first
+ * <|tool_call> on; required: a declared function's name after the forced "call:"; a named one:
+ * its arguments after the forced "call:NAME{"), their arguments to each function's parameters
+ * (a schema beyond the subset: any object). More than 64 tools: no grammar. */
+static bool calls_schema(const cJSON *tools, enum choice choice, const char *chosen, bool one_call, serve_req *rq,
+                         char *err, size_t cap) {
+    const int n = cJSON_GetArraySize(tools);
+    if (n > JSON_LITS_MAX) return true;
+    int args[JSON_LITS_MAX], named = JSON_CALLS_AUTO;
+    const char *names[JSON_LITS_MAX];
+    json_schema *js = json_schema_calls(0, one_call);
+    if (!js) return fail(err, cap, "out of memory");
+    for (int i = 0; i < n; i++) {
+        const cJSON *f = get(cJSON_GetArrayItem(tools, i), "function"), *params = get(f, "parameters");
+        names[i] = get(f, "name")->valuestring;   /* (g4_prompt checked it) */
+        if (chosen && !strcmp(names[i], chosen)) named = i;
+        char ignored[256];
+        schema_cc cc = {.js = js, .g4 = true, .root = params, .err = ignored, .cap = sizeof ignored};
+        args[i] = truthy(params) ? schema_node(&cc, params, "parameters", 0) : -1;
+        if (args[i] < 0 || !(js->nodes[args[i]].types & JT_OBJ)) args[i] = 1;   /* (beyond the subset: any object) */
+    }
+    for (int i = 0; i < n; i++)
+        if (!json_schema_add_func(js, names[i], args[i])) { json_schema_free(js); return fail(err, cap, "out of memory"); }
+    js->calls = choice == CHOICE_REQUIRED ? JSON_CALLS_REQUIRED : choice == CHOICE_NAMED ? named : JSON_CALLS_AUTO;
+    rq->schema = js;
+    return true;
 }
 
 /* response_format: {"type": "text"}, {"type": "json_object"} (any JSON object; llama.cpp's "schema"
@@ -1191,6 +1247,11 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
         rq->plain = sp.r;
         rq->n_plain = sp.n;
         if (!got) goto out;
+        bool parallel = true;
+        if (!bool_field(o, "parallel_tool_calls", &parallel, err, cap)) goto out;
+        if (tooled && cJSON_GetArraySize(tools) && choice != CHOICE_NONE &&
+            !calls_schema(tools, choice, chosen, !parallel, rq, err, cap))
+            goto out;
     } else {
         if (!completion_prompt(cJSON_GetObjectItemCaseSensitive(o, "prompt"), m, rq, err, cap)) goto out;
         if (!bool_field(o, "echo", &rq->echo, err, cap)) goto out;
