@@ -910,7 +910,7 @@ static bool logit_bias_field(const cJSON *o, const hachi_model *m, serve_req *rq
         k++;
     }
     if (k < n) { free(v); return false; }
-    qsort(v, (size_t)n, sizeof *v, bias_cmp);
+    if (n) qsort(v, (size_t)n, sizeof *v, bias_cmp);   /* ({}: none, and no list to sort) */
     rq->bias_ids = malloc(sizeof(int32_t) * (size_t)n + 1);
     rq->bias = malloc(sizeof(float) * (size_t)n + 1);
     if (!rq->bias_ids || !rq->bias) { free(v); return fail(err, cap, "out of memory"); }
