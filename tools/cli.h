@@ -400,6 +400,8 @@ static inline size_t serve_logprob_entry_max(size_t piece, int top) { return (si
 enum { JT_OBJ = 1, JT_ARR = 2, JT_STR = 4, JT_NUM = 8, JT_INT = 16, JT_BOOL = 32, JT_NULL = 64, JT_ANY = 127 };
 typedef struct json_node {
     int types;                      /* JT_*: the types its value may have; 0: one of the literals */
+    int obj, arr;                   /* the nodes whose properties / items its objects / arrays have (0: itself;
+                                       an anyOf's: its alternatives') */
     int items;                      /* JT_ARR: the node of its items */
     int add;                        /* JT_OBJ without declared properties: the node of its members' values */
     int props, n_props;             /* JT_OBJ: its properties, in order, props[props ..] (n_props < 0: none declared) */
@@ -427,6 +429,8 @@ typedef struct json_schema {
     int n_props;
     char **lits;                    /* JSON texts: true, false, null, then the schema's */
     int n_lits;
+    int *need;                      /* [2 n_nodes]: the least nesting a value of each node needs, then an object
+                                       of its structure (json_schema_finish) */
 } json_schema;
 /* The schema of any JSON object (json_object): NULL without memory. json_schema_free frees either. */
 json_schema *json_schema_object(void);
@@ -434,6 +438,9 @@ json_schema *json_schema_object(void);
 json_schema *json_schema_calls(int calls, bool one_call);
 /* A function of a calls schema: "NAME{" and its arguments' node (an object's) */
 bool json_schema_add_func(json_schema *js, const char *name, int args);
+/* After the nodes: their nesting needs (false without memory). Where a value cannot be whole
+ * within JSON_DEPTH_MAX, the automaton offers no way into it. */
+bool json_schema_finish(json_schema *js);
 void json_schema_free(json_schema *js);
 /* Builders (the compiler in serve_api.c): a new node (its index, -1 without memory or past
  * JSON_NODES_MAX), a literal, a

@@ -58,8 +58,36 @@ static bool grow(void **p, int n, size_t size) {
 
 int json_schema_add_node(json_schema *js, json_node n) {
     if (js->n_nodes == JSON_NODES_MAX || !grow((void **)&js->nodes, js->n_nodes, sizeof *js->nodes)) return -1;
+    if (!n.obj) n.obj = js->n_nodes;   /* (0: its own structure) */
+    if (!n.arr) n.arr = js->n_nodes;
     js->nodes[js->n_nodes] = n;
     return js->n_nodes++;
+}
+
+/* The least nesting a value of each node needs to be whole, and an object of its structure
+ * (INT_MAX / 2: none), to a fixed point (a property that holds its own object recurses) */
+bool json_schema_finish(json_schema *js) {
+    const int n = js->n_nodes, inf = 1 << 20;
+    int *need = malloc(sizeof *need * 2 * (size_t)n);
+    if (!need) return false;
+    for (int i = 0; i < 2 * n; i++) need[i] = inf;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int i = 0; i < n; i++) {
+            const json_node *d = &js->nodes[i];
+            int obj = 1;   /* an object of node i's structure: 1 + its required properties' most */
+            for (int p = 0; p < d->n_props; p++)
+                if (js->props[d->props + p].required) obj = CLI_MAX(obj, 1 + need[js->props[d->props + p].node]);
+            obj = CLI_MIN(obj, inf);
+            int val = d->n_lits || (d->types & ~(JT_OBJ | JT_ARR)) ? 0 : inf;
+            if (d->types & JT_ARR) val = CLI_MIN(val, 1);
+            if (d->types & JT_OBJ) val = CLI_MIN(val, d->obj == i ? obj : need[n + d->obj]);
+            if (val < need[i] || obj < need[n + i]) { need[i] = CLI_MIN(need[i], val); need[n + i] = CLI_MIN(need[n + i], obj); changed = true; }
+        }
+    }
+    free(js->need);
+    js->need = need;
+    return true;
 }
 
 int json_schema_add_lit(json_schema *js, const char *text) {
@@ -95,6 +123,7 @@ json_schema *json_schema_object(void) {
         return NULL;
     }
     js->root = 1;
+    if (!json_schema_finish(js)) { json_schema_free(js); return NULL; }
     return js;
 }
 
@@ -120,6 +149,7 @@ bool json_schema_add_func(json_schema *js, const char *name, int args) {
 
 void json_schema_free(json_schema *js) {
     if (!js) return;
+    free(js->need);
     free(js->func_nodes);
     for (int i = 0; i < js->n_lits; i++) free(js->lits[i]);
     free(js->lits);
@@ -157,6 +187,11 @@ void json_state_init(json_state *s, const json_schema *js) {
 static bool is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 static const json_node *node(const json_state *s, int i) { return &s->js->nodes[i]; }
+
+/* The least nesting a value of node i needs to be whole; an object of its structure */
+static int need_val(const json_state *s, int i) { return s->js->need ? s->js->need[i] : 0; }
+static int need_obj(const json_state *s, int i) { return s->js->need ? s->js->need[s->js->n_nodes + i] : 1; }
+static bool fits(const json_state *s, int i) { return s->depth + need_val(s, i) <= JSON_DEPTH_MAX; }
 static json_frame *top(json_state *s) { return &s->stack[s->depth - 1]; }
 
 /* A value has ended: the container's next, or the end (g4: of the call's arguments) */
@@ -193,12 +228,15 @@ static bool value_start(json_state *s, int vn, unsigned char c) {
     const bool g4 = s->js->g4;
     s->integer = false;
     switch (c) {
-    case '{': case '[':
-        if (!(n->types & (c == '{' ? JT_OBJ : JT_ARR)) || s->depth == JSON_DEPTH_MAX) return false;
-        s->stack[s->depth++] = (json_frame){(short)vn, 0, (char)c};
+    case '{': case '[': {   /* (a frame of its structure's node; an object whose required values nest too deep: none) */
+        const int st = c == '{' ? n->obj : n->arr;
+        if (!(n->types & (c == '{' ? JT_OBJ : JT_ARR)) || s->depth + (c == '{' ? need_obj(s, st) : 1) > JSON_DEPTH_MAX)
+            return false;
+        s->stack[s->depth++] = (json_frame){(short)st, 0, (char)c};
         s->mode = c == '{' ? J_KEY_FIRST : J_ARR_FIRST;
-        s->vnode = n->items;
+        s->vnode = node(s, st)->items;
         return true;
+    }
     case '"': case JSON_G4_QUOTE:
         if (!(n->types & JT_STR) || c != (g4 ? JSON_G4_QUOTE : '"')) return false;
         s->key = false;
@@ -230,7 +268,7 @@ static bool after_value(json_state *s, unsigned char c) {
     const json_node *n = node(s, f->kind == '{' ? f->node : 0);
     if (f->kind == '[') {
         if (c == ']') return close_container(s);
-        if (c != ',') return false;
+        if (c != ',' || !fits(s, node(s, f->node)->items)) return false;
         s->vnode = node(s, f->node)->items;
         s->mode = J_VALUE;
         return true;
@@ -251,15 +289,16 @@ static bool key_start(json_state *s, unsigned char c) {
     const json_node *n = node(s, f->node);
     const bool g4 = s->js->g4;
     if (n->n_props < 0) {
-        if (g4 ? !key_char(c) : c != '"') return false;
+        if ((g4 ? !key_char(c) : c != '"') || !fits(s, n->add)) return false;
         s->key = true;
         s->mode = g4 ? J_BKEY : J_STRING;
         return true;
     }
     const int last = CLI_MIN(next_required(s, f), n->n_props - 1);   /* up to the next required one */
     if (f->idx > last) return false;
-    uint64_t mask = 0;
-    for (int i = f->idx; i <= last; i++) mask |= 1ull << i;
+    uint64_t mask = 0;   /* (those whose values fit the nesting left) */
+    for (int i = f->idx; i <= last; i++) mask |= (uint64_t)fits(s, s->js->props[n->props + i].node) << i;
+    if (!mask) return false;
     return lits_start(s, s->js->keys[n->props], mask, LK_KEY) && lits_step(s, c);
 }
 
@@ -288,14 +327,14 @@ static bool lits_step(json_state *s, unsigned char c) {
     uint64_t next = 0;
     int whole = -1, live = 0;
     for (int i = 0; i < 64; i++) {
-        if (!(s->cand >> i & 1) || (unsigned char)lits[i][s->pos] != c) continue;
+        if (!(s->cand >> i & 1) || !lits[i][s->pos] || (unsigned char)lits[i][s->pos] != c) continue;   /* (a whole one ends) */
         next |= 1ull << i;
         live++;
         if (!lits[i][s->pos + 1]) whole = i;
     }
-    if (!next) {   /* a literal that ended before c (a number that is a prefix of another): c follows it */
+    if (!next) {   /* a literal that ended before c (one a prefix of another, or given twice): c follows it */
         if (s->done_lit < 0) return false;
-        value_end(s);
+        lit_end(s, s->done_lit);
         return step(s, c);
     }
     s->cand = next;

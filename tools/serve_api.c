@@ -929,13 +929,43 @@ typedef struct {
     json_schema *js;
     bool g4;                        /* Gemma 4's call syntax: keys bare and sorted (as its template writes them) */
     const cJSON *root;
-    struct { const cJSON *target; int node; } refs[64];   /* $ref targets compiled (recursion ends there) */
+    struct { const char *ref; int node; } refs[64];   /* $refs compiled (recursion ends there) */
     int n_refs;
     char *err;
     size_t cap;
 } schema_cc;
 
 static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int depth);
+
+/* The schema a "#/$defs/NAME" (or "#/definitions/NAME") names, NULL if none */
+static const cJSON *ref_target(const schema_cc *cc, const char *r) {
+    const char *name = r && !strncmp(r, "#/$defs/", 8) ? r + 8 : r && !strncmp(r, "#/definitions/", 14) ? r + 14 : NULL;
+    return name ? get(get(cc->root, r[2] == '$' ? "$defs" : "definitions"), name) : NULL;
+}
+
+/* The types a schema names before it is compiled (its "type", properties or items, its $ref's,
+ * its alternatives'; 0 for an enum or const) */
+static int shallow_types(const schema_cc *cc, const cJSON *sc, int depth) {
+    if (depth > 8 || !cJSON_IsObject(sc) || !sc->child) return JT_ANY;
+    if (get(sc, "$ref")) return shallow_types(cc, ref_target(cc, cJSON_GetStringValue(get(sc, "$ref"))), depth + 1);
+    if (get(sc, "const") || get(sc, "enum")) return 0;
+    const cJSON *alts = get(sc, "anyOf") ? get(sc, "anyOf") : get(sc, "oneOf"), *a;
+    int t = 0;
+    if (alts) {
+        cJSON_ArrayForEach(a, alts) t |= shallow_types(cc, a, depth + 1);
+        return t;
+    }
+    static const struct { const char *name; int bit; } names[] = {
+        {"object", JT_OBJ}, {"array", JT_ARR}, {"string", JT_STR}, {"number", JT_NUM}, {"integer", JT_INT},
+        {"boolean", JT_BOOL}, {"null", JT_NULL},
+    };
+    const cJSON *ty = get(sc, "type"), *tys = cJSON_IsArray(ty) ? ty : NULL;
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        cJSON_ArrayForEach(a, tys) t |= cJSON_IsString(a) && !strcmp(a->valuestring, names[k].name) ? names[k].bit : 0;
+        t |= cJSON_IsString(ty) && !strcmp(ty->valuestring, names[k].name) ? names[k].bit : 0;
+    }
+    return t ? t : get(sc, "properties") ? JT_OBJ : get(sc, "items") ? JT_ARR : JT_ANY;
+}
 
 /* A value as a Gemma 4 call writes it (format_argument), its quote tokens as JSON_G4_QUOTE (malloc'd) */
 static char *g4_literal(const cJSON *v) {
@@ -986,6 +1016,7 @@ static int schema_types(schema_cc *cc, const cJSON *t, const char *path) {
                         "boolean, null)", path), 0;
         types |= names[k].bit;
     }
+    if (!types) fail(cc->err, cc->cap, "'%s.type' names no type", path);
     return types;
 }
 
@@ -1005,8 +1036,8 @@ static int schema_union(schema_cc *cc, const cJSON *alts, const char *path, int 
             return fail(cc->err, cc->cap, "'%s': alternatives of the same type, or an enum among them, are not supported "
                         "(only ones a value's first character tells apart, as [X, {\"type\": \"null\"}])", path), -1;
         u.types |= a.types;
-        if (a.types & JT_ARR) u.items = a.items;
-        if (a.types & JT_OBJ) { u.add = a.add; u.props = a.props; u.n_props = a.n_props; }
+        if (a.types & JT_ARR) u.arr = a.arr;   /* (by index: an alternative still being compiled, a $ref's, fills in later) */
+        if (a.types & JT_OBJ) u.obj = a.obj;
     }
     if (!u.types) return fail(cc->err, cc->cap, "'%s': no alternatives", path), -1;
     const int k = json_schema_add_node(cc->js, u);
@@ -1025,16 +1056,16 @@ static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int dep
     const cJSON *ref = get(sc, "$ref");
     if (ref) {
         const char *r = cJSON_GetStringValue(ref);
-        const char *name = r && !strncmp(r, "#/$defs/", 8) ? r + 8 : r && !strncmp(r, "#/definitions/", 14) ? r + 14 : NULL;
-        const cJSON *target = name ? get(get(cc->root, r[2] == '$' ? "$defs" : "definitions"), name) : NULL;
+        for (int i = 0; r && i < cc->n_refs; i++)   /* (before the lookup: one per $ref, however often it is used) */
+            if (!strcmp(cc->refs[i].ref, r)) return cc->refs[i].node;
+        const cJSON *target = ref_target(cc, r);
         if (!target) return fail(cc->err, cc->cap, "'%s.$ref': '%.*s' is not one of the schema's $defs", path, r ? clip(r, 96) : 4,
                                  r ? r : "null"), -1;
-        for (int i = 0; i < cc->n_refs; i++)
-            if (cc->refs[i].target == target) return cc->refs[i].node;
         if (cc->n_refs == 64) return fail(cc->err, cc->cap, "'%s': more than 64 $defs", path), -1;
-        const int k = json_schema_add_node(cc->js, (json_node){.types = JT_ANY, .n_props = -1});   /* (filled below) */
+        /* a placeholder, of the types the target names (an anyOf of it and null while it compiles), filled below */
+        const int k = json_schema_add_node(cc->js, (json_node){.types = shallow_types(cc, target, 0), .n_props = -1});
         if (k < 0) return fail(cc->err, cc->cap, "'%s': the schema is too large (%d nodes at most)", path, JSON_NODES_MAX), -1;
-        cc->refs[cc->n_refs].target = target;
+        cc->refs[cc->n_refs].ref = r;
         cc->refs[cc->n_refs++].node = k;
         snprintf(sub, sizeof sub, "%.400s", r);
         const int t = schema_node(cc, target, sub, depth + 1);
@@ -1072,7 +1103,10 @@ static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int dep
     const cJSON *p = props ? props->child : NULL;
     for (int i = 0; i < n; i++, p = p->next) {
         snprintf(sub, sizeof sub, "%.400s.properties.%.64s", path, p->string);
-        if ((child[i] = schema_node(cc, p, sub, depth + 1)) < 0) return -1;
+        child[i] = -1;
+        bool again = false;   /* a name given again: the last one, as a JSON object's reader keeps it */
+        for (const cJSON *q = p->next; q && !again; q = q->next) again = !strcmp(q->string, p->string);
+        if (!again && (child[i] = schema_node(cc, p, sub, depth + 1)) < 0) return -1;
     }
     const int k = json_schema_add_node(cc->js, nd);
     if (k < 0) return fail(cc->err, cc->cap, "'%s': the schema is too large (%d nodes at most)", path, JSON_NODES_MAX), -1;
@@ -1090,6 +1124,7 @@ static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int dep
     cc->js->nodes[k].n_props = -1;
     for (int o = 0; o < n; o++) {
         const int i = order[o];
+        if (child[i] < 0) continue;   /* (given again later) */
         bool required = false;
         cJSON_ArrayForEach(r, reqs) required |= cJSON_IsString(r) && !strcmp(r->valuestring, ps[i]->string);
         cJSON *key = cc->g4 ? NULL : cJSON_CreateString(ps[i]->string);
@@ -1125,8 +1160,11 @@ static bool calls_schema(const cJSON *tools, enum choice choice, const char *cho
         args[i] = truthy(params) ? schema_node(&cc, params, "parameters", 0) : -1;
         if (args[i] < 0 || !(js->nodes[args[i]].types & JT_OBJ)) args[i] = 1;   /* (beyond the subset: any object) */
     }
-    for (int i = 0; i < n; i++)
+    if (!json_schema_finish(js)) { json_schema_free(js); return fail(err, cap, "out of memory"); }
+    for (int i = 0; i < n; i++) {
+        if (js->need[js->n_nodes + js->nodes[args[i]].obj] >= JSON_DEPTH_MAX) args[i] = 1;   /* (nests too deep: any object) */
         if (!json_schema_add_func(js, names[i], args[i])) { json_schema_free(js); return fail(err, cap, "out of memory"); }
+    }
     js->calls = choice == CHOICE_REQUIRED ? JSON_CALLS_REQUIRED : choice == CHOICE_NAMED ? named : JSON_CALLS_AUTO;
     rq->schema = js;
     return true;
@@ -1158,6 +1196,10 @@ static bool response_format_field(const cJSON *o, serve_req *rq, char *err, size
     const int root = schema_node(&cc, sc, object ? "response_format.schema" : "response_format.json_schema.schema", 0);
     if (root < 0) return false;
     rq->schema->root = root;
+    if (!json_schema_finish(rq->schema)) return fail(err, cap, "out of memory");
+    if (rq->schema->need[root] > JSON_DEPTH_MAX)
+        return fail(err, cap, "'response_format': the schema's values cannot be whole within %d levels of nesting (a required "
+                    "property that holds its own object?)", JSON_DEPTH_MAX);
     return true;
 }
 
@@ -1191,6 +1233,7 @@ static bool completion_prompt(const cJSON *p, const hachi_model *m, serve_req *r
 
 bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, serve_req *rq, char *err, size_t cap) {
     memset(rq, 0, sizeof *rq);
+    if (cap) snprintf(err, cap, "the request could not be read");   /* (a path that sets no message: never another request's) */
     rq->chat = chat;
     rq->max_tokens = -1;
     rq->smp.temperature = rq->smp.top_p = rq->smp.top_k = rq->smp.min_p = NAN;
