@@ -596,6 +596,15 @@ TEST(serve_seed_flag) {
     CHECKF(rc == 0 && g[3] && strcmp(g[3], g[0]) && !strncmp(pen, g[3], strlen(g[3])) && strlen(pen) <= strlen(g[3]) + 1,
            "penalized '%s', run '%s', greedy '%s'", g[3], pen, g[0]);
     free(run);
+    /* a generated NUL byte (token 3, <0x00>, raised) is text: \u0000 in the reply as in the stream (it cut the reply short) */
+    for (int stream = 0; stream < 2; stream++) {
+        CHECK(body_status(&b, "%s -d '{\"prompt\":\"abc\",\"max_tokens\":3,\"temperature\":0,\"logit_bias\":{\"3\":100}%s}'", a,
+                          stream ? ",\"stream\":true" : "") == 200);
+        const char *t = strstr(b, "\\u0000");
+        const char *t2 = t ? strstr(t + 6, "\\u0000") : NULL, *t3 = t2 ? strstr(t2 + 6, "\\u0000") : NULL;
+        CHECKF(stream ? t3 != NULL : strstr(b, "\"text\":\"\\u0000\\u0000\\u0000\"") != NULL, "stream %d: %s", stream, b);
+        free(b);
+    }
     /* logit_bias: ',' (432) banned and ' there' (383) down gives what `hachi run --logit-bias` gives, not
      * the greedy text; a token given twice keeps its last bias */
     CHECK(body_status(&b, "%s -d '{\"prompt\":\"Once upon a time\",\"max_tokens\":40,\"temperature\":0,"
@@ -846,6 +855,10 @@ TEST(serve_json_response_format) {
                 {"{}", "got no type"},
                 {"\"json\"", "got a string"},
             };
+            char full[2048];   /* a reply that continues an assistant message: refused */
+            snprintf(full, sizeof full, "%s -d '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\","
+                     "\"content\":\"{\\\"a\\\": \\\"b\"}],\"response_format\":{\"type\":\"json_object\"}}'", a);
+            check_error(&sv, 400, "with a reply that continues the last assistant message is not supported", full);
             for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
                 char full[2048];
                 snprintf(full, sizeof full, "%s -d '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"response_format\":%s}'",

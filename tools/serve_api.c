@@ -598,6 +598,12 @@ static void g4_call_args(g4out *o, const cJSON *args) {
     cJSON_Delete(parsed);
 }
 
+/* OpenAI's function names: 1-64 of [A-Za-z0-9_-] */
+static bool function_name(const char *s) {
+    const size_t n = strlen(s);
+    return n && n <= 64 && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == n;
+}
+
 /* A request's tool_choice: none given or "auto" (the model's choice), "none", "required", or a
  * function, {"type":"function","function":{"name":...}} (*name: its name, as OpenAI allows names:
  * 1-64 of [A-Za-z0-9_-], so that the call begun cannot read as another's); false with err on another */
@@ -610,8 +616,7 @@ static bool tool_choice(const cJSON *root, enum choice *choice, const char **nam
     if (cJSON_IsString(c) && !strcmp(c->valuestring, "none")) *choice = CHOICE_NONE;
     else if (cJSON_IsString(c) && !strcmp(c->valuestring, "required")) *choice = CHOICE_REQUIRED;
     else if (cJSON_IsObject(c) && cJSON_IsString(f)) {
-        const size_t n = strlen(f->valuestring);
-        if (!n || n > 64 || strspn(f->valuestring, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") != n)
+        if (!function_name(f->valuestring))
             return fail(err, cap, "'tool_choice.function.name' '%.*s' is not a function name (1-64 of A-Z, a-z, 0-9, _ and -)",
                         clip(f->valuestring, 64), f->valuestring);
         *choice = CHOICE_NAMED;
@@ -635,6 +640,13 @@ static bool g4_prompt(const cJSON *root, const hachi_model *m, bool think, enum 
         const cJSON *f = get(t, "function");
         if (!cJSON_IsObject(f) || !cJSON_IsString(get(f, "name")))
             return fail(err, cap, "'tools[%d]' must be {\"type\":\"function\",\"function\":{\"name\":...}}", ti);
+        const char *name = get(f, "name")->valuestring;
+        if (!function_name(name))
+            return fail(err, cap, "'tools[%d].function.name' '%.*s' is not a function name (1-64 of A-Z, a-z, 0-9, _ and -)", ti,
+                        clip(name, 64), name);
+        for (const cJSON *u = tool_list->child; u != t; u = u->next)
+            if (!strcmp(cJSON_GetStringValue(get(get(u, "function"), "name")), name))
+                return fail(err, cap, "'tools[%d]' declares the function '%s' again", ti, name);
         const cJSON *props = get(get(f, "parameters"), "properties");   /* (the template's dictsort takes a mapping) */
         if (truthy(props) && !cJSON_IsObject(props))
             return fail(err, cap, "'tools[%d].function.parameters.properties' must be an object, got %s", ti, type_name(props));
@@ -1186,6 +1198,9 @@ static bool response_format_field(const cJSON *o, serve_req *rq, char *err, size
         return fail(err, cap, "'response_format.type' '%.*s' is not supported (text, json_object and json_schema are)",
                     clip(t->valuestring, 64), t->valuestring);
     if (rq->think) return fail(err, cap, "'response_format' %s with thinking on is not supported", t->valuestring);
+    if (rq->continues)
+        return fail(err, cap, "'response_format' %s with a reply that continues the last assistant message is not supported",
+                    t->valuestring);
     if (truthy(get(o, "tools")) && !(cJSON_IsString(get(o, "tool_choice")) && !strcmp(get(o, "tool_choice")->valuestring, "none")))
         return fail(err, cap, "'response_format' %s with tools to call is not supported ('tool_choice': 'none' is)", t->valuestring);
     const cJSON *sc = object ? get(rf, "schema") : get(get(rf, "json_schema"), "schema");
@@ -1420,13 +1435,14 @@ static void add_usage(cJSON *o, const serve_result *r) {
     cJSON_AddNumberToObject(d, "cached_tokens", r->cached_tokens);
 }
 
-/* a JSON string of s[0..n) (cJSON wants it NUL-terminated) */
+/* a JSON string of s[0..n), written out (a NUL byte as \u0000: cJSON's strings would end there) */
 static cJSON *string_n(const char *s, size_t n) {
-    char *z = malloc(n + 1);
+    char *z = malloc(6 * n + 3);
     if (!z) return NULL;
-    memcpy(z, s, n);
-    z[n] = 0;
-    cJSON *v = cJSON_CreateString(z);
+    z[0] = '"';
+    const size_t e = serve_json_escape(z + 1, 6 * n + 1, s, n);
+    memcpy(z + 1 + e, "\"", 2);
+    cJSON *v = cJSON_CreateRaw(z);
     free(z);
     return v;
 }
@@ -1494,6 +1510,24 @@ static char *g4_string(g4cur *c) {
     return s;
 }
 
+/* Whether s is a number as JSON writes one: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+static bool json_number_text(const char *s) {
+    s += *s == '-';
+    if (*s == '0') s++;
+    else if (*s >= '1' && *s <= '9') while (*s >= '0' && *s <= '9') s++;
+    else return false;
+    if (*s == '.') {
+        if (!(*++s >= '0' && *s <= '9')) return false;
+        while (*s >= '0' && *s <= '9') s++;
+    }
+    if (*s == 'e' || *s == 'E') {
+        s += s[1] == '+' || s[1] == '-';
+        if (!(*++s >= '0' && *s <= '9')) return false;
+        while (*s >= '0' && *s <= '9') s++;
+    }
+    return !*s;
+}
+
 /* One value of Gemma 4's argument syntax as JSON: a quoted string, {key:value,...} (keys bare or
  * quoted), [value,...], true, false, null / None, a number. NULL when it does not parse. */
 static cJSON *g4_value(g4cur *c, int depth) {
@@ -1540,7 +1574,8 @@ static cJSON *g4_value(g4cur *c, int depth) {
     const double d = strtod(num, &e);
     if (e == num || !isfinite(d)) return NULL;
     c->p += e - num;
-    return cJSON_CreateNumber(d);
+    *e = 0;   /* a JSON number's text as written (an integer beyond 2^53 whole); else the value's */
+    return json_number_text(num) ? cJSON_CreateRaw(num) : cJSON_CreateNumber(d);
 }
 
 /* "call:NAME{ARGS}" as an OpenAI tool call; NULL when it is not one */
