@@ -61,10 +61,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             float lg[8] = {0};
             memcpy(lg, rq.prompt, strlen(rq.prompt) < sizeof lg ? strlen(rq.prompt) : sizeof lg);
             r.logprobs = entry;   /* a completion's: a prompt's first entry (no distribution), then one drawn */
-            const size_t w = chat ? 0 : serve_logprob_entry(entry, sizeof entry - 1, NULL, NULL, (int32_t)(size % 9), rq.top_logprobs, false, 0);
+            const size_t w = chat ? 0 : serve_logprob_entry(entry, sizeof entry - 1, NULL, NULL, (int32_t)(size % 9), rq.top_logprobs, SERVE_STRIP_TEXT, 0);
             if (w) entry[w] = ',';
             r.logprobs_len = serve_logprob_entry(entry + w + !!w, sizeof entry - w - 1, NULL, lg, (int32_t)(size % 9),
-                                                 rq.top_logprobs, size % 2, chat ? -1 : (long)(size % 7));
+                                                 rq.top_logprobs, (int)(size % 2), chat ? -1 : (long)(size % 7));
             r.logprobs_len += r.logprobs_len ? w + !!w : 0;
         }
         if (rq.schema) {   /* a response_format's schema walked by the body's own bytes */

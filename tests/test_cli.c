@@ -311,6 +311,8 @@ TEST(cli_errors_are_one_line) {
         {"run -m %s --logit-bias 5", "--logit-bias '5': expected TOKEN_ID+BIAS or TOKEN_ID-BIAS", true},
         {"run -m %s --logit-bias 5+inf", "--logit-bias '5+inf': expected", true},
         {"run -m %s --logit-bias 999999+1", "logit bias of token 999999: not in [0, ", true},
+        {"run -m %s --logit-bias 99999999999+1", "--logit-bias '99999999999+1': expected", true},
+        {"run -m %s --logit-bias ' 5+1'", "--logit-bias ' 5+1': expected", true},
         {"run -m %s --draft 16", "--draft must be in", true},
         {"run -m %s --spec self --self-budget 40", "--self-budget must be in", true},
         {"run -m %s --spec self --self-budget 100", "multiple of 16", true},

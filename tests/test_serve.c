@@ -734,7 +734,7 @@ TEST(serve_completion_logprobs_echo) {
     size_t at = 0;
     int i = 0;
     cJSON_ArrayForEach(x, tk) {   /* (ASCII: characters are bytes) */
-        const char *t = i == 0 ? "" : cJSON_GetStringValue(x);   /* (the BOS, added: not in the text) */
+        const char *t = cJSON_GetStringValue(x);   /* (the BOS the server added: "", as in the text) */
         CHECKF(text && t && cJSON_GetArrayItem(offs, i)->valueint == (int)at && !strncmp(text + at, t, strlen(t)),
                "token %d '%s' at %d, want %zu", i, t ? t : "", cJSON_GetArrayItem(offs, i)->valueint, at);
         at += t ? strlen(t) : 0;
@@ -747,6 +747,29 @@ TEST(serve_completion_logprobs_echo) {
           strstr(b, "\"text\":\"Once upon a time, the little cat sat\"") && strstr(b, "\"completion_tokens\":0") &&
           strstr(b, "\"logprobs\":null"));
     free(b);
+    /* a stop sequence cuts the entries with the text: the tokens join to it, streamed or not (they went
+     * past it: " the", " ", "re", "st" for " the ") */
+    char *joined[2] = {NULL, NULL};
+    for (int stream = 0; stream < 2; stream++) {
+        st = body_status(&b, "%s -d '{\"prompt\":\"Hello world, this is\",\"max_tokens\":8,\"temperature\":0,\"logprobs\":0,"
+                             "\"stop\":[\"rest\"]%s}'", a, stream ? ",\"stream\":true" : "");
+        char tokens[1024] = "", text[1024] = "";
+        for (const char *l = b; st == 200 && l && (l = strstr(l, "{\"id\"")); l++) {   /* each response or event */
+            cJSON *ev = cJSON_ParseWithOpts(l, NULL, false);
+            const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(ev, "choices"), 0), *x;
+            const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(c, "text"));
+            if (t && strlen(text) + strlen(t) < sizeof text) strcat(text, t);
+            cJSON_ArrayForEach(x, cJSON_GetObjectItem(cJSON_GetObjectItem(c, "logprobs"), "tokens"))
+                if (strlen(tokens) + strlen(x->valuestring) < sizeof tokens) strcat(tokens, x->valuestring);
+            cJSON_Delete(ev);
+        }
+        CHECKF(st == 200 && !strcmp(tokens, text) && *text, "stream %d: tokens '%s', text '%s'", stream, tokens, text);
+        joined[stream] = strdup(text);
+        free(b);
+    }
+    CHECK(joined[0] && joined[1] && !strcmp(joined[0], joined[1]));
+    free(joined[0]);
+    free(joined[1]);
     /* without echo: text_offset from the reply's start; logprobs 0 gives the token itself */
     st = body_status(&b, "%s -d '{\"prompt\":\"%s\",\"logprobs\":0,\"max_tokens\":4}'", a, prompt);
     lp = completion_logprobs(b, st, &doc);

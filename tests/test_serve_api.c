@@ -622,7 +622,7 @@ TEST(serve_logprob_entries) {
     char *buf = malloc(1 << 16);
     for (int k = 0; k < 2; k++) {
         const int32_t tok = k ? 5 : byte_tok;
-        const size_t n = serve_logprob_entry(buf, 1 << 16, m, lg, tok, 3, false, -1);
+        const size_t n = serve_logprob_entry(buf, 1 << 16, m, lg, tok, 3, SERVE_STRIP_NONE, -1);
         cJSON *e = n ? cJSON_Parse(buf) : NULL;
         CHECKF(e && strlen(buf) == n, "entry: %s", n ? buf : "(nothing)");
         if (!e) break;
@@ -646,19 +646,19 @@ TEST(serve_logprob_entries) {
         }
         cJSON_Delete(e);
     }
-    CHECK(serve_logprob_entry(buf, 40, m, lg, 17, 3, false, -1) == 0);               /* too small: nothing */
-    CHECK(serve_logprob_entry(buf, 1 << 16, m, lg, 17, 0, false, -1) > 0 && strstr(buf, "\"top_logprobs\":[]"));
-    CHECK(serve_logprob_entry(buf, 1 << 16, m, lg, nv, 3, false, -1) == 0);          /* no such token */
+    CHECK(serve_logprob_entry(buf, 40, m, lg, 17, 3, SERVE_STRIP_NONE, -1) == 0);               /* too small: nothing */
+    CHECK(serve_logprob_entry(buf, 1 << 16, m, lg, 17, 0, SERVE_STRIP_NONE, -1) > 0 && strstr(buf, "\"top_logprobs\":[]"));
+    CHECK(serve_logprob_entry(buf, 1 << 16, m, lg, nv, 3, SERVE_STRIP_NONE, -1) == 0);          /* no such token */
     /* the reply's first piece without the space the detokenizer dropped: in "token" and "bytes" */
     int32_t sp_tok = -1;
     for (int32_t t = 0; t < nv && sp_tok < 0; t++)
         if (hachi_token_to_text(m, t, piece, sizeof piece) == 4 && !memcmp(piece, " the", 4)) sp_tok = t;
-    const size_t ns = sp_tok >= 0 ? serve_logprob_entry(buf, 1 << 16, m, lg, sp_tok, 0, true, -1) : 0;
+    const size_t ns = sp_tok >= 0 ? serve_logprob_entry(buf, 1 << 16, m, lg, sp_tok, 0, SERVE_STRIP_SPACE, -1) : 0;
     CHECKF(ns && !strncmp(buf, "{\"token\":\"the\",", 15) && strstr(buf, "\"bytes\":[116,104,101]"), "%s", buf);
     /* exactly the bytes needed fit; one fewer does not */
-    const size_t full = serve_logprob_entry(buf, 1 << 16, m, lg, 17, 3, false, -1);
-    CHECK(full && serve_logprob_entry(buf, full + 1, m, lg, 17, 3, false, -1) == full &&
-          serve_logprob_entry(buf, full, m, lg, 17, 3, false, -1) == 0);
+    const size_t full = serve_logprob_entry(buf, 1 << 16, m, lg, 17, 3, SERVE_STRIP_NONE, -1);
+    CHECK(full && serve_logprob_entry(buf, full + 1, m, lg, 17, 3, SERVE_STRIP_NONE, -1) == full &&
+          serve_logprob_entry(buf, full, m, lg, 17, 3, SERVE_STRIP_NONE, -1) == 0);
     const size_t bound = serve_logprob_entry_max(64, SERVE_LOGPROB_MAX);   /* the bound holds a long piece */
     CHECK(bound > 21 * 64 * 6);
     free(buf);

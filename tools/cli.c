@@ -283,12 +283,12 @@ int cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i) 
         VAL();
         char *end, *e2;
         errno = 0;
-        const long id = strtol(v, &end, 10);
-        const double b = end > v && (*end == '+' || *end == '-') && isalnum((unsigned char)end[1]) ? strtod(end + 1, &e2) : NAN;
-        if (errno || id < 0 || isnan(b) || *e2 || (*end == '+' && isinf(b)))
+        const long id = isdigit((unsigned char)v[0]) ? strtol(v, &end, 10) : -1;
+        const double b = id >= 0 && (*end == '+' || *end == '-') && isalnum((unsigned char)end[1]) ? strtod(end + 1, &e2) : NAN;
+        if (errno || id < 0 || id > INT32_MAX || isnan(b) || *e2 || (*end == '+' && isinf(b)))
             return cli_error(cmd, "--logit-bias '%s': expected TOKEN_ID+BIAS or TOKEN_ID-BIAS (15043+1, 15043-inf)", v), -1;
         if (o->n_bias == CLI_MAX_BIAS) return cli_error(cmd, "--logit-bias given more than %d times", CLI_MAX_BIAS), -1;
-        o->bias_ids[o->n_bias] = (int32_t)CLI_MIN(id, (long)INT32_MAX);
+        o->bias_ids[o->n_bias] = (int32_t)id;
         o->bias[o->n_bias++] = (float)(*end == '-' ? -b : b);
         return 1;
     }

@@ -377,14 +377,16 @@ size_t serve_chunk_reasoning(char *buf, size_t cap, const serve_req *rq, const s
  * "bytes", "top_logprobs": [the top likeliest tokens' {"token", "logprob", "bytes"}]}, from the
  * logits lg[n_vocab] token tok was drawn from (their log-softmax: the model's distribution, before
  * temperature and the rest; -9999 where a probability is 0, as OpenAI writes it). A token's text
- * that is not UTF-8 has U+FFFD in "token" and its own bytes in "bytes"; strip_space: the token's
- * leading space left out of both (the detokenizer dropped it from the reply's first piece).
+ * that is not UTF-8 has U+FFFD in "token" and its own bytes in "bytes"; strip SERVE_STRIP_SPACE: the
+ * token's leading space left out of both (the detokenizer dropped it from the reply's first piece),
+ * SERVE_STRIP_TEXT: its text (a BOS the server added, not in the echoed prompt).
  * offset >= 0: a text completion's entry, with "text_offset" (the characters of the text before the
  * token), written in OpenAI's completion form by the responses; lg NULL: a prompt's first token,
  * "logprob" and "top_logprobs" null. Written into buf (cap bytes, NUL-terminated); returns its
  * length, 0 when it does not fit. */
 size_t serve_logprob_entry(char *buf, size_t cap, const hachi_model *m, const float *lg, int32_t tok, int top,
-                           bool strip_space, long offset);
+                           int strip, long offset);
+enum { SERVE_STRIP_NONE, SERVE_STRIP_SPACE, SERVE_STRIP_TEXT };
 /* The most bytes serve_logprob_entry writes for top alternatives, for a vocabulary whose tokens'
  * texts are at most piece bytes long */
 #define SERVE_LOGPROB_MAX 20

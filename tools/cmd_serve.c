@@ -125,6 +125,10 @@ typedef struct request {
     json_grammar jg;                /* response_format json_object: the sampler's constraint */
     text_acc lp;                    /* logprobs: the tokens' entries, comma-joined; [0, lp_sent) sent */
     size_t lp_sent, lp_max;         /* ...; the most bytes of one entry */
+    size_t lp_base;                 /* lp.len before the generated tokens' entries (after echo's prompt's) */
+    size_t *tok_at, *tok_lp;        /* [max_gen] where each generated token's text began (SIZE_MAX: it wrote
+                                       none), and lp.len after its entry: what a stop sequence's cut drops */
+    int lp_next;                    /* a stream's generated tokens whose entries are sent */
     const char *finish;             /* NULL while generating */
     bool role_sent, stream_end;
     char *out;                      /* [out_cap] stream events not yet handed to MHD (the last ones may grow it) */
@@ -302,6 +306,7 @@ static hachi_status gen_begin(server *srv, request *q) {
     st = score ? prompt_entries(q, offs) : n - 1 > r ? hachi_session_eval(sl->s, q->prompt + r, n - 1 - r, NULL) : HACHI_OK;
     sl->conn = NULL;
     free(offs);
+    q->lp_base = q->lp.len;   /* (after echo's entries) */
     if (st) return st;   /* stopped (HACHI_ERR_ABORTED): gen_end keeps what it prefilled */
     if (n - 1 > r) slot_checkpoint(sl);
     if ((st = hachi_session_eval(sl->s, q->prompt + n - 1, 1, NULL))) return st;
@@ -365,11 +370,11 @@ static long text_chars(request *q) {
 
 /* Token tok's log-probability entry, drawn from lg (NULL: a prompt's first token), into q->lp;
  * offset: its text_offset (-1 for a chat's entry) */
-static void lp_add(request *q, const float *lg, int32_t tok, bool strip_space, long offset) {
+static void lp_add(request *q, const float *lg, int32_t tok, int strip, long offset) {
     if (!acc_reserve(q, &q->lp, q->lp_max + 1)) return;
     const size_t at = q->lp.len + (q->lp.len > 0);
     const size_t w = serve_logprob_entry(q->lp.p + at, q->lp.cap - at, q->srv->m, lg, tok, q->rq.top_logprobs,
-                                         strip_space, offset);
+                                         strip, offset);
     if (w && q->lp.len) q->lp.p[q->lp.len] = ',';
     if (w) q->lp.len = at + w;
 }
@@ -423,12 +428,23 @@ static void calls_finish(request *q) {
     if (q->tool_calls && q->finish && !strcmp(q->finish, "stop")) q->finish = "tool_calls";
 }
 
+/* The text cut at byte at (a stop sequence begins there), and the log-probability entries of the
+ * tokens from the first that wrote text there or past it */
+static void text_cut(request *q, size_t at) {
+    q->text.len = at;
+    for (int g = 0; q->tok_at && g < q->n_gen; g++)
+        if (q->tok_at[g] != SIZE_MAX && q->tok_at[g] >= at) {
+            q->lp.len = g ? q->tok_lp[g - 1] : q->lp_base;
+            break;
+        }
+}
+
 /* The end of the text: the detokenizer's rest, a last look for stop sequences. */
 static void gen_finish(request *q, const char *why) {
     char buf[HACHI_DETOK_MAX];
     size_t at, k = (size_t)hachi_detok_flush(q->sl->dt, buf, sizeof buf);
     out_add(q, buf, k);
-    if (q->rq.n_stop && find_stop(q, q->sent, &at)) { q->text.len = at; why = "stop"; }
+    if (q->rq.n_stop && find_stop(q, q->sent, &at)) { text_cut(q, at); why = "stop"; }
     q->finish = why;
 }
 
@@ -472,7 +488,9 @@ static hachi_status prompt_entries(request *q, const long *offs) {
     for (int i = 0; i < n && !st && !q->text_oom; i++) {
         if (i > 0 && (i - 1) % rows == 0)   /* the logits of tokens i-1 .. */
             st = hachi_session_eval(q->sl->s, q->prompt + i - 1, CLI_MIN(rows, n - i), lg);
-        if (!st) lp_add(q, i ? lg + (size_t)((i - 1) % rows) * nv : NULL, q->prompt[i], i == q->strip_at, offs[i]);
+        if (!st)
+            lp_add(q, i ? lg + (size_t)((i - 1) % rows) * nv : NULL, q->prompt[i],
+                   i == 0 && q->rq.add_bos ? SERVE_STRIP_TEXT : i == q->strip_at ? SERVE_STRIP_SPACE : SERVE_STRIP_NONE, offs[i]);
     }
     free(lg);
     return q->text_oom ? HACHI_ERR_NOMEM : st;
@@ -497,13 +515,18 @@ static size_t gen_step(server *srv, request *q) {
         const bool strips = q->rq.top_logprobs >= 0 && hachi_detok_strips_space(sl->dt);   /* (for its entry) */
         size_t k = (size_t)hachi_detok_push(sl->dt, out[i], buf, sizeof buf);
         if (q->rq.top_logprobs >= 0)   /* the token's entry (without the space the text lost, if it did) */
-            lp_add(q, hachi_spec_step_logits(q->sp, i), out[i], strips && !hachi_detok_strips_space(sl->dt),
+            lp_add(q, hachi_spec_step_logits(q->sp, i), out[i], strips && !hachi_detok_strips_space(sl->dt) ? SERVE_STRIP_SPACE : SERVE_STRIP_NONE,
                    q->rq.chat ? -1 : text_chars(q));
+        const size_t t0 = q->text.len;
         out_add(q, buf, k);
+        if (q->tok_at) {
+            q->tok_at[q->n_gen - 1] = q->text.len > t0 ? t0 : SIZE_MAX;
+            q->tok_lp[q->n_gen - 1] = q->lp.len;
+        }
         if (q->text_oom) { gen_finish(q, "length"); return q->text.len - q->sent; }
         size_t at;
         if (q->rq.n_stop && find_stop(q, CLI_MAX(from, q->sent), &at)) {
-            q->text.len = at;
+            text_cut(q, at);
             q->finish = "stop";
             return q->text.len - q->sent;
         }
@@ -583,6 +606,8 @@ static void request_unref(request *q) {
     free(q->calls.p);
     free(q->tool_calls);
     free(q->lp.p);
+    free(q->tok_at);
+    free(q->tok_lp);
     free(q->out);
     atomic_fetch_sub(&q->srv->live, 1);
     free(q);
@@ -593,12 +618,20 @@ static void stream_add(request *q, size_t n) {
     q->t_event = cli_time_ms();
 }
 
-/* The log-probability entries not sent yet go with the next chunk (true when there are some);
- * lp_sent moves past them once it is written */
-static bool lp_pending(request *q) {
-    const size_t from = q->lp_sent + (q->lp_sent > 0 && q->lp_sent < q->lp.len);   /* past the comma */
+/* Where the log-probability entries a stream may send end, with text [0, sent) released: before
+ * the first token whose text is not released (a stop sequence's cut may drop it) */
+static size_t lp_ready(request *q, size_t sent) {
+    if (!q->tok_at || q->finish) return q->lp.len;
+    while (q->lp_next < q->n_gen && !(q->tok_at[q->lp_next] != SIZE_MAX && q->tok_at[q->lp_next] >= sent)) q->lp_next++;
+    return q->lp_next ? q->tok_lp[q->lp_next - 1] : q->lp_base;
+}
+
+/* The log-probability entries not sent yet, up to end, go with the next chunk (true when there
+ * are some); lp_sent moves to end once it is written */
+static bool lp_pending(request *q, size_t end) {
+    const size_t from = q->lp_sent + (q->lp_sent > 0 && q->lp_sent < end);   /* past the comma */
     q->res.logprobs = q->lp.p ? q->lp.p + from : NULL;
-    q->res.logprobs_len = q->lp.len - CLI_MIN(from, q->lp.len);
+    q->res.logprobs_len = end - CLI_MIN(from, end);
     return q->res.logprobs_len > 0;
 }
 
@@ -632,12 +665,13 @@ static bool stream_produce(request *q) {
         size_t n = gen_step(srv, q);
         const size_t before = q->out_len;
         if (!think_chunk(q, &o, &cap)) return false;   /* the thought as it comes */
-        const bool entries = lp_pending(q);
+        const size_t ready = lp_ready(q, q->sent + n);
+        const bool entries = lp_pending(q, ready);
         if ((n || entries) && !q->finish) {   /* text released, or tokens' entries (a step's) */
             size_t w = serve_chunk(o, cap, &q->rq, &q->res, q->text.p + q->sent, n, false, NULL, false);
             if (!w) return false;
             q->sent += n;
-            q->lp_sent = q->lp.len;
+            q->lp_sent = ready;
             stream_add(q, w);
             return true;
         }
@@ -655,7 +689,7 @@ static bool stream_produce(request *q) {
     /* the rest in the last events: the text held back (a forced call's reply is all held until it
      * parses or not), the calls, the entries not sent; a JSON string takes at most 6 bytes a byte */
     const size_t need = q->out_len + 6 * (q->text.len - q->sent) + 2 * (q->tool_calls ? strlen(q->tool_calls) : 0) +
-                        (q->lp.len - q->lp_sent) + 4096;
+                        2 * (q->lp.len - q->lp_sent) + 4096;
     if (need > q->out_cap) {
         char *t = realloc(q->out, need);
         if (!t) return false;
@@ -666,14 +700,14 @@ static bool stream_produce(request *q) {
     }
     size_t w = 0;
     if (q->text.len > q->sent) {
-        lp_pending(q);
+        lp_pending(q, q->lp.len);
         w = serve_chunk(o, cap, &q->rq, &q->res, q->text.p + q->sent, q->text.len - q->sent, false, NULL, false);
         if (!w) return false;
         q->sent = q->text.len;
         q->lp_sent = q->lp.len;
     }
     gen_end(srv, q);
-    lp_pending(q);   /* (gen_end gave the result all of them) the last chunk takes the rest */
+    lp_pending(q, q->lp.len);   /* (gen_end gave the result all of them) the last chunk takes the rest */
     const size_t wc = q->res.tool_calls ? serve_chunk_tool_calls(o + w, cap - w, &q->rq, &q->res) : 0;
     if (q->res.tool_calls && !wc) return false;
     w += wc;
@@ -732,7 +766,12 @@ static enum MHD_Result completion(server *srv, request *q) {
     const long want = rq->max_tokens >= 0 ? rq->max_tokens : srv->n_predict > 0 ? srv->n_predict : n_ctx - n;
     q->max_gen = (int)CLI_MIN(want, (long)(n_ctx - n));
     q->text.cap = (size_t)q->max_gen * 64 + 256;
-    if (rq->top_logprobs >= 0) q->lp_max = serve_logprob_entry_max(srv->max_piece, rq->top_logprobs);
+    if (rq->top_logprobs >= 0) {
+        q->lp_max = serve_logprob_entry_max(srv->max_piece, rq->top_logprobs);
+        q->tok_at = malloc(sizeof *q->tok_at * ((size_t)q->max_gen + 1));
+        q->tok_lp = malloc(sizeof *q->tok_lp * ((size_t)q->max_gen + 1));
+        if (!q->tok_at || !q->tok_lp) return send_error(conn, 500, NULL, "out of memory");
+    }
     q->out_cap = SERVE_STREAM_BUF + 2 * HACHI_SPEC_STEP_MAX * q->lp_max;   /* a step's entries, twice */
     if (!(q->text.p = malloc(q->text.cap)) || (rq->stream && !(q->out = malloc(q->out_cap))))
         return send_error(conn, 500, NULL, "out of memory");

@@ -1701,10 +1701,11 @@ size_t serve_chunk(char *buf, size_t cap, const serve_req *rq, const serve_resul
 }
 
 /* {"token":..,"logprob":..,"bytes":[..] (no closing brace) of token t at log-probability lp into buf */
-static size_t logprob_token(char *buf, size_t cap, const hachi_model *m, int32_t t, double lp, bool strip_space) {
+static size_t logprob_token(char *buf, size_t cap, const hachi_model *m, int32_t t, double lp, int strip) {
     char piece[1024], text[3 * sizeof piece];
     int32_t n = hachi_token_to_text(m, t, piece, sizeof piece);
-    if (strip_space && n > 0 && piece[0] == ' ') memmove(piece, piece + 1, (size_t)--n);
+    if (strip == SERVE_STRIP_TEXT) n = 0;
+    if (strip == SERVE_STRIP_SPACE && n > 0 && piece[0] == ' ') memmove(piece, piece + 1, (size_t)--n);
     size_t tl = 0;
     for (size_t i = 0; n > 0 && i < (size_t)n;) {   /* the valid UTF-8 runs, U+FFFD for each other byte */
         const size_t e = utf8_end((const unsigned char *)piece + i, (size_t)n - i);
@@ -1739,11 +1740,11 @@ static size_t logprob_token(char *buf, size_t cap, const hachi_model *m, int32_t
 }
 
 size_t serve_logprob_entry(char *buf, size_t cap, const hachi_model *m, const float *lg, int32_t tok, int top,
-                           bool strip_space, long offset) {
+                           int strip, long offset) {
     const int32_t nv = hachi_model_n_vocab(m);
     if (tok < 0 || tok >= nv || top < 0 || top > SERVE_LOGPROB_MAX) return 0;
     if (!lg) {   /* a prompt's first token: no distribution it was drawn from */
-        const size_t o = logprob_token(buf, cap, m, tok, NAN, strip_space);
+        const size_t o = logprob_token(buf, cap, m, tok, NAN, strip);
         const int k = o ? snprintf(buf + o, cap - o, ",\"top_logprobs\":null,\"text_offset\":%ld}", CLI_MAX(offset, 0L)) : -1;
         return k < 0 || (size_t)k >= cap - o ? 0 : o + (size_t)k;
     }
@@ -1760,7 +1761,7 @@ size_t serve_logprob_entry(char *buf, size_t cap, const hachi_model *m, const fl
         for (; j > 0 && lg[i] > lg[best[j - 1]]; j--) best[j] = best[j - 1];
         best[j] = i;
     }
-    size_t o = logprob_token(buf, cap, m, tok, (double)lg[tok] - lse, strip_space);
+    size_t o = logprob_token(buf, cap, m, tok, (double)lg[tok] - lse, strip);
     static const char open[] = ",\"top_logprobs\":[";   /* then each alternative, then "]}" and the NUL */
     if (!o || o + sizeof open - 1 + 3 > cap) return 0;
     memcpy(buf + o, open, sizeof open - 1);

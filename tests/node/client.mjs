@@ -131,11 +131,11 @@ const cReq = { model: modelId, prompt: 'The little dog ran', max_tokens: 10, tem
 const cl = await client.completions.create(cReq);
 const L = cl.choices[0].logprobs, cText = cl.choices[0].text, nPrompt = cl.usage.prompt_tokens;
 const nTok = nPrompt + cl.usage.completion_tokens;
-// (the BOS the server added is not in the text: its offset is 0, as is the next token's)
+// (the BOS the server added is not in the text: its token is "")
 check(L && L.tokens.length === nTok && L.token_logprobs.length === nTok && L.top_logprobs.length === nTok &&
   L.text_offset.length === nTok && L.token_logprobs[0] === null && L.top_logprobs[0] === null &&
-  cText.startsWith(cReq.prompt) && L.tokens.slice(1).join('') === cText &&
-  L.text_offset.every((o, i) => o === L.tokens.slice(1, Math.max(i, 1)).join('').length) &&
+  cText.startsWith(cReq.prompt) && L.tokens[0] === '' && L.tokens.join('') === cText &&
+  L.text_offset.every((o, i) => o === L.tokens.slice(0, i).join('').length) &&
   L.token_logprobs.slice(nPrompt).every((v, i) => v === Math.max(...Object.values(L.top_logprobs[nPrompt + i]))),
   'completion logprobs with echo: every token, at its offset, greedy', JSON.stringify(cl.choices[0]));
 const cs = await client.completions.create({ ...cReq, stream: true });
