@@ -12,6 +12,17 @@
 #include "../tools/cli.h"
 #include "test.h"
 
+/* The shared Gemma vocabulary alone; NULL when ../shared lacks it (a load that fails is a failure) */
+static hachi_model *gemma_vocab(void) {
+    const char *path = test_shared_path("oracle/gemma4-vocab.gguf");
+    if (!path) return NULL;
+    hachi_model_params mp = hachi_model_default_params();
+    mp.vocab_only = true;
+    hachi_model *m = NULL;
+    CHECKF(hachi_model_load(path, &mp, &m) == HACHI_OK, "load %s: %s", path, hachi_last_error());
+    return m;
+}
+
 #ifndef HACHI_NO_SERVE
 static hachi_model *g4_tools_vocab(void) {
     const char *src = test_shared_path("oracle/gemma4-vocab.gguf");
@@ -106,13 +117,8 @@ TEST(json_schema_automaton) {
 #ifdef HACHI_NO_SERVE
     SKIP("hachi was built without the server");
 #else
-    const char *path = test_shared_path("oracle/gemma4-vocab.gguf");
-    if (!path) SKIP("../shared/oracle/gemma4-vocab.gguf absent");
-    hachi_model_params mp = hachi_model_default_params();
-    mp.vocab_only = true;
-    hachi_model *m = NULL;
-    CHECK(hachi_model_load(path, &mp, &m) == HACHI_OK);
-    if (!m) return;
+    hachi_model *m = gemma_vocab();
+    if (!m) SKIP("../shared/oracle/gemma4-vocab.gguf absent");
     static const struct { const char *schema; const char *doc; int at; bool done; } cases[] = {
 #define PERSON "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"}," \
                "\"pet\":{\"enum\":[\"cat\",\"dog\"]},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}," \
@@ -243,13 +249,9 @@ TEST(json_schema_automaton) {
  * automaton takes (its fast paths: the first byte, a string's plain pieces), the end only once the
  * root closed, never another control token; in states along a document */
 TEST(json_grammar_mask_is_the_automaton) {
-    const char *path = test_shared_path("oracle/gemma4-vocab.gguf");
-    if (!path) SKIP("../shared/oracle/gemma4-vocab.gguf absent");
-    hachi_model_params mp = hachi_model_default_params();
-    mp.vocab_only = true;
-    hachi_model *m = NULL;
-    CHECK(hachi_model_load(path, &mp, &m) == HACHI_OK);
-    json_vocab *v = m ? json_vocab_create(m, false) : NULL;
+    hachi_model *m = gemma_vocab();
+    if (!m) SKIP("../shared/oracle/gemma4-vocab.gguf absent");
+    json_vocab *v = json_vocab_create(m, false);
     json_schema *obj = json_schema_object();
     CHECK(v && obj);
     if (!v || !obj) { json_vocab_free(v); json_schema_free(obj); hachi_model_free(m); return; }
@@ -306,12 +308,9 @@ TEST(serve_utf8_clean_as_the_detokenizer) {
         {"\xED\xA0\x80", true, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 0},                 /* a surrogate */
     };
     /* and the detokenizer's text of the same bytes as byte tokens (<0x00>.. at 238 in the Gemma vocabulary) */
-    const char *path = test_shared_path("oracle/gemma4-vocab.gguf");
-    hachi_model_params mp = hachi_model_default_params();
-    mp.vocab_only = true;
-    hachi_model *m = NULL;
+    hachi_model *m = gemma_vocab();
     hachi_detok *dt = NULL;
-    if (path && hachi_model_load(path, &mp, &m) == HACHI_OK) hachi_detok_create(m, &dt);
+    if (m) hachi_detok_create(m, &dt);
     if (!dt) printf("  (../shared/oracle/gemma4-vocab.gguf absent: the detokenizer's text not compared)\n");
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char out[64], want[64];
@@ -597,13 +596,8 @@ TEST(serve_logprob_entries) {
 #ifdef HACHI_NO_SERVE
     SKIP("hachi is built without the server (cJSON absent)");
 #else
-    const char *path = test_shared_path("oracle/gemma4-vocab.gguf");
-    if (!path) SKIP("../shared/oracle/gemma4-vocab.gguf absent");
-    hachi_model_params mp = hachi_model_default_params();
-    mp.vocab_only = true;
-    hachi_model *m = NULL;
-    CHECK(hachi_model_load(path, &mp, &m) == HACHI_OK);
-    if (!m) return;
+    hachi_model *m = gemma_vocab();
+    if (!m) SKIP("../shared/oracle/gemma4-vocab.gguf absent");
     const int32_t nv = hachi_model_n_vocab(m);
     int32_t byte_tok = -1;   /* a byte token of a lead byte (0xE2): not UTF-8 alone */
     char piece[64];
