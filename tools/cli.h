@@ -468,8 +468,17 @@ typedef struct json_vocab json_vocab;        /* a model's token texts, for the m
  * (a model without them: NULL) */
 json_vocab *json_vocab_create(const hachi_model *m, bool g4);
 void json_vocab_free(json_vocab *v);
-typedef struct json_grammar { const json_vocab *v; json_state st; } json_grammar;
+#define JSON_MASK_CACHE 4           /* states whose masks a grammar keeps (a string's steps share one) */
+typedef struct json_grammar {
+    const json_vocab *v;
+    json_state st;
+    uint64_t *bits;                 /* [JSON_MASK_CACHE][words]: the tokens allowed after key[i] (NULL: no cache) */
+    json_state key[JSON_MASK_CACHE];
+    int n_keys, next;
+} json_grammar;
+/* A grammar at the schema's start (its mask cache allocated here: without memory, none) */
 void json_grammar_init(json_grammar *g, const json_vocab *v, const json_schema *js);
+void json_grammar_free(json_grammar *g);
 /* hachi_sampler_constraint's callbacks, ctx a json_grammar: the tokens that cannot come next
  * (their text breaks the schema's JSON, a control token, the end before the value is whole,
  * anything after it) masked; a token accepted */

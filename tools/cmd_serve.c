@@ -606,6 +606,7 @@ static void request_unref(request *q) {
     free(q->calls.p);
     free(q->tool_calls);
     free(q->lp.p);
+    json_grammar_free(&q->jg);
     free(q->tok_at);
     free(q->tok_lp);
     free(q->out);

@@ -517,21 +517,45 @@ void json_vocab_free(json_vocab *v) {
     free(v);
 }
 
+static size_t mask_words(const json_vocab *v) { return ((size_t)v->n + 63) / 64; }
+
 void json_grammar_init(json_grammar *g, const json_vocab *v, const json_schema *js) {
+    memset(g, 0, sizeof *g);
     g->v = v;
     json_state_init(&g->st, js);
+    g->bits = malloc(sizeof *g->bits * JSON_MASK_CACHE * mask_words(v));
+}
+
+void json_grammar_free(json_grammar *g) {
+    free(g->bits);
+    g->bits = NULL;
 }
 
 void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab) {
-    const json_grammar *g = ctx;
+    json_grammar *g = ctx;
     const json_vocab *v = g->v;
     const json_state *s = &g->st;
+    if (s->mode == J_G4_IDLE) return;   /* (text: anything, until a call begins) */
+    const size_t words = mask_words(v);
+    for (int k = 0; g->bits && k < g->n_keys; k++)   /* a state seen before (a string's next piece): its mask */
+        if (!memcmp(&g->key[k], s, sizeof *s)) {
+            const uint64_t *b = g->bits + (size_t)k * words;
+            for (int32_t t = 0; t < n_vocab; t++)
+                if (t >= v->n || !(b[t >> 6] >> (t & 63) & 1)) logits[t] = -INFINITY;
+            return;
+        }
+    uint64_t *b = g->bits ? g->bits + (size_t)g->next * words : NULL;   /* (this state's, replacing the oldest) */
+    if (b) {
+        memset(b, 0, words * sizeof *b);
+        g->key[g->next] = *s;
+        g->n_keys = CLI_MAX(g->n_keys, g->next + 1);
+        g->next = (g->next + 1) % JSON_MASK_CACHE;
+    }
     bool first[256];   /* the bytes that can come next */
     for (int c = 0; c < 256; c++) {
         json_state t = *s;
         first[c] = step(&t, (unsigned char)c);
     }
-    if (s->mode == J_G4_IDLE) return;   /* (text: anything, until a call begins) */
     const bool in_string = s->mode == J_STRING;
     for (int32_t t = 0; t < n_vocab && t < v->n; t++) {
         const int k = v->kind[t];
@@ -545,6 +569,7 @@ void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab) {
             ok = json_state_feed(&x, v->bytes + v->off[t], v->off[t + 1] - v->off[t]);
         }
         if (!ok) logits[t] = -INFINITY;
+        else if (b) b[t >> 6] |= 1ull << (t & 63);
     }
     for (int32_t t = v->n; t < n_vocab; t++) logits[t] = -INFINITY;
 }
