@@ -643,7 +643,7 @@ static long double log_sum_exp(const float *row, int n) {
     long double mx = row[0], z = 0;
     for (int i = 1; i < n; i++) mx = row[i] > mx ? row[i] : mx;
     for (int i = 0; i < n; i++) z += expl((long double)row[i] - mx);
-    return mx + logl(z);
+    return mx + logl(z > 1 ? z : 1);   /* (z >= 1: the largest logit's own term) */
 }
 
 /* A completion's logprobs object: parsed from a 200 response, else NULL (the body in the failure) */
@@ -667,8 +667,10 @@ TEST(serve_completion_logprobs_echo) {
                *ref_path = test_shared_path("oracle/gemma4-tiny.ref64.logits.f32");
     if (!tiny || !tok_path || !ref_path) SKIP("../shared/oracle's gemma4-tiny files absent");
     size_t rl = 0;
-    float *ref = (float *)test_read_file(ref_path, &rl);
-    char *toks = test_read_file(tok_path, NULL);
+    char *raw = test_read_file(ref_path, &rl), *toks = test_read_file(tok_path, NULL);
+    float *ref = raw ? malloc(rl + 1) : NULL;
+    if (ref) memcpy(ref, raw, rl);
+    free(raw);
     CHECK(ref && rl == sizeof(float) * 80 * 1024 && toks);
     int ids[80], n = 0;
     char body[4096];
@@ -754,13 +756,16 @@ TEST(serve_completion_logprobs_echo) {
         st = body_status(&b, "%s -d '{\"prompt\":\"Hello world, this is\",\"max_tokens\":8,\"temperature\":0,\"logprobs\":0,"
                              "\"stop\":[\"rest\"]%s}'", a, stream ? ",\"stream\":true" : "");
         char tokens[1024] = "", text[1024] = "";
+        size_t nt = 0, nx = 0;
         for (const char *l = b; st == 200 && l && (l = strstr(l, "{\"id\"")); l++) {   /* each response or event */
             cJSON *ev = cJSON_ParseWithOpts(l, NULL, false);
             const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(ev, "choices"), 0), *x;
             const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(c, "text"));
-            if (t && strlen(text) + strlen(t) < sizeof text) strcat(text, t);
+            if (t) nx += (size_t)snprintf(text + nx, sizeof text - nx, "%s", t);
             cJSON_ArrayForEach(x, cJSON_GetObjectItem(cJSON_GetObjectItem(c, "logprobs"), "tokens"))
-                if (strlen(tokens) + strlen(x->valuestring) < sizeof tokens) strcat(tokens, x->valuestring);
+                nt += (size_t)snprintf(tokens + nt, sizeof tokens - nt, "%s", x->valuestring);
+            nx = CLI_MIN(nx, sizeof text - 1);
+            nt = CLI_MIN(nt, sizeof tokens - 1);
             cJSON_Delete(ev);
         }
         CHECKF(st == 200 && !strcmp(tokens, text) && *text, "stream %d: tokens '%s', text '%s'", stream, tokens, text);

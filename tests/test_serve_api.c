@@ -213,7 +213,7 @@ TEST(json_schema_automaton) {
         char body[1024], err[512], doc[512] = "";
         snprintf(body, sizeof body, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
                  "{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"c\":{\"$ref\":\"#/$defs/n\"}}}},\"$ref\":\"#/$defs/n\"}}}}");
-        for (int d = 0; d < JSON_DEPTH_MAX; d++) strcat(doc, "{\"c\":");
+        for (int d = 0; d < JSON_DEPTH_MAX; d++) memcpy(doc + 5 * d, "{\"c\":", 6);   /* (5 bytes and the NUL) */
         serve_req rq;
         CHECKF(serve_parse(body, strlen(body), false, m, &rq, err, sizeof err), "%s", err);
         bool done;
@@ -262,6 +262,7 @@ TEST(json_grammar_mask_is_the_automaton) {
     static const int cuts[] = {0, 1, 2, 4, 7, 9, 12, 18, 22, 27, 30, 33, 36, 38, 42, 47, 50, 55, 58, 62, (int)sizeof doc - 1};
     long allowed_total = 0;
     double mask_ms = 0, hit_ms = 0;
+    const size_t n_cuts = sizeof cuts / sizeof *cuts;
     float *lg2 = malloc(sizeof(float) * (size_t)nv);
     for (size_t c = 0; c < sizeof cuts / sizeof *cuts; c++) {
         json_grammar g;
@@ -291,7 +292,7 @@ TEST(json_grammar_mask_is_the_automaton) {
         CHECKF(wrong == 0, "after %d bytes: %d tokens masked wrongly (%d allowed)", cuts[c], wrong, allowed);
     }
     printf("  mask of %d tokens: %.2f ms a step, %.2f ms from the cache (means over %zu states)\n", nv,
-           mask_ms / (double)(sizeof cuts / sizeof *cuts), hit_ms / (double)(sizeof cuts / sizeof *cuts), sizeof cuts / sizeof *cuts);
+           mask_ms / (double)n_cuts, hit_ms / (double)n_cuts, n_cuts);
     CHECK(allowed_total > 100000);   /* (strings take most of the vocabulary) */
     free(lg);
     free(lg2);

@@ -281,11 +281,12 @@ int cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i) 
     }
     if (!strcmp(a, "--logit-bias")) {   /* llama.cpp's form: 15043+1, 15043-0.5, 15043-inf */
         VAL();
-        char *end, *e2;
+        char *end = NULL, *e2 = NULL;
         errno = 0;
         const long id = isdigit((unsigned char)v[0]) ? strtol(v, &end, 10) : -1;
-        const double b = id >= 0 && (*end == '+' || *end == '-') && isalnum((unsigned char)end[1]) ? strtod(end + 1, &e2) : NAN;
-        if (errno || id < 0 || id > INT32_MAX || isnan(b) || *e2 || (*end == '+' && isinf(b)))
+        double b = NAN;
+        if (id >= 0 && (*end == '+' || *end == '-') && isalnum((unsigned char)end[1])) b = strtod(end + 1, &e2);
+        if (errno || id < 0 || id > INT32_MAX || !e2 || *e2 || isnan(b) || (*end == '+' && isinf(b)))
             return cli_error(cmd, "--logit-bias '%s': expected TOKEN_ID+BIAS or TOKEN_ID-BIAS (15043+1, 15043-inf)", v), -1;
         if (o->n_bias == CLI_MAX_BIAS) return cli_error(cmd, "--logit-bias given more than %d times", CLI_MAX_BIAS), -1;
         o->bias_ids[o->n_bias] = (int32_t)id;

@@ -109,7 +109,7 @@ int cmd_chat(int argc, char **argv) {
     cli_draft_session(&dr, &o.sp);
     hachi_status st = hachi_session_create(m, &o.sp, &s);
     if (st) { cli_lib_error(cmd, st, "cannot create the session"); goto out; }
-    if ((st = cli_sampler_create(cmd, &o, m, &smp))) goto out;
+    if (cli_sampler_create(cmd, &o, m, &smp) != HACHI_OK) goto out;
     hachi_spec_params spp;
     if (!cli_draft_setup(cmd, &dr, m, &spp)) goto out;
     if ((st = hachi_spec_create(m, s, smp, &spp, &sp))) { cli_lib_error(cmd, st, "generator"); goto out; }

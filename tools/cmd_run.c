@@ -107,7 +107,7 @@ int cmd_run(int argc, char **argv) {
         cli_error(cmd, "the prompt has %d tokens, more than the context of %d (-c)", n_tok, hachi_session_n_ctx(s));
         goto out;
     }
-    if ((st = cli_sampler_create(cmd, &o, m, &smp))) goto out;
+    if (cli_sampler_create(cmd, &o, m, &smp) != HACHI_OK) goto out;
     hachi_spec_params spp;
     if (!cli_draft_setup(cmd, &dr, m, &spp)) goto out;
     if ((st = hachi_spec_create(m, s, smp, &spp, &sp))) { cli_lib_error(cmd, st, "generator"); goto out; }

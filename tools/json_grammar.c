@@ -519,6 +519,19 @@ void json_vocab_free(json_vocab *v) {
 
 static size_t mask_words(const json_vocab *v) { return ((size_t)v->n + 63) / 64; }
 
+/* The same automaton state (member by member: a struct's padding is no part of it) */
+static bool state_eq(const json_state *a, const json_state *b) {
+    if (a->js != b->js || a->mode != b->mode || a->depth != b->depth || a->n != b->n || a->ws != b->ws || a->nl != b->nl ||
+        a->vnode != b->vnode || a->prop != b->prop || a->pos != b->pos || a->done_lit != b->done_lit ||
+        a->lit_base != b->lit_base || a->lit_kind != b->lit_kind || a->key != b->key || a->integer != b->integer ||
+        a->cand != b->cand)
+        return false;
+    for (int i = 0; i < a->depth; i++)
+        if (a->stack[i].node != b->stack[i].node || a->stack[i].idx != b->stack[i].idx || a->stack[i].kind != b->stack[i].kind)
+            return false;
+    return true;
+}
+
 void json_grammar_init(json_grammar *g, const json_vocab *v, const json_schema *js) {
     memset(g, 0, sizeof *g);
     g->v = v;
@@ -538,7 +551,7 @@ void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab) {
     if (s->mode == J_G4_IDLE) return;   /* (text: anything, until a call begins) */
     const size_t words = mask_words(v);
     for (int k = 0; g->bits && k < g->n_keys; k++)   /* a state seen before (a string's next piece): its mask */
-        if (!memcmp(&g->key[k], s, sizeof *s)) {
+        if (state_eq(&g->key[k], s)) {
             const uint64_t *b = g->bits + (size_t)k * words;
             for (int32_t t = 0; t < n_vocab; t++)
                 if (t >= v->n || !(b[t >> 6] >> (t & 63) & 1)) logits[t] = -INFINITY;
@@ -561,8 +574,7 @@ void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab) {
         const int k = v->kind[t];
         bool ok;
         if (k == JV_END) ok = json_state_done(s) || s->mode == J_FAIL;   /* (failed: a forced token; end it) */
-        else if (k == JV_NONE) ok = false;
-        else if (!first[(unsigned char)v->bytes[v->off[t]]]) ok = false;
+        else if (k == JV_NONE || !first[(unsigned char)v->bytes[v->off[t]]]) ok = false;
         else if (k == JV_PLAIN && in_string) ok = true;
         else {
             json_state x = *s;

@@ -65,8 +65,9 @@ size_t serve_utf8_clean(const char *s, size_t n, bool final, char *out, size_t *
         if ((i = e) == n) break;
         const size_t p = utf8_partial(u + i, n - i);
         if (p && i + p == n && !final) { *kept = p; break; }
-        memcpy(out + o, "\xEF\xBF\xBD", 3);
-        o += 3;
+        out[o++] = (char)0xEF;   /* U+FFFD */
+        out[o++] = (char)0xBF;
+        out[o++] = (char)0xBD;
         i += p ? p : 1;
     }
     return o;
@@ -1140,8 +1141,9 @@ static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int dep
         bool required = false;
         cJSON_ArrayForEach(r, reqs) required |= cJSON_IsString(r) && !strcmp(r->valuestring, ps[i]->string);
         cJSON *key = cc->g4 ? NULL : cJSON_CreateString(ps[i]->string);
-        char *kj = cc->g4 ? malloc(strlen(ps[i]->string) + 2) : key ? cJSON_PrintUnformatted(key) : NULL;
-        if (kj && cc->g4) strcat(strcpy(kj, ps[i]->string), ":");   /* (a bare key holds its colon) */
+        const size_t kn = strlen(ps[i]->string) + 2;
+        char *kj = cc->g4 ? malloc(kn) : key ? cJSON_PrintUnformatted(key) : NULL;
+        if (kj && cc->g4) snprintf(kj, kn, "%s:", ps[i]->string);   /* (a bare key holds its colon) */
         const bool ok = kj && json_schema_add_prop(cc->js, k, kj, child[i], required);
         cJSON_Delete(key);
         free(kj);
