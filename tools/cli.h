@@ -421,8 +421,8 @@ typedef struct json_schema {
     int n_nodes, root;
     bool g4;                        /* Gemma 4's call syntax: the nodes are the functions' arguments */
     int calls;                      /* g4: where a reply begins: JSON_CALLS_AUTO (text until <|tool_call>),
-                                       JSON_CALLS_REQUIRED (after "call:": a function's name), or function
-                                       calls's arguments (after "call:NAME{") */
+                                       JSON_CALLS_REQUIRED (after "call:": a function's name), or a function's
+                                       index (inside its arguments, after "call:NAME{") */
     bool one_call;                  /* g4: no call after the first (parallel_tool_calls false) */
     int n_funcs, func_lits;         /* g4: the functions' "NAME{" literals lits[func_lits ..] */
     int *func_nodes;                /* g4: [n_funcs] their arguments' nodes */

@@ -65,7 +65,7 @@ int json_schema_add_node(json_schema *js, json_node n) {
 }
 
 /* The least nesting a value of each node needs to be whole, and an object of its structure
- * (INT_MAX / 2: none), to a fixed point (a property that holds its own object recurses) */
+ * (1 << 20: never), to a fixed point (a property that holds its own object recurses) */
 bool json_schema_finish(json_schema *js) {
     const int n = js->n_nodes, inf = 1 << 20;
     int *need = malloc(sizeof *need * 2 * (size_t)n);
@@ -165,9 +165,9 @@ static bool lits_start(json_state *s, int base, uint64_t mask, int kind);
 
 static uint64_t all_of(int n) { return n >= 64 ? ~0ull : (1ull << n) - 1; }
 
-/* A call's arguments: function f's object */
+/* A call's arguments: function f's object (its structure's node: a $ref's target) */
 static void args_start(json_state *s, int f) {
-    s->stack[s->depth++] = (json_frame){(short)s->js->func_nodes[f], 0, '{'};
+    s->stack[s->depth++] = (json_frame){(short)s->js->nodes[s->js->func_nodes[f]].obj, 0, '{'};
     s->mode = J_KEY_FIRST;
 }
 
