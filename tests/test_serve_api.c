@@ -390,6 +390,22 @@ TEST(json_grammar_gemma4_calls) {
                    "case %zu parallel %d: refused at %d, want %d", i, parallel, at, want);
             serve_req_free(&rq);
         }
+    /* parameters given as a $ref: the call's arguments are its target's */
+    {
+        static const char refd[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":[{\"type\":\"function\","
+                                   "\"function\":{\"name\":\"q\",\"parameters\":{\"$ref\":\"#/$defs/A\",\"$defs\":{\"A\":{\"type\":"
+                                   "\"object\",\"properties\":{\"x\":{\"type\":\"integer\"}},\"required\":[\"x\"]}}}}}],\"tool_choice\":"
+                                   "{\"type\":\"function\",\"function\":{\"name\":\"q\"}}}";
+        serve_req rr;
+        char e2[512];
+        CHECKF(serve_parse(refd, strlen(refd), true, m, &rr, e2, sizeof e2), "%s", e2);
+        json_state st;
+        json_state_init(&st, rr.schema);
+        CHECK(json_state_feed(&st, "x:5}\x02", 5) && json_state_done(&st));
+        json_state_init(&st, rr.schema);
+        CHECK(!json_state_feed(&st, "y:", 2));
+        serve_req_free(&rr);
+    }
     /* no grammar with tool_choice none */
     serve_req rq;
     char err[512];
