@@ -547,6 +547,20 @@ TEST(serve_gemma4_tools_prompt) {
         CHECKF(!ok && strstr(err, bad[i].words), "%s: %s (want '%s')", bad[i].body, ok ? "accepted" : err, bad[i].words);
         if (ok) serve_req_free(&rq);
     }
+    /* more than 128 tools (OpenAI's limit) */
+    const size_t cap = 64 * 200;
+    size_t o = 0;
+    char *body = malloc(cap);
+    if (body) {
+        o += (size_t)snprintf(body, cap, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":[");
+        for (int i = 0; i < SERVE_TOOLS_MAX + 1; i++)
+            o += (size_t)snprintf(body + o, cap - o, "%s{\"type\":\"function\",\"function\":{\"name\":\"f%d\"}}", i ? "," : "", i);
+        snprintf(body + o, cap - o, "]}");
+        const bool ok = serve_parse(body, strlen(body), true, m, &rq, err, sizeof err);
+        CHECKF(!ok && strstr(err, "'tools' declares 129 functions: at most 128"), "%s", ok ? "accepted" : err);
+        if (ok) serve_req_free(&rq);
+    }
+    free(body);
     cJSON_Delete(cases);
     free(js);
     hachi_model_free(m);

@@ -291,6 +291,7 @@ hachi_status pk_answer_prompt(hachi_session *s, const hachi_model *m, const int3
  * The HTTP side, slots and generation are tools/cmd_serve.c. */
 #define SERVE_MAX_STOP 4            /* stop sequences a request may give (OpenAI's limit) */
 #define SERVE_MAX_STOP_LEN 256      /* bytes of one stop sequence */
+#define SERVE_TOOLS_MAX 128         /* functions a request may declare (OpenAI's limit) */
 
 /* One completion request, as parsed and checked. */
 typedef struct serve_req {

@@ -637,6 +637,8 @@ static bool g4_prompt(const cJSON *root, const hachi_model *m, bool think, enum 
     const cJSON *t, *tool_list = cJSON_IsArray(tools) ? tools : NULL;
     int ti = 0;
     bool named = false;
+    if (cJSON_GetArraySize(tool_list) > SERVE_TOOLS_MAX)   /* (OpenAI's limit; each name is checked against the others') */
+        return fail(err, cap, "'tools' declares %d functions: at most %d", cJSON_GetArraySize(tool_list), SERVE_TOOLS_MAX);
     cJSON_ArrayForEach(t, tool_list) {
         const cJSON *f = get(t, "function");
         if (!cJSON_IsObject(f) || !cJSON_IsString(get(f, "name")))
