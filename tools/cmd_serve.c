@@ -362,9 +362,19 @@ static void acc_add(request *q, text_acc *a, const char *s, size_t n) {
 
 static void text_add(request *q, const char *s, size_t n) { acc_add(q, &q->text, s, n); }
 
+/* The characters of s[0..n): its bytes that are no UTF-8 continuation byte */
+static long utf8_chars(const char *s, size_t n) {
+    long c = 0;
+    for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
 /* The characters of the text so far (a completion's next text_offset) */
 static long text_chars(request *q) {
-    for (; q->cp_at < q->text.len; q->cp_at++) q->cp += ((unsigned char)q->text.p[q->cp_at] & 0xC0) != 0x80;
+    if (q->text.len > q->cp_at) {   /* (a stop's cut may leave the text shorter) */
+        q->cp += utf8_chars(q->text.p + q->cp_at, q->text.len - q->cp_at);
+        q->cp_at = q->text.len;
+    }
     return q->cp;
 }
 
@@ -466,7 +476,7 @@ static void echo_prompt(request *q, long *offs) {
         if (i == q->strip_at && k > 0 && piece[held] == ' ') memmove(piece + held, piece + held + 1, (size_t)--k);
         const size_t len = held + (size_t)k;
         if (!q->rq.ids) {
-            for (size_t j = 0; j < len; j++) chars += ((unsigned char)piece[j] & 0xC0) != 0x80;
+            chars += utf8_chars(piece, len);
             continue;
         }
         size_t kept;

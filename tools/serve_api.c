@@ -958,6 +958,17 @@ static const cJSON *ref_target(const schema_cc *cc, const char *r) {
     return name ? get(get(cc->root, r[2] == '$' ? "$defs" : "definitions"), name) : NULL;
 }
 
+/* The JT_ bit of a JSON schema type's name (0: none) */
+static int type_bit(const cJSON *e) {
+    static const struct { const char *name; int bit; } names[] = {
+        {"object", JT_OBJ}, {"array", JT_ARR}, {"string", JT_STR}, {"number", JT_NUM},
+        {"integer", JT_INT}, {"boolean", JT_BOOL}, {"null", JT_NULL},
+    };
+    for (size_t k = 0; cJSON_IsString(e) && k < sizeof names / sizeof *names; k++)
+        if (!strcmp(e->valuestring, names[k].name)) return names[k].bit;
+    return 0;
+}
+
 /* The types a schema names before it is compiled (its "type", properties or items, its $ref's,
  * its alternatives'; 0 for an enum or const) */
 static int shallow_types(const schema_cc *cc, const cJSON *sc, int depth) {
@@ -970,15 +981,9 @@ static int shallow_types(const schema_cc *cc, const cJSON *sc, int depth) {
         cJSON_ArrayForEach(a, alts) t |= shallow_types(cc, a, depth + 1);
         return t;
     }
-    static const struct { const char *name; int bit; } names[] = {
-        {"object", JT_OBJ}, {"array", JT_ARR}, {"string", JT_STR}, {"number", JT_NUM}, {"integer", JT_INT},
-        {"boolean", JT_BOOL}, {"null", JT_NULL},
-    };
     const cJSON *ty = get(sc, "type"), *tys = cJSON_IsArray(ty) ? ty : NULL;
-    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
-        cJSON_ArrayForEach(a, tys) t |= cJSON_IsString(a) && !strcmp(a->valuestring, names[k].name) ? names[k].bit : 0;
-        t |= cJSON_IsString(ty) && !strcmp(ty->valuestring, names[k].name) ? names[k].bit : 0;
-    }
+    cJSON_ArrayForEach(a, tys) t |= type_bit(a);
+    if (!tys) t = type_bit(ty);
     return t ? t : get(sc, "properties") ? JT_OBJ : get(sc, "items") ? JT_ARR : JT_ANY;
 }
 
@@ -1017,19 +1022,13 @@ static int schema_lits(schema_cc *cc, const cJSON *vals, bool one, const char *p
 
 /* The types a schema's "type" names (a string or an array of them); 0 and err on a bad one */
 static int schema_types(schema_cc *cc, const cJSON *t, const char *path) {
-    static const struct { const char *name; int bit; } names[] = {
-        {"object", JT_OBJ}, {"array", JT_ARR}, {"string", JT_STR}, {"number", JT_NUM},
-        {"integer", JT_INT}, {"boolean", JT_BOOL}, {"null", JT_NULL},
-    };
     int types = 0, n = cJSON_IsArray(t) ? cJSON_GetArraySize(t) : 1;
     for (int i = 0; i < n; i++) {
-        const cJSON *e = cJSON_IsArray(t) ? cJSON_GetArrayItem(t, i) : t;
-        size_t k = 0;
-        while (k < sizeof names / sizeof *names && !(cJSON_IsString(e) && !strcmp(e->valuestring, names[k].name))) k++;
-        if (k == sizeof names / sizeof *names)
+        const int bit = type_bit(cJSON_IsArray(t) ? cJSON_GetArrayItem(t, i) : t);
+        if (!bit)
             return fail(cc->err, cc->cap, "'%s.type': not a JSON schema type (object, array, string, number, integer, "
                         "boolean, null)", path), 0;
-        types |= names[k].bit;
+        types |= bit;
     }
     if (!types) fail(cc->err, cc->cap, "'%s.type' names no type", path);
     return types;
