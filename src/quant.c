@@ -385,7 +385,10 @@ void hachi_quantize_row_q8_0_ref(const float *x, void *vy, int64_t n) {
         signed_absmax(x, QK8_0, &amax);
         const float d = amax / 127, id = d ? 1.0f / d : 0.0f;
         y[i].d = hachi_f32_to_f16(d);
-        for (int j = 0; j < QK8_0; j++) y[i].qs[j] = (int8_t)roundf(x[j] * id);
+        for (int j = 0; j < QK8_0; j++) {   /* (a NaN product, of a NaN or an infinity, is 0: no cast of a NaN) */
+            const float p = x[j] * id;
+            y[i].qs[j] = p == p ? (int8_t)roundf(p) : 0;
+        }
     }
 }
 
@@ -403,7 +406,10 @@ void hachi_quantize_row_q8_K_ref(const float *x, void *vy, int64_t n) {
         float amax, max = signed_absmax(x, QK_K, &amax);
         if (amax == 0) { memset(&y[i], 0, sizeof y[i]); continue; }
         const float iscale = -127.f / max;
-        for (int j = 0; j < QK_K; j++) y[i].qs[j] = (int8_t)HACHI_MIN(127, nearest_int(iscale * x[j]));
+        for (int j = 0; j < QK_K; j++) {   /* (a NaN product is 0, as in q8_0) */
+            const float p = iscale * x[j];
+            y[i].qs[j] = p == p ? (int8_t)HACHI_MIN(127, nearest_int(p)) : 0;
+        }
         for (int j = 0; j < QK_K / 16; j++) {
             int sum = 0;
             for (int l = 0; l < 16; l++) sum += y[i].qs[16 * j + l];

@@ -204,6 +204,17 @@ static void check_isa_all_types(const hachi_kernels *K) {
             K->t[act[t]].from_float(x, q2, n);
             CHECKF(!memcmp(q1, q2, (size_t)b), "%s/%s: activation quantizer differs from ref",
                    hachi_type_name(act[t]), K->name);
+            /* a row gone non-finite (a diverged model): an infinity's or a NaN's value is 0 in every table */
+            x[5] = INFINITY;
+            x[300] = NAN;
+            x[301] = -INFINITY;
+            R->t[act[t]].from_float(x, q1, n);
+            K->t[act[t]].from_float(x, q2, n);
+            if (act[t] == HACHI_TYPE_Q8_0)
+                CHECKF(((const block_q8_0 *)q1)->qs[5] == 0 && ((const block_q8_0 *)q1)[9].qs[12] == 0 &&
+                       ((const block_q8_0 *)q1)[9].qs[13] == 0, "ref's q8_0 of an infinity or a NaN: %d", ((const block_q8_0 *)q1)->qs[5]);
+            CHECKF(!memcmp(q1, q2, (size_t)b), "%s/%s: activation quantizer differs from ref on inf and NaN",
+                   hachi_type_name(act[t]), K->name);
         }
         free(x); free(q1); free(q2);
     }

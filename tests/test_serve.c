@@ -749,6 +749,21 @@ TEST(serve_completion_logprobs_echo) {
           strstr(b, "\"text\":\"Once upon a time, the little cat sat\"") && strstr(b, "\"completion_tokens\":0") &&
           strstr(b, "\"logprobs\":null"));
     free(b);
+    /* a character split into byte tokens: the same text_offsets whether the prompt comes as its
+     * string or as its token ids (the string's added BOS aside) */
+    long got[2][16];
+    int n_offs[2] = {0, 0};
+    for (int ids = 0; ids < 2; ids++) {
+        st = body_status(&b, "%s -d '{\"prompt\":%s,\"echo\":true,\"logprobs\":0,\"max_tokens\":0}'", a,
+                         ids ? "[261,410,243,160,135,161,268]" : "\"a \xF0\x9D\x84\x9E b\"");   /* (" a", " ", 4 bytes, " b") */
+        lp = completion_logprobs(b, st, &doc);
+        cJSON_ArrayForEach(x, cJSON_GetObjectItem(lp, "text_offset"))
+            if (n_offs[ids] < 16) got[ids][n_offs[ids]++] = x->valueint;
+        cJSON_Delete(doc);
+        free(b);
+    }
+    CHECKF(n_offs[0] == 8 && n_offs[1] == 7 && !memcmp(got[0] + 1, got[1], 7 * sizeof(long)) && got[1][3] == 3 &&
+           got[1][6] == 3, "%d and %d offsets", n_offs[0], n_offs[1]);
     /* a stop sequence cuts the entries with the text: the tokens join to it, streamed or not (they went
      * past it: " the", " ", "re", "st" for " the ") */
     char *joined[2] = {NULL, NULL};

@@ -371,6 +371,10 @@ TEST(json_grammar_gemma4_calls) {
         {"\"auto\"", "Let me look.\x03" "call:get_time{zone:\x01utc\x01}\x02", -1, true},
         {"\"auto\"", "No call at all.", -1, true},
         {"\"auto\"", "x\x03" "call:get_time{zone:\x01utc\x01}\x02y", 28, false},   /* once a call began, calls to the end */
+        /* a string's or key's text never spells <|"|> (the parser would take it for the quote) */
+        {"{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", "city:\x01<|\"|<<|\"|x\x01}\x02", -1, true},
+        {"{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", "city:\x01" "a<|\"|>b", 11, false},
+        {"\"required\"", "odd{x:1,a<|\"|>:2}", 13, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int parallel = 1; parallel >= 0; parallel--) {
@@ -416,7 +420,7 @@ TEST(json_grammar_gemma4_calls) {
     json_vocab *v = json_vocab_create(m, true);
     const char named[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]," TOOLS ",\"tool_choice\":\"required\"}";
     CHECK(v && serve_parse(named, strlen(named), true, m, &rq, err, sizeof err));
-    static const char text[] = "get_weather{city:\x01Paris\x01,days:12}\x02\x03" "call:get_time{zone:\x01utc\x01}\x02";
+    static const char text[] = "get_weather{city:\x01Pa<|\"|ris\x01,days:12}\x02\x03" "call:get_time{zone:\x01utc\x01}\x02";
     const int32_t nv = hachi_model_n_vocab(m);
     float *lg = malloc(sizeof(float) * (size_t)nv);
     for (int cut = 0; v && lg && cut <= (int)sizeof text - 1; cut += 3) {
@@ -690,6 +694,12 @@ TEST(serve_logprob_entries) {
         if (hachi_token_to_text(m, t, piece, sizeof piece) == 4 && !memcmp(piece, " the", 4)) sp_tok = t;
     const size_t ns = sp_tok >= 0 ? serve_logprob_entry(buf, 1 << 16, m, lg, sp_tok, 0, SERVE_STRIP_SPACE, -1) : 0;
     CHECKF(ns && !strncmp(buf, "{\"token\":\"the\",", 15) && strstr(buf, "\"bytes\":[116,104,101]"), "%s", buf);
+    /* and its alternatives without theirs: the token itself among them reads as it does */
+    const float keep = sp_tok >= 0 ? lg[sp_tok] : 0;
+    if (sp_tok >= 0) lg[sp_tok] = 20.0f;
+    const size_t na = sp_tok >= 0 ? serve_logprob_entry(buf, 1 << 16, m, lg, sp_tok, 1, SERVE_STRIP_SPACE, -1) : 0;
+    CHECKF(na && strstr(buf, "\"top_logprobs\":[{\"token\":\"the\",") && !strstr(buf, "\" the\""), "%s", buf);
+    if (sp_tok >= 0) lg[sp_tok] = keep;
     /* exactly the bytes needed fit; one fewer does not */
     const size_t full = serve_logprob_entry(buf, 1 << 16, m, lg, 17, 3, SERVE_STRIP_NONE, -1);
     CHECK(full && serve_logprob_entry(buf, full + 1, m, lg, 17, 3, SERVE_STRIP_NONE, -1) == full &&

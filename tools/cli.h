@@ -379,7 +379,8 @@ size_t serve_chunk_reasoning(char *buf, size_t cap, const serve_req *rq, const s
  * logits lg[n_vocab] token tok was drawn from (their log-softmax: the model's distribution, before
  * temperature and the rest; -9999 where a probability is 0, as OpenAI writes it). A token's text
  * that is not UTF-8 has U+FFFD in "token" and its own bytes in "bytes"; strip SERVE_STRIP_SPACE: the
- * token's leading space left out of both (the detokenizer dropped it from the reply's first piece),
+ * token's leading space left out of both, and of its alternatives' (the detokenizer dropped it from
+ * the reply's first piece, and would have dropped theirs),
  * SERVE_STRIP_TEXT: its text (a BOS the server added, not in the echoed prompt).
  * offset >= 0: a text completion's entry, with "text_offset" (the characters of the text before the
  * token), written in OpenAI's completion form by the responses; lg NULL: a prompt's first token,

@@ -460,7 +460,8 @@ static void gen_finish(request *q, const char *why) {
 
 /* echo: the prompt's text before the reply: a string as given, token ids as their texts (what is
  * not UTF-8 as U+FFFD); offs (NULL: not wanted) receives each token's text_offset: for ids, the
- * characters of the text before it; for a string, its tokens' characters before it (an added BOS
+ * characters of the text before it, a character the tokens before it began included; for a string,
+ * its tokens' characters before it, counted the same way (an added BOS
  * has none), which are the string's when its tokens' texts make it up. As the detokenizer does, the
  * first text loses the leading space a tokenizer with a dummy prefix gave it (q->strip_at). */
 static void echo_prompt(request *q, long *offs) {
@@ -471,7 +472,7 @@ static void echo_prompt(request *q, long *offs) {
     q->strip_at = hachi_detok_strips_space(q->sl->dt) ? (int)q->rq.add_bos : -1;
     if (!q->rq.ids) text_add(q, q->rq.prompt, strlen(q->rq.prompt));
     for (int i = 0; i < q->n_prompt && (offs || q->rq.ids); i++) {
-        if (offs) offs[i] = q->rq.ids ? text_chars(q) : chars;
+        if (offs) offs[i] = q->rq.ids ? text_chars(q) + utf8_chars(piece, held) : chars;   /* (a character begun counts, as a string's) */
         int32_t k = i == 0 && q->rq.add_bos ? 0 : CLI_MAX(0, CLI_MIN(1024, hachi_token_to_text(q->srv->m, q->prompt[i], piece + held, 1024)));
         if (i == q->strip_at && k > 0 && piece[held] == ' ') memmove(piece + held, piece + held + 1, (size_t)--k);
         const size_t len = held + (size_t)k;

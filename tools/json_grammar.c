@@ -8,8 +8,9 @@
  * newline and JSON_WS_MAX spaces or tabs (llama.cpp's JSON grammar allows as much), and nesting
  * at most JSON_DEPTH_MAX deep, so that a model cannot stall in either. The mask costs one pass over
  * the vocabulary: a token is rejected by its first byte where that byte cannot come, taken whole
- * inside a string when it holds no quote, backslash or control byte, and run through a copy of the
- * automaton otherwise. */
+ * inside a string when it holds no quote, backslash or control byte (nor, in Gemma 4's calls, a
+ * '<': there a string's or key's text never spells <|"|>, which would read as the quote token), and
+ * run through a copy of the automaton otherwise. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,6 +199,7 @@ static json_frame *top(json_state *s) { return &s->stack[s->depth - 1]; }
 static void value_end(json_state *s) {
     s->mode = s->depth ? J_AFTER : s->js->g4 ? J_G4_END : J_DONE;
     s->done_lit = -1;
+    s->n = 0;
 }
 
 /* The first required property of object frame f at or after its next one (n_props: none) */
@@ -241,6 +243,7 @@ static bool value_start(json_state *s, int vn, unsigned char c) {
         if (!(n->types & JT_STR) || c != (g4 ? JSON_G4_QUOTE : '"')) return false;
         s->key = false;
         s->mode = J_STRING;
+        s->n = 0;
         return true;
     case 't': case 'f':
         return (n->types & JT_BOOL) && lits_start(s, LIT_TRUE, 3, LK_VALUE) && lits_step(s, c);
@@ -292,6 +295,7 @@ static bool key_start(json_state *s, unsigned char c) {
         if ((g4 ? !key_char(c) : c != '"') || !fits(s, n->add)) return false;
         s->key = true;
         s->mode = g4 ? J_BKEY : J_STRING;
+        s->n = 0;
         return true;
     }
     const int last = CLI_MIN(next_required(s, f), n->n_props - 1);   /* up to the next required one */
@@ -344,6 +348,14 @@ static bool lits_step(json_state *s, unsigned char c) {
     return true;
 }
 
+/* g4: byte c of a string or bare key, whose text must not spell <|"|> (the call parser would read
+ * it as the quote token): n counts the bytes of it matched so far */
+static bool g4_text(json_state *s, unsigned char c) {
+    static const char quote[] = "<|\"|>";
+    s->n = c == (unsigned char)quote[s->n] ? s->n + 1 : c == '<';
+    return s->n < (int)sizeof quote - 1;
+}
+
 static bool number_end(json_state *s, unsigned char c) {
     value_end(s);
     return s->mode != J_DONE && step(s, c);   /* (a root number: nothing may follow it) */
@@ -381,7 +393,7 @@ static bool step(json_state *s, unsigned char c) {
     case J_STRING:
         if (g4) {   /* (no escapes: anything but the quote token; the other two never come from text) */
             if (c == JSON_G4_QUOTE) value_end(s);
-            else ok = c != JSON_G4_CLOSE && c != JSON_G4_OPEN;
+            else ok = c != JSON_G4_CLOSE && c != JSON_G4_OPEN && g4_text(s, c);
         } else if (c == '"') { if (s->key) s->mode = J_COLON; else value_end(s); }
         else if (c == '\\') s->mode = J_ESC;
         else ok = c >= 0x20;
@@ -420,7 +432,8 @@ static bool step(json_state *s, unsigned char c) {
         if (c == ':') {
             s->vnode = node(s, top(s)->node)->add;
             s->mode = J_VALUE;
-        } else ok = key_char(c);
+            s->n = 0;
+        } else ok = key_char(c) && g4_text(s, c);
         break;
     case J_G4_END:
         if (c == JSON_G4_CLOSE) s->mode = J_G4_NEXT;   /* (auto too: once a call began, calls until the end) */
@@ -497,10 +510,10 @@ json_vocab *json_vocab_create(const hachi_model *m, bool g4) {
         v->off[t] = (uint32_t)total;
         memcpy(v->bytes + total, piece, (size_t)k);
         total += (size_t)k;
-        bool plain = k > 0;
+        bool plain = k > 0;   /* (g4: and no '<', which could begin the text <|"|>) */
         for (int32_t j = 0; j < k && plain; j++) {
             const unsigned char c = (unsigned char)piece[j];
-            plain = c >= 0x20 && c != '"' && c != '\\';
+            plain = c >= 0x20 && c != '"' && c != '\\' && !(g4 && c == '<');
         }
         v->kind[t] = hachi_model_is_eog(m, t) ? JV_END : control || k == 0 ? JV_NONE : plain ? JV_PLAIN : JV_TEXT;
     }
@@ -569,7 +582,7 @@ void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab) {
         json_state t = *s;
         first[c] = step(&t, (unsigned char)c);
     }
-    const bool in_string = s->mode == J_STRING;
+    const bool in_string = s->mode == J_STRING && s->n == 0;   /* (g4: no part of <|"|> matched) */
     for (int32_t t = 0; t < n_vocab && t < v->n; t++) {
         const int k = v->kind[t];
         bool ok;

@@ -1772,7 +1772,8 @@ size_t serve_logprob_entry(char *buf, size_t cap, const hachi_model *m, const fl
     for (int i = 0; i < nb; i++) {
         if (i && o + 1 + 3 > cap) return 0;
         if (i) buf[o++] = ',';
-        const size_t w = logprob_token(buf + o, cap - o, m, best[i], (double)lg[best[i]] - lse, false);
+        const size_t w = logprob_token(buf + o, cap - o, m, best[i], (double)lg[best[i]] - lse,
+                                       strip == SERVE_STRIP_SPACE ? strip : SERVE_STRIP_NONE);   /* (the first piece's alternatives lose their space too) */
         if (!w || o + w + 1 + 3 > cap) return 0;
         o += w;
         buf[o++] = '}';

@@ -832,7 +832,7 @@ static void quantize_row_q8_0(const float *x, void *vy, int64_t n) {
             const __m256 t = _mm256_round_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
             const __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(p, t));
             const __m256 adj = _mm256_and_ps(_mm256_cmp_ps(frac, half, _CMP_GE_OQ), _mm256_or_ps(one, _mm256_and_ps(p, sign)));
-            q[k] = _mm256_cvttps_epi32(_mm256_add_ps(t, adj));
+            q[k] = _mm256_cvttps_epi32(_mm256_and_ps(_mm256_add_ps(t, adj), _mm256_cmp_ps(p, p, _CMP_ORD_Q)));   /* NaN: 0, as ref */
         }
         const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
         _mm256_storeu_si256((__m256i *)y[i].qs, _mm256_permutevar8x32_epi32(b, perm));
@@ -863,8 +863,10 @@ static void quantize_row_q8_K(const float *x, void *vy, int64_t n) {
         const __m256 vs = _mm256_set1_ps(iscale);
         for (int k = 0; k < QK_K; k += 32) {
             __m256i q[4];
-            UNROLL for (int e = 0; e < 4; e++)
-                q[e] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + k + 8 * e), vs)), i127);
+            UNROLL for (int e = 0; e < 4; e++) {
+                const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(x + k + 8 * e), vs);
+                q[e] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_and_ps(p, _mm256_cmp_ps(p, p, _CMP_ORD_Q))), i127);   /* NaN: 0 */
+            }
             const __m256i b = _mm256_permutevar8x32_epi32(
                 _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])), perm);
             _mm256_storeu_si256((__m256i *)(y[i].qs + k), b);

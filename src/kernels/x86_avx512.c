@@ -144,7 +144,8 @@ static void quantize_row_q8_0(const float *x, void *vy, int64_t n) {
             const __m512 t = _mm512_roundscale_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
             const __mmask16 up = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, _mm512_sub_ps(p, t)), half, _CMP_GE_OQ);
             const __m512 r = _mm512_mask_add_ps(t, up, t, _mm512_or_ps(one, _mm512_and_ps(p, sign)));
-            _mm_storeu_si128((__m128i *)(y[i].qs + 16 * k), _mm512_cvtsepi32_epi8(_mm512_cvttps_epi32(r)));
+            const __mmask16 num = _mm512_cmp_ps_mask(p, p, _CMP_ORD_Q);   /* NaN: 0, as ref */
+            _mm_storeu_si128((__m128i *)(y[i].qs + 16 * k), _mm512_cvtsepi32_epi8(_mm512_maskz_cvttps_epi32(num, r)));
         }
     }
 }
