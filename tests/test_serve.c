@@ -554,6 +554,28 @@ TEST(serve_openai_client) {
     server_stop(&sv);
 }
 
+/* response_format json_schema with bounds (lengths, item counts, ranges; through anyOf and $ref):
+ * sampled replies through the openai client, each checked by Ajv (tests/node/schemas.mjs), a JSON
+ * Schema validator that is no part of hachi */
+TEST(serve_json_schema_ajv) {
+    const char *model, *why = cannot_serve(&model);
+    if (why) SKIP("%s", why);
+    struct stat st;
+    int rc;
+    char *o = test_sh(&rc, "command -v node >/dev/null 2>&1 && echo yes");
+    const bool node = strstr(o, "yes") != NULL;
+    free(o);
+    if (!node) SKIP("node absent");
+    if (stat("tests/node/node_modules/ajv/package.json", &st) != 0 || stat("tests/node/node_modules/openai/package.json", &st) != 0)
+        SKIP("tests/node/node_modules/ajv or openai absent (npm ci --prefix tests/node)");
+    server sv;
+    if (!server_start(&sv, model, "")) return;
+    o = test_sh(&rc, "node tests/node/schemas.mjs http://127.0.0.1:%d/v1 " KEY " gemma4-micro.gguf 2>&1", sv.port);
+    CHECKF(rc == 0 && !strstr(o, "FAIL") && strstr(o, "ok   pydantic"), "schemas.mjs (exit %d):\n%s", rc, o);
+    free(o);
+    server_stop(&sv);
+}
+
 static char *field_texts(const char *b, const char *field);
 
 /* --seed is the seed of the requests that give none: the same sampled text each time (it was
@@ -1041,7 +1063,7 @@ TEST(serve_tool_choice_begins_the_call) {
  * often, so tool_choice auto begins calls too; '$' and '}' raised by logit biases so that strings
  * and arguments close). Named, required and auto choices, single calls, streamed or not: every
  * call comes back as tool_calls with arguments that hold to their function's parameters (cJSON
- * reads them), and without the grammar the same requests do not (the server whose vocabulary lacks
+ * reads them; a string's length and an integer's range too), and without the grammar the same requests do not (the server whose vocabulary lacks
  * the quote token takes none). */
 static bool weather_or_time(const cJSON *calls, bool want_weather) {
     const cJSON *c;
@@ -1053,8 +1075,11 @@ static bool weather_or_time(const cJSON *calls, bool want_weather) {
         bool ok;
         if (name && !strcmp(name, "get_weather")) {
             const cJSON *days = cJSON_GetObjectItem(args, "days");
-            ok = cJSON_GetArraySize(args) == 2 && cJSON_IsString(cJSON_GetObjectItem(args, "city")) && cJSON_IsNumber(days) &&
-                 days->valuedouble == floor(days->valuedouble);
+            const char *city = cJSON_GetStringValue(cJSON_GetObjectItem(args, "city"));
+            int chars = 0;   /* (its code points: 2 to 20) */
+            for (const char *p = city; p && *p; p++) chars += ((unsigned char)*p & 0xC0) != 0x80;
+            ok = cJSON_GetArraySize(args) == 2 && city && chars >= 2 && chars <= 20 && cJSON_IsNumber(days) &&
+                 days->valuedouble == floor(days->valuedouble) && days->valuedouble >= 1 && days->valuedouble <= 14;
         } else {
             const char *zone = cJSON_GetStringValue(cJSON_GetObjectItem(args, "zone"));
             ok = !want_weather && name && !strcmp(name, "get_time") && cJSON_GetArraySize(args) == 1 && zone &&
@@ -1079,7 +1104,8 @@ TEST(serve_tool_calls_grammar) {
         return;
     static const char tools[] =
         "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":"
-        "{\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\"}},\"required\":[\"city\",\"days\"]}}},"
+        "{\"city\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":20},\"days\":{\"type\":\"integer\",\"minimum\":1,"
+        "\"maximum\":14}},\"required\":[\"city\",\"days\"]}}},"
         "{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"parameters\":{\"type\":\"object\",\"properties\":"
         "{\"zone\":{\"enum\":[\"utc\",\"local\"]}},\"required\":[\"zone\"]}}}]";
     static const char *const choices[3] = {"{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", "\"required\"", "\"auto\""};

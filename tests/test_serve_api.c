@@ -173,6 +173,61 @@ TEST(json_schema_automaton) {
         {"{\"$defs\":{\"Node\":{\"type\":\"object\",\"properties\":{\"value\":{\"type\":\"integer\"},\"next\":{\"anyOf\":"
          "[{\"$ref\":\"#/$defs/Node\"},{\"type\":\"null\"}]}},\"required\":[\"value\"]}},\"$ref\":\"#/$defs/Node\"}",
          "{\"value\":1,\"next\":{\"next\":null}}", 20, false},
+        /* lengths in characters (an escape one, a UTF-8 character one) */
+#define LEN24 "{\"type\":\"string\",\"minLength\":2,\"maxLength\":4}"
+        {LEN24, "\"ab\"", -1, true},
+        {LEN24, "\"a\"", 2, false},
+        {LEN24, "\"abcde\"", 5, false},
+        {LEN24, "\"\xC3\xA9\\n\xE2\x82\xACx\"", -1, true},
+        {LEN24, "\"\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\"", 25, false},
+        {"{\"anyOf\":[{\"type\":\"string\",\"maxLength\":1},{\"type\":\"null\"}]}", "\"ab\"", 2, false},   /* (through anyOf) */
+        /* item counts */
+#define ITEMS12 "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":2}"
+        {ITEMS12, "[]", 1, false},
+        {ITEMS12, "[1]", -1, true},
+        {ITEMS12, "[1,2]", -1, true},
+        {ITEMS12, "[1,2,3]", 4, false},
+        {"{\"type\":\"array\",\"maxItems\":0}", "[]", -1, true},
+        {"{\"type\":\"array\",\"maxItems\":0}", "[1]", 1, false},
+        {"{\"type\":\"array\",\"minItems\":3}", "[1,[],\"x\",4,5]", -1, true},
+        {"{\"type\":\"array\",\"minItems\":3}", "[1,[]]", 5, false},
+        /* ranges: every prefix can still end inside, the whole value is inside */
+#define AGE "{\"type\":\"integer\",\"minimum\":-5,\"maximum\":120}"
+        {AGE, "120", -1, true},
+        {AGE, "121", 2, false},
+        {AGE, "130", 2, false},
+        {AGE, "1200", 3, false},
+        {AGE, "-5", -1, true},
+        {AGE, "-6", 1, false},
+        {AGE, "-0", -1, true},
+        {"{\"type\":\"integer\",\"exclusiveMinimum\":9.5}", "9", -1, false},   /* (90 may come; 9 is out) */
+        {"{\"type\":\"integer\",\"exclusiveMinimum\":9.5}", "10", -1, true},
+#define UNIT01 "{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":1}"
+        {UNIT01, "0", -1, false},   /* (0.x may come; 0 itself is out) */
+        {UNIT01, "0.5", -1, true},
+        {UNIT01, "1.00", -1, true},
+        {UNIT01, "1.01", 3, false},
+        {UNIT01, "-0.1", 0, false},
+        {UNIT01, "2", 0, false},
+        {UNIT01, "1e0", 1, false},   /* (no exponent in a bounded number) */
+        {UNIT01, "0.0000000000000001", -1, true},
+        {UNIT01, "{\"x\":0.0}", 0, false},
+        /* bounds as a client reads them, in doubles: 0.1 >= 0.1 and 0.3 <= 0.3 */
+#define TENTHS "{\"type\":\"number\",\"minimum\":0.1,\"maximum\":0.3}"
+        {TENTHS, "0.1", -1, true},
+        {TENTHS, "0.3", -1, true},
+        {TENTHS, "0.2999999999999999", -1, true},
+        {TENTHS, "0.30000000000000001", 18, false},
+        {TENTHS, "0.09", 2, false},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":0.1}", "0.1", -1, false},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":0.1}", "0.1000000000000001", -1, true},
+        {"{\"type\":\"number\",\"minimum\":5,\"exclusiveMinimum\":true}", "5", -1, false},   /* (draft 4) */
+        {"{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"number\",\"minimum\":-2.5,\"maximum\":-1}}}",
+         "{\"p\":-2.5}", -1, true},
+        {"{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"number\",\"minimum\":-2.5,\"maximum\":-1}}}",
+         "{\"p\":-0.9}", 6, false},   /* (-0.x cannot reach -1) */
+        {"{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"number\",\"minimum\":-2.5,\"maximum\":-1}}}",
+         "{\"p\":-2.6}", 8, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char body[2048], err[512];
@@ -207,6 +262,12 @@ TEST(json_schema_automaton) {
         {"{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"c\":{\"$ref\":\"#/$defs/n\"}},\"required\":[\"c\"]}},"
          "\"$ref\":\"#/$defs/n\"}", "cannot be whole within 32 levels"},
         {"5", "must be a schema (an object), got a number"},
+        {"{\"type\":\"string\",\"minLength\":3,\"maxLength\":2}", "minLength is above maxLength"},
+        {"{\"type\":\"array\",\"minItems\":1.5}", "'response_format.json_schema.schema.minItems' must be a whole number"},
+        {"{\"type\":\"string\",\"minLength\":40000}", "minLength': at most 30000"},
+        {"{\"type\":\"integer\",\"minimum\":1.2,\"maximum\":1.8}", "no integer of at most 16 digits"},
+        {"{\"type\":\"number\",\"minimum\":1e20}", "no number of at most 16 digits"},
+        {"{\"type\":\"number\",\"maximum\":\"3\"}", "'response_format.json_schema.schema.maximum' must be a number"},
     };
     /* an optional property that holds its own object: offered while its object can still close */
     {
@@ -299,6 +360,57 @@ TEST(json_grammar_mask_is_the_automaton) {
     json_vocab_free(v);
     json_schema_free(obj);
     hachi_model_free(m);
+}
+
+/* The mask under a schema's bounds (a string's length, a number's range, an array's items) is
+ * exactly the tokens a copy of the automaton takes, at every byte of a document, and the cached
+ * mask of a state equals the computed one */
+TEST(json_grammar_mask_bounded) {
+#ifdef HACHI_NO_SERVE
+    SKIP("hachi was built without the server");
+#else
+    hachi_model *m = gemma_vocab();
+    if (!m) SKIP("../shared/oracle/gemma4-vocab.gguf absent");
+    static const char body[] = "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
+        "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":6},"
+        "\"n\":{\"type\":\"number\",\"minimum\":-1.5,\"maximum\":20},\"a\":{\"type\":\"array\",\"items\":{\"type\":"
+        "\"integer\",\"minimum\":0,\"maximum\":9},\"minItems\":1,\"maxItems\":3}},\"required\":[\"s\",\"n\",\"a\"]}}}}";
+    static const char doc[] = "{\"s\":\"h\xC3\xA9llo\",\"n\":-1.25,\"a\":[3,9]}";
+    serve_req rq;
+    char err[512];
+    json_vocab *v = json_vocab_create(m, false);
+    const bool parsed = serve_parse(body, strlen(body), false, m, &rq, err, sizeof err);
+    CHECKF(parsed && v, "%s", parsed ? "no vocabulary" : err);
+    const int32_t nv = hachi_model_n_vocab(m);
+    float *lg = malloc(sizeof(float) * (size_t)nv), *lg2 = malloc(sizeof(float) * (size_t)nv);
+    json_grammar g;
+    if (parsed && v) json_grammar_init(&g, v, rq.schema);
+    for (size_t cut = 0; parsed && v && cut < sizeof doc; cut++) {
+        for (int32_t t = 0; t < nv; t++) lg[t] = lg2[t] = 0.0f;
+        json_grammar_mask(&g, lg, nv);
+        json_grammar_mask(&g, lg2, nv);
+        CHECKF(!memcmp(lg, lg2, sizeof(float) * (size_t)nv), "after %zu bytes: the cached mask differs", cut);
+        int wrong = 0, allowed = 0;
+        for (int32_t t = 0; t < nv; t++) {
+            char piece[1024];
+            const int32_t k = hachi_token_to_text(m, t, piece, sizeof piece);
+            json_state x = g.st;
+            const bool want = hachi_model_is_eog(m, t) ? json_state_done(&g.st)
+                              : !hachi_token_is_control(m, t) && k > 0 && json_state_feed(&x, piece, (size_t)k);
+            wrong += want != (lg[t] == 0.0f);
+            allowed += want;
+        }
+        CHECKF(wrong == 0 && allowed > 0, "after %zu bytes: %d tokens masked wrongly (%d allowed)", cut, wrong, allowed);
+        if (cut < sizeof doc - 1) CHECK(json_state_feed(&g.st, doc + cut, 1));
+    }
+    CHECK(!parsed || json_state_done(&g.st));
+    if (parsed && v) json_grammar_free(&g);
+    if (parsed) serve_req_free(&rq);
+    free(lg);
+    free(lg2);
+    json_vocab_free(v);
+    hachi_model_free(m);
+#endif
 }
 
 /* serve_utf8_clean writes what the detokenizer writes of the same bytes: a maximal invalid subpart

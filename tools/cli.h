@@ -402,6 +402,10 @@ static inline size_t serve_logprob_entry_max(size_t piece, int top) { return (si
 #define JSON_DIGITS 16              /* digits of a number's integer part, and of its fraction */
 #define JSON_EXP_DIGITS 3           /* of its exponent */
 enum { JT_OBJ = 1, JT_ARR = 2, JT_STR = 4, JT_NUM = 8, JT_INT = 16, JT_BOOL = 32, JT_NULL = 64, JT_ANY = 127 };
+enum { JB_LEN = 1, JB_ITEMS = 2, JB_RANGE = 4 };   /* json_node.bounds: which bounds it has */
+#define JSON_COUNT_MAX 30000        /* the largest minLength / maxLength / minItems / maxItems held (a larger
+                                       maximum is none; a larger minimum is refused) */
+#define JSON_UNIT ((__int128)10000000000000000)   /* 10^16: a number's value in units of 10^-16 (its digits) */
 typedef struct json_node {
     int types;                      /* JT_*: the types its value may have; 0: one of the literals */
     int obj, arr;                   /* the nodes whose properties / items its objects / arrays have (0: itself;
@@ -410,6 +414,11 @@ typedef struct json_node {
     int add;                        /* JT_OBJ without declared properties: the node of its members' values */
     int props, n_props;             /* JT_OBJ: its properties, in order, props[props ..] (n_props < 0: none declared) */
     int lits, n_lits;               /* an enum or a const: its values' JSON texts lits[lits ..] */
+    int bounds;                     /* JB_*; an anyOf's: its alternatives' (arrays': on their structure's node) */
+    int min_len, max_len;           /* JB_LEN, JT_STR: its characters (code points; an escape one) */
+    int min_items, max_items;       /* JB_ITEMS, JT_ARR: its items */
+    __int128 lo, hi;                /* JB_RANGE, JT_NUM / JT_INT: its value in [lo, hi], in JSON_UNITs (an integer
+                                       node's bounds whole numbers); written without an exponent */
 } json_node;
 typedef struct json_prop { int node; bool required; } json_prop;   /* its key: the object's n-th key literal */
 /* Gemma 4's tool calls (g4): call:NAME{ARGS} with ARGS in its syntax (bare keys, strings between
@@ -453,11 +462,16 @@ int json_schema_add_node(json_schema *js, json_node n);
 int json_schema_add_lit(json_schema *js, const char *text);
 bool json_schema_add_prop(json_schema *js, int obj, const char *key_json, int node, bool required);
 
-typedef struct json_frame { short node, idx; char kind; } json_frame;   /* an open container; idx: the next property */
+/* an open container; idx: an object's next property, a bounded array's items after the one being read */
+typedef struct json_frame { short node, idx; char kind; } json_frame;
 typedef struct json_state {
     const json_schema *js;
     int mode, depth, n, ws, nl, vnode, prop, pos, done_lit, lit_base, lit_kind;
-    bool key, integer;
+    bool key, integer, neg;         /* neg: a bounded number's '-' */
+    int len;                        /* a bounded string's characters so far (to its largest bound) */
+    int u8;                         /* a string's UTF-8 character: continuation bytes still to come, */
+    unsigned char u8lo, u8hi;       /* the next one's range */
+    int64_t iv, fv;                 /* a bounded number's integer part, and its fraction's digits (n of them) */
     uint64_t cand;                  /* literal matching: the candidates lits[lit_base + i] still matching */
     json_frame stack[JSON_DEPTH_MAX];
 } json_state;

@@ -12,6 +12,7 @@
  * '<': there a string's or key's text never spells <|"|>, which would read as the quote token), and
  * run through a copy of the automaton otherwise. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +82,8 @@ bool json_schema_finish(json_schema *js) {
                 if (js->props[d->props + p].required) obj = CLI_MAX(obj, 1 + need[js->props[d->props + p].node]);
             obj = CLI_MIN(obj, inf);
             int val = d->n_lits || (d->types & ~(JT_OBJ | JT_ARR)) ? 0 : inf;
-            if (d->types & JT_ARR) val = CLI_MIN(val, 1);
+            const json_node *a = &js->nodes[d->arr];   /* (an array of at least one item: 1 + the item's) */
+            if (d->types & JT_ARR) val = CLI_MIN(val, a->bounds & JB_ITEMS && a->min_items ? CLI_MIN(1 + need[a->items], inf) : 1);
             if (d->types & JT_OBJ) val = CLI_MIN(val, d->obj == i ? obj : need[n + d->obj]);
             if (val < need[i] || obj < need[n + i]) { need[i] = CLI_MIN(need[i], val); need[n + i] = CLI_MIN(need[n + i], obj); changed = true; }
         }
@@ -193,13 +195,20 @@ static const json_node *node(const json_state *s, int i) { return &s->js->nodes[
 static int need_val(const json_state *s, int i) { return s->js->need ? s->js->need[i] : 0; }
 static int need_obj(const json_state *s, int i) { return s->js->need ? s->js->need[s->js->n_nodes + i] : 1; }
 static bool fits(const json_state *s, int i) { return s->depth + need_val(s, i) <= JSON_DEPTH_MAX; }
+/* An array of structure node a: the least nesting it needs to be whole */
+static int need_arr(const json_state *s, int a) {
+    const json_node *n = node(s, a);
+    return n->bounds & JB_ITEMS && n->min_items ? 1 + need_val(s, n->items) : 1;
+}
 static json_frame *top(json_state *s) { return &s->stack[s->depth - 1]; }
 
 /* A value has ended: the container's next, or the end (g4: of the call's arguments) */
 static void value_end(json_state *s) {
     s->mode = s->depth ? J_AFTER : s->js->g4 ? J_G4_END : J_DONE;
     s->done_lit = -1;
-    s->n = 0;
+    s->n = s->len = s->u8 = 0;   /* (a string's or a number's counts, gone: states that are alike compare equal) */
+    s->iv = s->fv = 0;
+    s->neg = false;
 }
 
 /* The first required property of object frame f at or after its next one (n_props: none) */
@@ -223,6 +232,72 @@ static bool lits_start(json_state *s, int base, uint64_t mask, int kind) {
 
 static bool lits_step(json_state *s, unsigned char c);
 
+static __int128 pow10_(int j) {
+    __int128 p = 1;
+    while (j-- > 0) p *= 10;
+    return p;
+}
+
+/* A bounded number (its node's JB_RANGE): whether some number its text so far can still become
+ * (JSON_DIGITS digits at most before the point and after it, no exponent) lies in the node's
+ * range; whole: whether its value does. Exact: JSON_UNITs in 128-bit integers. */
+static bool num_ok(const json_state *s, bool whole) {
+    const json_node *nd = node(s, s->vnode);
+    if (!(nd->bounds & JB_RANGE)) return true;
+    const __int128 lo = s->neg ? -nd->hi : nd->lo, hi = s->neg ? -nd->lo : nd->hi;   /* (the magnitude's range) */
+    const int m = s->mode;
+    if (m == J_MINUS) return !whole && hi >= 0;   /* (any magnitude to come; the compiler kept lo within reach) */
+    if (m == J_DOT || m == J_FRAC) {   /* [a, a + span): the fraction's digits so far, then any */
+        const __int128 span = pow10_(JSON_DIGITS - (m == J_FRAC ? s->n : 0)), a = s->iv * JSON_UNIT + s->fv * span;
+        return whole ? m == J_FRAC && a >= lo && a <= hi : a <= hi && a + span - 1 >= lo;
+    }
+    __int128 a = s->iv * JSON_UNIT, span = JSON_UNIT;   /* J_ZERO, J_INT: the integer part so far, then j digits more */
+    if (whole) return a >= lo && a <= hi;
+    for (int j = 0; j <= (m == J_ZERO ? 0 : JSON_DIGITS - s->n) && a <= hi; j++, a *= 10, span *= 10)
+        if (a + span - 1 >= lo) return true;
+    return false;
+}
+
+/* One more character of a bounded string (its node's JB_LEN): false past maxLength; without one,
+ * counted up to minLength only (so that a long string's states repeat, and their masks) */
+static bool str_char(json_state *s) {
+    const json_node *n = node(s, s->vnode);
+    if (s->key || !(n->bounds & JB_LEN)) return true;
+    if (n->max_len >= 0 && s->len >= n->max_len) return false;
+    if (n->max_len >= 0 || s->len < n->min_len) s->len++;
+    return true;
+}
+static bool str_closes(const json_state *s) {
+    const json_node *n = node(s, s->vnode);
+    return !s->u8 && (s->key || !(n->bounds & JB_LEN) || s->len >= n->min_len);
+}
+
+/* Byte c as UTF-8 (JSON's encoding): 1 where it begins a character, 0 where it continues one as
+ * that character needs (no overlong form, surrogate or code point past U+10FFFF), -1 otherwise */
+static int utf8_step(json_state *s, unsigned char c) {
+    if (s->u8) {
+        if (c < s->u8lo || c > s->u8hi) return -1;
+        s->u8--;
+        s->u8lo = 0x80;
+        s->u8hi = 0xBF;
+        return 0;
+    }
+    if (c >= 0x80 && (c < 0xC2 || c > 0xF4)) return -1;
+    if (c >= 0x80) {
+        s->u8 = c < 0xE0 ? 1 : c < 0xF0 ? 2 : 3;
+        s->u8lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+        s->u8hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+    }
+    return 1;
+}
+
+/* Byte c of a string or g4 key: UTF-8 (the reply's text would have U+FFFD for each stray byte),
+ * each character counted */
+static bool str_byte(json_state *s, unsigned char c) {
+    const int k = utf8_step(s, c);
+    return k == 0 || (k == 1 && str_char(s));
+}
+
 /* The start of a value of node vn at c (false: none starts there) */
 static bool value_start(json_state *s, int vn, unsigned char c) {
     const json_node *n = node(s, vn);
@@ -232,7 +307,7 @@ static bool value_start(json_state *s, int vn, unsigned char c) {
     switch (c) {
     case '{': case '[': {   /* (a frame of its structure's node; an object whose required values nest too deep: none) */
         const int st = c == '{' ? n->obj : n->arr;
-        if (!(n->types & (c == '{' ? JT_OBJ : JT_ARR)) || s->depth + (c == '{' ? need_obj(s, st) : 1) > JSON_DEPTH_MAX)
+        if (!(n->types & (c == '{' ? JT_OBJ : JT_ARR)) || s->depth + (c == '{' ? need_obj(s, st) : need_arr(s, st)) > JSON_DEPTH_MAX)
             return false;
         s->stack[s->depth++] = (json_frame){(short)st, 0, (char)c};
         s->mode = c == '{' ? J_KEY_FIRST : J_ARR_FIRST;
@@ -255,7 +330,10 @@ static bool value_start(json_state *s, int vn, unsigned char c) {
         s->integer = !(n->types & JT_NUM);
         s->mode = c == '-' ? J_MINUS : c == '0' ? J_ZERO : J_INT;
         s->n = s->mode == J_INT;   /* (the digits of the part being read) */
-        return true;
+        if (!(n->bounds & JB_RANGE)) return true;
+        s->neg = c == '-';
+        s->iv = s->mode == J_INT ? c - '0' : 0;
+        return num_ok(s, false);
     }
 }
 
@@ -269,10 +347,13 @@ static bool close_container(json_state *s) {
 static bool after_value(json_state *s, unsigned char c) {
     json_frame *f = top(s);
     const json_node *n = node(s, f->kind == '{' ? f->node : 0);
-    if (f->kind == '[') {
-        if (c == ']') return close_container(s);
-        if (c != ',' || !fits(s, node(s, f->node)->items)) return false;
-        s->vnode = node(s, f->node)->items;
+    if (f->kind == '[') {   /* (bounded: idx + 1 items read; idx counts to maxItems, else to minItems) */
+        const json_node *a = node(s, f->node);
+        const bool counted = a->bounds & JB_ITEMS;
+        if (c == ']') return (!counted || f->idx + 1 >= a->min_items) && close_container(s);
+        if (c != ',' || !fits(s, a->items) || (counted && a->max_items >= 0 && f->idx + 1 >= a->max_items)) return false;
+        if (counted && (a->max_items >= 0 || f->idx < a->min_items)) f->idx++;
+        s->vnode = a->items;
         s->mode = J_VALUE;
         return true;
     }
@@ -326,6 +407,8 @@ static void lit_end(json_state *s, int i) {
 
 static bool step(json_state *s, unsigned char c);
 
+static bool ranged(const json_state *s) { return node(s, s->vnode)->bounds & JB_RANGE; }
+
 static bool lits_step(json_state *s, unsigned char c) {
     char *const *lits = s->js->lits + s->lit_base;
     uint64_t next = 0;
@@ -357,6 +440,7 @@ static bool g4_text(json_state *s, unsigned char c) {
 }
 
 static bool number_end(json_state *s, unsigned char c) {
+    if (!num_ok(s, true)) return false;
     value_end(s);
     return s->mode != J_DONE && step(s, c);   /* (a root number: nothing may follow it) */
 }
@@ -374,7 +458,12 @@ static bool step(json_state *s, unsigned char c) {
     bool ok = true;
     switch (m) {
     case J_VALUE: ok = value_start(s, s->vnode, c); break;
-    case J_ARR_FIRST: ok = c == ']' ? close_container(s) : value_start(s, s->vnode, c); break;
+    case J_ARR_FIRST: {
+        const json_node *a = node(s, top(s)->node);
+        const bool counted = a->bounds & JB_ITEMS;
+        ok = c == ']' ? (!counted || !a->min_items) && close_container(s) : (!counted || a->max_items) && value_start(s, s->vnode, c);
+        break;
+    }
     case J_KEY_FIRST:
         if (c == '}') {
             const json_frame *f = top(s);
@@ -392,11 +481,14 @@ static bool step(json_state *s, unsigned char c) {
     case J_AFTER: ok = after_value(s, c); break;
     case J_STRING:
         if (g4) {   /* (no escapes: anything but the quote token; the other two never come from text) */
-            if (c == JSON_G4_QUOTE) value_end(s);
-            else ok = c != JSON_G4_CLOSE && c != JSON_G4_OPEN && g4_text(s, c);
-        } else if (c == '"') { if (s->key) s->mode = J_COLON; else value_end(s); }
-        else if (c == '\\') s->mode = J_ESC;
-        else ok = c >= 0x20;
+            if (c == JSON_G4_QUOTE) ok = str_closes(s) && (value_end(s), true);
+            else ok = c != JSON_G4_CLOSE && c != JSON_G4_OPEN && g4_text(s, c) && str_byte(s, c);
+        } else if (s->u8) ok = str_byte(s, c);
+        else if (c == '"') {
+            if (s->key) s->mode = J_COLON;
+            else ok = str_closes(s) && (value_end(s), true);
+        } else if (c == '\\') { s->mode = J_ESC; ok = str_char(s); }   /* (an escape is one character) */
+        else ok = c >= 0x20 && str_byte(s, c);
         break;
     case J_ESC:
         if (c == 'u') { s->mode = J_HEX; s->n = 4; }
@@ -411,16 +503,26 @@ static bool step(json_state *s, unsigned char c) {
         if (c == '0') s->mode = J_ZERO;
         else if (c >= '1' && c <= '9') s->mode = J_INT, s->n = 1;
         else ok = false;
+        if (ok && ranged(s)) s->iv = c - '0', ok = num_ok(s, false);
         break;
     case J_ZERO: case J_INT: case J_FRAC: case J_EXP:   /* (digits bounded as llama.cpp's JSON grammar bounds them) */
-        if (c >= '0' && c <= '9' && m != J_ZERO) { ok = ++s->n <= (m == J_EXP ? JSON_EXP_DIGITS : JSON_DIGITS); break; }
-        if (c == '.' && m <= J_INT && !s->integer) s->mode = J_DOT;
-        else if ((c == 'e' || c == 'E') && m != J_EXP && !s->integer) s->mode = J_E;
+        if (c >= '0' && c <= '9' && m != J_ZERO) {
+            ok = ++s->n <= (m == J_EXP ? JSON_EXP_DIGITS : JSON_DIGITS);
+            if (ok && ranged(s)) {
+                if (m == J_INT) s->iv = 10 * s->iv + (c - '0');
+                else s->fv = 10 * s->fv + (c - '0');
+                ok = num_ok(s, false);
+            }
+            break;
+        }
+        if (c == '.' && m <= J_INT && !s->integer) { s->mode = J_DOT; ok = num_ok(s, false); }
+        else if ((c == 'e' || c == 'E') && m != J_EXP && !s->integer && !ranged(s)) s->mode = J_E;
         else ok = number_end(s, c);
         break;
     case J_DOT: case J_ESIGN:
         if (c >= '0' && c <= '9') s->mode = m == J_DOT ? J_FRAC : J_EXP, s->n = 1;
         else ok = false;
+        if (ok && m == J_DOT && ranged(s)) s->fv = c - '0', ok = num_ok(s, false);
         break;
     case J_E:
         if (c == '+' || c == '-') s->mode = J_ESIGN;
@@ -429,11 +531,11 @@ static bool step(json_state *s, unsigned char c) {
         break;
     case J_LITS: ok = lits_step(s, c); break;
     case J_BKEY:
-        if (c == ':') {
+        if (c == ':' && !s->u8) {
             s->vnode = node(s, top(s)->node)->add;
             s->mode = J_VALUE;
             s->n = 0;
-        } else ok = key_char(c) && g4_text(s, c);
+        } else ok = key_char(c) && g4_text(s, c) && str_byte(s, c);
         break;
     case J_G4_END:
         if (c == JSON_G4_CLOSE) s->mode = J_G4_NEXT;   /* (auto too: once a call began, calls until the end) */
@@ -459,8 +561,8 @@ bool json_state_feed(json_state *s, const char *p, size_t n) {
 
 bool json_state_done(const json_state *s) {
     const int m = s->mode;
-    return m == J_DONE || m == J_G4_NEXT || m == J_G4_IDLE || (s->depth == 0 && ((m == J_LITS && s->done_lit >= 0) || m == J_ZERO || m == J_INT || m == J_FRAC ||
-                                             m == J_EXP));
+    return m == J_DONE || m == J_G4_NEXT || m == J_G4_IDLE ||
+           (s->depth == 0 && ((m == J_LITS && s->done_lit >= 0) || ((m == J_ZERO || m == J_INT || m == J_FRAC || m == J_EXP) && num_ok(s, true))));
 }
 
 /* ---- the vocabulary ----------------------------------------------------------------------------- */
@@ -471,6 +573,7 @@ struct json_vocab {
     uint32_t *off;          /* [n + 1] token t's text: bytes[off[t], off[t + 1]) */
     char *bytes;
     uint8_t *kind;          /* [n] JV_* */
+    uint16_t *chars;        /* [n] the characters of its text (its bytes but UTF-8's continuation bytes) */
 };
 enum { JV_TEXT = 0, JV_PLAIN = 1, JV_END = 2, JV_NONE = 3 };   /* plain: string content whole; end: end of generation */
 
@@ -484,9 +587,10 @@ json_vocab *json_vocab_create(const hachi_model *m, bool g4) {
     v->n = n;
     v->off = malloc(sizeof *v->off * ((size_t)n + 1));
     v->kind = malloc((size_t)n);
+    v->chars = malloc(sizeof *v->chars * (size_t)n);
     size_t total = 0, cap = (size_t)n * 8 + 1024;
     v->bytes = malloc(cap);
-    if (!v->off || !v->kind || !v->bytes) { json_vocab_free(v); return NULL; }
+    if (!v->off || !v->kind || !v->chars || !v->bytes) { json_vocab_free(v); return NULL; }
     for (int32_t t = 0; t < n; t++) {
         char piece[1024];
         bool control = hachi_token_is_control(m, t), mark = false;
@@ -510,10 +614,15 @@ json_vocab *json_vocab_create(const hachi_model *m, bool g4) {
         v->off[t] = (uint32_t)total;
         memcpy(v->bytes + total, piece, (size_t)k);
         total += (size_t)k;
+        json_state u = {.u8 = 0};   /* (and its characters whole: UTF-8 on its own) */
         bool plain = k > 0;   /* (g4: and no '<', which could begin the text <|"|>) */
-        for (int32_t j = 0; j < k && plain; j++) {
+        for (int32_t j = 0; j < k && plain; j++) plain = utf8_step(&u, (unsigned char)piece[j]) >= 0;
+        plain &= !u.u8;
+        v->chars[t] = 0;
+        for (int32_t j = 0; j < k; j++) {
             const unsigned char c = (unsigned char)piece[j];
-            plain = c >= 0x20 && c != '"' && c != '\\' && !(g4 && c == '<');
+            plain &= c >= 0x20 && c != '"' && c != '\\' && !(g4 && c == '<');
+            v->chars[t] += (c & 0xC0) != 0x80;
         }
         v->kind[t] = hachi_model_is_eog(m, t) ? JV_END : control || k == 0 ? JV_NONE : plain ? JV_PLAIN : JV_TEXT;
     }
@@ -527,6 +636,7 @@ void json_vocab_free(json_vocab *v) {
     free(v->off);
     free(v->bytes);
     free(v->kind);
+    free(v->chars);
     free(v);
 }
 
@@ -537,7 +647,8 @@ static bool state_eq(const json_state *a, const json_state *b) {
     if (a->js != b->js || a->mode != b->mode || a->depth != b->depth || a->n != b->n || a->ws != b->ws || a->nl != b->nl ||
         a->vnode != b->vnode || a->prop != b->prop || a->pos != b->pos || a->done_lit != b->done_lit ||
         a->lit_base != b->lit_base || a->lit_kind != b->lit_kind || a->key != b->key || a->integer != b->integer ||
-        a->cand != b->cand)
+        a->cand != b->cand || a->neg != b->neg || a->len != b->len || a->iv != b->iv || a->fv != b->fv || a->u8 != b->u8 ||
+        a->u8lo != b->u8lo || a->u8hi != b->u8hi)
         return false;
     for (int i = 0; i < a->depth; i++)
         if (a->stack[i].node != b->stack[i].node || a->stack[i].idx != b->stack[i].idx || a->stack[i].kind != b->stack[i].kind)
@@ -555,6 +666,11 @@ void json_grammar_init(json_grammar *g, const json_vocab *v, const json_schema *
 void json_grammar_free(json_grammar *g) {
     free(g->bits);
     g->bits = NULL;
+}
+
+/* *d = *s, the stack to its depth only (a token's copy: most of the stack is never read) */
+static void state_copy(json_state *d, const json_state *s) {
+    memcpy(d, s, offsetof(json_state, stack) + sizeof s->stack[0] * (size_t)s->depth);
 }
 
 void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab) {
@@ -579,18 +695,22 @@ void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab) {
     }
     bool first[256];   /* the bytes that can come next */
     for (int c = 0; c < 256; c++) {
-        json_state t = *s;
+        json_state t;
+        state_copy(&t, s);
         first[c] = step(&t, (unsigned char)c);
     }
-    const bool in_string = s->mode == J_STRING && s->n == 0;   /* (g4: no part of <|"|> matched) */
+    const bool in_string = s->mode == J_STRING && s->n == 0 && !s->u8;   /* (g4: no part of <|"|> matched; no character open) */
+    const json_node *sn = node(s, s->vnode);   /* a string's room left for a plain piece's characters */
+    const int room = in_string && !s->key && sn->bounds & JB_LEN && sn->max_len >= 0 ? sn->max_len - s->len : INT32_MAX;
     for (int32_t t = 0; t < n_vocab && t < v->n; t++) {
         const int k = v->kind[t];
         bool ok;
         if (k == JV_END) ok = json_state_done(s) || s->mode == J_FAIL;   /* (failed: a forced token; end it) */
         else if (k == JV_NONE || !first[(unsigned char)v->bytes[v->off[t]]]) ok = false;
-        else if (k == JV_PLAIN && in_string) ok = true;
+        else if (k == JV_PLAIN && in_string) ok = room == INT32_MAX || v->chars[t] <= room;
         else {
-            json_state x = *s;
+            json_state x;
+            state_copy(&x, s);
             ok = json_state_feed(&x, v->bytes + v->off[t], v->off[t + 1] - v->off[t]);
         }
         if (!ok) logits[t] = -INFINITY;

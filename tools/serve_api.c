@@ -1034,6 +1034,117 @@ static int schema_types(schema_cc *cc, const cJSON *t, const char *path) {
     return types;
 }
 
+/* A count keyword (minLength, maxItems...): -1 absent (or, for a maximum, above JSON_COUNT_MAX: none),
+ * -2 and err where it is no whole number >= 0 or a minimum above JSON_COUNT_MAX */
+static int schema_count(schema_cc *cc, const cJSON *sc, const char *kw, const char *path) {
+    const cJSON *v = get(sc, kw);
+    if (!v) return -1;
+    const double d = cJSON_GetNumberValue(v);
+    if (!cJSON_IsNumber(v) || d < 0 || d != floor(d))
+        return fail(cc->err, cc->cap, "'%s.%s' must be a whole number >= 0", path, kw), -2;
+    if (d <= JSON_COUNT_MAX) return (int)d;
+    if (!strncmp(kw, "max", 3)) return -1;
+    return fail(cc->err, cc->cap, "'%s.%s': at most %d is supported", path, kw, JSON_COUNT_MAX), -2;
+}
+
+/* floor(x * JSON_UNIT) exactly, x finite (beyond 1e17 in magnitude: +-2 * 10^32, outside every
+ * number of JSON_DIGITS digits) */
+static __int128 units_floor(double x) {
+    if (x > 1e17 || x < -1e17) return (x > 0 ? 2 : -2) * JSON_UNIT * JSON_UNIT;
+    int e;
+    const double f = frexp(x, &e);   /* x = f * 2^e, f * 2^53 a whole number */
+    const __int128 v = (__int128)(int64_t)ldexp(f, 53) * JSON_UNIT;   /* x * 10^16 = v * 2^(e - 53), |v| < 2^107 */
+    e -= 53;
+    if (e >= 0) return v * ((__int128)1 << e);   /* (e <= 4 here) */
+    if (e < -110) return v < 0 ? -1 : 0;
+    const __int128 d = (__int128)1 << -e, q = v / d;
+    return q - (v % d != 0 && v < 0);
+}
+
+/* The double a client reads from the number of u JSON_UNITs written out (strtod rounds correctly) */
+static double units_value(__int128 u) {
+    const unsigned __int128 m = u < 0 ? -(unsigned __int128)u : (unsigned __int128)u;
+    char t[64];
+    snprintf(t, sizeof t, "%s%llu.%016llu", u < 0 ? "-" : "", (unsigned long long)(m / JSON_UNIT), (unsigned long long)(m % JSON_UNIT));
+    return strtod(t, NULL);
+}
+
+/* The least number of JSON_UNITs a client reads as a double >= x (strict: > x). The bound is the
+ * schema's double, and so is the value a client checks against it: minimum 0.1 takes 0.1 (the
+ * double 0.1 is a little above one tenth), maximum 0.3 takes 0.3. */
+static __int128 units_from(double x, bool strict) {
+    if (x > 1e17 || x < -1e17) return units_floor(x);
+    __int128 a = units_floor(nextafter(nextafter(x, -INFINITY), -INFINITY)) - 1;   /* read below x */
+    __int128 b = units_floor(nextafter(nextafter(x, INFINITY), INFINITY)) + 1;     /* read above x */
+    while (b - a > 1) {
+        const __int128 mid = a + (b - a) / 2;
+        const double v = units_value(mid);
+        if (strict ? v > x : v >= x) b = mid;
+        else a = mid;
+    }
+    return b;
+}
+
+/* minimum, maximum, exclusiveMinimum, exclusiveMaximum (a number; or, as draft 4 has them, true
+ * making minimum / maximum exclusive) into [*lo, *hi] in JSON_UNITs; false and err on a bad one */
+static bool schema_range(schema_cc *cc, const cJSON *sc, const char *path, __int128 *lo, __int128 *hi, bool *any) {
+    static const char *const kw[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+    *any = false;
+    *lo = -2 * JSON_UNIT * JSON_UNIT;
+    *hi = 2 * JSON_UNIT * JSON_UNIT;
+    for (int i = 0; i < 4; i++) {
+        const cJSON *v = get(sc, kw[i]);
+        if (!v || (cJSON_IsBool(v) && (i & 1))) continue;   /* (draft 4's, read with its bound) */
+        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return fail(cc->err, cc->cap, "'%s.%s' must be a number", path, kw[i]);
+        const bool excl = (i & 1) || cJSON_IsTrue(get(sc, kw[i + 1]));
+        if (i < 2) {
+            const __int128 b = units_from(v->valuedouble, excl);
+            *lo = *lo > b ? *lo : b;
+        } else {   /* (the greatest read <= x, or < x: one below the least read > x, or >= x) */
+            const __int128 b = units_from(v->valuedouble, !excl) - 1;
+            *hi = *hi < b ? *hi : b;
+        }
+        *any = true;
+    }
+    return true;
+}
+
+/* A node's bounds (json_node.bounds): minLength / maxLength of its strings, minItems / maxItems of
+ * its arrays, the range of its numbers; false and err where one is malformed or none can be met */
+static bool schema_bounds(schema_cc *cc, const cJSON *sc, json_node *nd, const char *path) {
+    if (nd->types & JT_STR) {
+        nd->min_len = schema_count(cc, sc, "minLength", path);
+        nd->max_len = schema_count(cc, sc, "maxLength", path);
+        if (nd->min_len == -2 || nd->max_len == -2) return false;
+        nd->min_len = CLI_MAX(nd->min_len, 0);
+        if (nd->max_len >= 0 && nd->min_len > nd->max_len) return fail(cc->err, cc->cap, "'%s': minLength is above maxLength", path);
+        if (nd->min_len || nd->max_len >= 0) nd->bounds |= JB_LEN;
+    }
+    if (nd->types & JT_ARR) {
+        nd->min_items = schema_count(cc, sc, "minItems", path);
+        nd->max_items = schema_count(cc, sc, "maxItems", path);
+        if (nd->min_items == -2 || nd->max_items == -2) return false;
+        nd->min_items = CLI_MAX(nd->min_items, 0);
+        if (nd->max_items >= 0 && nd->min_items > nd->max_items) return fail(cc->err, cc->cap, "'%s': minItems is above maxItems", path);
+        if (nd->min_items || nd->max_items >= 0) nd->bounds |= JB_ITEMS;
+    }
+    bool any;
+    if (!(nd->types & (JT_NUM | JT_INT)) || !schema_range(cc, sc, path, &nd->lo, &nd->hi, &any)) return !(nd->types & (JT_NUM | JT_INT));
+    if (!any) return true;
+    const __int128 u = JSON_UNIT, big = u * u - 1;   /* the largest number of 16 digits before the point and 16 after */
+    nd->lo = nd->lo < -big ? -big : nd->lo;
+    nd->hi = nd->hi > big ? big : nd->hi;
+    if (!(nd->types & JT_NUM)) {   /* whole numbers: the bounds rounded inwards to them */
+        nd->lo = nd->lo >= 0 ? (nd->lo + u - 1) / u * u : -(-nd->lo / u * u);
+        nd->hi = nd->hi >= 0 ? nd->hi / u * u : -((-nd->hi + u - 1) / u * u);
+    }
+    if (nd->lo > nd->hi)
+        return fail(cc->err, cc->cap, "'%s': no %s of at most %d digits (and %d after the point) lies in its range", path,
+                    nd->types & JT_NUM ? "number" : "integer", JSON_DIGITS, JSON_DIGITS);
+    nd->bounds |= JB_RANGE;
+    return true;
+}
+
 /* The types a value's first byte cannot tell apart, together */
 static int type_class(int t) { return t & (JT_NUM | JT_INT) ? t | JT_NUM | JT_INT : t; }
 
@@ -1050,6 +1161,8 @@ static int schema_union(schema_cc *cc, const cJSON *alts, const char *path, int 
             return fail(cc->err, cc->cap, "'%s': alternatives of the same type, or an enum among them, are not supported "
                         "(only ones a value's first character tells apart, as [X, {\"type\": \"null\"}])", path), -1;
         u.types |= a.types;
+        if (a.types & JT_STR) u.bounds |= a.bounds & JB_LEN, u.min_len = a.min_len, u.max_len = a.max_len;
+        if (a.types & (JT_NUM | JT_INT)) u.bounds |= a.bounds & JB_RANGE, u.lo = a.lo, u.hi = a.hi;
         if (a.types & JT_ARR) u.arr = a.arr;   /* (by index: an alternative still being compiled, a $ref's, fills in later) */
         if (a.types & JT_OBJ) u.obj = a.obj;
     }
@@ -1101,7 +1214,7 @@ static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int dep
     const cJSON *props = get(sc, "properties"), *items = get(sc, "items"), *add = get(sc, "additionalProperties");
     json_node nd = {.items = 0, .add = 0, .n_props = -1};
     nd.types = get(sc, "type") ? schema_types(cc, get(sc, "type"), path) : props ? JT_OBJ : items ? JT_ARR : JT_ANY;
-    if (!nd.types) return -1;
+    if (!nd.types || !schema_bounds(cc, sc, &nd, path)) return -1;
     if (items && (nd.types & JT_ARR)) {
         snprintf(sub, sizeof sub, "%.400s.items", path);
         if ((nd.items = schema_node(cc, items, sub, depth + 1)) < 0) return -1;

@@ -1,0 +1,69 @@
+// response_format json_schema through the openai npm client against `hachi serve` on gemma4-micro
+// (run by tests/test_serve.c), each reply checked by Ajv, a JSON Schema validator independent of
+// hachi's grammar:
+//   node schemas.mjs BASE_URL API_KEY MODEL_ID
+// Sampled replies (temperature 1, a seed each) to schemas with bounds (string lengths, item counts,
+// number ranges, also through anyOf and $ref): every reply must end by itself ("stop"), parse, and
+// be valid. Prints one "ok ..." or "FAIL ..." line per check; exits 1 on a failure.
+import OpenAI from 'openai';
+import Ajv from 'ajv';
+
+const [base, apiKey, modelId] = process.argv.slice(2);
+const client = new OpenAI({ baseURL: base, apiKey, maxRetries: 0, timeout: 120000 });
+const ajv = new Ajv({ strict: false });
+let failed = 0;
+function check(cond, what, detail = '') {
+  console.log(`${cond ? 'ok  ' : 'FAIL'} ${what}${cond ? '' : ': ' + detail}`);
+  if (!cond) failed++;
+}
+
+const schemas = {
+  person: {
+    type: 'object',
+    properties: {
+      name: { type: 'string', minLength: 1, maxLength: 12 },
+      age: { type: 'integer', minimum: 0, maximum: 120 },
+      score: { type: 'number', exclusiveMinimum: 0, maximum: 1 },
+      tags: { type: 'array', items: { type: 'string', maxLength: 5 }, minItems: 1, maxItems: 3 },
+    },
+    required: ['name', 'age', 'score', 'tags'],
+    additionalProperties: false,
+  },
+  small_ints: { type: 'array', items: { type: 'integer', minimum: -3, maximum: 3 }, minItems: 2, maxItems: 4 },
+  // pydantic's shape: $defs, Optional[...] as anyOf with null, a float range with exclusive bounds
+  pydantic: {
+    $defs: {
+      Point: {
+        type: 'object',
+        properties: { x: { type: 'number', exclusiveMinimum: -1.5, exclusiveMaximum: 2.25 }, label: { anyOf: [{ type: 'string', minLength: 3, maxLength: 8 }, { type: 'null' }] } },
+        required: ['x', 'label'],
+      },
+    },
+    type: 'object',
+    properties: { points: { type: 'array', items: { $ref: '#/$defs/Point' }, minItems: 1, maxItems: 2 }, tenths: { type: 'number', minimum: 0.1, maximum: 0.3 } },
+    required: ['points', 'tenths'],
+  },
+};
+
+// the validator is live: it refuses what breaks a bound
+check(!ajv.validate(schemas.person, { name: '', age: 3, score: 0.5, tags: ['a'] }) &&
+  !ajv.validate(schemas.small_ints, [1, 4]) && ajv.validate(schemas.small_ints, [1, -3]), 'Ajv refuses a broken bound');
+
+const seeds = [1, 2, 3, 4, 5, 6];
+for (const [name, schema] of Object.entries(schemas)) {
+  const bad = [];
+  for (const seed of seeds) {
+    const r = await client.chat.completions.create({
+      model: modelId, temperature: 1, seed, max_tokens: 600,
+      messages: [{ role: 'user', content: 'Once upon a time' }],
+      response_format: { type: 'json_schema', json_schema: { name, schema } },
+    });
+    const text = r.choices[0].message.content;
+    let doc, parsed = false;
+    try { doc = JSON.parse(text); parsed = true; } catch { /* reported below */ }
+    if (r.choices[0].finish_reason !== 'stop' || !parsed || !ajv.validate(schema, doc))
+      bad.push({ seed, finish: r.choices[0].finish_reason, text, errors: parsed ? ajv.errors : 'no JSON' });
+  }
+  check(bad.length === 0, `${name}: ${seeds.length} sampled replies end, parse and are valid`, JSON.stringify(bad));
+}
+process.exit(failed ? 1 : 0);
