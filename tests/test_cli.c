@@ -7,6 +7,9 @@
 #include <sys/stat.h>
 #include "test.h"
 #include "hachi.h"
+#ifndef HACHI_NO_SERVE
+#include <cjson/cJSON.h>
+#endif
 
 /* stories260K converted once per run */
 static const char *stories_gguf(void) {
@@ -445,4 +448,76 @@ TEST(chat_format_from_vocab) {
         CHECK(hachi_chat_detect(m) == HACHI_CHAT_PLAIN);
         hachi_model_free(m);
     }
+}
+
+/* --json-schema (run, chat): sampled replies of gemma4-micro, a story model, are JSON that cJSON
+ * reads and that keeps the schema's bounds; drafts give the same reply; a bad schema, a missing
+ * file, --think with a schema and a schema given twice are one-line errors */
+TEST(cli_json_schema) {
+#ifdef HACHI_NO_SERVE
+    SKIP("hachi was built without cJSON (and the server), which reads schemas");
+#else
+    const char *micro = test_shared_path("models/gemma4-micro.gguf");
+    if (!micro) SKIP("../shared/models/gemma4-micro.gguf absent");
+    static const char schema[] = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":10},"
+                                 "\"n\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":9},\"tags\":{\"type\":\"array\",\"items\":"
+                                 "{\"type\":\"number\",\"minimum\":-1,\"maximum\":1},\"maxItems\":2}},\"required\":[\"name\",\"n\",\"tags\"]}";
+    const char *file = test_tmp("schema.json");
+    FILE *f = fopen(file, "w");
+    if (f) { fputs(schema, f); fclose(f); }
+    static const char prompt[] = "Once upon a time";
+    for (int seed = 1; seed <= 4; seed++) {
+        int rc, rc2;
+        char *out = test_sh(&rc, "%s run -m %s -p '%s' --json-schema-file %s --temp 1 --seed %d -n 300 2>/dev/null", test_hachi_bin(),
+                            micro, prompt, file, seed);
+        char *drafted = test_sh(&rc2, "%s run -m %s -p '%s' --json-schema-file %s --temp 1 --seed %d -n 300 --draft 4 2>/dev/null",
+                                test_hachi_bin(), micro, prompt, file, seed);
+        cJSON *doc = rc == 0 && !strncmp(out, prompt, strlen(prompt)) ? cJSON_Parse(out + strlen(prompt)) : NULL;
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(doc, "name"));
+        const cJSON *n = cJSON_GetObjectItem(doc, "n"), *tags = cJSON_GetObjectItem(doc, "tags"), *t;
+        int chars = 0;
+        for (const char *p = name; p && *p; p++) chars += ((unsigned char)*p & 0xC0) != 0x80;
+        bool ok = name && chars >= 2 && chars <= 10 && cJSON_IsNumber(n) && n->valuedouble >= 1 && n->valuedouble <= 9 &&
+                  n->valuedouble == floor(n->valuedouble) && cJSON_IsArray(tags) && cJSON_GetArraySize(tags) <= 2 &&
+                  cJSON_GetArraySize(doc) == 3;
+        cJSON_ArrayForEach(t, tags) ok &= cJSON_IsNumber(t) && t->valuedouble >= -1 && t->valuedouble <= 1;
+        CHECKF(ok, "seed %d (exit %d): '%s'", seed, rc, out);
+        CHECKF(rc2 == 0 && !strcmp(out, drafted), "seed %d: with drafts '%s', without '%s'", seed, drafted, out);
+        cJSON_Delete(doc);
+        free(out);
+        free(drafted);
+    }
+    /* chat: each reply held to the schema anew */
+    int rc;
+    char *out = test_sh(&rc, "printf 'hi\\nagain\\n' | %s chat -m %s --json-schema '{\"type\":\"array\",\"items\":{\"type\":\"integer\"},"
+                        "\"minItems\":1,\"maxItems\":3}' --temp 1 --seed 2 -n 100 2>/dev/null", test_hachi_bin(), micro);
+    int replies = 0;   /* (the replies one after another, white space between JSON's tokens newlines too) */
+    for (const char *p = out + strspn(out, " \t\r\n"), *end = NULL; rc == 0 && *p; p = end + strspn(end, " \t\r\n")) {
+        cJSON *doc = cJSON_ParseWithOpts(p, &end, false);
+        CHECKF(cJSON_IsArray(doc) && cJSON_GetArraySize(doc) >= 1 && cJSON_GetArraySize(doc) <= 3, "chat reply '%s'", p);
+        cJSON_Delete(doc);
+        if (!doc) break;
+        replies++;
+    }
+    CHECKF(rc == 0 && replies == 2, "chat: %d replies, exit %d", replies, rc);
+    free(out);
+    static const struct { const char *args, *needle; } bad[] = {
+        {"run -m %s -p x --json-schema '{\"type\":\"strin\"}'", "'--json-schema.type': not a JSON schema type"},
+        {"run -m %s -p x --json-schema '{\"type\":'", "--json-schema is not JSON"},
+        {"run -m %s -p x --json-schema '{\"allOf\":[]}'", "'allOf' is not supported"},
+        {"run -m %s -p x --json-schema-file /nonexistent.json", "/nonexistent.json"},
+        {"run -m %s -p x --json-schema '{}' --json-schema '{}'", "give one of --json-schema and --json-schema-file, once"},
+        {"chat -m %s --think --json-schema '{}'", "--json-schema with --think is not supported"},
+        {"serve -m %s --json-schema '{}'", "unknown option '--json-schema'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char args[512];
+        snprintf(args, sizeof args, bad[i].args, micro);
+        char *err = test_sh(&rc, "%s %s 2>&1 >/dev/null </dev/null", test_hachi_bin(), args);
+        const char *nl = strchr(err, '\n');
+        CHECKF(rc != 0 && strstr(err, bad[i].needle) && !strncmp(err, "hachi", 5) && (!nl || !nl[1]), "'%s': exit %d, '%s'", args, rc,
+               err);
+        free(err);
+    }
+#endif
 }

@@ -328,13 +328,73 @@ void cli_free_model(cli_opts *o, hachi_model *m) {
     hachi_model_free(m);
 }
 
-hachi_status cli_sampler_create(const char *cmd, const cli_opts *o, const hachi_model *m, hachi_sampler **out) {
+struct cli_json {
+    json_schema *js;
+    json_vocab *v;
+    json_grammar g;
+};
+
+void cli_json_reset(cli_json *j) {
+    if (!j) return;
+    json_grammar_free(&j->g);
+    json_grammar_init(&j->g, j->v, j->js);
+}
+
+void cli_json_free(cli_json *j) {
+    if (!j) return;
+    json_grammar_free(&j->g);
+    json_vocab_free(j->v);
+    json_schema_free(j->js);
+    free(j);
+}
+
+int cli_json_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    if (strcmp(a, "--json-schema") && strcmp(a, "--json-schema-file")) return 0;
+    if (o->json_schema) return cli_error(cmd, "give one of --json-schema and --json-schema-file, once"), -1;
+    if (!(o->json_schema = cli_value(cmd, argc, argv, i))) return -1;
+    o->json_schema_file = !strcmp(a, "--json-schema-file");
+    return 1;
+}
+
+/* --json-schema's grammar for m (NULL and an error said where the schema is bad) */
+static cli_json *json_create(const char *cmd, const cli_opts *o, const hachi_model *m) {
+#ifdef HACHI_NO_SERVE
+    (void)m;
+    cli_error(cmd, "%s: hachi was built without cJSON (and the server), which reads schemas",
+              o->json_schema_file ? "--json-schema-file" : "--json-schema");
+    return NULL;
+#else
+    size_t len;
+    char *text = o->json_schema_file ? cli_read_file(cmd, o->json_schema, &len) : NULL, err[512];
+    if (o->json_schema_file && !text) return NULL;
+    cli_json *j = calloc(1, sizeof *j);
+    if (!j) { free(text); cli_error(cmd, "out of memory"); return NULL; }
+    j->js = serve_schema_compile(text ? text : o->json_schema, o->json_schema_file ? o->json_schema : "--json-schema", err, sizeof err);
+    free(text);
+    if (!j->js) { cli_error(cmd, "%s", err); cli_json_free(j); return NULL; }
+    if (!(j->v = json_vocab_create(m, false))) { cli_error(cmd, "out of memory"); cli_json_free(j); return NULL; }
+    json_grammar_init(&j->g, j->v, j->js);
+    return j;
+#endif
+}
+
+hachi_status cli_sampler_create(const char *cmd, const cli_opts *o, const hachi_model *m, cli_json **json, hachi_sampler **out) {
+    *out = NULL;
+    if (json) *json = NULL;
+    if (o->json_schema && !json) return cli_error(cmd, "--json-schema is not for this command"), HACHI_ERR_INVALID_ARG;
+    if (o->json_schema && !(*json = json_create(cmd, o, m))) return HACHI_ERR_INVALID_ARG;
     hachi_status st = hachi_sampler_create(&o->smp, hachi_model_n_vocab(m), out);
     if (!st && o->n_bias && (st = hachi_sampler_set_logit_bias(*out, o->bias_ids, o->bias, o->n_bias))) {
         hachi_sampler_free(*out);
         *out = NULL;
     }
-    if (st) cli_lib_error(cmd, st, "cannot create the sampler");
+    if (!st && json && *json)
+        hachi_sampler_set_constraint(*out, &(hachi_sampler_constraint){json_grammar_mask, json_grammar_accept, &(*json)->g});
+    if (st) {
+        cli_lib_error(cmd, st, "cannot create the sampler");
+        if (json) { cli_json_free(*json); *json = NULL; }
+    }
     return st;
 }
 

@@ -85,6 +85,8 @@ typedef struct cli_opts {
     const char *heads_path;         /* --heads FILE: loaded by cli_load_model into sp.heads */
     hachi_heads *heads;
     int progress;                   /* --progress 1, --no-progress 0; -1: when stderr is a terminal */
+    const char *json_schema;        /* --json-schema SCHEMA (or --json-schema-file FILE: its path) */
+    bool json_schema_file;
 } cli_opts;
 
 /* Progress of long prefills on stderr (tokens done, rate, time left): hachi_session_params'
@@ -106,8 +108,20 @@ void cli_opts_init(cli_opts *o);
 /* Consume argv[*i] (and its value) if it is a shared flag: 1 consumed, 0 not ours, -1 bad value. */
 int  cli_opts_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i);
 /* Load o->model, and o->heads_path into o->sp.heads (error printed on failure). */
-/* The sampler of o's flags (--logit-bias included) for model m; an error said on stderr */
-hachi_status cli_sampler_create(const char *cmd, const cli_opts *o, const hachi_model *m, hachi_sampler **out);
+/* The sampler of o's flags (--logit-bias included) for model m; an error said on stderr. With
+ * --json-schema, *json (where json is not NULL; NULL: the command takes no schema, an error) gets
+ * the grammar the sampler is held to, which lives until cli_json_free, after the sampler's last
+ * use; cli_json_reset readies it for another reply. */
+typedef struct cli_json cli_json;
+hachi_status cli_sampler_create(const char *cmd, const cli_opts *o, const hachi_model *m, cli_json **json, hachi_sampler **out);
+/* --json-schema SCHEMA / --json-schema-file FILE (run and chat): as cli_opts_parse */
+int cli_json_parse(const char *cmd, cli_opts *o, int argc, char **argv, int *i);
+#define CLI_JSON_USAGE                                                                                       \
+    "  --json-schema SCHEMA, --json-schema-file FILE   hold the reply to a JSON schema as it is sampled (the\n" \
+    "              subset serve's response_format takes; '{}': any JSON value); it ends once the value is whole\n"
+
+void cli_json_reset(cli_json *j);
+void cli_json_free(cli_json *j);
 hachi_model *cli_load_model(const char *cmd, cli_opts *o, bool vocab_only);
 /* Free what cli_load_model loaded. */
 void cli_free_model(cli_opts *o, hachi_model *m);
@@ -500,6 +514,10 @@ void json_grammar_free(json_grammar *g);
  * anything after it) masked; a token accepted */
 void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab);
 void json_grammar_accept(void *ctx, int32_t token);
+/* A JSON schema's text compiled (the subset response_format takes; {} any value); NULL and err
+ * (naming what, as the schema's path) where it is no JSON, beyond the subset or out of memory.
+ * Only where the server is built (cJSON). */
+json_schema *serve_schema_compile(const char *text, const char *what, char *err, size_t cap);
 
 /* {"object":"list","data":[{"id":name,...}]} (malloc'd). */
 char *serve_models_json(const char *name, long long created);

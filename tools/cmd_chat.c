@@ -74,6 +74,7 @@ int cmd_chat(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         int r = cli_opts_parse(cmd, &o, argc, argv, &i);
         if (r == 0) r = cli_draft_parse(cmd, &dr, argc, argv, &i);
+        if (r == 0) r = cli_json_parse(cmd, &o, argc, argv, &i);
         if (r < 0) return 1;
         if (r > 0) continue;
         const char *a = argv[i];
@@ -84,17 +85,19 @@ int cmd_chat(int argc, char **argv) {
             if (!v || !cli_int(cmd, a, v, 1, 1 << 20, &n_max)) return 1;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: hachi chat -m MODEL [--system TEXT] [--think] [-n MAX_REPLY_TOKENS] [-c CTX] [--draft N] [-md FILE]\n"
-                   "                  [--spec KIND] [--draft-sample] [sampling flags]\n"
+                   "                  [--spec KIND] [--draft-sample] [--json-schema SCHEMA | --json-schema-file FILE] [sampling flags]\n"
                    "one user message per line on stdin; an empty line or end of input ends the chat\n"
                    "  --think     Gemma 4's thinking on (<|think|> in the system turn); a reply's thought goes\n"
                    "              to stderr, its answer to stdout\n"
-                   CLI_DRAFT_USAGE CLI_DRAFT_TRACE_USAGE CLI_MODE_USAGE);
+                   CLI_JSON_USAGE CLI_DRAFT_USAGE CLI_DRAFT_TRACE_USAGE CLI_MODE_USAGE);
             return 0;
         } else return cli_error(cmd, "unknown option '%s'", a);
     }
+    if (think && o.json_schema) return cli_error(cmd, "--json-schema with --think is not supported (the thought is no JSON)");
     hachi_model *m = cli_load_model(cmd, &o, false);
     hachi_session *s = NULL;
     hachi_sampler *smp = NULL;
+    cli_json *json = NULL;         /* --json-schema: each reply held to it */
     char *line = NULL, *turn = NULL;
     int32_t *toks = NULL;
     size_t line_cap = 0;
@@ -109,7 +112,7 @@ int cmd_chat(int argc, char **argv) {
     cli_draft_session(&dr, &o.sp);
     hachi_status st = hachi_session_create(m, &o.sp, &s);
     if (st) { cli_lib_error(cmd, st, "cannot create the session"); goto out; }
-    if (cli_sampler_create(cmd, &o, m, &smp) != HACHI_OK) goto out;
+    if (cli_sampler_create(cmd, &o, m, &json, &smp) != HACHI_OK) goto out;
     hachi_spec_params spp;
     if (!cli_draft_setup(cmd, &dr, m, &spp)) goto out;
     if ((st = hachi_spec_create(m, s, smp, &spp, &sp))) { cli_lib_error(cmd, st, "generator"); goto out; }
@@ -170,6 +173,7 @@ int cmd_chat(int argc, char **argv) {
         }
         if ((st = hachi_spec_feed(sp, toks, n))) { cli_lib_error(cmd, st, "generator"); goto out; }
         reply_len = 0;
+        cli_json_reset(json);
 
         hachi_detok_reset(dt, true);
         char buf[HACHI_DETOK_MAX];
@@ -235,6 +239,7 @@ out:
     hachi_spec_free(sp);
     hachi_detok_free(dt);
     hachi_sampler_free(smp);
+    cli_json_free(json);
     hachi_session_free(s);
     if (!cli_draft_free(&dr)) rc = 1;
     cli_free_model(&o, m);

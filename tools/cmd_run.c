@@ -20,8 +20,8 @@ static void usage(void) {
             "                 [--temp T] [--top-k K] [--top-p P] [--min-p M] [--repeat-penalty R] [--repeat-last-n N]\n"
             "                 [--presence-penalty P] [--frequency-penalty F] [--logit-bias ID+B|ID-B ...] [--seed S]\n"
             "                 [--no-bos] [--draft N] [-md FILE] [--spec KIND] [--draft-sample] [--prompt-cache FILE] [--profile]\n"
-            "                 [--chunks 8,15,25]\n"
-            CLI_DRAFT_USAGE CLI_DRAFT_TRACE_USAGE
+            "                 [--chunks 8,15,25] [--json-schema SCHEMA | --json-schema-file FILE]\n"
+            CLI_JSON_USAGE CLI_DRAFT_USAGE CLI_DRAFT_TRACE_USAGE
             CLI_MODE_USAGE
             "  --prompt-cache FILE   restore the longest prefix of the prompt FILE holds and prefill only\n"
             "              the rest; when nothing was restored, save the prompt's state to FILE\n");
@@ -61,6 +61,7 @@ int cmd_run(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         int r = cli_opts_parse(cmd, &o, argc, argv, &i);
         if (r == 0) r = cli_draft_parse(cmd, &dr, argc, argv, &i);
+        if (r == 0) r = cli_json_parse(cmd, &o, argc, argv, &i);
         if (r < 0) return 1;
         if (r > 0) continue;
         const char *a = argv[i];
@@ -85,6 +86,7 @@ int cmd_run(int argc, char **argv) {
     hachi_model *m = cli_load_model(cmd, &o, false);
     hachi_session *s = NULL;
     hachi_sampler *smp = NULL;
+    cli_json *json = NULL;
     hachi_spec *sp = NULL;
     hachi_detok *dt = NULL;
     int32_t *toks = NULL, n_tok = 0;
@@ -107,7 +109,7 @@ int cmd_run(int argc, char **argv) {
         cli_error(cmd, "the prompt has %d tokens, more than the context of %d (-c)", n_tok, hachi_session_n_ctx(s));
         goto out;
     }
-    if (cli_sampler_create(cmd, &o, m, &smp) != HACHI_OK) goto out;
+    if (cli_sampler_create(cmd, &o, m, &json, &smp) != HACHI_OK) goto out;
     hachi_spec_params spp;
     if (!cli_draft_setup(cmd, &dr, m, &spp)) goto out;
     if ((st = hachi_spec_create(m, s, smp, &spp, &sp))) { cli_lib_error(cmd, st, "generator"); goto out; }
@@ -187,6 +189,7 @@ out:
     if (!cli_draft_free(&dr)) rc = 1;
     hachi_detok_free(dt);
     hachi_sampler_free(smp);
+    cli_json_free(json);
     hachi_session_free(s);
     cli_free_model(&o, m);
     free(toks);

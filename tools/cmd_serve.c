@@ -1009,7 +1009,7 @@ int cmd_serve(int argc, char **argv) {
     srv.o = &o;
     srv.seed_given = o.seed_given;
     hachi_sampler *check = NULL;   /* (the flags' sampler, --logit-bias's ids included, checked once) */
-    if (cli_sampler_create(cmd, &o, srv.m, &check)) goto out;
+    if (cli_sampler_create(cmd, &o, srv.m, NULL, &check)) goto out;
     hachi_sampler_free(check);
     if (!(srv.jv = json_vocab_create(srv.m, false))) { cli_error(cmd, "out of memory (the vocabulary's texts)"); goto out; }
     srv.jv4 = hachi_chat_detect(srv.m) == HACHI_CHAT_GEMMA4 ? json_vocab_create(srv.m, true) : NULL;   /* (NULL: no calls' grammar) */

@@ -1298,6 +1298,30 @@ static bool calls_schema(const cJSON *tools, enum choice choice, const char *cho
     return true;
 }
 
+/* Schema sc (NULL: any object) compiled into js as its root (path: where it is, for errors) */
+static bool schema_root(json_schema *js, const cJSON *sc, const char *path, char *err, size_t cap) {
+    if (!sc) return true;
+    schema_cc cc = {.js = js, .root = sc, .err = err, .cap = cap};
+    const int root = schema_node(&cc, sc, path, 0);
+    if (root < 0) return false;
+    js->root = root;
+    if (!json_schema_finish(js)) return fail(err, cap, "out of memory");
+    if (js->need[root] > JSON_DEPTH_MAX)
+        return fail(err, cap, "'%s': the schema's values cannot be whole within %d levels of nesting (a required "
+                    "property that holds its own object?)", path, JSON_DEPTH_MAX);
+    return true;
+}
+
+json_schema *serve_schema_compile(const char *text, const char *what, char *err, size_t cap) {
+    cJSON *sc = cJSON_Parse(text);
+    json_schema *js = sc ? json_schema_object() : NULL;
+    if (!sc) fail(err, cap, "%s is not JSON (near byte %ld)", what, cJSON_GetErrorPtr() ? (long)(cJSON_GetErrorPtr() - text) : 0L);
+    else if (!js) fail(err, cap, "out of memory");
+    else if (!schema_root(js, sc, what, err, cap)) { json_schema_free(js); js = NULL; }
+    cJSON_Delete(sc);
+    return js;
+}
+
 /* response_format: {"type": "text"}, {"type": "json_object"} (any JSON object; llama.cpp's "schema"
  * beside it too) or {"type": "json_schema", "json_schema": {"schema": ...}}: the reply held to it
  * (rq->schema); refused with thinking or tools to call */
@@ -1322,16 +1346,7 @@ static bool response_format_field(const cJSON *o, serve_req *rq, char *err, size
     const cJSON *sc = object ? get(rf, "schema") : get(get(rf, "json_schema"), "schema");
     if (!object && !sc) return fail(err, cap, "'response_format.json_schema.schema' is missing");
     if (!(rq->schema = json_schema_object())) return fail(err, cap, "out of memory");
-    if (!sc) return true;
-    schema_cc cc = {.js = rq->schema, .root = sc, .err = err, .cap = cap};
-    const int root = schema_node(&cc, sc, object ? "response_format.schema" : "response_format.json_schema.schema", 0);
-    if (root < 0) return false;
-    rq->schema->root = root;
-    if (!json_schema_finish(rq->schema)) return fail(err, cap, "out of memory");
-    if (rq->schema->need[root] > JSON_DEPTH_MAX)
-        return fail(err, cap, "'response_format': the schema's values cannot be whole within %d levels of nesting (a required "
-                    "property that holds its own object?)", JSON_DEPTH_MAX);
-    return true;
+    return schema_root(rq->schema, sc, object ? "response_format.schema" : "response_format.json_schema.schema", err, cap);
 }
 
 /* A completion's prompt: a string, an array of token ids, or an array of one of either */
