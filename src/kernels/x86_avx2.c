@@ -1,9 +1,9 @@
 /* kernels/x86_avx2: AVX2+FMA+F16C kernels, the hot path of decode on most x86 CPUs.
  * Accelerated: vec_dot of every weight type; vec_dot_multi that unpacks each weight block
  * once for all rows (Q4_0, Q8_0, Q4_K, Q6_K, F16, F32; Q4_1, Q5_0, Q5_K, BF16 loop the
- * single dot); vec_dot_x8 over rows interleaved 8 by 8 (Q4_0, Q4_K); the prefill GEMM of
- * the float types (2 rows x 2 tokens a tile) and of interleaved Q4_0 rows (two groups of 8
- * rows a pass); fp16 conversion and
+ * single dot); vec_dot_x8 over rows interleaved 8 by 8 (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K); the
+ * prefill GEMM of the float types (2 rows x 2 tokens a tile), of interleaved Q4_0 rows (two
+ * groups of 8 rows a pass) and of Q4_K / Q5_K rows (8 tokens a pass); fp16 conversion and
  * the fp16 and int8 attention kernels (x86_avx2_attn.c). Quantizers and the other
  * dequantizers are ref's (cold).
  * Integer dots use the maddubs/madd pattern: u8 x s8 pairs into int16, pairs of int16 into
@@ -703,6 +703,94 @@ static ALWAYS_INLINE void x8_rows_q6_K(int64_t n, float *s, const void *vw, cons
 }
 ROWS_FROM(x8_q6_K, x8_rows_q6_K, 8)
 
+/* s + (the 8 rows' sums of one q4_K / q5_K sub-block (q: its 8 value vectors) against the token's
+ * 32 bytes at ya) times the rows' scales (scv: row r's in int16 lanes 2r, 2r + 1): x8_rows_kx8's
+ * maddubs, int16 sums and madds for one token, in two chains of 4 (q5_K: each chain's int16 sum
+ * is one of its halves, <= 4 * 2 * 31 * 128; q4_K's two chains added in int16 first, as its one
+ * sum of 8 is). One asm, so that nothing spills: the 8 vectors, scv, two chains and two
+ * broadcasts fill 13 registers (gcc's own schedule of the unrolled tokens spilled the values and
+ * ran 1.3x x8's time). The running sum s in L1. */
+static ALWAYS_INLINE void kx8a_subblock(__m256i *s, const __m256i *q, __m256i scv, const int8_t *ya, const bool high) {
+    __m256i p0, p1, b0, b1;
+#define KX8A_STEP(c)                                                                   \
+    "vpbroadcastd " #c "*4(%[a]), %[b0]\n\t"                                           \
+    "vpbroadcastd 16+" #c "*4(%[a]), %[b1]\n\t"                                        \
+    "vpmaddubsw %[b0], %[q" #c "], %[b0]\n\t"                                          \
+    "vpmaddubsw %[b1], %[q4" #c "], %[b1]\n\t"                                         \
+    "vpaddw %[b0], %[p0], %[p0]\n\t"                                                   \
+    "vpaddw %[b1], %[p1], %[p1]\n\t"
+#define KX8A_OPERANDS                                                                                        \
+    : [s] "+m"(*s), [p0] "=&x"(p0), [p1] "=&x"(p1), [b0] "=&x"(b0), [b1] "=&x"(b1)                           \
+    : [a] "r"(ya), [q0] "x"(q[0]), [q1] "x"(q[1]), [q2] "x"(q[2]), [q3] "x"(q[3]), [q40] "x"(q[4]), [q41] "x"(q[5]), \
+      [q42] "x"(q[6]), [q43] "x"(q[7]), [sc] "x"(scv), "m"(*(const int8_t (*)[32])ya)
+#define KX8A_FIRST                                                                     \
+    "vpbroadcastd 0(%[a]), %[b0]\n\t"                                                  \
+    "vpbroadcastd 16(%[a]), %[b1]\n\t"                                                 \
+    "vpmaddubsw %[b0], %[q0], %[p0]\n\t"                                               \
+    "vpmaddubsw %[b1], %[q40], %[p1]\n\t"
+    if (high)
+        __asm__(KX8A_FIRST KX8A_STEP(1) KX8A_STEP(2) KX8A_STEP(3)
+                "vpmaddwd %[sc], %[p0], %[p0]\n\t"
+                "vpmaddwd %[sc], %[p1], %[p1]\n\t"
+                "vpaddd %[p1], %[p0], %[p0]\n\t"
+                "vpaddd %[s], %[p0], %[p0]\n\t"
+                "vmovdqa %[p0], %[s]" KX8A_OPERANDS);
+    else
+        __asm__(KX8A_FIRST KX8A_STEP(1) KX8A_STEP(2) KX8A_STEP(3)
+                "vpaddw %[p1], %[p0], %[p0]\n\t"
+                "vpmaddwd %[sc], %[p0], %[p0]\n\t"
+                "vpaddd %[s], %[p0], %[p0]\n\t"
+                "vmovdqa %[p0], %[s]" KX8A_OPERANDS);
+#undef KX8A_FIRST
+#undef KX8A_OPERANDS
+#undef KX8A_STEP
+}
+
+/* x8_rows_kx8's work as a GEMM: 8 interleaved q4_K rows (q5_K rows: high) and NT <= 8 tokens a
+ * pass, each sub-block's values unpacked once for all NT (kx8a_subblock), the tokens' int32 sums
+ * in an L1 array, the float sums in y. The integer sums are exact in any order, so each lane is
+ * x8_rows_kx8's computation, bit for bit ref's. */
+static ALWAYS_INLINE void gemm1_kx8(int64_t n, float *y, int64_t ldy, const char *vw, const size_t bsz, const bool high,
+                                    const char *a, size_t a_stride, const int NT) {
+    const __m256i dup = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
+                                         4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
+    UNROLL for (int t = 0; t < NT; t++) _mm256_storeu_ps(y + (size_t)t * ldy, _mm256_setzero_ps());
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        const block_q4_Kx8 *w = (const block_q4_Kx8 *)(const void *)(vw + (size_t)b * bsz);
+        const char *next = (const char *)w + AVX2_PF_DIST;
+        _Alignas(32) uint8_t sc[64];
+        q4k_x8_scales(w->scales, sc);
+        _Alignas(32) __m256i sumi[8];
+        UNROLL for (int t = 0; t < NT; t++) sumi[t] = _mm256_setzero_si256();
+        UNROLL for (int j = 0; j < 8; j++) {
+            KX8_PREFETCH(next, high, j, _MM_HINT_T0);
+            int64_t s8;
+            memcpy(&s8, sc + 8 * j, 8);
+            const __m256i scv = _mm256_shuffle_epi8(_mm256_set1_epi64x(s8), dup);
+            __m256i q[8];
+            UNROLL for (int c = 0; c < 8; c++) q[c] = kx8_values(w, high, j, c);
+            for (int t = 0; t < NT; t++)   /* (not unrolled: as one asm a token, 0.94x the time of the unrolled loop) */
+                kx8a_subblock(&sumi[t], q, scv, ((const block_q8_K *)(const void *)(a + (size_t)t * a_stride) + b)->qs + 32 * j, high);
+        }
+        const kx8_tail tl = kx8_tail_of(w);
+        UNROLL for (int t = 0; t < NT; t++)
+            _mm256_storeu_ps(y + (size_t)t * ldy, kx8_accumulate(_mm256_loadu_ps(y + (size_t)t * ldy), &tl, sumi[t],
+                                                                 a + (size_t)t * a_stride, n / QK_K, b));
+    }
+}
+static ALWAYS_INLINE void gemm2_q4_K(int64_t n, float *y, int64_t ldy, const block_q4_Kx8 *g0, const block_q4_Kx8 *g1,
+                                     const char *a, size_t a_stride, const int NT) {
+    gemm1_kx8(n, y, ldy, (const char *)g0, sizeof *g0, false, a, a_stride, NT);
+    gemm1_kx8(n, y + 8, ldy, (const char *)g1, sizeof *g1, false, a, a_stride, NT);
+}
+static ALWAYS_INLINE void gemm2_q5_K(int64_t n, float *y, int64_t ldy, const block_q5_Kx8 *g0, const block_q5_Kx8 *g1,
+                                     const char *a, size_t a_stride, const int NT) {
+    gemm1_kx8(n, y, ldy, (const char *)g0, sizeof *g0, true, a, a_stride, NT);
+    gemm1_kx8(n, y + 8, ldy, (const char *)g1, sizeof *g1, true, a, a_stride, NT);
+}
+GEMM_FROM_PAIRS(gemm_q4_K, gemm2_q4_K, block_q4_Kx8, QK_K, x8_q4_K, 8, GEMM_CASES7)
+GEMM_FROM_PAIRS(gemm_q5_K, gemm2_q5_K, block_q5_Kx8, QK_K, x8_q5_K, 8, GEMM_CASES7)
+
 /* q5_K: the 5th bit of sub-block 2c is bit 2c of qh[l], of sub-block 2c+1 bit 2c+1 */
 void hachi_vec_dot_q5_K_q8_K_avx2(int64_t n, float *s, const void *vw, const void *va) {
     const block_q5_K *w = vw;
@@ -1084,6 +1172,11 @@ int hachi_kernels_fill_avx2(hachi_kernels *t) {
     set(t, HACHI_TYPE_Q6_K, hachi_vec_dot_q6_K_q8_K_avx2, multi_q6_K);
     t->t[HACHI_TYPE_Q5_K].vec_dot_x8 = x8_q5_K;
     t->t[HACHI_TYPE_Q6_K].vec_dot_x8 = x8_q6_K;
+    /* bench_ab, E2B Q4_K_M with this table on Zen 5: prefill 256 0.936x (12 of 12 rounds), forwards of
+     * 8 rows 0.907x (16 of 16), of 4 rows from 4 1.031x; a Q6_K GEMM of the same shape 0.995-1.000x: none */
+    t->t[HACHI_TYPE_Q4_K].gemm_x8 = gemm_q4_K;
+    t->t[HACHI_TYPE_Q5_K].gemm_x8 = gemm_q5_K;
+    t->t[HACHI_TYPE_Q4_K].gemm_min = t->t[HACHI_TYPE_Q5_K].gemm_min = 8;
     t->t[HACHI_TYPE_F16].to_float = to_float_f16;
     t->t[HACHI_TYPE_Q8_0].from_float = quantize_row_q8_0;
     t->t[HACHI_TYPE_Q8_K].from_float = quantize_row_q8_K;
