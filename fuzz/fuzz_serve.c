@@ -1,7 +1,8 @@
 /* libFuzzer target for hachi serve's request JSON (tools/serve_api.c): any bytes as a chat and
  * as a completion body; a body that parses is also written back as a response and as stream
  * chunks, and a response_format's schema walks the bytes; and the bytes as a reply's Gemma 4 tool calls. The chat format is a stand-in shaped as Gemma 4's (turn markers and a reply prefix)
- * so that no model is needed: the JSON handling and the message walk are what is fuzzed. Build:
+ * so that no model is needed: the JSON handling and the message walk are what is fuzzed; the bytes
+ * also go to /tokenize's and /detokenize's readers (a stand-in tokenizer). Build:
  * make fuzz; run:
  *   build-fuzz/fuzz_serve -max_total_time=60 /tmp/serve-corpus fuzz/serve-corpus */
 #include <stdio.h>
@@ -49,6 +50,29 @@ int32_t hachi_chat_turn_think(const hachi_model *m, const char *system, const ch
     return think ? -1 : hachi_chat_turn_spans(m, system, user, first, buf, cap, plain);   /* no thinking in the stand-in */
 }
 
+/* /tokenize and /detokenize's stand-ins: a token a byte (ids 0..7: the byte's low 3 bits), its text a letter */
+hachi_status hachi_tokenize(const hachi_model *m, const char *text, size_t len, bool add_bos, bool parse_special, int32_t *out,
+                            int32_t cap, int32_t *n_out) {
+    *n_out = (int32_t)len + add_bos;
+    if (!out) return HACHI_OK;
+    if (*n_out > cap) return HACHI_ERR_INVALID_ARG;
+    for (size_t i = 0; i < len; i++) out[i + add_bos] = text[i] & 7;
+    if (add_bos) out[0] = 2;
+    return HACHI_OK;
+}
+struct hachi_detok { int n; };
+hachi_status hachi_detok_create(const hachi_model *m, hachi_detok **out) {
+    return (*out = calloc(1, sizeof **out)) ? HACHI_OK : HACHI_ERR_NOMEM;
+}
+void hachi_detok_free(hachi_detok *d) { free(d); }
+void hachi_detok_reset(hachi_detok *d, bool at_start) { d->n = 0; }
+int32_t hachi_detok_push(hachi_detok *d, int32_t token, char *out, int32_t cap) {
+    out[0] = token == 3 ? 0 : (char)('a' + token);   /* (3: a NUL byte, as a byte token's) */
+    d->n++;
+    return 1;
+}
+int32_t hachi_detok_flush(hachi_detok *d, char *out, int32_t cap) { return 0; }
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static char chunk[1 << 16], entry[1 << 14];
     for (int chat = 0; chat < 2; chat++) {
@@ -80,6 +104,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         serve_chunk_reasoning(chunk, sizeof chunk, &rq, &r, r.text, r.len);
         serve_req_free(&rq);
     }
+    char err[512];   /* the bytes as /tokenize's and /detokenize's bodies */
+    free(serve_tokenize(NULL, (const char *)data, size, err, sizeof err));
+    free(serve_detokenize(NULL, (const char *)data, size, err, sizeof err));
     serve_json_escape(chunk, sizeof chunk, (const char *)data, size);
     char *rest = NULL;   /* the bytes as a reply's tool calls */
     size_t rest_len = 0;

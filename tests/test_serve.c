@@ -1277,3 +1277,82 @@ TEST(serve_soak) {
     CHECKF(r0 > 0 && r1 > 0 && r2 > 0 && r2 - r1 < 4096, "VmRSS grew from %ld to %ld KB over %d requests", r1, r2, 4 * 6 * rounds);
     server_stop(&sv);
 }
+
+#ifndef HACHI_NO_SERVE
+/* POST /tokenize and /detokenize (llama.cpp's): the ids are the library's hachi_tokenize's (specials
+ * and BOS as asked), with_pieces gives each token's text (bytes where it is not UTF-8), the text
+ * comes back from its ids (a character split into byte tokens too), and a bad body is a 400 */
+TEST(serve_tokenize_detokenize) {
+    const char *model, *why = cannot_serve(&model);
+    if (why) SKIP("%s", why);
+    hachi_model_params mp = hachi_model_default_params();
+    mp.vocab_only = true;
+    hachi_model *m = NULL;
+    CHECKF(hachi_model_load(model, &mp, &m) == HACHI_OK, "%s", hachi_last_error());
+    server sv;
+    if (!m || !server_start(&sv, model, "")) { hachi_model_free(m); return; }
+    char a[256], *b = NULL;
+    snprintf(a, sizeof a, "-H 'Content-Type: application/json' " AUTH URL, sv.port);
+    static const char *const texts_in[] = {"Once upon a time, the cat sat.", "a \xF0\x9D\x84\x9E b", "<s>x</s>"};
+    for (size_t i = 0; i < sizeof texts_in / sizeof *texts_in; i++)
+        for (int special = 0; special < 2; special++) {
+            int32_t ids[128], n = 0;
+            CHECK(hachi_tokenize(m, texts_in[i], strlen(texts_in[i]), special, special, ids, 128, &n) == HACHI_OK);
+            int st = body_status(&b, "%s/tokenize -d '{\"content\":\"%s\",\"add_special\":%s,\"parse_special\":%s,\"with_pieces\":true}'", a,
+                                 texts_in[i], special ? "true" : "false", special ? "true" : "false");
+            cJSON *doc = st == 200 ? cJSON_Parse(b) : NULL;
+            const cJSON *toks = cJSON_GetObjectItem(doc, "tokens"), *t;
+            bool same = cJSON_GetArraySize(toks) == n;
+            int k = 0;
+            char joined[512] = "", piece[256];
+            size_t jl = 0;
+            cJSON_ArrayForEach(t, toks) {
+                const cJSON *pc = cJSON_GetObjectItem(t, "piece");
+                same &= k < n && cJSON_GetObjectItem(t, "id") && cJSON_GetObjectItem(t, "id")->valueint == ids[k];
+                const int32_t pl = k < n ? hachi_token_to_text(m, ids[k], piece, sizeof piece) : 0;
+                if (cJSON_IsString(pc)) same &= strlen(pc->valuestring) == (size_t)pl && !memcmp(pc->valuestring, piece, (size_t)pl);
+                else {   /* bytes */
+                    same &= cJSON_GetArraySize(pc) == pl;
+                    for (int j = 0; j < pl && same; j++) same &= cJSON_GetArrayItem(pc, j)->valueint == (unsigned char)piece[j];
+                }
+                k++;
+            }
+            CHECKF(same, "'%s' special %d: %s", texts_in[i], special, b);
+            /* and back: the ids (without BOS or specials) give the text */
+            if (!special) {
+                jl = (size_t)snprintf(joined, sizeof joined, "%s/detokenize -d '{\"tokens\":[", a);
+                for (int j = 0; j < n; j++) jl += (size_t)snprintf(joined + jl, sizeof joined - jl, "%s%d", j ? "," : "", ids[j]);
+                snprintf(joined + jl, sizeof joined - jl, "]}'");
+                free(b);
+                st = body_status(&b, "%s", joined);
+                cJSON *back = st == 200 ? cJSON_Parse(b) : NULL;
+                const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(back, "content"));
+                CHECKF(content && !strcmp(content, texts_in[i]), "detokenize of '%s': %s", texts_in[i], b);
+                cJSON_Delete(back);
+            }
+            cJSON_Delete(doc);
+            free(b);
+        }
+    static const struct { const char *path, *body, *words; } bad[] = {
+        {"tokenize", "{}", "'content' must be a string, got nothing"},
+        {"tokenize", "{\"content\":\"x\",\"with_pieces\":1}", "'with_pieces' must be a boolean"},
+        {"tokenize", "[1]", "must be a JSON object"},
+        {"detokenize", "{\"tokens\":[1,2.5]}", "'tokens[1]' must be a token id in [0, "},
+        {"detokenize", "{\"tokens\":\"1\"}", "'tokens' must be an array of token ids, got a string"},
+        {"detokenize", "{\"tokens\":[1", "malformed JSON"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const int st = body_status(&b, "%s/%s -d '%s'", a, bad[i].path, bad[i].body);
+        CHECKF(st == 400 && strstr(b, bad[i].words), "%s %s: %d %s", bad[i].path, bad[i].body, st, b);
+        free(b);
+    }
+    int st = body_status(&b, URL "/tokenize -d '{\"content\":\"x\"}'", sv.port);   /* (no key) */
+    CHECKF(st == 401, "%d %s", st, b);
+    free(b);
+    st = body_status(&b, AUTH URL "/detokenize", sv.port);   /* (GET) */
+    CHECKF(st == 405, "%d %s", st, b);
+    free(b);
+    server_stop(&sv);
+    hachi_model_free(m);
+}
+#endif

@@ -521,5 +521,12 @@ json_schema *serve_schema_compile(const char *text, const char *what, char *err,
 
 /* {"object":"list","data":[{"id":name,...}]} (malloc'd). */
 char *serve_models_json(const char *name, long long created);
+/* POST /tokenize (llama.cpp's): {"content": text, "add_special": false, "parse_special": true,
+ * "with_pieces": false} -> {"tokens": [ids]}, with_pieces [{"id", "piece"}] (a piece that is not
+ * UTF-8: its bytes as an array). POST /detokenize: {"tokens": [ids]} -> {"content": the text the
+ * server writes of them in a reply: control tokens none, a text's first leading space dropped where
+ * the vocabulary adds one}. Malloc'd; NULL and err (a 400's message) on a bad body. */
+char *serve_tokenize(const hachi_model *m, const char *body, size_t len, char *err, size_t cap);
+char *serve_detokenize(const hachi_model *m, const char *body, size_t len, char *err, size_t cap);
 
 #endif

@@ -1,6 +1,7 @@
 /* hachi serve: an OpenAI-compatible HTTP server on libmicrohttpd (one thread per connection).
  * POST /v1/chat/completions and /v1/completions (streaming as server-sent events too),
- * GET /v1/models, GET /health; errors in OpenAI's {"error":{...}} shape. The JSON is
+ * GET /v1/models, GET /health, llama.cpp's POST /tokenize and /detokenize; errors in OpenAI's
+ * {"error":{...}} shape. The JSON is
  * tools/serve_api.c's (cJSON); this file owns the HTTP side, the slots and generation.
  *
  * Slots: --parallel N sessions, each planned once at start-up (its own hachi_session,
@@ -85,7 +86,7 @@ typedef struct server {
     atomic_int live;                /* requests whose struct exists (headers seen, not yet freed) */
 } server;
 
-enum route { R_NONE, R_HEALTH, R_MODELS, R_CHAT, R_COMPLETIONS };
+enum route { R_NONE, R_HEALTH, R_MODELS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE };
 
 /* A growing byte buffer (a failure to grow: oom, the generation ends) */
 typedef struct { char *p; size_t len, cap; } text_acc;
@@ -842,6 +843,8 @@ static enum route route_of(const char *url) {
     if (!strcmp(url, "/v1/models")) return R_MODELS;
     if (!strcmp(url, "/v1/chat/completions")) return R_CHAT;
     if (!strcmp(url, "/v1/completions")) return R_COMPLETIONS;
+    if (!strcmp(url, "/tokenize")) return R_TOKENIZE;
+    if (!strcmp(url, "/detokenize")) return R_DETOKENIZE;
     return R_NONE;
 }
 
@@ -892,7 +895,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         q->t0 = cli_time_ms();
         *con_cls = q;
         q->route = route_of(url);
-        const bool post = q->route == R_CHAT || q->route == R_COMPLETIONS;
+        const bool post = q->route != R_HEALTH && q->route != R_MODELS;
         char ut[256];
         url_text(url, ut, sizeof ut);
         if (q->route == R_NONE) return send_error(conn, 404, "not_found", "no endpoint %s %s", method, ut);
@@ -930,6 +933,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         return send_error(conn, 413, "request_too_large", "the request body is over the limit of %u bytes", SERVE_MAX_BODY);
     if (q->route == R_HEALTH) return health(srv, conn);
     if (q->route == R_MODELS) return send_json(conn, MHD_HTTP_OK, serve_models_json(srv->name, srv->started), NULL);
+    if (q->route == R_TOKENIZE || q->route == R_DETOKENIZE) {   /* (no slot: the vocabulary is read-only) */
+        char err[1024];
+        char *js = q->route == R_TOKENIZE ? serve_tokenize(srv->m, q->body ? q->body : "", q->len, err, sizeof err)
+                                          : serve_detokenize(srv->m, q->body ? q->body : "", q->len, err, sizeof err);
+        return js ? send_json(conn, MHD_HTTP_OK, js, NULL) : send_error(conn, 400, NULL, "%s", err);
+    }
     return completion(srv, q);
 }
 
@@ -944,7 +953,7 @@ static void usage(void) {
     printf("usage: hachi serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c CTX] [--parallel N] [--queue N]\n"
            "                   [--api-key KEY] [--draft N] [-md FILE] [--spec KIND] [-n N] [-t THREADS per slot] [sampling flags]\n"
            "an OpenAI-compatible HTTP server: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
-           "GET /health; --parallel N sessions (slots) of context CTX; requests wait in a queue of N places\n"
+           "GET /health, POST /tokenize and /detokenize (llama.cpp's); --parallel N sessions (slots) of context CTX; requests wait in a queue of N places\n"
            "(default 4 x slots) when all are busy, 503 past it; --port 0 picks a free port; Ctrl-C stops\n"
            "-n N: the most tokens a request without max_tokens generates (default: until the context is full)\n"
            "sampling flags set the defaults that a request's temperature, top_p, top_k, min_p, repeat_penalty,\n"

@@ -1377,6 +1377,105 @@ static bool completion_prompt(const cJSON *p, const hachi_model *m, serve_req *r
     return true;
 }
 
+/* A request body as one JSON value (NULL and err where it is not UTF-8, holds a \u0000 or is no JSON) */
+static cJSON *parse_body(const char *body, size_t len, char *err, size_t cap) {
+    const size_t u = utf8_end((const unsigned char *)body, len);   /* JSON is UTF-8 (RFC 8259) */
+    if (u < len) return fail(err, cap, "the request body is not UTF-8 (at byte %zu of %zu)", u, len), NULL;
+    const size_t nul = json_nul_at(body, len);
+    if (nul < len) return fail(err, cap, "a NUL character (\\u0000 at byte %zu) is not supported in the request's text", nul), NULL;
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    if (o && end)   /* one JSON value, then only white space */
+        while (end < body + len && strchr(" \t\r\n", *end) && *end) end++;
+    if (!o || !end || end != body + len) {
+        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        cJSON_Delete(o);
+        return fail(err, cap, "malformed JSON in the request body (at byte %zu of %zu)", at, len), NULL;
+    }
+    return o;
+}
+
+char *serve_tokenize(const hachi_model *m, const char *body, size_t len, char *err, size_t cap) {
+    cJSON *o = parse_body(body, len, err, cap), *out = NULL;
+    const cJSON *c = get(o, "content");
+    bool add_special = false, parse_special = true, pieces = false;
+    int32_t *ids = NULL, n = 0;
+    if (o && !cJSON_IsObject(o)) fail(err, cap, "the request body must be a JSON object, got %s", type_name(o));
+    else if (o && !cJSON_IsString(c)) fail(err, cap, "'content' must be a string, got %s", c ? type_name(c) : "nothing");
+    else if (o && bool_field(o, "add_special", &add_special, err, cap) && bool_field(o, "parse_special", &parse_special, err, cap) &&
+             bool_field(o, "with_pieces", &pieces, err, cap)) {
+        const size_t tl = strlen(c->valuestring);
+        hachi_tokenize(m, c->valuestring, tl, add_special, parse_special, NULL, 0, &n);
+        if ((ids = malloc(sizeof *ids * ((size_t)n + 1))) && hachi_tokenize(m, c->valuestring, tl, add_special, parse_special, ids,
+                                                                             n + 1, &n) == HACHI_OK)
+            out = cJSON_CreateObject();
+        if (!out) fail(err, cap, "out of memory");
+    }
+    cJSON *arr = out ? cJSON_AddArrayToObject(out, "tokens") : NULL;
+    for (int32_t i = 0; arr && i < n; i++) {   /* a piece that is not UTF-8: its bytes (as llama.cpp writes it) */
+        char piece[1024];
+        const int32_t k = CLI_MAX(0, CLI_MIN(hachi_token_to_text(m, ids[i], piece, sizeof piece - 1), (int32_t)sizeof piece - 1));
+        cJSON *e = pieces ? cJSON_CreateObject() : cJSON_CreateNumber(ids[i]);
+        if (pieces && e) {
+            cJSON_AddNumberToObject(e, "id", ids[i]);
+            piece[k] = 0;
+            if (utf8_end((const unsigned char *)piece, (size_t)k) == (size_t)k && !memchr(piece, 0, (size_t)k))
+                cJSON_AddStringToObject(e, "piece", piece);
+            else {
+                cJSON *b = cJSON_AddArrayToObject(e, "piece");
+                for (int32_t j = 0; b && j < k; j++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)piece[j]));
+            }
+        }
+        if (e) cJSON_AddItemToArray(arr, e);
+    }
+    char *s = out ? cJSON_PrintUnformatted(out) : NULL;
+    if (out && !s) fail(err, cap, "out of memory");
+    cJSON_Delete(out);
+    cJSON_Delete(o);
+    free(ids);
+    return s;
+}
+
+char *serve_detokenize(const hachi_model *m, const char *body, size_t len, char *err, size_t cap) {
+    cJSON *o = parse_body(body, len, err, cap);
+    const cJSON *t = get(o, "tokens"), *e;
+    const int32_t nv = hachi_model_n_vocab(m);
+    int n = 0;
+    if (o && !cJSON_IsObject(o)) { fail(err, cap, "the request body must be a JSON object, got %s", type_name(o)); n = -1; }
+    else if (o && !cJSON_IsArray(t)) { fail(err, cap, "'tokens' must be an array of token ids, got %s", t ? type_name(t) : "nothing"); n = -1; }
+    const cJSON *ids = o && n == 0 ? t : NULL;
+    cJSON_ArrayForEach(e, ids) {
+        const double d = cJSON_GetNumberValue(e);
+        if (!cJSON_IsNumber(e) || d != floor(d) || d < 0 || d >= nv) {
+            fail(err, cap, "'tokens[%d]' must be a token id in [0, %d), got %s", n, nv, cJSON_IsNumber(e) ? "a number outside it" : type_name(e));
+            n = -1;
+            break;
+        }
+        n++;
+    }
+    hachi_detok *dt = NULL;
+    text_buf b = {0};
+    if (o && n >= 0 && hachi_detok_create(m, &dt) != HACHI_OK) fail(err, cap, "out of memory");
+    if (dt) {   /* the text the server writes of them in a reply (control tokens write none) */
+        char buf[HACHI_DETOK_MAX];
+        hachi_detok_reset(dt, true);
+        cJSON_ArrayForEach(e, t) put(&b, buf, (size_t)hachi_detok_push(dt, (int32_t)e->valuedouble, buf, sizeof buf));
+        put(&b, buf, (size_t)hachi_detok_flush(dt, buf, sizeof buf));
+    }
+    const size_t sc = 6 * b.len + 16;   /* (written with serve_json_escape: a byte token's NUL as \\u0000) */
+    char *s = dt && !b.oom ? malloc(sc) : NULL;
+    if (s) {
+        memcpy(s, "{\"content\":\"", 12);
+        const size_t w = serve_json_escape(s + 12, sc - 14, b.p ? b.p : "", b.len);
+        memcpy(s + 12 + w, "\"}", 3);
+    }
+    if (dt && !s) fail(err, cap, "out of memory");
+    cJSON_Delete(o);
+    hachi_detok_free(dt);
+    free(b.p);
+    return s;
+}
+
 bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, serve_req *rq, char *err, size_t cap) {
     memset(rq, 0, sizeof *rq);
     if (cap) snprintf(err, cap, "the request could not be read");   /* (a path that sets no message: never another request's) */
@@ -1386,20 +1485,9 @@ bool serve_parse(const char *body, size_t len, bool chat, const hachi_model *m, 
     rq->smp.repeat_penalty = rq->smp.repeat_last_n = rq->smp.presence_penalty = rq->smp.frequency_penalty = NAN;
     rq->seed = -1;
     rq->cache_prompt = true;
-    const size_t u = utf8_end((const unsigned char *)body, len);   /* JSON is UTF-8 (RFC 8259) */
-    if (u < len) return fail(err, cap, "the request body is not UTF-8 (at byte %zu of %zu)", u, len);
-    const size_t nul = json_nul_at(body, len);
-    if (nul < len) return fail(err, cap, "a NUL character (\\u0000 at byte %zu) is not supported in the request's text", nul);
-    const char *end = NULL;
-    cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    cJSON *o = parse_body(body, len, err, cap);
+    if (!o) return false;
     json_number_texts(o, body, len);   /* (a tool declaration's numbers as Python writes them) */
-    if (o && end)   /* one JSON value, then only white space */
-        while (end < body + len && strchr(" \t\r\n", *end) && *end) end++;
-    if (!o || !end || end != body + len) {
-        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
-        cJSON_Delete(o);
-        return fail(err, cap, "malformed JSON in the request body (at byte %zu of %zu)", at, len);
-    }
     bool ok = false, given;
     double d;
     if (!cJSON_IsObject(o)) { fail(err, cap, "the request body must be a JSON object, got %s", type_name(o)); goto out; }
