@@ -1459,15 +1459,17 @@ char *serve_detokenize(const hachi_model *m, const char *body, size_t len, char 
     if (dt) {   /* the text the server writes of them in a reply (control tokens write none) */
         char buf[HACHI_DETOK_MAX];
         hachi_detok_reset(dt, true);
-        cJSON_ArrayForEach(e, t) put(&b, buf, (size_t)hachi_detok_push(dt, (int32_t)e->valuedouble, buf, sizeof buf));
+        cJSON_ArrayForEach(e, t) {
+            put(&b, buf, (size_t)hachi_detok_push(dt, (int32_t)e->valuedouble, buf, sizeof buf));
+        }
         put(&b, buf, (size_t)hachi_detok_flush(dt, buf, sizeof buf));
     }
     const size_t sc = 6 * b.len + 16;   /* (written with serve_json_escape: a byte token's NUL as \\u0000) */
     char *s = dt && !b.oom ? malloc(sc) : NULL;
     if (s) {
-        memcpy(s, "{\"content\":\"", 12);
-        const size_t w = serve_json_escape(s + 12, sc - 14, b.p ? b.p : "", b.len);
-        memcpy(s + 12 + w, "\"}", 3);
+        const int k = snprintf(s, sc, "{\"content\":\"");
+        const size_t w = serve_json_escape(s + k, sc - (size_t)k - 2, b.p ? b.p : "", b.len);
+        snprintf(s + (size_t)k + w, sc - (size_t)k - w, "\"}");
     }
     if (dt && !s) fail(err, cap, "out of memory");
     cJSON_Delete(o);
