@@ -307,6 +307,24 @@ TEST(json_schema_automaton) {
 #endif
 }
 
+/* The tokens a mask (lg: 0 allowed, -inf not) gets wrong against brute force: a copy of the automaton
+ * at st fed each token's text (the end: only once the value is whole; control tokens: never);
+ * *allowed: how many brute force allows */
+static int mask_wrong(const hachi_model *m, const json_state *st, const float *lg, int32_t nv, int *allowed) {
+    int wrong = 0;
+    *allowed = 0;
+    for (int32_t t = 0; t < nv; t++) {
+        char piece[1024];
+        const int32_t k = hachi_token_to_text(m, t, piece, sizeof piece);
+        json_state x = *st;
+        const bool want = hachi_model_is_eog(m, t) ? json_state_done(st)
+                          : !hachi_token_is_control(m, t) && k > 0 && json_state_feed(&x, piece, (size_t)k);
+        wrong += want != (lg[t] == 0.0f);
+        *allowed += want;
+    }
+    return wrong;
+}
+
 /* The constraint's mask on the Gemma vocabulary is exactly the tokens whose text a copy of the
  * automaton takes (its fast paths: the first byte, a string's plain pieces), the end only once the
  * root closed, never another control token; in states along a document */
@@ -339,16 +357,8 @@ TEST(json_grammar_mask_is_the_automaton) {
         hit_ms += now_ms() - t1;
         CHECKF(!memcmp(lg, lg2, sizeof(float) * (size_t)nv), "after %d bytes: the cached mask differs", cuts[c]);
         json_grammar_free(&g);
-        int wrong = 0, allowed = 0;
-        for (int32_t t = 0; t < nv; t++) {
-            char piece[1024];
-            const int32_t k = hachi_token_to_text(m, t, piece, sizeof piece);
-            json_state x = g.st;
-            const bool want = hachi_model_is_eog(m, t) ? json_state_done(&g.st)
-                              : !hachi_token_is_control(m, t) && k > 0 && json_state_feed(&x, piece, (size_t)k);
-            wrong += want != (lg[t] == 0.0f);
-            allowed += want;
-        }
+        int allowed;
+        const int wrong = mask_wrong(m, &g.st, lg, nv, &allowed);
         allowed_total += allowed;
         CHECKF(wrong == 0, "after %d bytes: %d tokens masked wrongly (%d allowed)", cuts[c], wrong, allowed);
     }
@@ -390,16 +400,8 @@ TEST(json_grammar_mask_bounded) {
         json_grammar_mask(&g, lg, nv);
         json_grammar_mask(&g, lg2, nv);
         CHECKF(!memcmp(lg, lg2, sizeof(float) * (size_t)nv), "after %zu bytes: the cached mask differs", cut);
-        int wrong = 0, allowed = 0;
-        for (int32_t t = 0; t < nv; t++) {
-            char piece[1024];
-            const int32_t k = hachi_token_to_text(m, t, piece, sizeof piece);
-            json_state x = g.st;
-            const bool want = hachi_model_is_eog(m, t) ? json_state_done(&g.st)
-                              : !hachi_token_is_control(m, t) && k > 0 && json_state_feed(&x, piece, (size_t)k);
-            wrong += want != (lg[t] == 0.0f);
-            allowed += want;
-        }
+        int allowed;
+        const int wrong = mask_wrong(m, &g.st, lg, nv, &allowed);
         CHECKF(wrong == 0 && allowed > 0, "after %zu bytes: %d tokens masked wrongly (%d allowed)", cut, wrong, allowed);
         if (cut < sizeof doc - 1) CHECK(json_state_feed(&g.st, doc + cut, 1));
     }

@@ -1109,27 +1109,29 @@ static bool schema_range(schema_cc *cc, const cJSON *sc, const char *path, __int
     return true;
 }
 
+/* A pair of count keywords (minLength and maxLength, minItems and maxItems) into *lo (0: none) and
+ * *hi (-1: none), bit set in *bounds where either is given; false and err on a bad one */
+static bool schema_counts(schema_cc *cc, const cJSON *sc, const char *kmin, const char *kmax, const char *path, int *lo, int *hi,
+                          int *bounds, int bit) {
+    *lo = schema_count(cc, sc, kmin, path);
+    *hi = schema_count(cc, sc, kmax, path);
+    if (*lo == -2 || *hi == -2) return false;
+    *lo = CLI_MAX(*lo, 0);
+    if (*hi >= 0 && *lo > *hi) return fail(cc->err, cc->cap, "'%s': %s is above %s", path, kmin, kmax);
+    if (*lo || *hi >= 0) *bounds |= bit;
+    return true;
+}
+
 /* A node's bounds (json_node.bounds): minLength / maxLength of its strings, minItems / maxItems of
  * its arrays, the range of its numbers; false and err where one is malformed or none can be met */
 static bool schema_bounds(schema_cc *cc, const cJSON *sc, json_node *nd, const char *path) {
-    if (nd->types & JT_STR) {
-        nd->min_len = schema_count(cc, sc, "minLength", path);
-        nd->max_len = schema_count(cc, sc, "maxLength", path);
-        if (nd->min_len == -2 || nd->max_len == -2) return false;
-        nd->min_len = CLI_MAX(nd->min_len, 0);
-        if (nd->max_len >= 0 && nd->min_len > nd->max_len) return fail(cc->err, cc->cap, "'%s': minLength is above maxLength", path);
-        if (nd->min_len || nd->max_len >= 0) nd->bounds |= JB_LEN;
-    }
-    if (nd->types & JT_ARR) {
-        nd->min_items = schema_count(cc, sc, "minItems", path);
-        nd->max_items = schema_count(cc, sc, "maxItems", path);
-        if (nd->min_items == -2 || nd->max_items == -2) return false;
-        nd->min_items = CLI_MAX(nd->min_items, 0);
-        if (nd->max_items >= 0 && nd->min_items > nd->max_items) return fail(cc->err, cc->cap, "'%s': minItems is above maxItems", path);
-        if (nd->min_items || nd->max_items >= 0) nd->bounds |= JB_ITEMS;
-    }
+    if ((nd->types & JT_STR) && !schema_counts(cc, sc, "minLength", "maxLength", path, &nd->min_len, &nd->max_len, &nd->bounds, JB_LEN))
+        return false;
+    if ((nd->types & JT_ARR) && !schema_counts(cc, sc, "minItems", "maxItems", path, &nd->min_items, &nd->max_items, &nd->bounds, JB_ITEMS))
+        return false;
+    if (!(nd->types & (JT_NUM | JT_INT))) return true;
     bool any;
-    if (!(nd->types & (JT_NUM | JT_INT)) || !schema_range(cc, sc, path, &nd->lo, &nd->hi, &any)) return !(nd->types & (JT_NUM | JT_INT));
+    if (!schema_range(cc, sc, path, &nd->lo, &nd->hi, &any)) return false;
     if (!any) return true;
     const __int128 u = JSON_UNIT, big = u * u - 1;   /* the largest number of 16 digits before the point and 16 after */
     nd->lo = nd->lo < -big ? -big : nd->lo;
