@@ -502,8 +502,8 @@ TEST(cli_json_schema) {
     CHECKF(rc == 0 && replies == 2, "chat: %d replies, exit %d", replies, rc);
     free(out);
     static const struct { const char *args, *needle; } bad[] = {
-        {"run -m %s -p x --json-schema '{\"type\":\"strin\"}'", "'--json-schema.type': not a JSON schema type"},
-        {"run -m %s -p x --json-schema '{\"type\":'", "--json-schema is not JSON"},
+        {"run -m %s -p x --json-schema '{\"type\":\"strin\"}'", "--json-schema: 'schema.type': not a JSON schema type"},
+        {"run -m %s -p x --json-schema '{\"type\":'", "--json-schema: 'schema' is not JSON"},
         {"run -m %s -p x --json-schema '{\"allOf\":[]}'", "'allOf' is not supported"},
         {"run -m %s -p x --json-schema-file /nonexistent.json", "/nonexistent.json"},
         {"run -m %s -p x --json-schema '{}' --json-schema '{}'", "give one of --json-schema and --json-schema-file, once"},

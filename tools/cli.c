@@ -370,9 +370,13 @@ static cli_json *json_create(const char *cmd, const cli_opts *o, const hachi_mod
     if (o->json_schema_file && !text) return NULL;
     cli_json *j = calloc(1, sizeof *j);
     if (!j) { free(text); cli_error(cmd, "out of memory"); return NULL; }
-    j->js = serve_schema_compile(text ? text : o->json_schema, o->json_schema_file ? o->json_schema : "--json-schema", err, sizeof err);
+    j->js = serve_schema_compile(text ? text : o->json_schema, "schema", err, sizeof err);
     free(text);
-    if (!j->js) { cli_error(cmd, "%s", err); cli_json_free(j); return NULL; }
+    if (!j->js) {
+        cli_error(cmd, "%s: %s", o->json_schema_file ? o->json_schema : "--json-schema", err);
+        cli_json_free(j);
+        return NULL;
+    }
     if (!(j->v = json_vocab_create(m, false))) { cli_error(cmd, "out of memory"); cli_json_free(j); return NULL; }
     json_grammar_init(&j->g, j->v, j->js);
     return j;

@@ -515,7 +515,8 @@ void json_grammar_free(json_grammar *g);
 void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab);
 void json_grammar_accept(void *ctx, int32_t token);
 /* A JSON schema's text compiled (the subset response_format takes; {} any value); NULL and err
- * (naming what, as the schema's path) where it is no JSON, beyond the subset or out of memory.
+ * (naming what as the schema's root: 'what.properties.x') where it is no JSON, beyond the subset or
+ * out of memory.
  * Only where the server is built (cJSON). */
 json_schema *serve_schema_compile(const char *text, const char *what, char *err, size_t cap);
 

@@ -1317,7 +1317,7 @@ static bool schema_root(json_schema *js, const cJSON *sc, const char *path, char
 json_schema *serve_schema_compile(const char *text, const char *what, char *err, size_t cap) {
     cJSON *sc = cJSON_Parse(text);
     json_schema *js = sc ? json_schema_object() : NULL;
-    if (!sc) fail(err, cap, "%s is not JSON (near byte %ld)", what, cJSON_GetErrorPtr() ? (long)(cJSON_GetErrorPtr() - text) : 0L);
+    if (!sc) fail(err, cap, "'%s' is not JSON (near byte %ld)", what, cJSON_GetErrorPtr() ? (long)(cJSON_GetErrorPtr() - text) : 0L);
     else if (!js) fail(err, cap, "out of memory");
     else if (!schema_root(js, sc, what, err, cap)) { json_schema_free(js); js = NULL; }
     cJSON_Delete(sc);
