@@ -573,7 +573,7 @@ struct json_vocab {
     uint32_t *off;          /* [n + 1] token t's text: bytes[off[t], off[t + 1]) */
     char *bytes;
     uint8_t *kind;          /* [n] JV_* */
-    uint16_t *chars;        /* [n] the characters of its text (its bytes but UTF-8's continuation bytes) */
+    uint16_t *chars;        /* [n] a plain token's characters (its bytes that begin one) */
 };
 enum { JV_TEXT = 0, JV_PLAIN = 1, JV_END = 2, JV_NONE = 3 };   /* plain: string content whole; end: end of generation */
 
@@ -614,16 +614,16 @@ json_vocab *json_vocab_create(const hachi_model *m, bool g4) {
         v->off[t] = (uint32_t)total;
         memcpy(v->bytes + total, piece, (size_t)k);
         total += (size_t)k;
-        json_state u = {.u8 = 0};   /* (and its characters whole: UTF-8 on its own) */
+        json_state u = {.u8 = 0};   /* (plain: and its characters whole, UTF-8 on its own) */
         bool plain = k > 0;   /* (g4: and no '<', which could begin the text <|"|>) */
-        for (int32_t j = 0; j < k && plain; j++) plain = utf8_step(&u, (unsigned char)piece[j]) >= 0;
-        plain &= !u.u8;
         v->chars[t] = 0;
-        for (int32_t j = 0; j < k; j++) {
+        for (int32_t j = 0; j < k && plain; j++) {
             const unsigned char c = (unsigned char)piece[j];
-            plain &= c >= 0x20 && c != '"' && c != '\\' && !(g4 && c == '<');
-            v->chars[t] += (c & 0xC0) != 0x80;
+            const int begins = utf8_step(&u, c);
+            plain = begins >= 0 && c >= 0x20 && c != '"' && c != '\\' && !(g4 && c == '<');
+            v->chars[t] += begins == 1;
         }
+        plain &= !u.u8;
         v->kind[t] = hachi_model_is_eog(m, t) ? JV_END : control || k == 0 ? JV_NONE : plain ? JV_PLAIN : JV_TEXT;
     }
     v->off[n] = (uint32_t)total;
