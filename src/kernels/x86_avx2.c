@@ -746,50 +746,22 @@ static ALWAYS_INLINE void kx8a_subblock(__m256i *s, const __m256i *q, __m256i sc
 #undef KX8A_STEP
 }
 
-/* x8_rows_kx8's work as a GEMM: 8 interleaved q4_K rows (q5_K rows: high) and NT <= 8 tokens a
- * pass, each sub-block's values unpacked once for all NT (kx8a_subblock), the tokens' int32 sums
- * in an L1 array, the float sums in y. The integer sums are exact in any order, so each lane is
- * x8_rows_kx8's computation, bit for bit ref's. */
-static ALWAYS_INLINE void gemm1_kx8(int64_t n, float *y, int64_t ldy, const char *vw, const size_t bsz, const bool high,
-                                    const char *a, size_t a_stride, const int NT) {
+/* the rows' scales of a sub-block (sc8: their bytes) in int16 lanes 2r, 2r + 1, as kx8a_subblock's vpmaddwd takes them */
+static ALWAYS_INLINE __m256i kx8a_scales(const uint8_t *sc8) {
     const __m256i dup = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
                                          4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
-    UNROLL for (int t = 0; t < NT; t++) _mm256_storeu_ps(y + (size_t)t * ldy, _mm256_setzero_ps());
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        const block_q4_Kx8 *w = (const block_q4_Kx8 *)(const void *)(vw + (size_t)b * bsz);
-        const char *next = (const char *)w + AVX2_PF_DIST;
-        _Alignas(32) uint8_t sc[64];
-        q4k_x8_scales(w->scales, sc);
-        _Alignas(32) __m256i sumi[8];
-        UNROLL for (int t = 0; t < NT; t++) sumi[t] = _mm256_setzero_si256();
-        UNROLL for (int j = 0; j < 8; j++) {
-            KX8_PREFETCH(next, high, j, _MM_HINT_T0);
-            int64_t s8;
-            memcpy(&s8, sc + 8 * j, 8);
-            const __m256i scv = _mm256_shuffle_epi8(_mm256_set1_epi64x(s8), dup);
-            __m256i q[8];
-            UNROLL for (int c = 0; c < 8; c++) q[c] = kx8_values(w, high, j, c);
-            for (int t = 0; t < NT; t++)   /* (not unrolled: as one asm a token, 0.94x the time of the unrolled loop) */
-                kx8a_subblock(&sumi[t], q, scv, ((const block_q8_K *)(const void *)(a + (size_t)t * a_stride) + b)->qs + 32 * j, high);
-        }
-        const kx8_tail tl = kx8_tail_of(w);
-        UNROLL for (int t = 0; t < NT; t++)
-            _mm256_storeu_ps(y + (size_t)t * ldy, kx8_accumulate(_mm256_loadu_ps(y + (size_t)t * ldy), &tl, sumi[t],
-                                                                 a + (size_t)t * a_stride, n / QK_K, b));
-    }
+    int64_t s8;
+    memcpy(&s8, sc8, 8);
+    return _mm256_shuffle_epi8(_mm256_set1_epi64x(s8), dup);
 }
-static ALWAYS_INLINE void gemm2_q4_K(int64_t n, float *y, int64_t ldy, const block_q4_Kx8 *g0, const block_q4_Kx8 *g1,
-                                     const char *a, size_t a_stride, const int NT) {
-    gemm1_kx8(n, y, ldy, (const char *)g0, sizeof *g0, false, a, a_stride, NT);
-    gemm1_kx8(n, y + 8, ldy, (const char *)g1, sizeof *g1, false, a, a_stride, NT);
-}
-static ALWAYS_INLINE void gemm2_q5_K(int64_t n, float *y, int64_t ldy, const block_q5_Kx8 *g0, const block_q5_Kx8 *g1,
-                                     const char *a, size_t a_stride, const int NT) {
-    gemm1_kx8(n, y, ldy, (const char *)g0, sizeof *g0, true, a, a_stride, NT);
-    gemm1_kx8(n, y + 8, ldy, (const char *)g1, sizeof *g1, true, a, a_stride, NT);
-}
-GEMM_FROM_PAIRS(gemm_q4_K, gemm2_q4_K, block_q4_Kx8, QK_K, x8_q4_K, 8, GEMM_CASES7)
-GEMM_FROM_PAIRS(gemm_q5_K, gemm2_q5_K, block_q5_Kx8, QK_K, x8_q5_K, 8, GEMM_CASES7)
+/* the Q4_K / Q5_K GEMMs: x86_kx8_gemm.h's, the token loop not unrolled (as one asm a token, 0.94x
+ * the time of gcc's unrolled schedule, which spilled the values) */
+#define KX8G_SCALES kx8a_scales
+#define KX8G_SUBBLOCK kx8a_subblock
+#define KX8G_PF_DIST AVX2_PF_DIST
+#define KX8G_PF_HINT _MM_HINT_T0
+#define KX8G_TOKENS
+#include "kernels/x86_kx8_gemm.h"
 
 /* q5_K: the 5th bit of sub-block 2c is bit 2c of qh[l], of sub-block 2c+1 bit 2c+1 */
 void hachi_vec_dot_q5_K_q8_K_avx2(int64_t n, float *s, const void *vw, const void *va) {

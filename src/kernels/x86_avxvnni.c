@@ -113,46 +113,14 @@ static ALWAYS_INLINE void kx8v_subblock(__m256i *s, const __m256i *q, __m256i sc
               [q5] "x"(q[5]), [q6] "x"(q[6]), [q7] "x"(q[7]), [sc] "x"(sc), "m"(*(const int8_t (*)[32])ya));
 }
 
-/* x8_rows_kx8's work (x86_vnni_x8.h) as a GEMM: 8 interleaved q4_K rows (q5_K rows: high) and
- * NT <= 8 tokens a pass, each sub-block's values unpacked once for all NT (kx8v_subblock), the
- * tokens' int32 sums in an L1 array, the float sums in y. Each lane is x8_rows_kx8's
- * computation, bit for bit ref's. */
-static ALWAYS_INLINE void gemm1_kx8(int64_t n, float *y, int64_t ldy, const char *vw, const size_t bsz, const bool high,
-                                    const char *a, size_t a_stride, const int NT) {
-    UNROLL for (int t = 0; t < NT; t++) _mm256_storeu_ps(y + (size_t)t * ldy, _mm256_setzero_ps());
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        const block_q4_Kx8 *w = (const block_q4_Kx8 *)(const void *)(vw + (size_t)b * bsz);
-        const char *next = (const char *)w + X8_PF_DIST;
-        _Alignas(32) uint8_t sc[64];
-        q4k_x8_scales(w->scales, sc);
-        __m256i sumi[8];
-        UNROLL for (int t = 0; t < NT; t++) sumi[t] = _mm256_setzero_si256();
-        UNROLL for (int j = 0; j < 8; j++) {
-            KX8_PREFETCH(next, high, j, X8_PF_HINT);
-            const __m256i scv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8 * j)));
-            __m256i q[8];
-            UNROLL for (int c = 0; c < 8; c++) q[c] = kx8_values(w, high, j, c);
-            UNROLL for (int t = 0; t < NT; t++)
-                kx8v_subblock(&sumi[t], q, scv, ((const block_q8_K *)(a + (size_t)t * a_stride) + b)->qs + 32 * j);
-        }
-        const kx8_tail tl = kx8_tail_of(w);
-        UNROLL for (int t = 0; t < NT; t++)
-            _mm256_storeu_ps(y + (size_t)t * ldy, kx8_accumulate(_mm256_loadu_ps(y + (size_t)t * ldy), &tl, sumi[t],
-                                                                 a + (size_t)t * a_stride, n / QK_K, b));
-    }
-}
-static ALWAYS_INLINE void gemm2_q4_K(int64_t n, float *y, int64_t ldy, const block_q4_Kx8 *g0, const block_q4_Kx8 *g1,
-                                     const char *a, size_t a_stride, const int NT) {
-    gemm1_kx8(n, y, ldy, (const char *)g0, sizeof *g0, false, a, a_stride, NT);
-    gemm1_kx8(n, y + 8, ldy, (const char *)g1, sizeof *g1, false, a, a_stride, NT);
-}
-static ALWAYS_INLINE void gemm2_q5_K(int64_t n, float *y, int64_t ldy, const block_q5_Kx8 *g0, const block_q5_Kx8 *g1,
-                                     const char *a, size_t a_stride, const int NT) {
-    gemm1_kx8(n, y, ldy, (const char *)g0, sizeof *g0, true, a, a_stride, NT);
-    gemm1_kx8(n, y + 8, ldy, (const char *)g1, sizeof *g1, true, a, a_stride, NT);
-}
-GEMM_FROM_PAIRS(gemm_q4_K, gemm2_q4_K, block_q4_Kx8, QK_K, x8_q4_K, 8, GEMM_CASES7)
-GEMM_FROM_PAIRS(gemm_q5_K, gemm2_q5_K, block_q5_Kx8, QK_K, x8_q5_K, 8, GEMM_CASES7)
+/* the Q4_K / Q5_K GEMMs: x86_kx8_gemm.h's with kx8v_subblock (vpdpbusd sums int32 as it goes: q5_K's
+ * halves need no care), the scales as int32 lanes */
+#define KX8G_SCALES(sc8) _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc8)))
+#define KX8G_SUBBLOCK(s, q, scv, ya, high) kx8v_subblock(s, q, scv, ya)
+#define KX8G_PF_DIST X8_PF_DIST
+#define KX8G_PF_HINT X8_PF_HINT
+#define KX8G_TOKENS UNROLL
+#include "kernels/x86_kx8_gemm.h"
 
 /* s + sc0 * (the 8 rows' sums of sub-block 2u, q[0..3], against the token's 16 bytes at ya,
  * starting from the extras' -32*bsum e[0]) + sc1 * (the same for sub-block 2u + 1: q[4..7],
