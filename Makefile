@@ -90,7 +90,7 @@ $(BUILD)/hachi: $(TOOL_OBJ) $(BUILD)/libhachi.a
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libhachi.a $(LDLIBS) $(SERVE_LIBS)
 
 # (the tests of serve's JSON link tools/serve_api.c where the server is built, and its JSON constraint)
-TEST_SERVE_OBJ := $(if $(SERVE_LIBS),$(BUILD)/tools/serve_api.o) $(BUILD)/tools/json_grammar.o
+TEST_SERVE_OBJ := $(if $(SERVE_LIBS),$(BUILD)/tools/serve_api.o) $(BUILD)/tools/json_grammar.o $(BUILD)/tools/json_pattern.o
 $(BUILD)/test_hachi: $(TEST_OBJ) $(TEST_SERVE_OBJ) $(BUILD)/libhachi.a
 	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(TEST_SERVE_OBJ) $(BUILD)/libhachi.a $(LDLIBS) $(if $(SERVE_LIBS),-lcjson)
 
@@ -118,9 +118,9 @@ fuzz:
 	        fuzz/fuzz_$$t.c build-fuzz/lib/libhachi.a -o build-fuzz/fuzz_$$t -lm -pthread || exit 1; \
 	done
 	@if [ "$(SERVE_OK)" = 1 ]; then \
-	    echo "clang ... fuzz/fuzz_serve.c tools/serve_api.c tools/json_grammar.c -o build-fuzz/fuzz_serve -lcjson"; \
+	    echo "clang ... fuzz/fuzz_serve.c tools/serve_api.c tools/json_grammar.c tools/json_pattern.c -o build-fuzz/fuzz_serve -lcjson"; \
 	    clang -std=c11 -D_GNU_SOURCE -Iinclude -Itools -g -O1 -fsanitize=fuzzer,address,undefined \
-	        fuzz/fuzz_serve.c tools/serve_api.c tools/json_grammar.c -o build-fuzz/fuzz_serve -lcjson -lm; \
+	        fuzz/fuzz_serve.c tools/serve_api.c tools/json_grammar.c tools/json_pattern.c -o build-fuzz/fuzz_serve -lcjson -lm; \
 	else echo "cJSON absent: build-fuzz/fuzz_serve not built"; fi
 
 bench: all

@@ -554,7 +554,8 @@ TEST(serve_openai_client) {
     server_stop(&sv);
 }
 
-/* response_format json_schema with bounds (lengths, item counts, ranges; through anyOf and $ref):
+/* response_format json_schema with bounds (lengths, item counts, ranges; through anyOf and $ref),
+ * patterns and formats:
  * sampled replies through the openai client, each checked by Ajv (tests/node/schemas.mjs), a JSON
  * Schema validator that is no part of hachi */
 TEST(serve_json_schema_ajv) {
@@ -566,12 +567,13 @@ TEST(serve_json_schema_ajv) {
     const bool node = strstr(o, "yes") != NULL;
     free(o);
     if (!node) SKIP("node absent");
-    if (stat("tests/node/node_modules/ajv/package.json", &st) != 0 || stat("tests/node/node_modules/openai/package.json", &st) != 0)
-        SKIP("tests/node/node_modules/ajv or openai absent (npm ci --prefix tests/node)");
+    if (stat("tests/node/node_modules/ajv/package.json", &st) != 0 || stat("tests/node/node_modules/openai/package.json", &st) != 0 ||
+        stat("tests/node/node_modules/ajv-formats/package.json", &st) != 0)
+        SKIP("tests/node/node_modules/ajv, ajv-formats or openai absent (npm ci --prefix tests/node)");
     server sv;
     if (!server_start(&sv, model, "")) return;
     o = test_sh(&rc, "node tests/node/schemas.mjs http://127.0.0.1:%d/v1 " KEY " gemma4-micro.gguf 2>&1", sv.port);
-    CHECKF(rc == 0 && !strstr(o, "FAIL") && strstr(o, "ok   pydantic"), "schemas.mjs (exit %d):\n%s", rc, o);
+    CHECKF(rc == 0 && !strstr(o, "FAIL") && strstr(o, "ok   pydantic") && strstr(o, "ok   patterns"), "schemas.mjs (exit %d):\n%s", rc, o);
     free(o);
     server_stop(&sv);
 }

@@ -7,7 +7,9 @@
 #ifndef HACHI_NO_SERVE
 #include <cjson/cJSON.h>
 #endif
+#include <locale.h>
 #include <math.h>
+#include <regex.h>
 #include <time.h>
 #include "../tools/cli.h"
 #include "test.h"
@@ -181,6 +183,61 @@ TEST(json_schema_automaton) {
         {LEN24, "\"\xC3\xA9\\n\xE2\x82\xACx\"", -1, true},
         {LEN24, "\"\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\"", 25, false},
         {"{\"anyOf\":[{\"type\":\"string\",\"maxLength\":1},{\"type\":\"null\"}]}", "\"ab\"", 2, false},   /* (through anyOf) */
+        /* an escaped surrogate pair is one character (a lone half one) */
+#define LEN1 "{\"type\":\"string\",\"maxLength\":1}"
+        {LEN1, "\"\\uD83D\\uDE00\"", -1, true},
+        {LEN1, "\"\\ud83d\\ude00\"", -1, true},
+        {LEN1, "\"\\uD83Dx\"", 7, false},
+        {LEN1, "\"\\uD83D\\u0041\"", 9, false},
+        {LEN1, "\"\\uD83D\\uD83D\"", 10, false},
+        {LEN1, "\"\\uDE00\\uDE00\"", 7, false},
+        {LEN1, "\"\\uD83D\\n\"", 8, false},
+        {"{\"type\":\"string\",\"minLength\":2}", "\"\\uD83D\\uDE00\"", 13, false},
+        {"{\"type\":\"string\",\"minLength\":2}", "\"\\uD83D\\uDE00\\uDE00\"", -1, true},
+        /* patterns (ECMA-262's, over code points; unanchored: anywhere in the string) and formats */
+#define PAT_AZ "{\"type\":\"string\",\"pattern\":\"^[a-z]+\\\\d{2}$\"}"
+        {PAT_AZ, "\"abc12\"", -1, true},
+        {PAT_AZ, "\"abc1\"", 5, false},
+        {PAT_AZ, "\"1\"", 1, false},
+        {PAT_AZ, "\"ab123\"", 5, false},
+        {"{\"type\":\"string\",\"pattern\":\"ab\"}", "\"xxabyy\"", -1, true},
+        {"{\"type\":\"string\",\"pattern\":\"ab\"}", "\"xay\"", 4, false},
+        {"{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", "\"xxa\"", -1, true},
+        {"{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", "\"xxx\"", 3, false},   /* (no room left for the a) */
+        {"{\"type\":\"string\",\"pattern\":\"^(ab|c)*$\",\"minLength\":3}", "\"abc\"", -1, true},
+        {"{\"type\":\"string\",\"pattern\":\"^(ab|c)*$\",\"minLength\":3}", "\"ab\"", 3, false},
+        {"{\"type\":\"string\",\"pattern\":\"^(ab){2,3}$\"}", "\"abababab\"", 7, false},
+        {"{\"type\":\"string\",\"pattern\":\"^\\\\n\\\"$\"}", "\"\\n\\\"\"", -1, true},   /* escapes read as their characters */
+        {"{\"type\":\"string\",\"pattern\":\"^\\\\n$\"}", "\"\\u000A\"", -1, true},
+        {"{\"type\":\"string\",\"pattern\":\"^\\\\n$\"}", "\"\\u000b\"", 6, false},
+        {"{\"type\":\"string\",\"pattern\":\"^\\\\n$\"}", "\"\\t\"", 2, false},
+        {"{\"type\":\"string\",\"pattern\":\"^[^a]$\"}", "\"\\u0061\"", 6, false},
+        {"{\"type\":\"string\",\"pattern\":\"^.$\"}", "\"\\uD83D\\uDE00\"", 4, false},   /* (no surrogate escapes with a pattern) */
+        {"{\"type\":\"string\",\"pattern\":\"^.$\"}", "\"\xF0\x9F\x98\x80\"", -1, true},
+        {"{\"type\":\"string\",\"pattern\":\"^\xC3\xA9$\"}", "\"\xC3\xA9\"", -1, true},
+        {"{\"type\":\"string\",\"pattern\":\"^\xC3\xA9$\"}", "\"\xC3\xA8\"", 2, false},
+        {"{\"type\":\"string\",\"pattern\":\"^\xC3\xA9$\"}", "\"\xE2\x82\xAC\"", 1, false},
+        {"{\"type\":\"string\",\"pattern\":\"^[\xC3\xA0-\xC3\xBF]$\"}", "\"\xC3\xA0\"", -1, true},
+#define FMT(f) "{\"type\":\"string\",\"format\":\"" f "\"}"
+        {FMT("date"), "\"2024-02-29\"", -1, true},
+        {FMT("date"), "\"2023-02-29\"", 10, false},
+        {FMT("date"), "\"1900-02-29\"", 10, false},
+        {FMT("date"), "\"2000-02-29\"", -1, true},
+        {FMT("date"), "\"2023-13-01\"", 7, false},
+        {FMT("date"), "\"2023-04-31\"", 10, false},
+        {FMT("date-time"), "\"2024-12-07T20:15:00Z\"", -1, true},
+        {FMT("date-time"), "\"2024-12-07T20:15:00.125+05:30\"", -1, true},
+        {FMT("date-time"), "\"2024-12-07T24:00:00Z\"", 13, false},
+        {FMT("date-time"), "\"2024-12-07T20:15:00\"", 20, false},   /* (the offset is required) */
+        {FMT("time"), "\"23:59:59-01:00\"", -1, true},
+        {FMT("uuid"), "\"123e4567-e89b-12d3-a456-426614174000\"", -1, true},
+        {FMT("uuid"), "\"123e4567-e89b-12d3-a456-42661417400\"", 36, false},
+        {FMT("ipv4"), "\"192.168.0.255\"", -1, true},
+        {FMT("ipv4"), "\"256.1.1.1\"", 3, false},
+        {FMT("email"), "\"a.b@example.com\"", -1, true},
+        {FMT("email"), "\"a..b@x.io\"", 3, false},
+        {FMT("hostname"), "\"anything at all\"", -1, true},   /* (a format not held: any string) */
+        {"{\"anyOf\":[" FMT("date") ",{\"type\":\"null\"}]}", "\"2024-1\"", 7, false},
         /* item counts */
 #define ITEMS12 "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":2}"
         {ITEMS12, "[]", 1, false},
@@ -268,6 +325,18 @@ TEST(json_schema_automaton) {
         {"{\"type\":\"integer\",\"minimum\":1.2,\"maximum\":1.8}", "no integer of at most 16 digits"},
         {"{\"type\":\"number\",\"minimum\":1e20}", "no number of at most 16 digits"},
         {"{\"type\":\"number\",\"maximum\":\"3\"}", "'response_format.json_schema.schema.maximum' must be a number"},
+        {"{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", "'response_format.json_schema.schema.pattern': backreferences"},
+        {"{\"type\":\"string\",\"pattern\":\"a(?=b)\"}", "lookaround"},
+        {"{\"type\":\"string\",\"pattern\":\"[a-\"}", "a '[' without its ']'"},
+        {"{\"type\":\"string\",\"pattern\":\"a)\"}", "an unmatched ')'"},
+        {"{\"type\":\"string\",\"pattern\":\"a^b\"}", "supported only at the pattern's start"},
+        {"{\"type\":\"string\",\"pattern\":\"x{300}\"}", "above 256"},
+        {"{\"type\":\"string\",\"pattern\":\"\\\\d{200}\\\\w{100}\"}", "too large"},
+        {"{\"type\":\"string\",\"pattern\":\"^a{3}$\",\"maxLength\":2}", "no string of its lengths matches its pattern"},
+        {"{\"type\":\"string\",\"pattern\":\"^[]$\"}", "no string matches its pattern"},
+        {"{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":2000}", "above 1024 are not supported"},
+        {"{\"type\":\"string\",\"pattern\":\"a\",\"format\":\"date\"}", "a pattern and a format together"},
+        {"{\"type\":\"string\",\"pattern\":5}", "'response_format.json_schema.schema.pattern' must be a string"},
     };
     /* an optional property that holds its own object: offered while its object can still close */
     {
@@ -301,6 +370,18 @@ TEST(json_schema_automaton) {
         serve_req rq;
         const bool ok = serve_parse(body, strlen(body), true, m, &rq, err, sizeof err);
         CHECKF(!ok && strstr(err, bad[i].words), "bad %zu: %s (want '%s')", i, ok ? "accepted" : err, bad[i].words);
+        if (ok) serve_req_free(&rq);
+    }
+    for (int n = JSON_PATS_MAX; n <= JSON_PATS_MAX + 1; n++) {   /* patterns: JSON_PATS_MAX at most */
+        char body[8192], err[512];
+        int k = snprintf(body, sizeof body, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+                         "{\"schema\":{\"type\":\"object\",\"properties\":{\"o\":{\"type\":\"object\",\"properties\":{");
+        for (int i = 0; i < n; i++)
+            k += snprintf(body + k, sizeof body - (size_t)k, "%s\"%c%d\":{\"type\":\"string\",\"pattern\":\"x\"}%s",
+                          i == 32 ? "}}," : i ? "," : "", i >= 32 ? 'p' : 'q', i, i == n - 1 ? "}}}}}" : "");
+        serve_req rq;
+        const bool ok = serve_parse(body, strlen(body), false, m, &rq, err, sizeof err);
+        CHECKF(ok == (n == JSON_PATS_MAX) && (ok || strstr(err, "more than 64 patterns")), "%d patterns: %s", n, ok ? "accepted" : err);
         if (ok) serve_req_free(&rq);
     }
     hachi_model_free(m);
@@ -381,35 +462,134 @@ TEST(json_grammar_mask_bounded) {
 #else
     hachi_model *m = gemma_vocab();
     if (!m) SKIP("../shared/oracle/gemma4-vocab.gguf absent");
-    static const char body[] = "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
-        "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":6},"
-        "\"n\":{\"type\":\"number\",\"minimum\":-1.5,\"maximum\":20},\"a\":{\"type\":\"array\",\"items\":{\"type\":"
-        "\"integer\",\"minimum\":0,\"maximum\":9},\"minItems\":1,\"maxItems\":3}},\"required\":[\"s\",\"n\",\"a\"]}}}}";
-    static const char doc[] = "{\"s\":\"h\xC3\xA9llo\",\"n\":-1.25,\"a\":[3,9]}";
-    serve_req rq;
-    char err[512];
+    static const struct { const char *schema, *doc; } cases[] = {
+        {"{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":6},"
+         "\"n\":{\"type\":\"number\",\"minimum\":-1.5,\"maximum\":20},\"a\":{\"type\":\"array\",\"items\":{\"type\":"
+         "\"integer\",\"minimum\":0,\"maximum\":9},\"minItems\":1,\"maxItems\":3}},\"required\":[\"s\",\"n\",\"a\"]}",
+         "{\"s\":\"h\xC3\xA9llo\",\"n\":-1.25,\"a\":[3,9]}"},
+        /* (a pattern's strings: every token through the automaton) */
+        {"{\"type\":\"object\",\"properties\":{\"d\":{\"type\":\"string\",\"format\":\"date-time\"},"
+         "\"p\":{\"type\":\"string\",\"pattern\":\"a(b|c)\",\"maxLength\":6}},\"required\":[\"d\",\"p\"]}",
+         "{\"d\":\"2024-12-07T20:15:00Z\",\"p\":\"\\u00e9\xC3\xA9" "ab\"}"},
+    };
     json_vocab *v = json_vocab_create(m, false);
-    const bool parsed = serve_parse(body, strlen(body), false, m, &rq, err, sizeof err);
-    CHECKF(parsed && v, "%s", parsed ? "no vocabulary" : err);
     const int32_t nv = hachi_model_n_vocab(m);
     float *lg = malloc(sizeof(float) * (size_t)nv), *lg2 = malloc(sizeof(float) * (size_t)nv);
-    json_grammar g;
-    if (parsed && v) json_grammar_init(&g, v, rq.schema);
-    for (size_t cut = 0; parsed && v && cut < sizeof doc; cut++) {
-        for (int32_t t = 0; t < nv; t++) lg[t] = lg2[t] = 0.0f;
-        json_grammar_mask(&g, lg, nv);
-        json_grammar_mask(&g, lg2, nv);
-        CHECKF(!memcmp(lg, lg2, sizeof(float) * (size_t)nv), "after %zu bytes: the cached mask differs", cut);
-        int allowed;
-        const int wrong = mask_wrong(m, &g.st, lg, nv, &allowed);
-        CHECKF(wrong == 0 && allowed > 0, "after %zu bytes: %d tokens masked wrongly (%d allowed)", cut, wrong, allowed);
-        if (cut < sizeof doc - 1) CHECK(json_state_feed(&g.st, doc + cut, 1));
+    CHECK(v && lg && lg2);
+    for (size_t i = 0; v && lg && lg2 && i < sizeof cases / sizeof *cases; i++) {
+        char body[1024], err[512];
+        snprintf(body, sizeof body, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
+                 "%s}}}", cases[i].schema);
+        serve_req rq;
+        if (!serve_parse(body, strlen(body), false, m, &rq, err, sizeof err)) { CHECKF(0, "case %zu: %s", i, err); continue; }
+        const char *doc = cases[i].doc;
+        json_grammar g;
+        json_grammar_init(&g, v, rq.schema);
+        double ms = 0;
+        for (size_t cut = 0; cut <= strlen(doc); cut++) {
+            for (int32_t t = 0; t < nv; t++) lg[t] = lg2[t] = 0.0f;
+            const double t0 = now_ms();
+            json_grammar_mask(&g, lg, nv);
+            ms += now_ms() - t0;
+            json_grammar_mask(&g, lg2, nv);
+            CHECKF(!memcmp(lg, lg2, sizeof(float) * (size_t)nv), "case %zu after %zu bytes: the cached mask differs", i, cut);
+            int allowed;
+            const int wrong = mask_wrong(m, &g.st, lg, nv, &allowed);
+            CHECKF(wrong == 0 && allowed > 0, "case %zu after %zu bytes: %d tokens masked wrongly (%d allowed)", i, cut, wrong, allowed);
+            if (cut < strlen(doc)) CHECKF(json_state_feed(&g.st, doc + cut, 1), "case %zu: byte %zu refused", i, cut);
+        }
+        printf("  case %zu: mask %.2f ms a byte (mean of %zu)\n", i, ms / (double)(strlen(doc) + 1), strlen(doc) + 1);
+        CHECK(json_state_done(&g.st));
+        json_grammar_free(&g);
+        serve_req_free(&rq);
     }
-    CHECK(!parsed || json_state_done(&g.st));
-    if (parsed && v) json_grammar_free(&g);
-    if (parsed) serve_req_free(&rq);
     free(lg);
     free(lg2);
+    json_vocab_free(v);
+    hachi_model_free(m);
+#endif
+}
+
+/* Patterns: random walks over the constraint's masks on the Gemma vocabulary (any allowed token,
+ * the end taken a third of the times it may come) never reach a state where no token may come, and
+ * each string they finish matches the pattern as glibc's POSIX regex reads it (the same language in
+ * ERE syntax, a UTF-8 locale), within its lengths in code points */
+TEST(json_grammar_pattern_walks) {
+#ifdef HACHI_NO_SERVE
+    SKIP("hachi was built without the server");
+#else
+    hachi_model *m = gemma_vocab();
+    if (!m) SKIP("../shared/oracle/gemma4-vocab.gguf absent");
+    static const struct { const char *re, *ere; int min, max; } cases[] = {
+        {"^[a-z]+\\\\d{2}$", "^[a-z]+[0-9]{2}$", 0, 8},
+        {"a(b|c)", "a(b|c)", 3, 6},
+        {"^(ab|c)*$", "^(ab|c)*$", 3, 5},
+        {"^\\\\w+( \\\\w+)?$", "^[A-Za-z0-9_]+( [A-Za-z0-9_]+)?$", 0, 10},
+        {"^[^\\\"\\\\\\\\]{2,4}x$", "^[^\"\\]{2,4}x$", 0, -1},
+        {"^\xC3\xA9[^a-z]?$", "^\xC3\xA9[^a-z]?$", 0, -1},
+    };
+    locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+    json_vocab *v = json_vocab_create(m, false);
+    const int32_t nv = hachi_model_n_vocab(m);
+    float *lg = malloc(sizeof(float) * (size_t)nv);
+    int32_t *ok_tok = malloc(sizeof(int32_t) * (size_t)nv);
+    CHECK(utf8 && v && lg && ok_tok);
+    const locale_t was = utf8 ? uselocale(utf8) : (locale_t)0;
+    const int walks = getenv("HACHI_TEST_QUICK") ? 3 : 8;
+    for (size_t i = 0; utf8 && v && lg && ok_tok && i < sizeof cases / sizeof *cases; i++) {
+        char body[1024], err[512], text[4096];
+        snprintf(body, sizeof body, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
+                 "{\"type\":\"string\",\"pattern\":\"%s\"%s%.0d%s%.0d}}}}", cases[i].re, cases[i].min ? ",\"minLength\":" : "",
+                 cases[i].min, cases[i].max >= 0 ? ",\"maxLength\":" : "", cases[i].max >= 0 ? cases[i].max : 0);
+        serve_req rq;
+        regex_t rx;
+        if (!serve_parse(body, strlen(body), false, m, &rq, err, sizeof err)) { CHECKF(0, "case %zu: %s", i, err); continue; }
+        CHECKF(regcomp(&rx, cases[i].ere, REG_EXTENDED | REG_NOSUB) == 0, "case %zu: regcomp", i);
+        uint64_t rng = 0x9E3779B97F4A7C15ull * (i + 1);
+        int finished = 0;
+        for (int w = 0; w < walks; w++) {
+            json_grammar g;
+            json_grammar_init(&g, v, rq.schema);
+            size_t n = 0;
+            bool ended = false;
+            for (int step = 0; step < 64 && !ended; step++) {
+                for (int32_t t = 0; t < nv; t++) lg[t] = 0.0f;
+                json_grammar_mask(&g, lg, nv);
+                int32_t k = 0, end = -1;
+                for (int32_t t = 0; t < nv; t++)
+                    if (lg[t] == 0.0f) {
+                        if (hachi_model_is_eog(m, t)) end = t;
+                        else ok_tok[k++] = t;
+                    }
+                CHECKF(k > 0 || end >= 0, "case %zu walk %d: no token may come after '%.*s'", i, w, (int)n, text);
+                if (!k && end < 0) break;
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                if (end >= 0 && (!k || (rng >> 33) % 3 == 0)) { ended = true; break; }
+                const int32_t t = ok_tok[(rng >> 33) % (uint64_t)k];
+                char piece[256];
+                const int32_t len = hachi_token_to_text(m, t, piece, sizeof piece);
+                if (len > 0 && n + (size_t)len < sizeof text) memcpy(text + n, piece, (size_t)len), n += (size_t)len;
+                json_grammar_accept(&g, t);
+            }
+            json_grammar_free(&g);
+            if (!ended) continue;
+            finished++;
+            text[n] = 0;
+            cJSON *j = cJSON_Parse(text);
+            const char *str = cJSON_GetStringValue(j);
+            long cps = 0;
+            for (const char *c = str; c && *c; c++) cps += ((unsigned char)*c & 0xC0) != 0x80;
+            CHECKF(str && regexec(&rx, str, 0, NULL, 0) == 0 && cps >= cases[i].min && (cases[i].max < 0 || cps <= cases[i].max),
+                   "case %zu walk %d: '%s' (%ld characters) breaks '%s'", i, w, text, cps, cases[i].ere);
+            cJSON_Delete(j);
+        }
+        CHECKF(finished >= walks / 2, "case %zu: %d of %d walks ended", i, finished, walks);
+        regfree(&rx);
+        serve_req_free(&rq);
+    }
+    if (utf8) uselocale(was), freelocale(utf8);
+    free(lg);
+    free(ok_tok);
     json_vocab_free(v);
     hachi_model_free(m);
 #endif

@@ -407,6 +407,26 @@ enum { SERVE_STRIP_NONE, SERVE_STRIP_SPACE, SERVE_STRIP_TEXT };
  * texts are at most piece bytes long */
 #define SERVE_LOGPROB_MAX 20
 static inline size_t serve_logprob_entry_max(size_t piece, int top) { return (size_t)(top + 1) * (96 + 10 * piece) + 64; }
+/* ---- JSON Schema's pattern (tools/json_pattern.c) ----
+ * ECMA-262's regular expressions without backreferences, lookaround, word boundaries or \p, over
+ * code points; matched anywhere in the string unless anchored by ^ and $ (as RegExp.test). */
+#define JSON_PAT_POS 256            /* a compiled pattern's positions (its characters and classes, repeats
+                                       counted out, and the start) */
+#define JSON_PAT_LEN 1024           /* the largest minLength / maxLength a string with a pattern may have */
+#define JSON_PATS_MAX 64            /* patterns and formats in one schema (each ~40 KB compiled) */
+typedef struct json_pattern json_pattern;
+typedef struct json_pset { uint64_t w[JSON_PAT_POS / 64]; } json_pset;   /* a state: a set of positions */
+/* NULL and err (what is wrong with it) where it is malformed, beyond the subset or too large */
+json_pattern *json_pattern_compile(const char *re, char *err, size_t cap);
+void json_pattern_free(json_pattern *p);
+void json_pattern_start(json_pset *s);   /* the empty text's state */
+/* Whether from state s some text of k more code points, lo <= k <= hi (hi < 0: no most), matches */
+bool json_pattern_can_end(const json_pattern *p, const json_pset *s, int lo, int hi);
+/* Whether some code point in [lo, hi] (no surrogate) can come next, with a match of lo..hi more after it */
+bool json_pattern_can_take(const json_pattern *p, const json_pset *s, uint32_t lo, uint32_t hi, int len_lo, int len_hi);
+/* Code point c next (false, s unchanged, where it cannot, or no match of len_lo..len_hi more could follow) */
+bool json_pattern_step(const json_pattern *p, json_pset *s, uint32_t c, int len_lo, int len_hi);
+
 /* ---- JSON as a sampling constraint (tools/json_grammar.c): response_format ----
  * A schema is compiled into nodes; a byte-level pushdown automaton walks JSON text against it. */
 #define JSON_DEPTH_MAX 32           /* nesting of objects and arrays */
@@ -433,6 +453,7 @@ typedef struct json_node {
     int min_items, max_items;       /* JB_ITEMS, JT_ARR: its items */
     __int128 lo, hi;                /* JB_RANGE, JT_NUM / JT_INT: its value in [lo, hi], in JSON_UNITs (an integer
                                        node's bounds whole numbers); written without an exponent */
+    int pattern;                    /* JT_STR: its strings match pats[pattern - 1] (0: none) */
 } json_node;
 typedef struct json_prop { int node; bool required; } json_prop;   /* its key: the object's n-th key literal */
 /* Gemma 4's tool calls (g4): call:NAME{ARGS} with ARGS in its syntax (bare keys, strings between
@@ -456,6 +477,8 @@ typedef struct json_schema {
     int n_props;
     char **lits;                    /* JSON texts: true, false, null, then the schema's */
     int n_lits;
+    struct json_pattern **pats;     /* [n_pats] the strings' patterns (and formats) */
+    int n_pats;
     int *need;                      /* [2 n_nodes]: the least nesting a value of each node needs, then an object
                                        of its structure (json_schema_finish) */
 } json_schema;
@@ -475,6 +498,9 @@ void json_schema_free(json_schema *js);
 int json_schema_add_node(json_schema *js, json_node n);
 int json_schema_add_lit(json_schema *js, const char *text);
 bool json_schema_add_prop(json_schema *js, int obj, const char *key_json, int node, bool required);
+/* A pattern the schema then owns (freed with it, or here where it cannot be added): json_node.pattern's
+ * number for it (0: out of memory) */
+int json_schema_add_pattern(json_schema *js, json_pattern *p);
 
 /* an open container; idx: an object's next property, a bounded array's items after the one being read */
 typedef struct json_frame { short node, idx; char kind; } json_frame;
@@ -485,6 +511,10 @@ typedef struct json_state {
     int len;                        /* a bounded string's characters so far (to its largest bound) */
     int u8;                         /* a string's UTF-8 character: continuation bytes still to come, */
     unsigned char u8lo, u8hi;       /* the next one's range */
+    uint16_t cu;                    /* a string's u escape: its code unit so far */
+    bool hs;                        /* the last character an escaped high surrogate (a low one next pairs with it) */
+    uint32_t cp;                    /* a string with a pattern: its UTF-8 character's bits so far */
+    json_pset ps;                   /* its pattern's state */
     int64_t iv, fv;                 /* a bounded number's integer part, and its fraction's digits (n of them) */
     uint64_t cand;                  /* literal matching: the candidates lits[lit_base + i] still matching */
     json_frame stack[JSON_DEPTH_MAX];

@@ -150,8 +150,16 @@ bool json_schema_add_func(json_schema *js, const char *name, int args) {
     return true;
 }
 
+int json_schema_add_pattern(json_schema *js, json_pattern *p) {
+    if (!grow((void **)&js->pats, js->n_pats, sizeof(json_pattern *))) { json_pattern_free(p); return 0; }
+    js->pats[js->n_pats] = p;
+    return ++js->n_pats;
+}
+
 void json_schema_free(json_schema *js) {
     if (!js) return;
+    for (int i = 0; i < js->n_pats; i++) json_pattern_free(js->pats[i]);
+    free(js->pats);
     free(js->need);
     free(js->func_nodes);
     for (int i = 0; i < js->n_lits; i++) free(js->lits[i]);
@@ -206,7 +214,9 @@ static json_frame *top(json_state *s) { return &s->stack[s->depth - 1]; }
 static void value_end(json_state *s) {
     s->mode = s->depth ? J_AFTER : s->js->g4 ? J_G4_END : J_DONE;
     s->done_lit = -1;
-    s->n = s->len = s->u8 = 0;   /* (a string's or a number's counts, gone: states that are alike compare equal) */
+    s->n = s->len = s->u8 = s->cu = 0;   /* (a string's or a number's counts, gone: states that are alike compare equal) */
+    s->hs = false;
+    memset(&s->ps, 0, sizeof s->ps);
     s->iv = s->fv = 0;
     s->neg = false;
 }
@@ -267,9 +277,33 @@ static bool str_char(json_state *s) {
     if (n->max_len >= 0 || s->len < n->min_len) s->len++;
     return true;
 }
+/* Room for one more character (a surrogate pair's low half needs none: the pair is one) */
+static bool str_room(const json_state *s) {
+    const json_node *n = node(s, s->vnode);
+    return s->key || !(n->bounds & JB_LEN) || n->max_len < 0 || s->len < n->max_len;
+}
+/* A string value's pattern (or format's), if it has one */
+static const json_pattern *pattern(const json_state *s) {
+    const json_node *n = node(s, s->vnode);
+    return s->key || !n->pattern ? NULL : s->js->pats[n->pattern - 1];
+}
+
+/* A character of a string with a pattern: one of [lo, hi] (lo == hi: that one, taken), counted (or,
+ * extra 1, not yet); whether the pattern takes it, with a match within the string's lengths after it */
+static bool pat_char(json_state *s, uint32_t lo, uint32_t hi, int extra) {
+    const json_pattern *p = pattern(s);
+    if (!p) return true;
+    const json_node *n = node(s, s->vnode);
+    const bool b = n->bounds & JB_LEN;
+    const int len_lo = b ? CLI_MAX(0, n->min_len - s->len - extra) : 0, len_hi = b && n->max_len >= 0 ? n->max_len - s->len - extra : -1;
+    if (b && n->max_len >= 0 && len_hi < 0) return false;
+    return lo == hi ? json_pattern_step(p, &s->ps, lo, len_lo, len_hi) : json_pattern_can_take(p, &s->ps, lo, hi, len_lo, len_hi);
+}
+
 static bool str_closes(const json_state *s) {
     const json_node *n = node(s, s->vnode);
-    return !s->u8 && (s->key || !(n->bounds & JB_LEN) || s->len >= n->min_len);
+    const json_pattern *p = pattern(s);
+    return !s->u8 && (s->key || !(n->bounds & JB_LEN) || s->len >= n->min_len) && (!p || json_pattern_can_end(p, &s->ps, 0, 0));
 }
 
 /* Byte c as UTF-8 (JSON's encoding): 1 where it begins a character, 0 where it continues one as
@@ -294,8 +328,17 @@ static int utf8_step(json_state *s, unsigned char c) {
 /* Byte c of a string or g4 key: UTF-8 (the reply's text would have U+FFFD for each stray byte),
  * each character counted */
 static bool str_byte(json_state *s, unsigned char c) {
+    static const uint32_t least[4] = {0, 0x80, 0x800, 0x10000};   /* (a character of 1 + u8 bytes, at its first) */
     const int k = utf8_step(s, c);
-    return k == 0 || (k == 1 && str_char(s));
+    s->hs = false;
+    if (k < 0 || (k == 1 && !str_char(s))) return false;
+    if (!pattern(s)) return true;
+    s->cp = k == 1 ? (c < 0x80 ? c : c & (0x3Fu >> s->u8)) : s->cp << 6 | (c & 0x3F);   /* (the character's bits so far) */
+    const int sh = 6 * s->u8;
+    const uint32_t lo = CLI_MAX(s->cp << sh, least[s->u8]), hi = CLI_MIN(s->cp << sh | ((1u << sh) - 1), 0x10FFFFu);
+    const bool ok = pat_char(s, lo, hi, 0);
+    if (!s->u8) s->cp = 0;
+    return ok;
 }
 
 /* The start of a value of node vn at c (false: none starts there) */
@@ -319,6 +362,7 @@ static bool value_start(json_state *s, int vn, unsigned char c) {
         s->key = false;
         s->mode = J_STRING;
         s->n = 0;
+        if (n->pattern) json_pattern_start(&s->ps);
         return true;
     case 't': case 'f':
         return (n->types & JT_BOOL) && lits_start(s, LIT_TRUE, 3, LK_VALUE) && lits_step(s, c);
@@ -487,18 +531,36 @@ static bool step(json_state *s, unsigned char c) {
         else if (c == '"') {
             if (s->key) s->mode = J_COLON;
             else ok = str_closes(s) && (value_end(s), true);
-        } else if (c == '\\') { s->mode = J_ESC; ok = str_char(s); }   /* (an escape is one character) */
+        } else if (c == '\\') {   /* (an escape is one character, counted whole) */
+            s->mode = J_ESC;
+            ok = (str_room(s) || s->hs) && pat_char(s, 0, 0xFFFF, 1);
+        }
         else ok = c >= 0x20 && str_byte(s, c);
         break;
     case J_ESC:
-        if (c == 'u') { s->mode = J_HEX; s->n = 4; }
-        else if (strchr("\"\\/bfnrt", c) && c) s->mode = J_STRING;
-        else ok = false;
+        if (c == 'u') { s->mode = J_HEX; s->n = 4; s->cu = 0; }
+        else if (strchr("\"\\/bfnrt", c) && c) {
+            static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+            s->mode = J_STRING;
+            s->hs = false;
+            ok = str_char(s) && pat_char(s, (unsigned char)to[strchr(from, c) - from], (unsigned char)to[strchr(from, c) - from], 0);
+        } else ok = false;
         break;
-    case J_HEX:
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) ok = false;
-        else if (--s->n == 0) s->mode = J_STRING;
+    case J_HEX: {   /* (a low surrogate after a high one: one character with it, so room or not) */
+        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        s->cu = (uint16_t)(s->cu << 4 | (d & 15));
+        const int shift = 4 * --s->n, lo = s->cu << shift, hi = lo + (1 << shift) - 1;   /* (the code units it can become) */
+        const bool low = s->hs && hi >= 0xDC00 && lo <= 0xDFFF;
+        if (d < 0 || !(low || str_room(s))) ok = false;
+        else if (s->n) ok = low || pat_char(s, (uint32_t)lo, (uint32_t)hi, 1);
+        else {
+            s->mode = J_STRING;
+            ok = low || (str_char(s) && pat_char(s, s->cu, s->cu, 0));
+            s->hs = !low && s->cu >= 0xD800 && s->cu <= 0xDBFF;
+            s->cu = 0;
+        }
         break;
+    }
     case J_MINUS:
         if (c == '0') s->mode = J_ZERO;
         else if (c >= '1' && c <= '9') s->mode = J_INT, s->n = 1;
@@ -648,7 +710,8 @@ static bool state_eq(const json_state *a, const json_state *b) {
         a->vnode != b->vnode || a->prop != b->prop || a->pos != b->pos || a->done_lit != b->done_lit ||
         a->lit_base != b->lit_base || a->lit_kind != b->lit_kind || a->key != b->key || a->integer != b->integer ||
         a->cand != b->cand || a->neg != b->neg || a->len != b->len || a->iv != b->iv || a->fv != b->fv || a->u8 != b->u8 ||
-        a->u8lo != b->u8lo || a->u8hi != b->u8hi)
+        a->u8lo != b->u8lo || a->u8hi != b->u8hi || a->cu != b->cu || a->hs != b->hs || a->cp != b->cp ||
+        memcmp(&a->ps, &b->ps, sizeof a->ps))
         return false;
     for (int i = 0; i < a->depth; i++)
         if (a->stack[i].node != b->stack[i].node || a->stack[i].idx != b->stack[i].idx || a->stack[i].kind != b->stack[i].kind)
@@ -699,7 +762,8 @@ void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab) {
         state_copy(&t, s);
         first[c] = step(&t, (unsigned char)c);
     }
-    const bool in_string = s->mode == J_STRING && s->n == 0 && !s->u8;   /* (g4: no part of <|"|> matched; no character open) */
+    const bool in_string = s->mode == J_STRING && s->n == 0 && !s->u8 && !pattern(s);   /* (g4: no part of <|"|> matched; no
+                                                                                          character open; no pattern) */
     const json_node *sn = node(s, s->vnode);   /* a string's room left for a plain piece's characters */
     const int room = in_string && !s->key && sn->bounds & JB_LEN && sn->max_len >= 0 ? sn->max_len - s->len : INT32_MAX;
     for (int32_t t = 0; t < n_vocab && t < v->n; t++) {

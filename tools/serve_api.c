@@ -1122,10 +1122,59 @@ static bool schema_counts(schema_cc *cc, const cJSON *sc, const char *kmin, cons
     return true;
 }
 
+/* String formats held as patterns: each a subset of what a validator's format (ajv-formats, in
+ * its full mode) takes. Other formats are not held. */
+#define FMT_DATE                                                                                                            \
+    "(\\d{4}-(0[13578]|1[02])-(0[1-9]|[12]\\d|3[01])|\\d{4}-(0[469]|11)-(0[1-9]|[12]\\d|30)|\\d{4}-02-(0[1-9]|1\\d|2[0-8])|" \
+    "(\\d\\d(0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)-02-29)"
+#define FMT_TIME "([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(\\.\\d{1,6})?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)"
+#define FMT_OCTET "(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)"
+#define FMT_LABEL "[A-Za-z0-9]([A-Za-z0-9-]{0,20}[A-Za-z0-9])?"
+static const char *const formats[][2] = {
+    {"date", "^" FMT_DATE "$"},
+    {"time", "^" FMT_TIME "$"},
+    {"date-time", "^" FMT_DATE "T" FMT_TIME "$"},
+    {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},
+    {"ipv4", "^(" FMT_OCTET "\\.){3}" FMT_OCTET "$"},
+    {"email", "^[A-Za-z0-9_%+-]+(\\.[A-Za-z0-9_%+-]+)*@(" FMT_LABEL "\\.)+[A-Za-z]{2,20}$"},
+};
+
+/* A string's pattern or format (not both) into nd->pattern; false and err where it is malformed,
+ * beyond what is supported, or no string within its lengths matches it */
+static bool schema_pattern(schema_cc *cc, const cJSON *sc, json_node *nd, const char *path) {
+    const cJSON *pat = get(sc, "pattern"), *fmt = get(sc, "format");
+    const char *re = NULL;
+    if (pat && !cJSON_IsString(pat)) return fail(cc->err, cc->cap, "'%s.pattern' must be a string", path);
+    if (fmt && !cJSON_IsString(fmt)) return fail(cc->err, cc->cap, "'%s.format' must be a string", path);
+    for (size_t i = 0; fmt && i < sizeof formats / sizeof *formats; i++)
+        if (!strcmp(fmt->valuestring, formats[i][0])) re = formats[i][1];
+    if (pat && re) return fail(cc->err, cc->cap, "'%s': a pattern and a format together are not supported", path);
+    if (pat) re = pat->valuestring;
+    if (!re) return true;
+    if ((nd->bounds & JB_LEN) && (nd->min_len > JSON_PAT_LEN || nd->max_len > JSON_PAT_LEN))
+        return fail(cc->err, cc->cap, "'%s': with a %s, minLength and maxLength above %d are not supported", path,
+                    pat ? "pattern" : "format", JSON_PAT_LEN);
+    if (cc->js->n_pats == JSON_PATS_MAX)
+        return fail(cc->err, cc->cap, "'%s': more than %d patterns and formats in one schema", path, JSON_PATS_MAX);
+    char why[160];
+    json_pattern *p = json_pattern_compile(re, why, sizeof why);
+    if (!p) return fail(cc->err, cc->cap, "'%s.%s': %s", path, pat ? "pattern" : "format", why);
+    json_pset start;
+    json_pattern_start(&start);
+    const bool b = nd->bounds & JB_LEN, any = json_pattern_can_end(p, &start, b ? nd->min_len : 0, b ? nd->max_len : -1);
+    if (!any) json_pattern_free(p);
+    if (!any) return fail(cc->err, cc->cap, "'%s': no string%s matches its %s", path, b ? " of its lengths" : "", pat ? "pattern" : "format");
+    if (!(nd->pattern = json_schema_add_pattern(cc->js, p))) return fail(cc->err, cc->cap, "out of memory");
+    return true;
+}
+
 /* A node's bounds (json_node.bounds): minLength / maxLength of its strings, minItems / maxItems of
- * its arrays, the range of its numbers; false and err where one is malformed or none can be met */
+ * its arrays, the range of its numbers; its strings' pattern; false and err where one is malformed
+ * or none can be met */
 static bool schema_bounds(schema_cc *cc, const cJSON *sc, json_node *nd, const char *path) {
-    if ((nd->types & JT_STR) && !schema_counts(cc, sc, "minLength", "maxLength", path, &nd->min_len, &nd->max_len, &nd->bounds, JB_LEN))
+    if ((nd->types & JT_STR) &&
+        (!schema_counts(cc, sc, "minLength", "maxLength", path, &nd->min_len, &nd->max_len, &nd->bounds, JB_LEN) ||
+         !schema_pattern(cc, sc, nd, path)))
         return false;
     if ((nd->types & JT_ARR) && !schema_counts(cc, sc, "minItems", "maxItems", path, &nd->min_items, &nd->max_items, &nd->bounds, JB_ITEMS))
         return false;
@@ -1163,7 +1212,7 @@ static int schema_union(schema_cc *cc, const cJSON *alts, const char *path, int 
             return fail(cc->err, cc->cap, "'%s': alternatives of the same type, or an enum among them, are not supported "
                         "(only ones a value's first character tells apart, as [X, {\"type\": \"null\"}])", path), -1;
         u.types |= a.types;
-        if (a.types & JT_STR) u.bounds |= a.bounds & JB_LEN, u.min_len = a.min_len, u.max_len = a.max_len;
+        if (a.types & JT_STR) u.bounds |= a.bounds & JB_LEN, u.min_len = a.min_len, u.max_len = a.max_len, u.pattern = a.pattern;
         if (a.types & (JT_NUM | JT_INT)) u.bounds |= a.bounds & JB_RANGE, u.lo = a.lo, u.hi = a.hi;
         if (a.types & JT_ARR) u.arr = a.arr;   /* (by index: an alternative still being compiled, a $ref's, fills in later) */
         if (a.types & JT_OBJ) u.obj = a.obj;

@@ -3,14 +3,16 @@
 // hachi's grammar:
 //   node schemas.mjs BASE_URL API_KEY MODEL_ID
 // Sampled replies (temperature 1, a seed each) to schemas with bounds (string lengths, item counts,
-// number ranges, also through anyOf and $ref): every reply must end by itself ("stop"), parse, and
-// be valid. Prints one "ok ..." or "FAIL ..." line per check; exits 1 on a failure.
+// number ranges, also through anyOf and $ref), string patterns and formats (checked by ajv-formats):
+// every reply must end by itself ("stop"), parse, and be valid. Prints one "ok ..." or "FAIL ..." line per check; exits 1 on a failure.
 import OpenAI from 'openai';
 import Ajv from 'ajv';
+import addFormats from 'ajv-formats';
 
 const [base, apiKey, modelId] = process.argv.slice(2);
 const client = new OpenAI({ baseURL: base, apiKey, maxRetries: 0, timeout: 120000 });
 const ajv = new Ajv({ strict: false });
+addFormats(ajv);   // (their full mode: days of the month, leap years)
 let failed = 0;
 function check(cond, what, detail = '') {
   console.log(`${cond ? 'ok  ' : 'FAIL'} ${what}${cond ? '' : ': ' + detail}`);
@@ -43,18 +45,36 @@ const schemas = {
     properties: { points: { type: 'array', items: { $ref: '#/$defs/Point' }, minItems: 1, maxItems: 2 }, tenths: { type: 'number', minimum: 0.1, maximum: 0.3 } },
     required: ['points', 'tenths'],
   },
+  patterns: {
+    type: 'object',
+    properties: {
+      when: { type: 'string', format: 'date-time' },
+      day: { type: 'string', format: 'date' },
+      id: { type: 'string', format: 'uuid' },
+      ip: { type: 'string', format: 'ipv4' },
+      mail: { type: 'string', format: 'email', maxLength: 24 },
+      code: { type: 'string', pattern: '^[A-Z]{2}-\\d{3,5}$' },
+      loose: { anyOf: [{ type: 'string', pattern: 'a(b|c)', minLength: 3, maxLength: 6 }, { type: 'null' }] },
+      words: { type: 'array', items: { type: 'string', pattern: '^\\w+( \\w+)?$', maxLength: 10 }, maxItems: 3 },
+    },
+    required: ['when', 'day', 'id', 'ip', 'mail', 'code', 'loose', 'words'],
+  },
 };
 
 // the validator is live: it refuses what breaks a bound
 check(!ajv.validate(schemas.person, { name: '', age: 3, score: 0.5, tags: ['a'] }) &&
   !ajv.validate(schemas.small_ints, [1, 4]) && ajv.validate(schemas.small_ints, [1, -3]), 'Ajv refuses a broken bound');
+const good = { when: '2024-02-29T23:59:59Z', day: '2024-02-29', id: '123e4567-e89b-12d3-a456-426614174000', ip: '10.0.0.1',
+  mail: 'a@b.io', code: 'AB-123', loose: 'xab', words: ['a b'] };
+check(ajv.validate(schemas.patterns, good) && !ajv.validate(schemas.patterns, { ...good, day: '2023-02-29' }) &&
+  !ajv.validate(schemas.patterns, { ...good, code: 'AB-12' }), 'Ajv refuses a broken pattern or format');
 
 const seeds = [1, 2, 3, 4, 5, 6];
 for (const [name, schema] of Object.entries(schemas)) {
   const bad = [];
   for (const seed of seeds) {
     const r = await client.chat.completions.create({
-      model: modelId, temperature: 1, seed, max_tokens: 600,
+      model: modelId, temperature: 1, seed, max_tokens: 1500,
       messages: [{ role: 'user', content: 'Once upon a time' }],
       response_format: { type: 'json_schema', json_schema: { name, schema } },
     });

@@ -1,0 +1,468 @@
+/* A JSON Schema "pattern" (ECMA-262's regular expressions, the subset that is regular: no
+ * backreferences or lookaround) compiled to a position automaton (Glushkov's) over code points, for
+ * the JSON constraint's strings (json_grammar.c). A state is the set of positions that the text so far
+ * can end on; position 0 is the start. Beside the automaton, for every position, the lengths (in
+ * code points) of the texts that lead from it to a match, so that a string is never begun or grown
+ * where no text within its minLength / maxLength could complete it. A pattern not anchored by ^ or $
+ * matches anywhere in the string, as a validator's RegExp.test does: any text may stand before it or
+ * after it. Compiling is the cold path; json_pattern_step and json_pattern_can_take run per byte of
+ * every token the mask tries. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+
+#define SETW (JSON_PAT_POS / 64)
+#define LENS (JSON_PAT_LEN + JSON_PAT_POS + 1)   /* the lengths tracked: past JSON_PAT_LEN, to tell longer ones */
+
+typedef struct { uint32_t lo, hi; } cp_range;
+typedef struct { int first, n; bool neg; } cp_class;   /* ranges[first ..], negated */
+
+struct json_pattern {
+    int n_pos;                  /* positions 1 .. n_pos - 1 (0: the start) */
+    int cls[JSON_PAT_POS];      /* [n_pos] a position's class */
+    json_pset follow[JSON_PAT_POS];   /* [n_pos] the positions that may come after it */
+    json_pset accept;           /* the positions a match may end on */
+    json_pset *lens;            /* [LENS]: lens[k]: the positions a text of k more code points leads to a match from */
+    cp_class *classes;
+    int n_classes;
+    cp_range *ranges;
+    int n_ranges;
+};
+
+typedef struct { json_pset first, last; bool nullable; } frag;   /* a sub-expression's positions */
+
+typedef struct {
+    json_pattern *p;
+    const char *s, *end;        /* the pattern's UTF-8, what is left of it */
+    char *err;
+    size_t cap;
+    bool failed;
+} parser;
+
+static bool perr(parser *ps, const char *fmt, ...) {
+    if (!ps->failed) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ps->err, ps->cap, fmt, ap);
+        va_end(ap);
+    }
+    ps->failed = true;
+    return false;
+}
+
+static void set_add(json_pset *a, int i) { a->w[i >> 6] |= 1ull << (i & 63); }
+static bool set_has(const json_pset *a, int i) { return a->w[i >> 6] >> (i & 63) & 1; }
+static void set_or(json_pset *a, const json_pset *b) {
+    for (int i = 0; i < SETW; i++) a->w[i] |= b->w[i];
+}
+static bool set_meets(const json_pset *a, const json_pset *b) {
+    uint64_t x = 0;
+    for (int i = 0; i < SETW; i++) x |= a->w[i] & b->w[i];
+    return x != 0;
+}
+
+/* ---- classes ------------------------------------------------------------------------------- */
+
+static bool add_range(parser *ps, uint32_t lo, uint32_t hi) {
+    json_pattern *p = ps->p;
+    if (!(p->n_ranges & (p->n_ranges - 1)) || !p->n_ranges) {   /* (doubled at each power of two) */
+        cp_range *r = realloc(p->ranges, sizeof *r * (size_t)(p->n_ranges ? 2 * p->n_ranges : 16));
+        if (!r) return perr(ps, "out of memory");
+        p->ranges = r;
+    }
+    p->ranges[p->n_ranges++] = (cp_range){lo, hi};
+    p->classes[p->n_classes - 1].n++;
+    return true;
+}
+
+/* A new class (its ranges added after it); its index */
+static int new_class(parser *ps, bool neg) {
+    json_pattern *p = ps->p;
+    if (!(p->n_classes & (p->n_classes - 1)) || !p->n_classes) {
+        cp_class *c = realloc(p->classes, sizeof *c * (size_t)(p->n_classes ? 2 * p->n_classes : 16));
+        if (!c) return perr(ps, "out of memory"), -1;
+        p->classes = c;
+    }
+    p->classes[p->n_classes] = (cp_class){p->n_ranges, 0, neg};
+    return p->n_classes++;
+}
+
+static bool class_has(const json_pattern *p, int k, uint32_t c) {
+    const cp_class *cl = &p->classes[k];
+    bool in = false;
+    for (int i = 0; i < cl->n && !in; i++) in = c >= p->ranges[cl->first + i].lo && c <= p->ranges[cl->first + i].hi;
+    return in != cl->neg;
+}
+
+/* Whether class k holds a code point in [lo, hi] that a JSON string can hold (no surrogate) */
+static bool class_meets(const json_pattern *p, int k, uint32_t lo, uint32_t hi) {
+    const cp_class *cl = &p->classes[k];
+    for (uint32_t c = lo; c <= hi;) {   /* (c: the least in [lo, hi] not yet ruled out) */
+        if (c >= 0xD800 && c <= 0xDFFF) { c = 0xE000; continue; }
+        bool in = false;
+        uint32_t next = hi + 1;   /* where membership may change next */
+        for (int i = 0; i < cl->n; i++) {
+            const cp_range r = p->ranges[cl->first + i];
+            if (c >= r.lo && c <= r.hi) in = true, next = CLI_MIN(next, r.hi + 1);
+            else if (r.lo > c) next = CLI_MIN(next, r.lo);
+        }
+        if (in != cl->neg) return true;
+        if (next <= c || next > hi) return false;
+        c = next;
+    }
+    return false;
+}
+
+/* ECMA-262's character class escapes: d, s, w (negated: their capitals) */
+static bool add_escape_set(parser *ps, char e) {
+    static const uint32_t d[] = {'0', '9'}, w[] = {'0', '9', 'A', 'Z', '_', '_', 'a', 'z'},
+                          sp[] = {9, 13, ' ', ' ', 0xA0, 0xA0, 0x1680, 0x1680, 0x2000, 0x200A, 0x2028, 0x2029,
+                                  0x202F, 0x202F, 0x205F, 0x205F, 0x3000, 0x3000, 0xFEFF, 0xFEFF};
+    const char l = (char)(e | 0x20);
+    const uint32_t *r = l == 'd' ? d : l == 'w' ? w : sp;
+    const int n = l == 'd' ? 1 : l == 'w' ? 4 : 10;
+    if (e == l) {
+        for (int i = 0; i < n; i++)
+            if (!add_range(ps, r[2 * i], r[2 * i + 1])) return false;
+        return true;
+    }
+    uint32_t from = 0;   /* the complement, as ranges */
+    for (int i = 0; i < n; i++) {
+        if (r[2 * i] > from && !add_range(ps, from, r[2 * i] - 1)) return false;
+        from = r[2 * i + 1] + 1;
+    }
+    return add_range(ps, from, 0x10FFFF);
+}
+
+/* ---- parsing ------------------------------------------------------------------------------- */
+
+static bool more(const parser *ps) { return ps->s < ps->end && !ps->failed; }
+
+/* The next code point of the pattern's UTF-8 */
+static uint32_t next_cp(parser *ps) {
+    const unsigned char *u = (const unsigned char *)ps->s;
+    int n = u[0] < 0x80 ? 1 : u[0] < 0xE0 ? 2 : u[0] < 0xF0 ? 3 : 4;
+    if (ps->s + n > ps->end) n = 1;
+    uint32_t c = n == 1 ? u[0] : u[0] & (0x7F >> n);
+    for (int i = 1; i < n; i++) c = c << 6 | (u[i] & 0x3F);
+    ps->s += n;
+    return c;
+}
+
+static int hex_val(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* n hex digits (n 0: \u{...}'s) into *c */
+static bool hex_cp(parser *ps, int n, uint32_t *c) {
+    const bool braced = n == 0 && ps->s < ps->end && *ps->s == '{';
+    *c = 0;
+    if (braced) ps->s++;
+    int i = 0;
+    for (; ps->s < ps->end && (braced || i < n) && hex_val(*ps->s) >= 0; i++, ps->s++)
+        if ((*c = *c << 4 | (uint32_t)hex_val(*ps->s)) > 0x10FFFF) return perr(ps, "an escape past U+10FFFF");
+    if (braced ? !(i && ps->s < ps->end && *ps->s++ == '}') : i != n) return perr(ps, "a malformed \\x or \\u escape");
+    return true;
+}
+
+/* After a backslash: one code point in *c, or (set) a class escape added to the open class */
+static bool escape(parser *ps, uint32_t *c, bool *set, bool in_class) {
+    if (ps->s >= ps->end) return perr(ps, "a backslash at the end");
+    const char e = *ps->s++;
+    *set = false;
+    switch (e) {
+    case 'd': case 'D': case 'w': case 'W': case 's': case 'S': *set = true; return add_escape_set(ps, e);
+    case 't': *c = 9; return true;
+    case 'n': *c = 10; return true;
+    case 'v': *c = 11; return true;
+    case 'f': *c = 12; return true;
+    case 'r': *c = 13; return true;
+    case 'x': return hex_cp(ps, 2, c);
+    case 'u': return hex_cp(ps, ps->s < ps->end && *ps->s == '{' ? 0 : 4, c);
+    case '0':
+        if (ps->s < ps->end && *ps->s >= '0' && *ps->s <= '9') return perr(ps, "an octal escape is not supported");
+        *c = 0;
+        return true;
+    case 'b':
+        if (in_class) { *c = 8; return true; }
+        return perr(ps, "\\b (a word boundary) is not supported");
+    default:
+        if ((e >= '1' && e <= '9') || e == 'k') return perr(ps, "backreferences are not supported");
+        if (e == 'B') return perr(ps, "\\B (a word boundary) is not supported");
+        if (e == 'p' || e == 'P') return perr(ps, "Unicode property escapes (\\p) are not supported");
+        if (e == 'c') return perr(ps, "control escapes (\\c) are not supported");
+        if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z')) return perr(ps, "an unknown escape \\%c", e);
+        ps->s--;
+        *c = next_cp(ps);   /* (an escaped punctuation character: itself) */
+        return true;
+    }
+}
+
+/* A new position of class k: a fragment of it alone */
+static frag position(parser *ps, int k) {
+    frag f = {{{0}}, {{0}}, false};
+    json_pattern *p = ps->p;
+    if (k < 0) return f;
+    if (p->n_pos == JSON_PAT_POS) {
+        perr(ps, "the pattern is too large to sample with (%d characters at most, counting repeats out)", JSON_PAT_POS - 1);
+        return f;
+    }
+    p->cls[p->n_pos] = k;
+    set_add(&f.first, p->n_pos);
+    set_add(&f.last, p->n_pos++);
+    return f;
+}
+
+/* [...] after its '[' */
+static frag bracket(parser *ps) {
+    const bool neg = ps->s < ps->end && *ps->s == '^';
+    ps->s += neg;
+    const int k = new_class(ps, neg);
+    for (;;) {
+        if (!more(ps)) { perr(ps, "a '[' without its ']'"); break; }
+        if (*ps->s == ']') { ps->s++; break; }
+        uint32_t lo, hi;
+        bool set = false;
+        if (*ps->s == '\\') { ps->s++; escape(ps, &lo, &set, true); }
+        else lo = next_cp(ps);
+        if (set || ps->failed) continue;
+        hi = lo;
+        if (ps->s + 1 < ps->end && *ps->s == '-' && ps->s[1] != ']') {   /* a range */
+            ps->s++;
+            bool set2 = false;
+            if (*ps->s == '\\') { ps->s++; escape(ps, &hi, &set2, true); }
+            else hi = next_cp(ps);
+            if (set2) { perr(ps, "a class escape ends a range"); break; }
+            if (hi < lo) { perr(ps, "a range out of order in a class"); break; }
+        }
+        add_range(ps, lo, hi);
+    }
+    return position(ps, ps->failed ? -1 : k);
+}
+
+static frag concat(json_pattern *p, frag a, const frag *b) {
+    for (int i = 0; i < p->n_pos; i++)
+        if (set_has(&a.last, i)) set_or(&p->follow[i], &b->first);
+    if (a.nullable) set_or(&a.first, &b->first);
+    if (!b->nullable) a.last = b->last;
+    else set_or(&a.last, &b->last);
+    a.nullable = a.nullable && b->nullable;
+    return a;
+}
+
+static frag star(json_pattern *p, frag a, bool nullable) {
+    for (int i = 0; i < p->n_pos; i++)
+        if (set_has(&a.last, i)) set_or(&p->follow[i], &a.first);
+    a.nullable |= nullable;
+    return a;
+}
+
+static frag alternation(parser *ps);
+
+/* One atom: a character, a class, '.', a group */
+static frag atom(parser *ps) {
+    const frag none = {{{0}}, {{0}}, false};
+    const char c = *ps->s;
+    if (c == '(') {
+        ps->s++;
+        if (ps->s < ps->end && *ps->s == '?') {
+            if (ps->s + 1 < ps->end && ps->s[1] == ':') ps->s += 2;
+            else if (ps->s + 2 < ps->end && ps->s[1] == '<' && ps->s[2] != '=' && ps->s[2] != '!') {   /* (?<name>: a group */
+                const char *gt = memchr(ps->s, '>', (size_t)(ps->end - ps->s));
+                if (!gt) return perr(ps, "a group's name without its '>'"), none;
+                ps->s = gt + 1;
+            } else return perr(ps, "lookaround ((?=, (?!, (?<=, (?<!) is not supported"), none;
+        }
+        frag f = alternation(ps);
+        if (!more(ps) || *ps->s != ')') return perr(ps, "a '(' without its ')'"), none;
+        ps->s++;
+        return f;
+    }
+    if (c == '[') { ps->s++; return bracket(ps); }
+    if (c == '.') {   /* any but a line terminator */
+        ps->s++;
+        const int k = new_class(ps, true);
+        if (k < 0 || !add_range(ps, 10, 10) || !add_range(ps, 13, 13) || !add_range(ps, 0x2028, 0x2029)) return none;
+        return position(ps, k);
+    }
+    if (c == '^' || c == '$') return perr(ps, "'%c' is supported only at the pattern's start ('^') or end ('$')", c), none;
+    if (c == '*' || c == '+' || c == '?' || c == '{') return perr(ps, "'%c' repeats nothing", c), none;
+    if (c == ')' || c == ']' || c == '}') return perr(ps, "an unmatched '%c'", c), none;
+    const int k = new_class(ps, false);
+    if (k < 0) return none;
+    uint32_t cp = 0;
+    bool set = false;
+    if (c == '\\') { ps->s++; escape(ps, &cp, &set, false); }
+    else cp = next_cp(ps);
+    if (!set && !ps->failed) add_range(ps, cp, cp);
+    return position(ps, ps->failed ? -1 : k);
+}
+
+/* {n}, {n,}, {n,m} after its '{': n in *lo, m in *hi (-1: none) */
+static bool braces(parser *ps, int *lo, int *hi) {
+    char *e;
+    const long a = strtol(ps->s, &e, 10);
+    if (e == ps->s || e >= ps->end) return perr(ps, "a malformed {n,m} repeat");
+    long b = a;
+    if (*e == ',') {
+        const char *f = e + 1;
+        b = f < ps->end && *f == '}' ? -1 : strtol(f, &e, 10);
+        if (b >= 0 && e == f) return perr(ps, "a malformed {n,m} repeat");
+        if (b < 0) e = (char *)f;
+    }
+    if (e >= ps->end || *e != '}') return perr(ps, "a malformed {n,m} repeat");
+    if (a > JSON_PAT_POS || b > JSON_PAT_POS || (b >= 0 && b < a))
+        return perr(ps, "a {n,m} repeat out of order or above %d", JSON_PAT_POS);
+    ps->s = e + 1;
+    *lo = (int)a;
+    *hi = (int)b;
+    return true;
+}
+
+/* An atom and its repeat: a {n,m} repeat parses the atom's text again for each copy */
+static frag piece(parser *ps) {
+    const char *from = ps->s;
+    frag f = atom(ps);
+    const char *to = ps->s;
+    if (!more(ps) || !strchr("*+?{", *ps->s)) return f;
+    const char q = *ps->s++;
+    int lo = 0, hi = -1;
+    if (q == '+') lo = 1;
+    else if (q == '?') hi = 1;
+    else if (q == '{' && !braces(ps, &lo, &hi)) return f;
+    if (more(ps) && *ps->s == '?') ps->s++;   /* (lazy: the same strings) */
+    const char *after = ps->s;
+    frag r = {{{0}}, {{0}}, true};
+    for (int i = 0; i < (hi < 0 ? CLI_MAX(lo, 1) : hi) && !ps->failed; i++) {
+        frag c = f;
+        if (i) {   /* a fresh copy */
+            ps->s = from;
+            c = atom(ps);
+            if (ps->s != to) perr(ps, "a repeat could not be copied");
+        }
+        if (hi < 0 && i == CLI_MAX(lo, 1) - 1) c = star(ps->p, c, lo == 0);   /* the last: repeated */
+        else if (i >= lo) c.nullable = true;
+        r = concat(ps->p, r, &c);
+    }
+    if (hi == 0) r = (frag){{{0}}, {{0}}, true};   /* (x{0}: nothing; its positions lead nowhere) */
+    ps->s = after;
+    return r;
+}
+
+static frag alternation(parser *ps) {
+    frag a = {{{0}}, {{0}}, true};
+    for (bool any = false; !ps->failed;) {
+        frag seq = {{{0}}, {{0}}, true};
+        while (more(ps) && *ps->s != '|' && *ps->s != ')') {
+            const frag p = piece(ps);
+            seq = concat(ps->p, seq, &p);
+        }
+        if (!any) a = seq;
+        else {
+            set_or(&a.first, &seq.first);
+            set_or(&a.last, &seq.last);
+            a.nullable |= seq.nullable;
+        }
+        any = true;
+        if (!more(ps) || *ps->s != '|') break;
+        ps->s++;
+    }
+    return a;
+}
+
+/* ---- the automaton --------------------------------------------------------------------------- */
+
+json_pattern *json_pattern_compile(const char *re, char *err, size_t cap) {
+    json_pattern *p = calloc(1, sizeof *p);
+    if (!p) { snprintf(err, cap, "out of memory"); return NULL; }
+    p->n_pos = 1;
+    const size_t n = strlen(re);
+    parser ps = {p, re, re + n, err, cap, false};
+    const bool head = n && re[0] == '^';   /* anchored: $ unescaped at the end */
+    size_t bs = 0;
+    while (bs + 1 < n && re[n - 2 - bs] == '\\') bs++;
+    const bool tail = n > (size_t)head && re[n - 1] == '$' && !(bs & 1);
+    ps.s += head;
+    ps.end -= tail;
+    frag any = {{{0}}, {{0}}, false};
+    const int k = new_class(&ps, true);   /* (anything: a class of no ranges, negated) */
+    if (k >= 0 && !head) any = star(p, position(&ps, k), true);
+    frag f = alternation(&ps);
+    if (!ps.failed && ps.s != ps.end) perr(&ps, "an unmatched ')'");
+    if (k >= 0 && !tail && !ps.failed) {
+        const frag after = star(p, position(&ps, k), true);
+        f = concat(p, f, &after);
+    }
+    if (!head && !ps.failed) f = concat(p, any, &f);
+    if (ps.failed || !(p->lens = calloc(LENS, sizeof *p->lens))) {
+        if (!ps.failed) snprintf(err, cap, "out of memory");
+        json_pattern_free(p);
+        return NULL;
+    }
+    p->follow[0] = f.first;
+    p->accept = f.last;
+    if (f.nullable) set_add(&p->accept, 0);
+    json_pset live = {{0}};   /* (positions whose class holds something a string can hold) */
+    for (int i = 1; i < p->n_pos; i++)
+        if (class_meets(p, p->cls[i], 0, 0x10FFFF)) set_add(&live, i);
+    p->lens[0] = p->accept;
+    for (int len = 1; len < LENS; len++)
+        for (int i = 0; i < p->n_pos; i++) {
+            json_pset next = p->follow[i];
+            for (int w = 0; w < SETW; w++) next.w[w] &= live.w[w] & p->lens[len - 1].w[w];
+            if (set_meets(&next, &next)) set_add(&p->lens[len], i);
+        }
+    return p;
+}
+
+void json_pattern_free(json_pattern *p) {
+    if (!p) return;
+    free(p->lens);
+    free(p->classes);
+    free(p->ranges);
+    free(p);
+}
+
+void json_pattern_start(json_pset *s) {
+    memset(s, 0, sizeof *s);
+    set_add(s, 0);
+}
+
+/* The positions that follow those of s whose classes meet [lo, hi], into *next; whether any */
+static bool follow_meeting(const json_pattern *p, const json_pset *s, uint32_t lo, uint32_t hi, json_pset *next) {
+    json_pset cand = {{0}};
+    for (int w = 0; w < SETW; w++)
+        for (uint64_t b = s->w[w]; b; b &= b - 1) set_or(&cand, &p->follow[64 * w + __builtin_ctzll(b)]);
+    memset(next, 0, sizeof *next);
+    bool any = false;
+    for (int w = 0; w < SETW; w++)
+        for (uint64_t b = cand.w[w]; b; b &= b - 1) {
+            const int i = 64 * w + __builtin_ctzll(b);
+            if (lo == hi ? class_has(p, p->cls[i], lo) : class_meets(p, p->cls[i], lo, hi)) set_add(next, i), any = true;
+        }
+    return any;
+}
+
+bool json_pattern_can_end(const json_pattern *p, const json_pset *s, int lo, int hi) {
+    /* (hi < 0: a text longer than JSON_PAT_LEN is as good as one of at least lo; if there is one there is one of
+     * JSON_PAT_LEN + 1 .. + JSON_PAT_POS, as the shortest has no loop to leave out, and then one of any length) */
+    const int top = hi < 0 ? LENS - 1 : CLI_MIN(hi, JSON_PAT_LEN);
+    for (int k = CLI_MIN(lo, JSON_PAT_LEN + 1); k <= top; k++)
+        if (set_meets(&p->lens[k], s)) return true;
+    return false;
+}
+
+bool json_pattern_can_take(const json_pattern *p, const json_pset *s, uint32_t lo, uint32_t hi, int len_lo, int len_hi) {
+    json_pset next;
+    return follow_meeting(p, s, lo, hi, &next) && json_pattern_can_end(p, &next, len_lo, len_hi);
+}
+
+bool json_pattern_step(const json_pattern *p, json_pset *s, uint32_t c, int len_lo, int len_hi) {
+    if (c >= 0xD800 && c <= 0xDFFF) return false;
+    json_pset next;
+    if (!follow_meeting(p, s, c, c, &next) || !json_pattern_can_end(p, &next, len_lo, len_hi)) return false;
+    *s = next;
+    return true;
+}
