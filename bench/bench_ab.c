@@ -4,7 +4,8 @@
  *     __attribute__((visibility("default"))) int hachi_exp_flag = 1;   // 1: new, 0: old
  * in a scratch build of the library (never in the tree), link this file against it, and it runs
  * the same work with the flag 0 and 1 in turn, the order turning round by round:
- *   forward K  (K = 1..16): forwards of K tokens at depth 130 (all K logits rows kept), 8 a side;
+ *   forward K  (K = 1..16): forwards of K tokens at depth 130, or the depth given after the
+ *              rounds (all K logits rows kept), 8 a side;
  *   prefill N  (N = 1..4096): an eval of N tokens from position 0, once a side.
  * It prints new/old time per round as a median with quartiles, and how many rounds the new side
  * won. Linked against a normal build, the flag below (weak) is the only one and both sides run
@@ -14,7 +15,7 @@
  * Build by hand, after `make BUILD=/tmp/bx build/...` of the scratch library:
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc -pthread bench/bench_ab.c \
  *       /tmp/bx/libhachi.a -o /tmp/bench_ab -lm
- * Run: /tmp/bench_ab MODEL.gguf forward|prefill K|N [rounds=30]   (2 threads) */
+ * Run: /tmp/bench_ab MODEL.gguf forward|prefill K|N [rounds=30] [depth=130]   (2 threads) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@
 
 __attribute__((weak)) int hachi_exp_flag = 1;
 
-enum { ROUNDS_MAX = 400, STEPS = 8, DEPTH = 130 };
+enum { ROUNDS_MAX = 400, STEPS = 8 };
 
 static int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -32,13 +33,13 @@ static int cmp_double(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     if (argc < 4 || (strcmp(argv[2], "forward") && strcmp(argv[2], "prefill"))) {
-        fprintf(stderr, "usage: bench_ab MODEL.gguf forward|prefill K|N [rounds]\n");
+        fprintf(stderr, "usage: bench_ab MODEL.gguf forward|prefill K|N [rounds] [depth]\n");
         return 2;
     }
     const bool prefill = !strcmp(argv[2], "prefill");
-    const int k = atoi(argv[3]), rounds = argc > 4 ? atoi(argv[4]) : 30;
-    if (k < 1 || k > (prefill ? 4096 : 16) || rounds < 1 || rounds > ROUNDS_MAX) {
-        fprintf(stderr, "bench_ab: K 1..16 (forward), N 1..4096 (prefill), rounds 1..%d\n", ROUNDS_MAX);
+    const int k = atoi(argv[3]), rounds = argc > 4 ? atoi(argv[4]) : 30, depth = argc > 5 ? atoi(argv[5]) : 130;
+    if (k < 1 || k > (prefill ? 4096 : 16) || rounds < 1 || rounds > ROUNDS_MAX || depth < 1 || depth > (1 << 20)) {
+        fprintf(stderr, "bench_ab: K 1..16 (forward), N 1..4096 (prefill), rounds 1..%d, depth 1..2^20\n", ROUNDS_MAX);
         return 2;
     }
     hachi_model *m;
@@ -50,7 +51,7 @@ int main(int argc, char **argv) {
     }
     hachi_session_params sp = hachi_session_default_params();
     sp.n_threads = 2;
-    while (sp.n_ctx < (prefill ? k : DEPTH + k)) sp.n_ctx = sp.n_ctx ? 2 * sp.n_ctx : HACHI_CTX_MIN;
+    while (sp.n_ctx < (prefill ? k : depth + k)) sp.n_ctx = sp.n_ctx ? 2 * sp.n_ctx : HACHI_CTX_MIN;
     hachi_session *s;
     if ((st = hachi_session_create(m, &sp, &s))) {
         fprintf(stderr, "bench_ab: session: %s\n", hachi_status_str(st));
@@ -60,7 +61,7 @@ int main(int argc, char **argv) {
     float *logits = prefill ? NULL : malloc(sizeof(float) * (size_t)k * (size_t)hachi_model_n_vocab(m));
     if (!tok || (!prefill && !logits)) return 1;
     for (int i = 0; i < k; i++) tok[i] = (int32_t)((1000 + (int64_t)i * 7919) % hachi_model_n_vocab(m));
-    if (!prefill) hachi_session_fill_synthetic(s, DEPTH, 7);
+    if (!prefill) hachi_session_fill_synthetic(s, depth, 7);
 
     static double t[2][ROUNDS_MAX], ratio[ROUNDS_MAX];
     for (int r = 0; r < rounds; r++)
@@ -74,11 +75,11 @@ int main(int argc, char **argv) {
                 st = hachi_session_eval(s, tok, k, NULL);
                 ms = hachi_time_ms() - t0;
             } else {
-                hachi_session_rewind(s, DEPTH);
+                hachi_session_rewind(s, depth);
                 st = hachi_session_eval(s, tok, k, logits);   /* warm the side's code */
                 const double t0 = hachi_time_ms();
                 for (int i = 0; i < STEPS && !st; i++) {
-                    hachi_session_rewind(s, DEPTH);
+                    hachi_session_rewind(s, depth);
                     st = hachi_session_eval(s, tok, k, logits);
                 }
                 ms = (hachi_time_ms() - t0) / STEPS;

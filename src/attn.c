@@ -2,15 +2,17 @@
  * K/V head serves a group of G query heads: each K and V row is read once per step
  * and used for all G heads. Keys before p0 are the cache's held rows, keys of this
  * forward its pending rows. Each token of a forward is attended as its own decode step
- * would be: with enough keys, its key range split over the threads and the softmax
- * partials merged (flash-decoding), else whole on one thread; the keys in tiles of
+ * would be: with enough keys, its key range cut into parts by their count alone (the parts
+ * shared out over the threads) and the softmax partials merged in order (flash-decoding),
+ * else whole on one thread; the keys in tiles of
  * positions with an online softmax (flash attention), up to 16 tokens per dispatch
  * sharing each tile while it is in cache (an fp16 tile converted to f32 once for them,
  * the kernels' sums unchanged). So a token's logits do not depend on how the
  * sequence was cut into forwards (prefill chunks, verified drafts, a restored prompt
- * cache): they are bitwise those of decoding it. Streaming heads see their own keys (a
- * sink and a recent window): the query heads of a KV head form at most two sets, each
- * with its key runs. Everything comes from hachi_attn_args (attn.h). */
+ * cache) nor on the thread count: they are bitwise those of decoding it on any threads.
+ * Streaming heads see their own keys (a sink and a recent window): the query heads of a KV
+ * head form at most two sets, each with its key runs. Everything comes from hachi_attn_args
+ * (attn.h). */
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -56,8 +58,8 @@ size_t hachi_attn_scores_stride(int n_head, int n_ctx, int hd_max, hachi_kv_type
     return HACHI_MAX(tiles, 2 * (size_t)hd_max + (size_t)n_ctx / HACHI_PAGE);
 }
 
-size_t hachi_attn_partial_floats(int n_threads, int n_head, int hd_max) {
-    return (size_t)HACHI_ATTN_GROUP * n_threads * n_head * (hd_max + 2);
+size_t hachi_attn_partial_floats(int n_head, int hd_max) {
+    return (size_t)HACHI_ATTN_GROUP * HACHI_ATTN_PARTS * n_head * (hd_max + 2);
 }
 
 size_t hachi_attn_page_floats(int n_ctx) { return (size_t)HACHI_ATTN_GROUP * 2 * (n_ctx / HACHI_PAGE); }
@@ -176,8 +178,15 @@ static int select_pages(const float *sc, int P, int n_top, int *sel) {
 
 /* ---- attention over a token's runs -------------------------------------------------------- */
 
-/* A token's keys are split over the threads when there are enough of them (decode too). */
-static bool split_keys(int k, int nth) { return nth > 1 && k >= 64 * nth; }
+/* The parts a head set's k keys are cut into, by k alone (part j on thread j % nth: the same
+ * arithmetic on any number of threads), in whole tiles: none below ATTN_SPLIT_KEYS (a sliding
+ * window of 512 in two), then one per ATTN_PART_KEYS, up to HACHI_ATTN_PARTS. Each part more
+ * costs its partial's write and merge: a part per 256 keys cost 1.5-2.5% of a 2048 prefill and
+ * of a forward of 8 at depth 4096, these 0.996-1.006x the split over the threads before them
+ * (bench_ab, Zen 5, 2 threads; bench/RESULTS.md). */
+#define ATTN_SPLIT_KEYS 512
+#define ATTN_PART_KEYS 2048
+static int key_parts(int k) { return k < ATTN_SPLIT_KEYS ? 1 : HACHI_MAX(2, HACHI_MIN(k / ATTN_PART_KEYS, HACHI_ATTN_PARTS)); }
 
 /* Page-sparse tokens of the group: their page scores (pages split over the threads), then
  * each one's selection (tokens round robin) into its runs. Every thread takes both barriers. */
@@ -239,7 +248,7 @@ typedef struct tile_set {
     int i;                  /* slot: token t0 + i */
     const head_set *h;
     int Gs, a, b, ci, cf;
-    bool split;
+    int part;               /* its part of the set's keys (key_parts), -1: all of them */
     hachi_kv_query q;       /* [Gs][hd] */
     float *acc;             /* [Gs][hd] value sums, then [Gs] maxima, [Gs] sums */
 } tile_set;
@@ -343,9 +352,10 @@ static void tiles_i8(const attn_job *jb, tile_set *ts, int nts, int g, int first
 }
 
 /* Tokens t0..t0+n-1 of the forward, flash-attention style. Per KV head, each token's query
- * heads form one or two head sets (streaming heads see other keys); a set's keys are split
- * over the threads when there are enough of them (the partials of slot i left for the
- * caller), else the set runs whole on thread i % nth. A thread sweeps the positions it reads in
+ * heads form one or two head sets (streaming heads see other keys); a set's keys are cut into
+ * parts when there are enough of them (key_parts; the partials of slot i left for the caller),
+ * else the set runs whole on thread i % nth. In round r a thread takes part r * nth + ith of
+ * each set cut into parts (and in round 0 its whole sets). A round sweeps the positions it reads in
  * tiles aligned to ATTN_TILE_KEYS, and per tile and set: the scores of the set's keys in the
  * tile, their softmax against the tile's max, the merge into the set's running max, sum and
  * value sums (the sums so far rescaled when the max grows, the tile's weights when it does
@@ -353,9 +363,9 @@ static void tiles_i8(const attn_job *jb, tile_set *ts, int nts, int g, int first
  * cache, so a forward of k tokens reads each K/V row from memory once, not k times; the value
  * sums of a set whose tile rows an earlier set mostly read go through the kernels' hot entry, and
  * with ATTN_F32_SETS sets or more the tile is converted to f32 once for all of them. A token's
- * arithmetic depends only on its position, its keys and the thread count, never on the other
- * tokens of the forward: bit for bit the same in a decode step, a verify forward or a prefill
- * chunk. */
+ * arithmetic depends only on its position and its keys, never on the other tokens of the
+ * forward or the thread count: bit for bit the same in a decode step, a verify forward or a
+ * prefill chunk, on any number of threads. */
 static void attn_task(void *ctx, int ith, int nth) {
     const attn_job *jb = ctx;
     const hachi_attn_args *A = jb->a;
@@ -376,8 +386,9 @@ static void attn_task(void *ctx, int ith, int nth) {
     tile_set ts[2 * HACHI_ATTN_GROUP];
 
     if (A->sparse_pages) select_group(jb, ith, nth);
-    for (int g = 0; g < Hkv; g++) {
-        int nts = 0, first = INT32_MAX, end = 0;   /* the sets on this thread, the positions they read */
+    for (int g = 0, r = 0; g < Hkv; r = 0, g++)
+    for (;; r++) {
+        int nts = 0, first = INT32_MAX, end = 0;   /* the sets on this thread this round, the positions they read */
         for (int i = 0; i < jb->n; i++) {
             const int t = jb->t0 + i, pos = A->p0 + t;
             int ntok;
@@ -390,14 +401,15 @@ static void attn_task(void *ctx, int ith, int nth) {
                 const head_set *h = &hs[i][s];
                 const int Gs = __builtin_popcountll(h->heads);
                 tile_set *x = &ts[nts];
-                *x = (tile_set){.i = i, .h = h, .Gs = Gs, .split = split_keys(h->k, nth), .acc = st};
+                const int parts = key_parts(h->k), j = r * nth + ith;
+                *x = (tile_set){.i = i, .h = h, .Gs = Gs, .part = parts > 1 ? j : -1, .acc = st};
                 st += (size_t)Gs * (hd + 2);
-                if (x->split) {
+                if (parts > 1 && j < parts) {
                     int64_t a, b;
-                    hachi_split(h->k, 1, ith, nth, &a, &b);
+                    hachi_split(h->k, ATTN_TILE_KEYS, j, parts, &a, &b);
                     x->a = (int)a;
                     x->b = (int)b;
-                } else if (i % nth == ith) x->b = h->k;
+                } else if (parts == 1 && r == 0 && i % nth == ith) x->b = h->k;
                 if (x->a >= x->b) continue;
                 const float *qs = q;
                 if (Gs < G) {   /* gather the set's queries */
@@ -415,6 +427,7 @@ static void attn_task(void *ctx, int ith, int nth) {
                 nts++;
             }
         }
+        if (!nts) break;   /* (a later round has no more) */
         const bool cvt = f32 && nts >= ATTN_F32_SETS;
         if (i8 && nts >= jb->kern->attn_i8_sets) tiles_i8(jb, ts, nts, g, first, end, sc, kf);
         else for (int p = first / T * T; p < end; p += T) {
@@ -434,16 +447,16 @@ static void attn_task(void *ctx, int ith, int nth) {
                 seen = HACHI_MAX(seen, m);
             }
         }
-        for (int e = 0; e < nts; e++) {   /* whole sets to the output, split ones to their partials */
+        for (int e = 0; e < nts; e++) {   /* whole sets to the output, parts to their partials */
             const tile_set *x = &ts[e];
             const int t = jb->t0 + x->i, Gs = x->Gs;
             const float *mx = x->acc + (size_t)Gs * hd, *sum = mx + Gs;
             float *out = A->out + (size_t)t * qd + (size_t)g * G * hd;
-            float *part = A->partial + ((size_t)x->i * nth + ith) * A->n_head * (hd + 2) + (size_t)g * G * (hd + 2);
+            float *part = A->partial + ((size_t)x->i * HACHI_ATTN_PARTS + x->part) * A->n_head * (hd + 2) + (size_t)g * G * (hd + 2);
             for (int j = 0, c = -1; j < G; j++) {
                 if (!(x->h->heads >> j & 1)) continue;
                 const float *src = x->acc + (size_t)++c * hd;
-                if (!x->split) {
+                if (x->part < 0) {
                     const float inv = 1.0f / sum[c];
                     scale_row(out + (size_t)j * hd, src, inv, hd);
                     continue;
@@ -457,19 +470,19 @@ static void attn_task(void *ctx, int ith, int nth) {
     }
 }
 
-/* out = sum_k e^(m_k - M) acc_k / sum_k e^(m_k - M) l_k over the threads' partials of query
- * head h of token t (slot i) */
-static void merge_partials(const hachi_attn_args *a, int t, int i, int h, int nth) {
+/* out = sum_k e^(m_k - M) acc_k / sum_k e^(m_k - M) l_k over the parts' partials of query
+ * head h of token t (slot i), in order */
+static void merge_partials(const hachi_attn_args *a, int t, int i, int h, int parts) {
     const int hd = a->head_dim, H = a->n_head, hd4 = hd / 4 * 4;
-    const float *part = a->partial + (size_t)i * nth * H * (hd + 2);
+    const float *part = a->partial + (size_t)i * HACHI_ATTN_PARTS * H * (hd + 2);
     float M = -FLT_MAX, den = 0.0f;
     float *out = a->out + (size_t)t * H * hd + (size_t)h * hd;
-    for (int k = 0; k < nth; k++) {
+    for (int k = 0; k < parts; k++) {
         const float *p = part + (size_t)k * H * (hd + 2) + (size_t)h * (hd + 2);
         if (p[hd + 1] > 0.0f && p[hd] > M) M = p[hd];
     }
     memset(out, 0, hd * sizeof(float));
-    for (int k = 0; k < nth; k++) {
+    for (int k = 0; k < parts; k++) {
         const float *p = part + (size_t)k * H * (hd + 2) + (size_t)h * (hd + 2);
         if (p[hd + 1] <= 0.0f) continue;
         const float w = expf(p[hd] - M);
@@ -483,8 +496,8 @@ static void merge_partials(const hachi_attn_args *a, int t, int i, int h, int nt
     for (int d = hd4; d < hd; d++) out[d] /= den;
 }
 
-/* The split head sets of slot i (token t0 + i) from their partials */
-static void merge_token(const hachi_attn_args *a, int t0, int i, int nth) {
+/* The head sets of slot i (token t0 + i) cut into parts, from their partials */
+static void merge_token(const hachi_attn_args *a, int t0, int i) {
     const int G = a->n_head / a->n_head_kv, pos = a->p0 + t0 + i;
     int dense[2], sr[4], ntok;
     const int *tok = token_runs(a, i, pos, dense, &ntok);
@@ -492,8 +505,8 @@ static void merge_token(const hachi_attn_args *a, int t0, int i, int nth) {
         head_set hs[2];
         const int ns = head_sets(a, g, pos, tok, ntok, sr, hs);
         for (int s = 0; s < ns; s++)
-            for (int j = 0; split_keys(hs[s].k, nth) && j < G; j++)
-                if (hs[s].heads >> j & 1) merge_partials(a, t0 + i, i, g * G + j, nth);
+            for (int j = 0; key_parts(hs[s].k) > 1 && j < G; j++)
+                if (hs[s].heads >> j & 1) merge_partials(a, t0 + i, i, g * G + j, key_parts(hs[s].k));
     }
 }
 
@@ -504,7 +517,7 @@ static void attn_group_task(void *ctx, int ith, int nth) {
     const attn_job *jb = ctx;
     attn_task(ctx, ith, nth);
     hachi_pool_barrier(jb->pool);
-    for (int i = ith; i < jb->n; i += nth) merge_token(jb->a, jb->t0, i, nth);
+    for (int i = ith; i < jb->n; i += nth) merge_token(jb->a, jb->t0, i);
 }
 
 void hachi_attention(hachi_pool *pool, const hachi_kernels *kern, const hachi_attn_args *a) {
@@ -516,6 +529,6 @@ void hachi_attention(hachi_pool *pool, const hachi_kernels *kern, const hachi_at
             continue;
         }
         hachi_pool_run(pool, attn_task, &jb);
-        for (int i = 0; i < jb.n; i++) merge_token(a, t0, i, nth);
+        for (int i = 0; i < jb.n; i++) merge_token(a, t0, i);
     }
 }

@@ -8,6 +8,7 @@
 #include "threads.h"
 
 #define HACHI_ATTN_GROUP 16         /* tokens per dispatch (their split partials kept at once) */
+#define HACHI_ATTN_PARTS 16         /* the most parts a token's keys are cut into (threads that share them) */
 #define HACHI_ATTN_MAX_PAGES 1024   /* page-sparse: at most this many pages (16 positions) attended */
 
 typedef struct hachi_attn_args {
@@ -20,7 +21,7 @@ typedef struct hachi_attn_args {
     float scale;                    /* on q.k before the softmax */
     float *scores;                  /* [n_threads][scores_stride] per-thread scratch */
     size_t scores_stride;
-    float *partial;                 /* [HACHI_ATTN_GROUP][n_threads][n_head][head_dim + 2] split partials */
+    float *partial;                 /* [HACHI_ATTN_GROUP][HACHI_ATTN_PARTS][n_head][head_dim + 2] the parts' partials */
     /* page-sparse attention (full-attention layers, a cache with page metadata): a query whose
      * pages exceed sparse_pages attends to page 0, the sparse_pages - 3 best pages by their
      * metadata's score, and its last two pages; 0 = dense */
@@ -37,7 +38,7 @@ typedef struct hachi_attn_args {
 /* Floats of scores_stride and of partial for contexts up to n_ctx and head dims up to hd_max,
  * over caches of type kv_type (int8 ones need room for their tiles' matrix products). */
 size_t hachi_attn_scores_stride(int n_head, int n_ctx, int hd_max, hachi_kv_type kv_type);
-size_t hachi_attn_partial_floats(int n_threads, int n_head, int hd_max);
+size_t hachi_attn_partial_floats(int n_head, int hd_max);
 /* Floats of page_scores and ints of ranges for page-sparse attention. */
 size_t hachi_attn_page_floats(int n_ctx);
 size_t hachi_attn_range_ints(int sparse_pages);

@@ -113,7 +113,7 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
         const int hd_max = HACHI_MAX(m->head_dim_full, m->head_dim_swa);
         const size_t kv = kv_plan_bytes(m, p.n_ctx, nb, p.kv_type, p.sparse_budget > 0 || p.draft_budget > 0);
         const size_t need = kv + sizeof(float) * (nth * hachi_attn_scores_stride(m->n_head, p.n_ctx, hd_max, p.kv_type) +
-                                                  hachi_attn_partial_floats(nth, m->n_head, hd_max));
+                                                  hachi_attn_partial_floats(m->n_head, hd_max));
         const size_t avail = hachi_mem_available();
         if (avail && need > avail)
             return hachi_fail(HACHI_ERR_NOMEM,
@@ -216,7 +216,7 @@ hachi_status hachi_session_create(const hachi_model *m, const hachi_session_para
     s->logits_pos = -1;
     s->scores_stride = hachi_attn_scores_stride(H, s->n_ctx, hd_max, s->kv_type);
     ALLOC(s->scores, (size_t)nth * s->scores_stride);
-    ALLOC(s->partial, hachi_attn_partial_floats(nth, H, hd_max));
+    ALLOC(s->partial, hachi_attn_partial_floats(H, hd_max));
     if (s->sparse_pages || s->draft_pages) {
         ALLOC(s->page_scores, hachi_attn_page_floats(s->n_ctx));
         ALLOC(s->ranges, hachi_attn_range_ints(HACHI_MAX(s->sparse_pages, s->draft_pages)));

@@ -183,16 +183,19 @@ TEST(attn_tiles_vs_ref) {
  * cache with the same rows: bitwise the same outputs. With G = 8 the tables that have f32-row
  * entries (kernels.h attn_scores_f32) convert each tile once for the forward's tokens, while a
  * decode step reads the fp16 rows; over int8 rows the tables with matrix products (attn_i8_sets)
- * take the forward's tiles through them; windowed caches wrap. */
-static void forward_vs_decode(const hachi_kernels *K, hachi_kv_type type, int hd, int window, int th, int P, int n,
-                              uint64_t *seed) {
-    enum { G = 8, CTX = 2048 };
+ * take the forward's tiles through them; windowed caches wrap. The decode steps run on th
+ * threads, the forward on th2: a token's keys are cut into parts by their count alone, so the
+ * thread count changes no bit either. */
+static void forward_vs_decode(const hachi_kernels *K, hachi_kv_type type, int hd, int window, int th, int th2, int P,
+                              int n, uint64_t *seed) {
+    enum { G = 8, CTX = 8192 };
     hachi_kv kd, kf;
     size_t bytes = 0;
-    hachi_pool *pool = NULL;
+    hachi_pool *pool = NULL, *pool2 = NULL;
     CHECK(hachi_kv_init(&kd, 0, 1, hd, window, CTX, n, type, false, &bytes) == HACHI_OK);
     CHECK(hachi_kv_init(&kf, 0, 1, hd, window, CTX, n, type, false, &bytes) == HACHI_OK);
     CHECK(hachi_pool_create(th, &pool) == HACHI_OK);
+    CHECK(hachi_pool_create(th2, &pool2) == HACHI_OK);
     const int N = P + n;
     float *k = malloc(sizeof *k * N * hd), *v = malloc(sizeof *v * N * hd), *q = malloc(sizeof *q * n * G * hd);
     float *od = malloc(sizeof *od * n * G * hd), *of = malloc(sizeof *of * n * G * hd);
@@ -205,7 +208,7 @@ static void forward_vs_decode(const hachi_kernels *K, hachi_kv_type type, int hd
         hachi_kv_commit(&kf, t, 1);
     }
     const size_t stride = hachi_attn_scores_stride(G, CTX, hd, type);
-    float *scores = malloc(sizeof(float) * stride * th), *partial = malloc(sizeof(float) * hachi_attn_partial_floats(th, G, hd));
+    float *scores = malloc(sizeof(float) * stride * HACHI_MAX(th, th2)), *partial = malloc(sizeof(float) * hachi_attn_partial_floats(G, hd));
     hachi_attn_args a = {.q = q, .out = od, .kv = &kd, .p0 = P, .n = 1, .window = window, .n_head = G, .n_head_kv = 1,
                          .head_dim = hd, .scale = 0.125f, .scores = scores, .scores_stride = stride, .partial = partial};
     for (int t = 0; t < n; t++) {   /* decode steps */
@@ -219,16 +222,17 @@ static void forward_vs_decode(const hachi_kernels *K, hachi_kv_type type, int hd
     for (int t = 0; t < n; t++) hachi_kv_stage(&kf, K, P, t, k + (size_t)(P + t) * hd, v + (size_t)(P + t) * hd);
     a = (hachi_attn_args){.q = q, .out = of, .kv = &kf, .p0 = P, .n = n, .window = window, .n_head = G, .n_head_kv = 1,
                           .head_dim = hd, .scale = 0.125f, .scores = scores, .scores_stride = stride, .partial = partial};
-    hachi_attention(pool, K, &a);
+    hachi_attention(pool2, K, &a);
     int bad = -1;
     for (int t = n - 1; t >= 0; t--)
         if (memcmp(od + (size_t)t * G * hd, of + (size_t)t * G * hd, sizeof *od * G * hd)) bad = t;
-    CHECKF(bad < 0, "%s, kv %s: hd %d window %d, %d thread(s): token %d of a forward of %d at depth %d differs from its "
-           "decode step", K->name, type == HACHI_KV_INT8 ? "int8" : "f16", hd, window, th, bad, n, P);
+    CHECKF(bad < 0, "%s, kv %s: hd %d window %d: token %d of a forward of %d at depth %d on %d thread(s) differs from its "
+           "decode step on %d", K->name, type == HACHI_KV_INT8 ? "int8" : "f16", hd, window, bad, n, P, th2, th);
     free(k); free(v); free(q); free(od); free(of); free(scores); free(partial);
     hachi_kv_free(&kd);
     hachi_kv_free(&kf);
     hachi_pool_free(pool);
+    hachi_pool_free(pool2);
 }
 
 TEST(attn_forward_equals_decode_g8) {
@@ -239,11 +243,16 @@ TEST(attn_forward_equals_decode_g8) {
         for (int th = 1; th <= 2; th++)
             for (int type = 0; type < 2; type++) {
                 const hachi_kv_type kt = type ? HACHI_KV_INT8 : HACHI_KV_F16;
-                forward_vs_decode(K, kt, 512, 0, th, 300, 16, &seed);
-                forward_vs_decode(K, kt, 64, 0, th, 260, 40, &seed);
-                forward_vs_decode(K, kt, 64, 100, th, 400, 21, &seed);
-                forward_vs_decode(K, kt, 96, 0, th, 130, 3, &seed);
-                forward_vs_decode(K, kt, 256, 0, th, 1000, 16, &seed);
+                forward_vs_decode(K, kt, 512, 0, th, th, 300, 16, &seed);
+                forward_vs_decode(K, kt, 64, 0, th, th, 260, 40, &seed);
+                forward_vs_decode(K, kt, 64, 100, th, th, 400, 21, &seed);
+                forward_vs_decode(K, kt, 96, 0, th, th, 130, 3, &seed);
+                forward_vs_decode(K, kt, 256, 0, th, th, 1000, 16, &seed);
+                /* keys in 2 or 3 parts; the forward on other threads */
+                forward_vs_decode(K, kt, 256, 0, th, th == 1 ? 2 : 3, 1015, 20, &seed);
+                forward_vs_decode(K, kt, 512, 0, th, th == 1 ? 3 : 1, 3000, 5, &seed);
+                forward_vs_decode(K, kt, 64, 1500, th, th == 1 ? 2 : 3, 2900, 17, &seed);
+                forward_vs_decode(K, kt, 64, 0, th, th == 1 ? 2 : 1, 6500, 3, &seed);
             }
     }
 }

@@ -40,7 +40,7 @@ TEST(heads_attention_is_sink_and_window) {
         }
         hachi_kv_stage(&kv, K, nk - 1, 0, k + (size_t)(nk - 1) * hd, v + (size_t)(nk - 1) * hd);
         const size_t stride = hachi_attn_scores_stride(G, 2048, hd, HACHI_KV_F32);
-        float *scores = malloc(sizeof(float) * stride * th), *partial = malloc(sizeof(float) * hachi_attn_partial_floats(th, G, hd));
+        float *scores = malloc(sizeof(float) * stride * th), *partial = malloc(sizeof(float) * hachi_attn_partial_floats(G, hd));
         const hachi_attn_args a = {
             .q = q, .out = out, .kv = &kv, .p0 = nk - 1, .n = 1, .window = 0, .n_head = G, .n_head_kv = 1,
             .head_dim = hd, .scale = 0.125f, .scores = scores, .scores_stride = stride, .partial = partial,

@@ -434,22 +434,24 @@ TEST(synth_repack_matches_file_layout_q4_K) {
 
 /* A token's logits do not depend on how the sequence is cut into forwards: a forward
  * of k <= 16 tokens (verifying drafted tokens) and whole prefills in chunks of 64 or 7
- * give bitwise the logits of decoding the tokens one by one, on 1 and 2 threads, past
- * depth 128 where a decode step splits its keys over the threads (the matmul kernels'
- * per-token results do not depend on the batch; attention runs each token as its decode
- * step would). What makes speculative decoding and a restored prompt cache exact. */
+ * give bitwise the logits of decoding the tokens one by one, on 1, 2 and 3 threads, past
+ * depth 1024 where a token's keys are cut into parts (the matmul kernels' per-token results
+ * do not depend on the batch; attention runs each token as its decode step would). Nor on the
+ * thread count: the decode steps' logits are bitwise the same on 1, 2 and 3 threads. What
+ * makes speculative decoding and a restored prompt cache exact. */
 static void forwards_equal_decode(const char *type_name) {
     const char *path = tmp_file("verify-%s.gguf", type_name);
     CHECKF(synth(type_name, 3, 0, path) == HACHI_OK, "%s", hachi_last_error());
-    enum { V = 1024, DEPTH = 140, K = 16 };
+    enum { V = 1024, DEPTH = 1030, K = 16 };
     int32_t toks[DEPTH + K];
     uint32_t x = 12345;
     for (int i = 0; i < DEPTH + K; i++) { x = x * 1103515245u + 12345u; toks[i] = (int32_t)(x >> 8) % V; }
     float *one = malloc((size_t)K * V * sizeof(float)), *all = malloc((size_t)K * V * sizeof(float));
+    float *one1 = malloc((size_t)K * V * sizeof(float));   /* (on one thread) */
     float *prefill = malloc((size_t)(DEPTH + K) * V * sizeof(float));
     hachi_model *mod = NULL;
     CHECKF(hachi_model_load(path, NULL, &mod) == HACHI_OK, "%s", hachi_last_error());
-    for (int threads = 1; threads <= 2 && mod && one && all; threads++) {
+    for (int threads = 1; threads <= 3 && mod && one && all && one1; threads++) {
         hachi_session_params sp = hachi_session_default_params();
         sp.n_ctx = 2048;
         sp.n_threads = threads;
@@ -458,6 +460,9 @@ static void forwards_equal_decode(const char *type_name) {
         if (!s) continue;
         CHECK(hachi_session_eval(s, toks, DEPTH, NULL) == HACHI_OK);
         for (int i = 0; i < K; i++) CHECK(hachi_session_eval(s, toks + DEPTH + i, 1, one + (size_t)i * V) == HACHI_OK);
+        if (threads == 1) memcpy(one1, one, (size_t)K * V * sizeof(float));
+        CHECKF(!memcmp(one, one1, (size_t)K * V * sizeof(float)), "%s: decoding on %d threads differs from on one", type_name,   // NOLINT(bugprone-suspicious-memory-comparison): bitwise equality is what is tested
+               threads);
         const int ks[] = {16, 9, 8, 2};
         for (size_t j = 0; j < sizeof ks / sizeof ks[0]; j++) {
             CHECK(hachi_session_rewind(s, DEPTH) == HACHI_OK);
@@ -486,6 +491,7 @@ static void forwards_equal_decode(const char *type_name) {
     }
     hachi_model_free(mod);
     free(one);
+    free(one1);
     free(all);
     free(prefill);
     remove(path);
