@@ -10,15 +10,16 @@
 
 enum { P = 300, EXTRA = 20, V = 512 };
 
-static hachi_session *session(hachi_model *m, int batch) {
+static hachi_session *session_on(hachi_model *m, int batch, int threads) {
     hachi_session_params sp = hachi_session_default_params();
     sp.n_ctx = 2048;
-    sp.n_threads = 2;
+    sp.n_threads = threads;
     sp.n_batch = batch;
     hachi_session *s = NULL;
     CHECKF(hachi_session_create(m, &sp, &s) == HACHI_OK, "%s", hachi_last_error());
     return s;
 }
+static hachi_session *session(hachi_model *m, int batch) { return session_on(m, batch, 2); }
 
 static void ids(int32_t *t, int n, uint32_t seed) {
     for (int i = 0; i < n; i++) { seed = seed * 1103515245u + 12345u; t[i] = 3 + (int32_t)((seed >> 8) % (V - 3)); }
@@ -85,6 +86,45 @@ TEST(prompt_cache_restores_exactly) {
 out:
     hachi_session_free(a);
     hachi_session_free(b);
+    hachi_model_free(m);
+    remove(file);
+}
+
+/* A state saved on 2 threads past 512 positions (where a token's keys are cut into parts)
+ * restores on 1 and 3 threads and continues with bitwise the logits of a session that ran the
+ * whole prompt on one thread: the thread count changes no bit */
+TEST(prompt_cache_any_thread_count) {
+    NEED_SHARED(path, "models/gemma4-micro.gguf");
+    enum { Q = 700 };
+    char file[1024];
+    snprintf(file, sizeof file, "%s/micro-threads.cache", test_tmpdir());
+    hachi_model *m = NULL;
+    CHECKF(hachi_model_load(path, NULL, &m) == HACHI_OK, "%s", hachi_last_error());
+    if (!m) return;
+    int32_t t[Q + 4];
+    ids(t, Q + 4, 11);
+    float want[4][V];
+    hachi_session *one = session_on(m, 64, 1), *two = session_on(m, 64, 2);
+    if (one && two && hachi_session_eval(one, t, Q, NULL) == HACHI_OK)
+        for (int i = 0; i < 4; i++) {
+            CHECK(hachi_session_eval(one, &t[Q + i], 1, NULL) == HACHI_OK);
+            memcpy(want[i], hachi_session_logits(one), sizeof want[i]);
+        }
+    CHECK(two && hachi_session_eval(two, t, Q, NULL) == HACHI_OK);
+    CHECKF(two && hachi_session_save(two, t, Q, file) == HACHI_OK, "%s", hachi_last_error());
+    for (int threads = 1; threads <= 3; threads += 2) {
+        hachi_session *s = session_on(m, 64, threads);
+        int32_t n = -1;
+        CHECKF(s && hachi_session_load(s, file, t, Q, &n) == HACHI_OK && n == Q, "load on %d thread(s): %s", threads,
+               hachi_last_error());
+        for (int i = 0; s && n == Q && i < 4; i++) {
+            CHECK(hachi_session_eval(s, &t[Q + i], 1, NULL) == HACHI_OK);
+            CHECKF(same_logits(hachi_session_logits(s), want[i]), "restored on %d thread(s): step %d differs", threads, i);
+        }
+        hachi_session_free(s);
+    }
+    hachi_session_free(one);
+    hachi_session_free(two);
     hachi_model_free(m);
     remove(file);
 }
