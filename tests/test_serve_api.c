@@ -194,6 +194,20 @@ TEST(json_schema_automaton) {
         {LEN1, "\"\\uD83D\\n\"", 8, false},
         {"{\"type\":\"string\",\"minLength\":2}", "\"\\uD83D\\uDE00\"", 13, false},
         {"{\"type\":\"string\",\"minLength\":2}", "\"\\uD83D\\uDE00\\uDE00\"", -1, true},
+        /* whole multipleOf: every prefix can still become a multiple in range */
+#define MULT5 "{\"type\":\"integer\",\"multipleOf\":5}"
+        {MULT5, "15", -1, true},
+        {MULT5, "12", -1, false},   /* (120 may come) */
+        {MULT5, "120", -1, true},
+        {MULT5, "-35", -1, true},
+        {MULT5, "-0", -1, true},
+        {"{\"type\":\"integer\",\"multipleOf\":5,\"maximum\":20}", "12", 1, false},
+        {"{\"type\":\"integer\",\"multipleOf\":5,\"minimum\":-12,\"maximum\":20}", "-15", 2, false},
+        {"{\"type\":\"number\",\"multipleOf\":2}", "4.0", 1, false},   /* (a whole multiple: written whole) */
+        {"{\"type\":\"number\",\"multipleOf\":2}", "4e1", 1, false},
+        {"{\"type\":\"number\",\"multipleOf\":0.5}", "0.3", -1, true},   /* (a fraction: not held) */
+        {"{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"multipleOf\":3,\"minimum\":1,\"maximum\":9}}", "[3,6,9]", -1, true},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"multipleOf\":3,\"minimum\":1,\"maximum\":9}}", "[3,4", 3, false},
         /* patterns (ECMA-262's, over code points; unanchored: anywhere in the string) and formats */
 #define PAT_AZ "{\"type\":\"string\",\"pattern\":\"^[a-z]+\\\\d{2}$\"}"
         {PAT_AZ, "\"abc12\"", -1, true},
@@ -337,6 +351,8 @@ TEST(json_schema_automaton) {
         {"{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":2000}", "above 1024 are not supported"},
         {"{\"type\":\"string\",\"pattern\":\"a\",\"format\":\"date\"}", "a pattern and a format together"},
         {"{\"type\":\"string\",\"pattern\":5}", "'response_format.json_schema.schema.pattern' must be a string"},
+        {"{\"type\":\"integer\",\"multipleOf\":7,\"minimum\":1,\"maximum\":6}", "no multiple of 7 of at most 16 digits"},
+        {"{\"type\":\"integer\",\"multipleOf\":0}", "'response_format.json_schema.schema.multipleOf' must be a number above 0"},
     };
     /* an optional property that holds its own object: offered while its object can still close */
     {

@@ -453,6 +453,7 @@ typedef struct json_node {
     int min_items, max_items;       /* JB_ITEMS, JT_ARR: its items */
     __int128 lo, hi;                /* JB_RANGE, JT_NUM / JT_INT: its value in [lo, hi], in JSON_UNITs (an integer
                                        node's bounds whole numbers); written without an exponent */
+    int64_t mult;                   /* JB_RANGE: a multiple of it, an integer (0: any) */
     int pattern;                    /* JT_STR: its strings match pats[pattern - 1] (0: none) */
 } json_node;
 typedef struct json_prop { int node; bool required; } json_prop;   /* its key: the object's n-th key literal */
@@ -501,6 +502,8 @@ bool json_schema_add_prop(json_schema *js, int obj, const char *key_json, int no
 /* A pattern the schema then owns (freed with it, or here where it cannot be added): json_node.pattern's
  * number for it (0: out of memory) */
 int json_schema_add_pattern(json_schema *js, json_pattern *p);
+/* Whether [lo, hi] holds a multiple of m (m 0: whether it is not empty) */
+bool json_holds_multiple(__int128 lo, __int128 hi, __int128 m);
 
 /* an open container; idx: an object's next property, a bounded array's items after the one being read */
 typedef struct json_frame { short node, idx; char kind; } json_frame;

@@ -248,23 +248,31 @@ static __int128 pow10_(int j) {
     return p;
 }
 
+bool json_holds_multiple(__int128 lo, __int128 hi, __int128 m) {
+    if (lo > hi || !m) return lo <= hi;
+    const __int128 q = lo >= 0 ? (lo + m - 1) / m : -(-lo / m);   /* (the least multiple at or above lo, over m) */
+    return q * m <= hi;
+}
+
 /* A bounded number (its node's JB_RANGE): whether some number its text so far can still become
  * (JSON_DIGITS digits at most before the point and after it, no exponent) lies in the node's
- * range; whole: whether its value does. Exact: JSON_UNITs in 128-bit integers. */
+ * range, and is a multiple of its mult (then an integer); whole: whether its value does. Exact:
+ * JSON_UNITs in 128-bit integers. */
 static bool num_ok(const json_state *s, bool whole) {
     const json_node *nd = node(s, s->vnode);
     if (!(nd->bounds & JB_RANGE)) return true;
     const __int128 lo = s->neg ? -nd->hi : nd->lo, hi = s->neg ? -nd->lo : nd->hi;   /* (the magnitude's range) */
+    const __int128 mu = nd->mult * JSON_UNIT;
     const int m = s->mode;
-    if (m == J_MINUS) return !whole && hi >= 0;   /* (any magnitude to come; the compiler kept lo within reach) */
+    if (m == J_MINUS) return !whole && json_holds_multiple(lo > 0 ? lo : 0, hi, mu);   /* (any magnitude to come) */
     if (m == J_DOT || m == J_FRAC) {   /* [a, a + span): the fraction's digits so far, then any */
         const __int128 span = pow10_(JSON_DIGITS - (m == J_FRAC ? s->n : 0)), a = s->iv * JSON_UNIT + s->fv * span;
         return whole ? m == J_FRAC && a >= lo && a <= hi : a <= hi && a + span - 1 >= lo;
     }
     __int128 a = s->iv * JSON_UNIT, span = JSON_UNIT;   /* J_ZERO, J_INT: the integer part so far, then j digits more */
-    if (whole) return a >= lo && a <= hi;
+    if (whole) return json_holds_multiple(a > lo ? a : lo, a < hi ? a : hi, mu);
     for (int j = 0; j <= (m == J_ZERO ? 0 : JSON_DIGITS - s->n) && a <= hi; j++, a *= 10, span *= 10)
-        if (a + span - 1 >= lo) return true;
+        if (json_holds_multiple(a > lo ? a : lo, a + span - 1 < hi ? a + span - 1 : hi, mu)) return true;
     return false;
 }
 
@@ -371,7 +379,7 @@ static bool value_start(json_state *s, int vn, unsigned char c) {
                lits_step(s, c);
     default:
         if (!(n->types & (JT_NUM | JT_INT)) || !(c == '-' || (c >= '0' && c <= '9'))) return false;
-        s->integer = !(n->types & JT_NUM);
+        s->integer = !(n->types & JT_NUM) || n->mult;
         s->mode = c == '-' ? J_MINUS : c == '0' ? J_ZERO : J_INT;
         s->n = s->mode == J_INT;   /* (the digits of the part being read) */
         if (!(n->bounds & JB_RANGE)) return true;

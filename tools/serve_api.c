@@ -1181,17 +1181,24 @@ static bool schema_bounds(schema_cc *cc, const cJSON *sc, json_node *nd, const c
     if (!(nd->types & (JT_NUM | JT_INT))) return true;
     bool any;
     if (!schema_range(cc, sc, path, &nd->lo, &nd->hi, &any)) return false;
-    if (!any) return true;
+    const cJSON *mo = get(sc, "multipleOf");   /* (a whole one; a fraction is not held: validators divide in doubles) */
+    if (mo && (!cJSON_IsNumber(mo) || !(mo->valuedouble > 0) || !isfinite(mo->valuedouble)))
+        return fail(cc->err, cc->cap, "'%s.multipleOf' must be a number above 0", path);
+    if (mo && mo->valuedouble == floor(mo->valuedouble) && mo->valuedouble <= 1e15) nd->mult = (int64_t)mo->valuedouble;
+    if (!any && !nd->mult) return true;
     const __int128 u = JSON_UNIT, big = u * u - 1;   /* the largest number of 16 digits before the point and 16 after */
     nd->lo = nd->lo < -big ? -big : nd->lo;
     nd->hi = nd->hi > big ? big : nd->hi;
-    if (!(nd->types & JT_NUM)) {   /* whole numbers: the bounds rounded inwards to them */
+    if (!(nd->types & JT_NUM) || nd->mult) {   /* whole numbers: the bounds rounded inwards to them */
         nd->lo = nd->lo >= 0 ? (nd->lo + u - 1) / u * u : -(-nd->lo / u * u);
         nd->hi = nd->hi >= 0 ? nd->hi / u * u : -((-nd->hi + u - 1) / u * u);
     }
     if (nd->lo > nd->hi)
         return fail(cc->err, cc->cap, "'%s': no %s of at most %d digits (and %d after the point) lies in its range", path,
                     nd->types & JT_NUM ? "number" : "integer", JSON_DIGITS, JSON_DIGITS);
+    if (!json_holds_multiple(nd->lo, nd->hi, nd->mult * u))
+        return fail(cc->err, cc->cap, "'%s': no multiple of %lld of at most %d digits lies in its range", path, (long long)nd->mult,
+                    JSON_DIGITS);
     nd->bounds |= JB_RANGE;
     return true;
 }
@@ -1213,7 +1220,7 @@ static int schema_union(schema_cc *cc, const cJSON *alts, const char *path, int 
                         "(only ones a value's first character tells apart, as [X, {\"type\": \"null\"}])", path), -1;
         u.types |= a.types;
         if (a.types & JT_STR) u.bounds |= a.bounds & JB_LEN, u.min_len = a.min_len, u.max_len = a.max_len, u.pattern = a.pattern;
-        if (a.types & (JT_NUM | JT_INT)) u.bounds |= a.bounds & JB_RANGE, u.lo = a.lo, u.hi = a.hi;
+        if (a.types & (JT_NUM | JT_INT)) u.bounds |= a.bounds & JB_RANGE, u.lo = a.lo, u.hi = a.hi, u.mult = a.mult;
         if (a.types & JT_ARR) u.arr = a.arr;   /* (by index: an alternative still being compiled, a $ref's, fills in later) */
         if (a.types & JT_OBJ) u.obj = a.obj;
     }

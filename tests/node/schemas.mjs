@@ -3,7 +3,8 @@
 // hachi's grammar:
 //   node schemas.mjs BASE_URL API_KEY MODEL_ID
 // Sampled replies (temperature 1, a seed each) to schemas with bounds (string lengths, item counts,
-// number ranges, also through anyOf and $ref), string patterns and formats (checked by ajv-formats):
+// number ranges, also through anyOf and $ref), whole multipleOf, string patterns and formats (checked
+// by ajv-formats):
 // every reply must end by itself ("stop"), parse, and be valid. Prints one "ok ..." or "FAIL ..." line per check; exits 1 on a failure.
 import OpenAI from 'openai';
 import Ajv from 'ajv';
@@ -44,6 +45,15 @@ const schemas = {
     type: 'object',
     properties: { points: { type: 'array', items: { $ref: '#/$defs/Point' }, minItems: 1, maxItems: 2 }, tenths: { type: 'number', minimum: 0.1, maximum: 0.3 } },
     required: ['points', 'tenths'],
+  },
+  multiples: {
+    type: 'object',
+    properties: {
+      step: { type: 'integer', multipleOf: 25, minimum: -100, maximum: 1000 },
+      even: { type: 'number', multipleOf: 2 },
+      threes: { type: 'array', items: { type: 'integer', multipleOf: 3, minimum: -10, maximum: 40 }, minItems: 1, maxItems: 4 },
+    },
+    required: ['step', 'even', 'threes'],
   },
   patterns: {
     type: 'object',
