@@ -664,7 +664,9 @@ TEST(json_grammar_gemma4_calls) {
               "\"properties\":{\"days\":{\"type\":\"integer\"},\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}}}," \
               "{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"parameters\":{\"type\":\"object\",\"properties\":" \
               "{\"zone\":{\"enum\":[\"utc\",\"local\"]}}}}},{\"type\":\"function\",\"function\":{\"name\":\"odd\",\"parameters\":" \
-              "{\"type\":\"object\",\"properties\":{\"x\":{\"allOf\":[]}}}}}]"
+              "{\"type\":\"object\",\"properties\":{\"x\":{\"allOf\":[]}}}}},{\"type\":\"function\",\"function\":{\"name\":" \
+              "\"book\",\"parameters\":{\"type\":\"object\",\"properties\":{\"date\":{\"type\":\"string\",\"format\":\"date\"}," \
+              "\"code\":{\"type\":\"string\",\"pattern\":\"^[A-Z]{3}$\"}},\"required\":[\"date\",\"code\"]}}}]"
     static const struct { const char *choice; const char *text; int at; bool done; } cases[] = {
         {"{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", "city:\x01Paris, \"FR\"\x01,days:3}\x02", -1, true},
         {"{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", "city:\x01" "a\x01}\x02\x03" "call:get_time{}\x02", -1, true},
@@ -685,6 +687,10 @@ TEST(json_grammar_gemma4_calls) {
         {"{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", "city:\x01<|\"|<<|\"|x\x01}\x02", -1, true},
         {"{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", "city:\x01" "a<|\"|>b", 11, false},
         {"\"required\"", "odd{x:1,a<|\"|>:2}", 13, false},
+        /* a pattern's and a format's strings */
+        {"\"required\"", "book{code:\x01" "ABC\x01,date:\x01" "2024-02-29\x01}\x02", -1, true},
+        {"\"required\"", "book{code:\x01" "AB\x01", 13, false},
+        {"\"required\"", "book{code:\x01" "ABC\x01,date:\x01" "2023-02-29", 31, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int parallel = 1; parallel >= 0; parallel--) {
