@@ -208,6 +208,20 @@ TEST(json_schema_automaton) {
         {"{\"type\":\"number\",\"multipleOf\":0.5}", "0.3", -1, true},   /* (a fraction: not held) */
         {"{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"multipleOf\":3,\"minimum\":1,\"maximum\":9}}", "[3,6,9]", -1, true},
         {"{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"multipleOf\":3,\"minimum\":1,\"maximum\":9}}", "[3,4", 3, false},
+        /* uniqueItems: an enum's values (one given twice: one value) and booleans each once */
+#define UNIQ "{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b\",\"c\"]},\"uniqueItems\":true}"
+        {UNIQ, "[\"a\",\"b\"]", -1, true},
+        {UNIQ, "[\"a\",\"a\"]", 6, false},
+        {UNIQ, "[\"c\",\"b\",\"a\"]", -1, true},
+        {UNIQ, "[\"a\",\"b\",\"c\",", 12, false},   /* (no value left for another item) */
+        {"{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"uniqueItems\":true}", "[true,false]", -1, true},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"uniqueItems\":true}", "[true,true]", 6, false},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"uniqueItems\":true}", "[false,true,", 11, false},
+        {"{\"type\":\"array\",\"items\":{\"enum\":[1,1,2]},\"uniqueItems\":true}", "[1,1]", 3, false},
+        {"{\"type\":\"array\",\"items\":{\"enum\":[1,1,2]},\"uniqueItems\":true}", "[2,1]", -1, true},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"array\",\"items\":{\"enum\":[1,2]},\"uniqueItems\":true}}",
+         "[[1,2],[2,1],[1]]", -1, true},   /* (each array its own) */
+        {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"uniqueItems\":true}", "[1,1]", -1, true},   /* (not held) */
         /* patterns (ECMA-262's, over code points; unanchored: anywhere in the string) and formats */
 #define PAT_AZ "{\"type\":\"string\",\"pattern\":\"^[a-z]+\\\\d{2}$\"}"
         {PAT_AZ, "\"abc12\"", -1, true},
@@ -353,6 +367,7 @@ TEST(json_schema_automaton) {
         {"{\"type\":\"string\",\"pattern\":5}", "'response_format.json_schema.schema.pattern' must be a string"},
         {"{\"type\":\"integer\",\"multipleOf\":7,\"minimum\":1,\"maximum\":6}", "no multiple of 7 of at most 16 digits"},
         {"{\"type\":\"integer\",\"multipleOf\":0}", "'response_format.json_schema.schema.multipleOf' must be a number above 0"},
+        {"{\"type\":\"array\",\"items\":{\"enum\":[1,2,2]},\"uniqueItems\":true,\"minItems\":3}", "minItems 3 unique items, of 2 values"},
     };
     /* an optional property that holds its own object: offered while its object can still close */
     {

@@ -454,6 +454,7 @@ typedef struct json_node {
     __int128 lo, hi;                /* JB_RANGE, JT_NUM / JT_INT: its value in [lo, hi], in JSON_UNITs (an integer
                                        node's bounds whole numbers); written without an exponent */
     int64_t mult;                   /* JB_RANGE: a multiple of it, an integer (0: any) */
+    bool unique;                    /* JT_ARR: its items unique (items an enum of scalars, or booleans) */
     int pattern;                    /* JT_STR: its strings match pats[pattern - 1] (0: none) */
 } json_node;
 typedef struct json_prop { int node; bool required; } json_prop;   /* its key: the object's n-th key literal */
@@ -506,7 +507,11 @@ int json_schema_add_pattern(json_schema *js, json_pattern *p);
 bool json_holds_multiple(__int128 lo, __int128 hi, __int128 m);
 
 /* an open container; idx: an object's next property, a bounded array's items after the one being read */
-typedef struct json_frame { short node, idx; char kind; } json_frame;
+typedef struct json_frame {
+    short node, idx;
+    char kind;
+    uint64_t used;                  /* an array of unique literals: those its items took (bit i: lits[base + i]) */
+} json_frame;
 typedef struct json_state {
     const json_schema *js;
     int mode, depth, n, ws, nl, vnode, prop, pos, done_lit, lit_base, lit_kind;

@@ -178,7 +178,7 @@ static uint64_t all_of(int n) { return n >= 64 ? ~0ull : (1ull << n) - 1; }
 
 /* A call's arguments: function f's object (its structure's node: a $ref's target) */
 static void args_start(json_state *s, int f) {
-    s->stack[s->depth++] = (json_frame){(short)s->js->nodes[s->js->func_nodes[f]].obj, 0, '{'};
+    s->stack[s->depth++] = (json_frame){(short)s->js->nodes[s->js->func_nodes[f]].obj, 0, '{', 0};
     s->mode = J_KEY_FIRST;
 }
 
@@ -209,6 +209,14 @@ static int need_arr(const json_state *s, int a) {
     return n->bounds & JB_ITEMS && n->min_items ? 1 + need_val(s, n->items) : 1;
 }
 static json_frame *top(json_state *s) { return &s->stack[s->depth - 1]; }
+
+/* The literals a value of node vn may be (mask over lits[base ..]): those of its unique array not
+ * yet taken */
+static uint64_t unused(json_state *s, int vn, uint64_t mask) {
+    if (!s->depth || top(s)->kind != '[') return mask;
+    const json_node *a = node(s, top(s)->node);
+    return a->unique && a->items == vn ? mask & ~top(s)->used : mask;
+}
 
 /* A value has ended: the container's next, or the end (g4: of the call's arguments) */
 static void value_end(json_state *s) {
@@ -352,7 +360,7 @@ static bool str_byte(json_state *s, unsigned char c) {
 /* The start of a value of node vn at c (false: none starts there) */
 static bool value_start(json_state *s, int vn, unsigned char c) {
     const json_node *n = node(s, vn);
-    if (n->n_lits) return lits_start(s, n->lits, all_of(n->n_lits), LK_VALUE) && lits_step(s, c);   /* an enum, a const */
+    if (n->n_lits) return lits_start(s, n->lits, unused(s, vn, all_of(n->n_lits)), LK_VALUE) && lits_step(s, c);   /* an enum, a const */
     const bool g4 = s->js->g4;
     s->integer = false;
     switch (c) {
@@ -360,7 +368,7 @@ static bool value_start(json_state *s, int vn, unsigned char c) {
         const int st = c == '{' ? n->obj : n->arr;
         if (!(n->types & (c == '{' ? JT_OBJ : JT_ARR)) || s->depth + (c == '{' ? need_obj(s, st) : need_arr(s, st)) > JSON_DEPTH_MAX)
             return false;
-        s->stack[s->depth++] = (json_frame){(short)st, 0, (char)c};
+        s->stack[s->depth++] = (json_frame){(short)st, 0, (char)c, 0};
         s->mode = c == '{' ? J_KEY_FIRST : J_ARR_FIRST;
         s->vnode = node(s, st)->items;
         return true;
@@ -373,7 +381,7 @@ static bool value_start(json_state *s, int vn, unsigned char c) {
         if (n->pattern) json_pattern_start(&s->ps);
         return true;
     case 't': case 'f':
-        return (n->types & JT_BOOL) && lits_start(s, LIT_TRUE, 3, LK_VALUE) && lits_step(s, c);
+        return (n->types & JT_BOOL) && lits_start(s, LIT_TRUE, unused(s, vn, 3), LK_VALUE) && lits_step(s, c);
     case 'n': case 'N':   /* (g4: the template writes None) */
         return (n->types & JT_NULL) && (c == 'n' || g4) && lits_start(s, c == 'n' ? LIT_NULL : LIT_NONE, 1, LK_VALUE) &&
                lits_step(s, c);
@@ -404,6 +412,10 @@ static bool after_value(json_state *s, unsigned char c) {
         const bool counted = a->bounds & JB_ITEMS;
         if (c == ']') return (!counted || f->idx + 1 >= a->min_items) && close_container(s);
         if (c != ',' || !fits(s, a->items) || (counted && a->max_items >= 0 && f->idx + 1 >= a->max_items)) return false;
+        if (a->unique) {   /* (unique items: one not yet taken must be left) */
+            const json_node *it = node(s, a->items);
+            if (!unused(s, a->items, it->n_lits ? all_of(it->n_lits) : 3)) return false;
+        }
         if (counted && (a->max_items >= 0 || f->idx < a->min_items)) f->idx++;
         s->vnode = a->items;
         s->mode = J_VALUE;
@@ -454,7 +466,15 @@ static void lit_end(json_state *s, int i) {
         }
     } else if (s->lit_kind == LK_FUNC) args_start(s, i);
     else if (s->lit_kind == LK_CALL) lits_start(s, s->js->func_lits, all_of(s->js->n_funcs), LK_FUNC);
-    else value_end(s);
+    else {
+        if (s->depth && top(s)->kind == '[' && node(s, top(s)->node)->unique && node(s, top(s)->node)->items == s->vnode) {
+            char *const *lits = s->js->lits + s->lit_base;   /* (taken: it, and any literal of the same text) */
+            const int n = node(s, s->vnode)->n_lits ? node(s, s->vnode)->n_lits : 2;
+            for (int j = 0; j < n; j++)
+                if (!strcmp(lits[j], lits[i])) top(s)->used |= 1ull << j;
+        }
+        value_end(s);
+    }
 }
 
 static bool step(json_state *s, unsigned char c);
@@ -722,7 +742,8 @@ static bool state_eq(const json_state *a, const json_state *b) {
         memcmp(&a->ps, &b->ps, sizeof a->ps))
         return false;
     for (int i = 0; i < a->depth; i++)
-        if (a->stack[i].node != b->stack[i].node || a->stack[i].idx != b->stack[i].idx || a->stack[i].kind != b->stack[i].kind)
+        if (a->stack[i].node != b->stack[i].node || a->stack[i].idx != b->stack[i].idx || a->stack[i].kind != b->stack[i].kind ||
+            a->stack[i].used != b->stack[i].used)
             return false;
     return true;
 }

@@ -1203,6 +1203,26 @@ static bool schema_bounds(schema_cc *cc, const cJSON *sc, json_node *nd, const c
     return true;
 }
 
+/* uniqueItems, held where the items are an enum or const of scalars (told apart by their texts) or
+ * booleans: nd->unique; false and err where minItems asks for more items than there are values.
+ * Other items are not held to it. */
+static bool schema_unique(schema_cc *cc, json_node *nd, const char *path) {
+    const json_node *it = &cc->js->nodes[nd->items];
+    int distinct = it->n_lits ? 0 : it->types == JT_BOOL ? 2 : -1;
+    for (int i = 0; i < it->n_lits && distinct >= 0; i++) {
+        const char *t = cc->js->lits[it->lits + i];
+        if (t[0] == '{' || t[0] == '[') distinct = -1;
+        bool again = false;
+        for (int j = 0; j < i && !again; j++) again = !strcmp(cc->js->lits[it->lits + j], t);
+        if (distinct >= 0) distinct += !again;
+    }
+    if (distinct < 0) return true;
+    if (nd->min_items > distinct)
+        return fail(cc->err, cc->cap, "'%s': minItems %d unique items, of %d values", path, nd->min_items, distinct);
+    nd->unique = true;
+    return true;
+}
+
 /* The types a value's first byte cannot tell apart, together */
 static int type_class(int t) { return t & (JT_NUM | JT_INT) ? t | JT_NUM | JT_INT : t; }
 
@@ -1277,6 +1297,7 @@ static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int dep
         snprintf(sub, sizeof sub, "%.400s.items", path);
         if ((nd.items = schema_node(cc, items, sub, depth + 1)) < 0) return -1;
     }
+    if (cJSON_IsTrue(get(sc, "uniqueItems")) && (nd.types & JT_ARR) && !schema_unique(cc, &nd, path)) return -1;
     if (cJSON_IsObject(add) && !props && (nd.types & JT_OBJ)) {
         snprintf(sub, sizeof sub, "%.400s.additionalProperties", path);
         if ((nd.add = schema_node(cc, add, sub, depth + 1)) < 0) return -1;

@@ -3,8 +3,8 @@
 // hachi's grammar:
 //   node schemas.mjs BASE_URL API_KEY MODEL_ID
 // Sampled replies (temperature 1, a seed each) to schemas with bounds (string lengths, item counts,
-// number ranges, also through anyOf and $ref), whole multipleOf, string patterns and formats (checked
-// by ajv-formats):
+// number ranges, also through anyOf and $ref), whole multipleOf, unique enum items, string patterns
+// and formats (checked by ajv-formats):
 // every reply must end by itself ("stop"), parse, and be valid. Prints one "ok ..." or "FAIL ..." line per check; exits 1 on a failure.
 import OpenAI from 'openai';
 import Ajv from 'ajv';
@@ -52,8 +52,10 @@ const schemas = {
       step: { type: 'integer', multipleOf: 25, minimum: -100, maximum: 1000 },
       even: { type: 'number', multipleOf: 2 },
       threes: { type: 'array', items: { type: 'integer', multipleOf: 3, minimum: -10, maximum: 40 }, minItems: 1, maxItems: 4 },
+      colors: { type: 'array', items: { enum: ['red', 'green', 'blue'] }, uniqueItems: true, minItems: 2 },
+      flags: { type: 'array', items: { type: 'boolean' }, uniqueItems: true },
     },
-    required: ['step', 'even', 'threes'],
+    required: ['step', 'even', 'threes', 'colors', 'flags'],
   },
   patterns: {
     type: 'object',
@@ -78,6 +80,9 @@ const good = { when: '2024-02-29T23:59:59Z', day: '2024-02-29', id: '123e4567-e8
   mail: 'a@b.io', code: 'AB-123', loose: 'xab', words: ['a b'] };
 check(ajv.validate(schemas.patterns, good) && !ajv.validate(schemas.patterns, { ...good, day: '2023-02-29' }) &&
   !ajv.validate(schemas.patterns, { ...good, code: 'AB-12' }), 'Ajv refuses a broken pattern or format');
+const nums = { step: 25, even: 4, threes: [3], colors: ['red', 'blue'], flags: [true, false] };
+check(ajv.validate(schemas.multiples, nums) && !ajv.validate(schemas.multiples, { ...nums, colors: ['red', 'red'] }) &&
+  !ajv.validate(schemas.multiples, { ...nums, step: 30 }), 'Ajv refuses a repeated item or a broken multiple');
 
 const seeds = [1, 2, 3, 4, 5, 6];
 for (const [name, schema] of Object.entries(schemas)) {
