@@ -359,6 +359,7 @@ TEST(json_schema_automaton) {
         {"{\"type\":\"string\",\"pattern\":\"a)\"}", "an unmatched ')'"},
         {"{\"type\":\"string\",\"pattern\":\"a^b\"}", "supported only at the pattern's start"},
         {"{\"type\":\"string\",\"pattern\":\"x{300}\"}", "above 256"},
+        {"{\"type\":\"string\",\"pattern\":\"((((){256}){256}){256}){256}\"}", "repeats nest too deep"},
         {"{\"type\":\"string\",\"pattern\":\"\\\\d{200}\\\\w{100}\"}", "too large"},
         {"{\"type\":\"string\",\"pattern\":\"^a{3}$\",\"maxLength\":2}", "no string of its lengths matches its pattern"},
         {"{\"type\":\"string\",\"pattern\":\"^[]$\"}", "no string matches its pattern"},

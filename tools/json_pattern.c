@@ -39,6 +39,7 @@ typedef struct {
     char *err;
     size_t cap;
     bool failed;
+    int atoms;                  /* atoms parsed (each repeat's copies again): bounded, as ((){99}){99}... */
 } parser;
 
 static bool perr(parser *ps, const char *fmt, ...) {
@@ -265,6 +266,7 @@ static frag alternation(parser *ps);
 static frag atom(parser *ps) {
     const frag none = {{{0}}, {{0}}, false};
     const char c = *ps->s;
+    if (++ps->atoms > 64 * JSON_PAT_POS) return perr(ps, "the pattern's repeats nest too deep"), none;
     if (c == '(') {
         ps->s++;
         if (ps->s < ps->end && *ps->s == '?') {
@@ -379,7 +381,7 @@ json_pattern *json_pattern_compile(const char *re, char *err, size_t cap) {
     if (!p) { snprintf(err, cap, "out of memory"); return NULL; }
     p->n_pos = 1;
     const size_t n = strlen(re);
-    parser ps = {p, re, re + n, err, cap, false};
+    parser ps = {p, re, re + n, err, cap, false, 0};
     const bool head = n && re[0] == '^';   /* anchored: $ unescaped at the end */
     size_t bs = 0;
     while (bs + 1 < n && re[n - 2 - bs] == '\\') bs++;
