@@ -24,6 +24,7 @@ struct json_pattern {
     int cls[JSON_PAT_POS];      /* [n_pos] a position's class */
     json_pset follow[JSON_PAT_POS];   /* [n_pos] the positions that may come after it */
     json_pset accept;           /* the positions a match may end on */
+    json_pset ascii[128];       /* the positions whose class holds ASCII character c */
     json_pset *lens;            /* [LENS]: lens[k]: the positions a text of k more code points leads to a match from */
     cp_class *classes;
     int n_classes;
@@ -323,7 +324,10 @@ static bool braces(parser *ps, int *lo, int *hi) {
     return true;
 }
 
-/* An atom and its repeat: a {n,m} repeat parses the atom's text again for each copy */
+/* An atom and its repeat: a {n,m} repeat parses the atom's text again for each copy. Optional
+ * copies nest, x{1,3} as x(x(x)?)?, so that a position leads to the next copy only, not to every
+ * later one (x?x? would: a state of .{0,200} then held up to 200 positions, and a mask took
+ * seconds). */
 static frag piece(parser *ps) {
     const char *from = ps->s;
     frag f = atom(ps);
@@ -336,19 +340,28 @@ static frag piece(parser *ps) {
     else if (q == '{' && !braces(ps, &lo, &hi)) return f;
     if (more(ps) && *ps->s == '?') ps->s++;   /* (lazy: the same strings) */
     const char *after = ps->s;
-    frag r = {{{0}}, {{0}}, true};
-    for (int i = 0; i < (hi < 0 ? CLI_MAX(lo, 1) : hi) && !ps->failed; i++) {
-        frag c = f;
+    const int n = hi < 0 ? CLI_MAX(lo, 1) : hi;
+    frag r = {{{0}}, {{0}}, true}, tail = {{{0}}, {{0}}, true}, *c = malloc(sizeof *c * (size_t)CLI_MAX(n, 1));
+    if (!c) return perr(ps, "out of memory"), r;
+    for (int i = 0; i < n && !ps->failed; i++) {
+        c[i] = f;
         if (i) {   /* a fresh copy */
             ps->s = from;
-            c = atom(ps);
+            c[i] = atom(ps);
             if (ps->s != to) perr(ps, "a repeat could not be copied");
         }
-        if (hi < 0 && i == CLI_MAX(lo, 1) - 1) c = star(ps->p, c, lo == 0);   /* the last: repeated */
-        else if (i >= lo) c.nullable = true;
-        r = concat(ps->p, r, &c);
     }
-    if (hi == 0) r = (frag){{{0}}, {{0}}, true};   /* (x{0}: nothing; its positions lead nowhere) */
+    for (int i = n - 1; i >= lo && hi >= 0 && !ps->failed; i--) {   /* the optional copies, nested from the last */
+        tail = concat(ps->p, c[i], &tail);
+        tail.nullable = true;
+    }
+    for (int i = 0; i < CLI_MIN(lo, n) && !ps->failed; i++) {
+        if (hi < 0 && i == n - 1) c[i] = star(ps->p, c[i], false);   /* x{n,}: the last required one repeated */
+        r = concat(ps->p, r, &c[i]);
+    }
+    if (hi < 0 && lo == 0 && !ps->failed) r = star(ps->p, c[0], true);   /* x*, x{0,} */
+    if (!ps->failed) r = concat(ps->p, r, &tail);
+    free(c);
     ps->s = after;
     return r;
 }
@@ -409,6 +422,9 @@ json_pattern *json_pattern_compile(const char *re, char *err, size_t cap) {
     json_pset live = {{0}};   /* (positions whose class holds something a string can hold) */
     for (int i = 1; i < p->n_pos; i++)
         if (class_meets(p, p->cls[i], 0, 0x10FFFF)) set_add(&live, i);
+    for (int c = 0; c < 128; c++)
+        for (int i = 1; i < p->n_pos; i++)
+            if (class_has(p, p->cls[i], (uint32_t)c)) set_add(&p->ascii[c], i);
     p->lens[0] = p->accept;
     for (int len = 1; len < LENS; len++)
         for (int i = 0; i < p->n_pos; i++) {
@@ -439,6 +455,10 @@ static bool follow_meeting(const json_pattern *p, const json_pset *s, uint32_t l
         for (uint64_t b = s->w[w]; b; b &= b - 1) set_or(&cand, &p->follow[64 * w + __builtin_ctzll(b)]);
     memset(next, 0, sizeof *next);
     bool any = false;
+    if (lo == hi && lo < 128) {   /* (ASCII: the classes' sets at once) */
+        for (int w = 0; w < SETW; w++) any |= (next->w[w] = cand.w[w] & p->ascii[lo].w[w]) != 0;
+        return any;
+    }
     for (int w = 0; w < SETW; w++)
         for (uint64_t b = cand.w[w]; b; b &= b - 1) {
             const int i = 64 * w + __builtin_ctzll(b);
