@@ -424,8 +424,10 @@ void json_pattern_start(json_pset *s);   /* the empty text's state */
 bool json_pattern_can_end(const json_pattern *p, const json_pset *s, int lo, int hi);
 /* Whether some code point in [lo, hi] (no surrogate) can come next, with a match of lo..hi more after it */
 bool json_pattern_can_take(const json_pattern *p, const json_pset *s, uint32_t lo, uint32_t hi, int len_lo, int len_hi);
-/* Code point c next (false, s unchanged, where it cannot, or no match of len_lo..len_hi more could follow) */
-bool json_pattern_step(const json_pattern *p, json_pset *s, uint32_t c, int len_lo, int len_hi);
+/* Code point c next (false, s unchanged, where it cannot, or no match of len_lo..len_hi more could follow).
+ * *hint: the pattern's cached state of s (-1: none; checked before it is used), kept with s. The
+ * pattern's cache changes: one thread at a time. */
+bool json_pattern_step(const json_pattern *p, json_pset *s, int *hint, uint32_t c, int len_lo, int len_hi);
 
 /* ---- JSON as a sampling constraint (tools/json_grammar.c): response_format ----
  * A schema is compiled into nodes; a byte-level pushdown automaton walks JSON text against it. */
@@ -523,6 +525,7 @@ typedef struct json_state {
     bool hs;                        /* the last character an escaped high surrogate (a low one next pairs with it) */
     uint32_t cp;                    /* a string with a pattern: its UTF-8 character's bits so far */
     json_pset ps;                   /* its pattern's state */
+    int ps_hint;                    /* json_pattern_step's hint (no part of the state) */
     int64_t iv, fv;                 /* a bounded number's integer part, and its fraction's digits (n of them) */
     uint64_t cand;                  /* literal matching: the candidates lits[lit_base + i] still matching */
     json_frame stack[JSON_DEPTH_MAX];

@@ -313,7 +313,8 @@ static bool pat_char(json_state *s, uint32_t lo, uint32_t hi, int extra) {
     const bool b = n->bounds & JB_LEN;
     const int len_lo = b ? CLI_MAX(0, n->min_len - s->len - extra) : 0, len_hi = b && n->max_len >= 0 ? n->max_len - s->len - extra : -1;
     if (b && n->max_len >= 0 && len_hi < 0) return false;
-    return lo == hi ? json_pattern_step(p, &s->ps, lo, len_lo, len_hi) : json_pattern_can_take(p, &s->ps, lo, hi, len_lo, len_hi);
+    return lo == hi ? json_pattern_step(p, &s->ps, &s->ps_hint, lo, len_lo, len_hi)
+                    : json_pattern_can_take(p, &s->ps, lo, hi, len_lo, len_hi);
 }
 
 static bool str_closes(const json_state *s) {
@@ -378,7 +379,7 @@ static bool value_start(json_state *s, int vn, unsigned char c) {
         s->key = false;
         s->mode = J_STRING;
         s->n = 0;
-        if (n->pattern) json_pattern_start(&s->ps);
+        if (n->pattern) json_pattern_start(&s->ps), s->ps_hint = -1;
         return true;
     case 't': case 'f':
         return (n->types & JT_BOOL) && lits_start(s, LIT_TRUE, unused(s, vn, 3), LK_VALUE) && lits_step(s, c);

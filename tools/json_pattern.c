@@ -6,7 +6,9 @@
  * where no text within its minLength / maxLength could complete it. A pattern not anchored by ^ or $
  * matches anywhere in the string, as a validator's RegExp.test does: any text may stand before it or
  * after it. Compiling is the cold path; json_pattern_step and json_pattern_can_take run per byte of
- * every token the mask tries. */
+ * every token the mask tries. A step by an ASCII character goes through a cache of the sets met
+ * so far (a lazy DFA: each set's successor by each character and the lengths that complete a
+ * match from it), filled as the masks meet them and emptied when full. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,17 +21,35 @@
 typedef struct { uint32_t lo, hi; } cp_range;
 typedef struct { int first, n; bool neg; } cp_class;   /* ranges[first ..], negated */
 
+#define DFA_STATES 256          /* sets the cache holds (then it starts again) */
+#define DFA_SLOTS 512           /* its hash table of them */
+#define LENW ((LENS + 63) / 64)
+enum { DFA_UNKNOWN = -2, DFA_DEAD = -1 };
+typedef struct {
+    json_pset set;
+    uint64_t lens[LENW];        /* bit k: a text of k more code points completes a match from some position of set */
+    int16_t next[128];          /* the state after ASCII character c (DFA_UNKNOWN: not met yet; DFA_DEAD: none) */
+} dfa_state;
+typedef struct {
+    int n;
+    dfa_state st[DFA_STATES];
+    int16_t slot[DFA_SLOTS];    /* -1: empty */
+} dfa_cache;
+
 struct json_pattern {
     int n_pos;                  /* positions 1 .. n_pos - 1 (0: the start) */
     int cls[JSON_PAT_POS];      /* [n_pos] a position's class */
     json_pset follow[JSON_PAT_POS];   /* [n_pos] the positions that may come after it */
     json_pset accept;           /* the positions a match may end on */
     json_pset ascii[128];       /* the positions whose class holds ASCII character c */
+    json_pset wide, narrow;     /* those whose class holds every other code point but U+2028 and U+2029 (., [^..]),
+                                   and those that hold none of them (\\w, [a-z]): the rest are tested one by one */
     json_pset *lens;            /* [LENS]: lens[k]: the positions a text of k more code points leads to a match from */
     cp_class *classes;
     int n_classes;
     cp_range *ranges;
     int n_ranges;
+    dfa_cache *dfa;             /* (filled behind a const pattern: it is no part of the pattern) */
 };
 
 typedef struct { json_pset first, last; bool nullable; } frag;   /* a sub-expression's positions */
@@ -98,9 +118,9 @@ static bool class_has(const json_pattern *p, int k, uint32_t c) {
     return in != cl->neg;
 }
 
-/* Whether class k holds a code point in [lo, hi] that a JSON string can hold (no surrogate) */
-static bool class_meets(const json_pattern *p, int k, uint32_t lo, uint32_t hi) {
-    const cp_class *cl = &p->classes[k];
+/* Whether class k (cl: that class itself, or its complement) holds a code point in [lo, hi] that a
+ * JSON string can hold (no surrogate) */
+static bool class_meets_cl(const json_pattern *p, const cp_class *cl, uint32_t lo, uint32_t hi) {
     for (uint32_t c = lo; c <= hi;) {   /* (c: the least in [lo, hi] not yet ruled out) */
         if (c >= 0xD800 && c <= 0xDFFF) { c = 0xE000; continue; }
         bool in = false;
@@ -115,6 +135,13 @@ static bool class_meets(const json_pattern *p, int k, uint32_t lo, uint32_t hi) 
         c = next;
     }
     return false;
+}
+static bool class_meets(const json_pattern *p, int k, uint32_t lo, uint32_t hi) { return class_meets_cl(p, &p->classes[k], lo, hi); }
+/* Whether class k holds every code point of [lo, hi] but surrogates */
+static bool class_all(const json_pattern *p, int k, uint32_t lo, uint32_t hi) {
+    cp_class c = p->classes[k];
+    c.neg = !c.neg;
+    return !class_meets_cl(p, &c, lo, hi);
 }
 
 /* ECMA-262's character class escapes: d, s, w (negated: their capitals) */
@@ -411,11 +438,13 @@ json_pattern *json_pattern_compile(const char *re, char *err, size_t cap) {
         f = concat(p, f, &after);
     }
     if (!head && !ps.failed) f = concat(p, any, &f);
-    if (ps.failed || !(p->lens = calloc(LENS, sizeof *p->lens))) {
+    if (ps.failed || !(p->lens = calloc(LENS, sizeof *p->lens)) || !(p->dfa = malloc(sizeof *p->dfa))) {
         if (!ps.failed) snprintf(err, cap, "out of memory");
         json_pattern_free(p);
         return NULL;
     }
+    p->dfa->n = 0;
+    memset(p->dfa->slot, -1, sizeof p->dfa->slot);
     p->follow[0] = f.first;
     p->accept = f.last;
     if (f.nullable) set_add(&p->accept, 0);
@@ -425,6 +454,10 @@ json_pattern *json_pattern_compile(const char *re, char *err, size_t cap) {
     for (int c = 0; c < 128; c++)
         for (int i = 1; i < p->n_pos; i++)
             if (class_has(p, p->cls[i], (uint32_t)c)) set_add(&p->ascii[c], i);
+    for (int i = 1; i < p->n_pos; i++) {
+        if (class_all(p, p->cls[i], 0x80, 0x2027) && class_all(p, p->cls[i], 0x202A, 0x10FFFF)) set_add(&p->wide, i);
+        if (!class_meets(p, p->cls[i], 0x80, 0x10FFFF)) set_add(&p->narrow, i);
+    }
     p->lens[0] = p->accept;
     for (int len = 1; len < LENS; len++)
         for (int i = 0; i < p->n_pos; i++) {
@@ -437,6 +470,7 @@ json_pattern *json_pattern_compile(const char *re, char *err, size_t cap) {
 
 void json_pattern_free(json_pattern *p) {
     if (!p) return;
+    free(p->dfa);
     free(p->lens);
     free(p->classes);
     free(p->ranges);
@@ -459,6 +493,13 @@ static bool follow_meeting(const json_pattern *p, const json_pset *s, uint32_t l
         for (int w = 0; w < SETW; w++) any |= (next->w[w] = cand.w[w] & p->ascii[lo].w[w]) != 0;
         return any;
     }
+    if (lo >= 0x80 && (hi < 0x2028 || lo > 0x2029) && !(lo >= 0xD800 && hi <= 0xDFFF))   /* (past ASCII, not only
+                                                                                              surrogates: wide classes
+                                                                                              take it, narrow ones not) */
+        for (int w = 0; w < SETW; w++) {
+            any |= (next->w[w] = cand.w[w] & p->wide.w[w]) != 0;
+            cand.w[w] &= ~(p->wide.w[w] | p->narrow.w[w]);
+        }
     for (int w = 0; w < SETW; w++)
         for (uint64_t b = cand.w[w]; b; b &= b - 1) {
             const int i = 64 * w + __builtin_ctzll(b);
@@ -481,10 +522,68 @@ bool json_pattern_can_take(const json_pattern *p, const json_pset *s, uint32_t l
     return follow_meeting(p, s, lo, hi, &next) && json_pattern_can_end(p, &next, len_lo, len_hi);
 }
 
-bool json_pattern_step(const json_pattern *p, json_pset *s, uint32_t c, int len_lo, int len_hi) {
+/* ---- the cache of sets (a lazy DFA) ------------------------------------------------------- */
+
+static uint32_t set_hash(const json_pset *s) {
+    uint64_t h = 0;
+    for (int w = 0; w < SETW; w++) h = (h ^ s->w[w]) * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h >> 40);
+}
+
+/* The cache's state of set s: found, or added (a full cache emptied first: *flushed set) */
+static int dfa_intern(const json_pattern *p, const json_pset *s, bool *flushed) {
+    dfa_cache *d = p->dfa;
+    uint32_t h = set_hash(s) % DFA_SLOTS;
+    for (; d->slot[h] >= 0; h = (h + 1) % DFA_SLOTS)
+        if (!memcmp(&d->st[d->slot[h]].set, s, sizeof *s)) return d->slot[h];
+    if (d->n == DFA_STATES) {
+        d->n = 0;
+        memset(d->slot, -1, sizeof d->slot);
+        *flushed = true;
+        for (h = set_hash(s) % DFA_SLOTS; d->slot[h] >= 0; h = (h + 1) % DFA_SLOTS) {}
+    }
+    dfa_state *x = &d->st[d->n];
+    x->set = *s;
+    memset(x->lens, 0, sizeof x->lens);
+    for (int k = 0; k < LENS; k++)
+        if (set_meets(&p->lens[k], s)) x->lens[k >> 6] |= 1ull << (k & 63);
+    for (int c = 0; c < 128; c++) x->next[c] = DFA_UNKNOWN;
+    d->slot[h] = (int16_t)d->n;
+    return d->n++;
+}
+
+/* json_pattern_can_end from a cached state: a bit of its lengths in [lo, hi] */
+static bool dfa_can_end(const dfa_state *x, int lo, int hi) {
+    const int a = CLI_MIN(lo, JSON_PAT_LEN + 1), b = hi < 0 ? LENS - 1 : CLI_MIN(hi, JSON_PAT_LEN);
+    for (int w = a >> 6; w <= b >> 6 && a <= b; w++) {
+        uint64_t m = x->lens[w];
+        if (w == a >> 6) m &= ~0ull << (a & 63);
+        if (w == b >> 6 && (b & 63) < 63) m &= (2ull << (b & 63)) - 1;
+        if (m) return true;
+    }
+    return false;
+}
+
+bool json_pattern_step(const json_pattern *p, json_pset *s, int *hint, uint32_t c, int len_lo, int len_hi) {
     if (c >= 0xD800 && c <= 0xDFFF) return false;
     json_pset next;
-    if (!follow_meeting(p, s, c, c, &next) || !json_pattern_can_end(p, &next, len_lo, len_hi)) return false;
-    *s = next;
+    if (c >= 128) {
+        *hint = -1;
+        if (!follow_meeting(p, s, c, c, &next) || !json_pattern_can_end(p, &next, len_lo, len_hi)) return false;
+        *s = next;
+        return true;
+    }
+    dfa_cache *d = p->dfa;
+    bool flushed = false;
+    int id = *hint;
+    if (id < 0 || id >= d->n || memcmp(&d->st[id].set, s, sizeof *s)) id = dfa_intern(p, s, &flushed);   /* (a hint checked) */
+    int nx = d->st[id].next[c];
+    if (nx == DFA_UNKNOWN) {
+        nx = follow_meeting(p, s, c, c, &next) ? dfa_intern(p, &next, &flushed) : DFA_DEAD;
+        if (!flushed) d->st[id].next[c] = (int16_t)nx;
+    }
+    if (nx == DFA_DEAD || !dfa_can_end(&d->st[nx], len_lo, len_hi)) return false;
+    *s = d->st[nx].set;
+    *hint = nx;
     return true;
 }
