@@ -210,12 +210,17 @@ static int need_arr(const json_state *s, int a) {
 }
 static json_frame *top(json_state *s) { return &s->stack[s->depth - 1]; }
 
-/* The literals a value of node vn may be (mask over lits[base ..]): those of its unique array not
+/* The frame of the unique array whose items are node vn's values, if the top frame is one */
+static json_frame *unique_of(json_state *s, int vn) {
+    if (!s->depth || top(s)->kind != '[') return NULL;
+    const json_node *a = node(s, top(s)->node);
+    return a->unique && a->items == vn ? top(s) : NULL;
+}
+/* The literals a value of node vn may be (mask over lits[base ..]): in a unique array, those not
  * yet taken */
 static uint64_t unused(json_state *s, int vn, uint64_t mask) {
-    if (!s->depth || top(s)->kind != '[') return mask;
-    const json_node *a = node(s, top(s)->node);
-    return a->unique && a->items == vn ? mask & ~top(s)->used : mask;
+    const json_frame *f = unique_of(s, vn);
+    return f ? mask & ~f->used : mask;
 }
 
 /* A value has ended: the container's next, or the end (g4: of the call's arguments) */
@@ -468,11 +473,12 @@ static void lit_end(json_state *s, int i) {
     } else if (s->lit_kind == LK_FUNC) args_start(s, i);
     else if (s->lit_kind == LK_CALL) lits_start(s, s->js->func_lits, all_of(s->js->n_funcs), LK_FUNC);
     else {
-        if (s->depth && top(s)->kind == '[' && node(s, top(s)->node)->unique && node(s, top(s)->node)->items == s->vnode) {
+        json_frame *f = unique_of(s, s->vnode);
+        if (f) {
             char *const *lits = s->js->lits + s->lit_base;   /* (taken: it, and any literal of the same text) */
             const int n = node(s, s->vnode)->n_lits ? node(s, s->vnode)->n_lits : 2;
             for (int j = 0; j < n; j++)
-                if (!strcmp(lits[j], lits[i])) top(s)->used |= 1ull << j;
+                if (!strcmp(lits[j], lits[i])) f->used |= 1ull << j;
         }
         value_end(s);
     }
@@ -570,9 +576,10 @@ static bool step(json_state *s, unsigned char c) {
         if (c == 'u') { s->mode = J_HEX; s->n = 4; s->cu = 0; }
         else if (strchr("\"\\/bfnrt", c) && c) {
             static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+            const uint32_t e = (unsigned char)to[strchr(from, c) - from];   /* (the character it stands for) */
             s->mode = J_STRING;
             s->hs = false;
-            ok = str_char(s) && pat_char(s, (unsigned char)to[strchr(from, c) - from], (unsigned char)to[strchr(from, c) - from], 0);
+            ok = str_char(s) && pat_char(s, e, e, 0);
         } else ok = false;
         break;
     case J_HEX: {   /* (a low surrogate after a high one: one character with it, so room or not) */
