@@ -386,8 +386,8 @@ static void attn_task(void *ctx, int ith, int nth) {
     tile_set ts[2 * HACHI_ATTN_GROUP];
 
     if (A->sparse_pages) select_group(jb, ith, nth);
-    for (int g = 0, r = 0; g < Hkv; r = 0, g++)
-    for (;; r++) {
+    for (int g = 0; g < Hkv; g++)
+    for (int r = 0;; r++) {
         int nts = 0, first = INT32_MAX, end = 0;   /* the sets on this thread this round, the positions they read */
         for (int i = 0; i < jb->n; i++) {
             const int t = jb->t0 + i, pos = A->p0 + t;
@@ -504,9 +504,11 @@ static void merge_token(const hachi_attn_args *a, int t0, int i) {
     for (int g = 0; g < a->n_head_kv; g++) {
         head_set hs[2];
         const int ns = head_sets(a, g, pos, tok, ntok, sr, hs);
-        for (int s = 0; s < ns; s++)
-            for (int j = 0; key_parts(hs[s].k) > 1 && j < G; j++)
-                if (hs[s].heads >> j & 1) merge_partials(a, t0 + i, i, g * G + j, key_parts(hs[s].k));
+        for (int s = 0; s < ns; s++) {
+            const int parts = key_parts(hs[s].k);
+            for (int j = 0; parts > 1 && j < G; j++)
+                if (hs[s].heads >> j & 1) merge_partials(a, t0 + i, i, g * G + j, parts);
+        }
     }
 }
 

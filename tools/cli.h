@@ -505,6 +505,13 @@ bool json_schema_add_prop(json_schema *js, int obj, const char *key_json, int no
 /* A pattern the schema then owns (freed with it, or here where it cannot be added): json_node.pattern's
  * number for it (0: out of memory) */
 int json_schema_add_pattern(json_schema *js, json_pattern *p);
+/* Room in *p (an array realloc'd as it grows) for element n of size bytes: 8 at first, then
+ * doubled at each power of two; false without memory */
+bool json_grow(void **p, int n, size_t size);
+/* c's value as a hex digit, -1 where it is none */
+static inline int json_hex_digit(int c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
 /* Whether [lo, hi] holds a multiple of m (m 0: whether it is not empty) */
 bool json_holds_multiple(__int128 lo, __int128 hi, __int128 m);
 

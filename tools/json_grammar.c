@@ -49,8 +49,7 @@ enum { LIT_TRUE, LIT_FALSE, LIT_NULL, LIT_CALL, LIT_NONE };   /* every schema's 
 
 /* ---- schemas ------------------------------------------------------------------------------- */
 
-/* Room in *p for element n of size bytes: 8 at first, then doubled at each power of two */
-static bool grow(void **p, int n, size_t size) {
+bool json_grow(void **p, int n, size_t size) {
     if (n > 0 && (n < 8 || (n & (n - 1)))) return true;
     void *q = realloc(*p, size * (size_t)(n ? 2 * n : 8));
     if (!q) return false;
@@ -59,7 +58,7 @@ static bool grow(void **p, int n, size_t size) {
 }
 
 int json_schema_add_node(json_schema *js, json_node n) {
-    if (js->n_nodes == JSON_NODES_MAX || !grow((void **)&js->nodes, js->n_nodes, sizeof *js->nodes)) return -1;
+    if (js->n_nodes == JSON_NODES_MAX || !json_grow((void **)&js->nodes, js->n_nodes, sizeof *js->nodes)) return -1;
     if (!n.obj) n.obj = js->n_nodes;   /* (0: its own structure) */
     if (!n.arr) n.arr = js->n_nodes;
     js->nodes[js->n_nodes] = n;
@@ -95,7 +94,7 @@ bool json_schema_finish(json_schema *js) {
 
 int json_schema_add_lit(json_schema *js, const char *text) {
     char *t = strdup(text);
-    if (!t || !grow((void **)&js->lits, js->n_lits, sizeof *js->lits)) { free(t); return -1; }
+    if (!t || !json_grow((void **)&js->lits, js->n_lits, sizeof *js->lits)) { free(t); return -1; }
     js->lits[js->n_lits] = t;
     return js->n_lits++;
 }
@@ -106,8 +105,8 @@ bool json_schema_add_prop(json_schema *js, int obj, const char *key_json, int no
     if (!key_json) return false;
     if (o->props + o->n_props != js->n_props || o->n_props == JSON_LITS_MAX) return false;   /* (one object at a time) */
     const int k = json_schema_add_lit(js, key_json);   /* (an object's keys are consecutive literals) */
-    if (k < 0 || (o->n_props && k != js->keys[o->props] + o->n_props) || !grow((void **)&js->props, js->n_props, sizeof *js->props) ||
-        !grow((void **)&js->keys, js->n_props, sizeof *js->keys))
+    if (k < 0 || (o->n_props && k != js->keys[o->props] + o->n_props) || !json_grow((void **)&js->props, js->n_props, sizeof *js->props) ||
+        !json_grow((void **)&js->keys, js->n_props, sizeof *js->keys))
         return false;
     js->props[js->n_props] = (json_prop){node, required};
     js->keys[js->n_props++] = k;
@@ -143,7 +142,7 @@ bool json_schema_add_func(json_schema *js, const char *name, int args) {
     char lit[160];
     if (js->n_funcs == JSON_LITS_MAX || snprintf(lit, sizeof lit, "%s{", name) >= (int)sizeof lit) return false;
     const int k = json_schema_add_lit(js, lit);   /* (the functions' literals are consecutive) */
-    if (k < 0 || (js->n_funcs && k != js->func_lits + js->n_funcs) || !grow((void **)&js->func_nodes, js->n_funcs, sizeof(int)))
+    if (k < 0 || (js->n_funcs && k != js->func_lits + js->n_funcs) || !json_grow((void **)&js->func_nodes, js->n_funcs, sizeof(int)))
         return false;
     if (!js->n_funcs) js->func_lits = k;
     js->func_nodes[js->n_funcs++] = args;
@@ -151,7 +150,7 @@ bool json_schema_add_func(json_schema *js, const char *name, int args) {
 }
 
 int json_schema_add_pattern(json_schema *js, json_pattern *p) {
-    if (!grow((void **)&js->pats, js->n_pats, sizeof(json_pattern *))) { json_pattern_free(p); return 0; }
+    if (!json_grow((void **)&js->pats, js->n_pats, sizeof(json_pattern *))) { json_pattern_free(p); return 0; }
     js->pats[js->n_pats] = p;
     return ++js->n_pats;
 }
@@ -473,13 +472,8 @@ static void lit_end(json_state *s, int i) {
     } else if (s->lit_kind == LK_FUNC) args_start(s, i);
     else if (s->lit_kind == LK_CALL) lits_start(s, s->js->func_lits, all_of(s->js->n_funcs), LK_FUNC);
     else {
-        json_frame *f = unique_of(s, s->vnode);
-        if (f) {
-            char *const *lits = s->js->lits + s->lit_base;   /* (taken: it, and any literal of the same text) */
-            const int n = node(s, s->vnode)->n_lits ? node(s, s->vnode)->n_lits : 2;
-            for (int j = 0; j < n; j++)
-                if (!strcmp(lits[j], lits[i])) f->used |= 1ull << j;
-        }
+        json_frame *f = unique_of(s, s->vnode);   /* (an enum's values are told apart: the compiler keeps each text once) */
+        if (f) f->used |= 1ull << i;
         value_end(s);
     }
 }
@@ -583,7 +577,7 @@ static bool step(json_state *s, unsigned char c) {
         } else ok = false;
         break;
     case J_HEX: {   /* (a low surrogate after a high one: one character with it, so room or not) */
-        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        const int d = json_hex_digit(c);
         s->cu = (uint16_t)(s->cu << 4 | (d & 15));
         const int shift = 4 * --s->n, lo = s->cu << shift, hi = lo + (1 << shift) - 1;   /* (the code units it can become) */
         const bool low = s->hs && hi >= 0xDC00 && lo <= 0xDFFF;

@@ -89,11 +89,7 @@ static bool set_meets(const json_pset *a, const json_pset *b) {
 
 static bool add_range(parser *ps, uint32_t lo, uint32_t hi) {
     json_pattern *p = ps->p;
-    if (!(p->n_ranges & (p->n_ranges - 1)) || !p->n_ranges) {   /* (doubled at each power of two) */
-        cp_range *r = realloc(p->ranges, sizeof *r * (size_t)(p->n_ranges ? 2 * p->n_ranges : 16));
-        if (!r) return perr(ps, "out of memory");
-        p->ranges = r;
-    }
+    if (!json_grow((void **)&p->ranges, p->n_ranges, sizeof *p->ranges)) return perr(ps, "out of memory");
     p->ranges[p->n_ranges++] = (cp_range){lo, hi};
     p->classes[p->n_classes - 1].n++;
     return true;
@@ -102,11 +98,7 @@ static bool add_range(parser *ps, uint32_t lo, uint32_t hi) {
 /* A new class (its ranges added after it); its index */
 static int new_class(parser *ps, bool neg) {
     json_pattern *p = ps->p;
-    if (!(p->n_classes & (p->n_classes - 1)) || !p->n_classes) {
-        cp_class *c = realloc(p->classes, sizeof *c * (size_t)(p->n_classes ? 2 * p->n_classes : 16));
-        if (!c) return perr(ps, "out of memory"), -1;
-        p->classes = c;
-    }
+    if (!json_grow((void **)&p->classes, p->n_classes, sizeof *p->classes)) return perr(ps, "out of memory"), -1;
     p->classes[p->n_classes] = (cp_class){p->n_ranges, 0, neg};
     return p->n_classes++;
 }
@@ -180,18 +172,14 @@ static uint32_t next_cp(parser *ps) {
     return c;
 }
 
-static int hex_val(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
 /* n hex digits (n 0: \u{...}'s) into *c */
 static bool hex_cp(parser *ps, int n, uint32_t *c) {
     const bool braced = n == 0 && ps->s < ps->end && *ps->s == '{';
     *c = 0;
     if (braced) ps->s++;
     int i = 0;
-    for (; ps->s < ps->end && (braced || i < n) && hex_val(*ps->s) >= 0; i++, ps->s++)
-        if ((*c = *c << 4 | (uint32_t)hex_val(*ps->s)) > 0x10FFFF) return perr(ps, "an escape past U+10FFFF");
+    for (; ps->s < ps->end && (braced || i < n) && json_hex_digit(*ps->s) >= 0; i++, ps->s++)
+        if ((*c = *c << 4 | (uint32_t)json_hex_digit(*ps->s)) > 0x10FFFF) return perr(ps, "an escape past U+10FFFF");
     if (braced ? !(i && ps->s < ps->end && *ps->s++ == '}') : i != n) return perr(ps, "a malformed \\x or \\u escape");
     return true;
 }
@@ -487,12 +475,12 @@ static bool follow_meeting(const json_pattern *p, const json_pset *s, uint32_t l
     json_pset cand = {{0}};
     for (int w = 0; w < SETW; w++)
         for (uint64_t b = s->w[w]; b; b &= b - 1) set_or(&cand, &p->follow[64 * w + __builtin_ctzll(b)]);
-    memset(next, 0, sizeof *next);
     bool any = false;
     if (lo == hi && lo < 128) {   /* (ASCII: the classes' sets at once) */
         for (int w = 0; w < SETW; w++) any |= (next->w[w] = cand.w[w] & p->ascii[lo].w[w]) != 0;
         return any;
     }
+    memset(next, 0, sizeof *next);
     if (lo >= 0x80 && (hi < 0x2028 || lo > 0x2029) && !(lo >= 0xD800 && hi <= 0xDFFF))   /* (past ASCII, not only
                                                                                               surrogates: wide classes
                                                                                               take it, narrow ones not) */
@@ -508,11 +496,19 @@ static bool follow_meeting(const json_pattern *p, const json_pset *s, uint32_t l
     return any;
 }
 
+/* The lengths [*a, *b] of lens to look at for a completion of lo..hi more code points (hi < 0: no
+ * most). A text longer than JSON_PAT_LEN is as good as one of at least lo: if there is one there
+ * is one of JSON_PAT_LEN + 1 .. + JSON_PAT_POS, as the shortest has no loop to leave out, and then
+ * one of any length. */
+static void len_window(int lo, int hi, int *a, int *b) {
+    *a = CLI_MIN(lo, JSON_PAT_LEN + 1);
+    *b = hi < 0 ? LENS - 1 : CLI_MIN(hi, JSON_PAT_LEN);
+}
+
 bool json_pattern_can_end(const json_pattern *p, const json_pset *s, int lo, int hi) {
-    /* (hi < 0: a text longer than JSON_PAT_LEN is as good as one of at least lo; if there is one there is one of
-     * JSON_PAT_LEN + 1 .. + JSON_PAT_POS, as the shortest has no loop to leave out, and then one of any length) */
-    const int top = hi < 0 ? LENS - 1 : CLI_MIN(hi, JSON_PAT_LEN);
-    for (int k = CLI_MIN(lo, JSON_PAT_LEN + 1); k <= top; k++)
+    int a, b;
+    len_window(lo, hi, &a, &b);
+    for (int k = a; k <= b; k++)
         if (set_meets(&p->lens[k], s)) return true;
     return false;
 }
@@ -554,7 +550,8 @@ static int dfa_intern(const json_pattern *p, const json_pset *s, bool *flushed) 
 
 /* json_pattern_can_end from a cached state: a bit of its lengths in [lo, hi] */
 static bool dfa_can_end(const dfa_state *x, int lo, int hi) {
-    const int a = CLI_MIN(lo, JSON_PAT_LEN + 1), b = hi < 0 ? LENS - 1 : CLI_MIN(hi, JSON_PAT_LEN);
+    int a, b;
+    len_window(lo, hi, &a, &b);
     for (int w = a >> 6; w <= b >> 6 && a <= b; w++) {
         uint64_t m = x->lens[w];
         if (w == a >> 6) m &= ~0ull << (a & 63);

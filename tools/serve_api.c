@@ -1008,13 +1008,15 @@ static int schema_lits(schema_cc *cc, const cJSON *vals, bool one, const char *p
     const int n = one ? 1 : cJSON_GetArraySize(vals);
     if (n < 1 || n > JSON_LITS_MAX)
         return fail(cc->err, cc->cap, "'%s': an enum of %d values (1 to %d are supported)", path, n, JSON_LITS_MAX), -1;
-    json_node nd = {.lits = cc->js->n_lits, .n_lits = n, .n_props = -1};
-    for (int i = 0; i < n; i++) {
+    json_node nd = {.lits = cc->js->n_lits, .n_lits = 0, .n_props = -1};
+    for (int i = 0; i < n; i++) {   /* (a value given twice: kept once, so that the values' texts tell them apart) */
         const cJSON *v = one ? vals : cJSON_GetArrayItem(vals, i);
         char *t = cc->g4 ? g4_literal(v) : cJSON_PrintUnformatted(v);
-        const int k = t ? json_schema_add_lit(cc->js, t) : -1;
+        bool again = false;
+        for (int j = 0; t && j < nd.n_lits && !again; j++) again = !strcmp(cc->js->lits[nd.lits + j], t);
+        const int k = t && !again ? json_schema_add_lit(cc->js, t) : -1;
         free(t);
-        if (k != nd.lits + i) return fail(cc->err, cc->cap, "out of memory"), -1;
+        if (!again && k != nd.lits + nd.n_lits++) return fail(cc->err, cc->cap, "out of memory"), -1;
     }
     const int k = json_schema_add_node(cc->js, nd);
     return k >= 0 ? k : (fail(cc->err, cc->cap, "'%s': the schema is too large (%d nodes at most)", path, JSON_NODES_MAX), -1);
@@ -1162,8 +1164,10 @@ static bool schema_pattern(schema_cc *cc, const cJSON *sc, json_node *nd, const 
     json_pset start;
     json_pattern_start(&start);
     const bool b = nd->bounds & JB_LEN, any = json_pattern_can_end(p, &start, b ? nd->min_len : 0, b ? nd->max_len : -1);
-    if (!any) json_pattern_free(p);
-    if (!any) return fail(cc->err, cc->cap, "'%s': no string%s matches its %s", path, b ? " of its lengths" : "", pat ? "pattern" : "format");
+    if (!any) {
+        json_pattern_free(p);
+        return fail(cc->err, cc->cap, "'%s': no string%s matches its %s", path, b ? " of its lengths" : "", pat ? "pattern" : "format");
+    }
     if (!(nd->pattern = json_schema_add_pattern(cc->js, p))) return fail(cc->err, cc->cap, "out of memory");
     return true;
 }
@@ -1203,19 +1207,14 @@ static bool schema_bounds(schema_cc *cc, const cJSON *sc, json_node *nd, const c
     return true;
 }
 
-/* uniqueItems, held where the items are an enum or const of scalars (told apart by their texts) or
- * booleans: nd->unique; false and err where minItems asks for more items than there are values.
- * Other items are not held to it. */
+/* uniqueItems, held where the items are an enum or const of scalars (told apart by their texts,
+ * each kept once) or booleans: nd->unique; false and err where minItems asks for more items than
+ * there are values. Other items are not held to it. */
 static bool schema_unique(schema_cc *cc, json_node *nd, const char *path) {
     const json_node *it = &cc->js->nodes[nd->items];
-    int distinct = it->n_lits ? 0 : it->types == JT_BOOL ? 2 : -1;
-    for (int i = 0; i < it->n_lits && distinct >= 0; i++) {
-        const char *t = cc->js->lits[it->lits + i];
-        if (t[0] == '{' || t[0] == '[') distinct = -1;
-        bool again = false;
-        for (int j = 0; j < i && !again; j++) again = !strcmp(cc->js->lits[it->lits + j], t);
-        if (distinct >= 0) distinct += !again;
-    }
+    int distinct = it->n_lits ? it->n_lits : it->types == JT_BOOL ? 2 : -1;
+    for (int i = 0; i < it->n_lits && distinct >= 0; i++)
+        if (cc->js->lits[it->lits + i][0] == '{' || cc->js->lits[it->lits + i][0] == '[') distinct = -1;
     if (distinct < 0) return true;
     if (nd->min_items > distinct)
         return fail(cc->err, cc->cap, "'%s': minItems %d unique items, of %d values", path, nd->min_items, distinct);
