@@ -439,7 +439,7 @@ static int mask_wrong(const hachi_model *m, const json_state *st, const float *l
 }
 
 /* The constraint's mask on the Gemma vocabulary is exactly the tokens whose text a copy of the
- * automaton takes (its fast paths: the first byte, a string's plain pieces), the end only once the
+ * automaton takes (its walk of the sorted texts as a trie, a string's plain pieces), the end only once the
  * root closed, never another control token; in states along a document */
 TEST(json_grammar_mask_is_the_automaton) {
     hachi_model *m = gemma_vocab();
@@ -545,7 +545,8 @@ TEST(json_grammar_mask_bounded) {
 /* Patterns: random walks over the constraint's masks on the Gemma vocabulary (any allowed token,
  * the end taken a third of the times it may come) never reach a state where no token may come, and
  * each string they finish matches the pattern as glibc's POSIX regex reads it (the same language in
- * ERE syntax, a UTF-8 locale), within its lengths in code points */
+ * ERE syntax, a UTF-8 locale), within its lengths in code points; a walk's first masks are each
+ * token's text fed on its own */
 TEST(json_grammar_pattern_walks) {
 #ifdef HACHI_NO_SERVE
     SKIP("hachi was built without the server");
@@ -594,6 +595,8 @@ TEST(json_grammar_pattern_walks) {
                         else ok_tok[k++] = t;
                     }
                 CHECKF(k > 0 || end >= 0, "case %zu walk %d: no token may come after '%.*s'", i, w, (int)n, text);
+                int allowed, wrong = w == 0 && step < 4 ? mask_wrong(m, &g.st, lg, nv, &allowed) : 0;   /* (the trie's walk) */
+                CHECKF(wrong == 0, "case %zu after '%.*s': %d tokens masked wrongly", i, (int)n, text, wrong);
                 if (!k && end < 0) break;
                 rng = rng * 6364136223846793005ull + 1442695040888963407ull;
                 if (end >= 0 && (!k || (rng >> 33) % 3 == 0)) { ended = true; break; }

@@ -336,8 +336,7 @@ struct cli_json {
 
 void cli_json_reset(cli_json *j) {
     if (!j) return;
-    json_grammar_free(&j->g);
-    json_grammar_init(&j->g, j->v, j->js);
+    json_grammar_reset(&j->g);
 }
 
 void cli_json_free(cli_json *j) {
@@ -377,8 +376,11 @@ static cli_json *json_create(const char *cmd, const cli_opts *o, const hachi_mod
         cli_json_free(j);
         return NULL;
     }
-    if (!(j->v = json_vocab_create(m, false))) { cli_error(cmd, "out of memory"); cli_json_free(j); return NULL; }
-    json_grammar_init(&j->g, j->v, j->js);
+    if (!(j->v = json_vocab_create(m, false)) || !json_grammar_init(&j->g, j->v, j->js)) {
+        cli_error(cmd, "out of memory");
+        cli_json_free(j);
+        return NULL;
+    }
     return j;
 #endif
 }

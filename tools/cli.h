@@ -550,12 +550,14 @@ void json_vocab_free(json_vocab *v);
 typedef struct json_grammar {
     const json_vocab *v;
     json_state st;
-    uint64_t *bits;                 /* [JSON_MASK_CACHE][words]: the tokens allowed after key[i] (NULL: no cache) */
+    uint64_t *bits;                 /* [JSON_MASK_CACHE][words]: the tokens allowed after key[i] */
     json_state key[JSON_MASK_CACHE];
     int n_keys, next;
+    json_state *level;              /* [the longest text + 1]: the mask's walk, its state after each byte of a text */
 } json_grammar;
-/* A grammar at the schema's start (its mask cache allocated here: without memory, none) */
-void json_grammar_init(json_grammar *g, const json_vocab *v, const json_schema *js);
+/* A grammar at the schema's start, its buffers allocated here (false: out of memory, none held) */
+bool json_grammar_init(json_grammar *g, const json_vocab *v, const json_schema *js);
+void json_grammar_reset(json_grammar *g);   /* back at the schema's start, its masks forgotten */
 void json_grammar_free(json_grammar *g);
 /* hachi_sampler_constraint's callbacks, ctx a json_grammar: the tokens that cannot come next
  * (their text breaks the schema's JSON, a control token, the end before the value is whole,

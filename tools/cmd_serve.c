@@ -288,7 +288,7 @@ static hachi_status gen_begin(server *srv, request *q) {
         st = rq->bias_ids ? hachi_sampler_set_logit_bias(q->smp, rq->bias_ids, rq->bias, rq->n_bias)
                         : hachi_sampler_set_logit_bias(q->smp, srv->o->bias_ids, srv->o->bias, srv->o->n_bias);
     if (!st && rq->schema && (!rq->schema->g4 || srv->jv4)) {
-        json_grammar_init(&q->jg, rq->schema->g4 ? srv->jv4 : srv->jv, rq->schema);
+        if (!json_grammar_init(&q->jg, rq->schema->g4 ? srv->jv4 : srv->jv, rq->schema)) return HACHI_ERR_NOMEM;
         hachi_sampler_set_constraint(q->smp, &(hachi_sampler_constraint){json_grammar_mask, json_grammar_accept, &q->jg});
     }
     if (!st) st = hachi_spec_create(srv->m, sl->s, q->smp, &srv->spp, &q->sp);

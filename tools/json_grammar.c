@@ -6,11 +6,12 @@
  * hachi_token_to_text gives it (a byte token its byte); control tokens other than the end are never
  * allowed (their text is not the reply's). White space between two of JSON's tokens is at most one
  * newline and JSON_WS_MAX spaces or tabs (llama.cpp's JSON grammar allows as much), and nesting
- * at most JSON_DEPTH_MAX deep, so that a model cannot stall in either. The mask costs one pass over
- * the vocabulary: a token is rejected by its first byte where that byte cannot come, taken whole
- * inside a string when it holds no quote, backslash or control byte (nor, in Gemma 4's calls, a
- * '<': there a string's or key's text never spells <|"|>, which would read as the quote token), and
- * run through a copy of the automaton otherwise. */
+ * at most JSON_DEPTH_MAX deep, so that a model cannot stall in either. Inside a string a token is
+ * taken whole when it holds no quote, backslash or control byte (nor, in Gemma 4's calls, a '<':
+ * there a string's or key's text never spells <|"|>, which would read as the quote token), and run
+ * through a copy of the automaton otherwise. Elsewhere (and in a string with a pattern) the mask
+ * walks the vocabulary's texts sorted as a trie: a prefix many texts share is fed once, and one
+ * that fails rejects them all. A state's mask is kept for when it comes again. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -666,8 +667,82 @@ struct json_vocab {
     char *bytes;
     uint8_t *kind;          /* [n] JV_* */
     uint16_t *chars;        /* [n] a plain token's characters (its bytes that begin one) */
+    int32_t n_text, max_len;
+    struct vocab_text { int32_t t; uint16_t shared, len; } *text;   /* [n_text] the tokens with text (plain or
+                               not) in their texts' byte order: each shares its first bytes with the last */
+    char *tails;            /* their bytes past those, one after another (the mask's walk reads them in turn) */
 };
 enum { JV_TEXT = 0, JV_PLAIN = 1, JV_END = 2, JV_NONE = 3 };   /* plain: string content whole; end: end of generation */
+
+/* A text's place in the order: its first 8 bytes (zeros past its end) first, the rest on a tie */
+typedef struct { uint64_t head; int32_t t; } text_key;
+
+static int text_cmp(const void *a, const void *b, void *ctx) {
+    const json_vocab *v = ctx;
+    const text_key *p = a, *q = b;
+    if (p->head != q->head) return p->head < q->head ? -1 : 1;
+    const int32_t x = p->t, y = q->t;
+    const uint32_t nx = v->off[x + 1] - v->off[x], ny = v->off[y + 1] - v->off[y];
+    const int c = memcmp(v->bytes + v->off[x], v->bytes + v->off[y], CLI_MIN(nx, ny));
+    return c ? c : nx != ny ? (nx < ny ? -1 : 1) : (x > y) - (x < y);
+}
+
+/* a[0 .. n_text) in their texts' order: by head, a byte a pass (least significant first, each pass
+ * stable), then each run of one head by the whole texts */
+static bool sort_texts(const json_vocab *v, text_key *a) {
+    const size_t n = (size_t)v->n_text;
+    text_key *tmp = malloc(sizeof *tmp * CLI_MAX(n, 1)), *src = a, *dst = tmp;
+    if (!tmp) return false;
+    for (int shift = 0; shift < 64; shift += 8) {
+        size_t at[257] = {0};
+        for (size_t i = 0; i < n; i++) at[(src[i].head >> shift & 255) + 1]++;
+        for (int b = 0; b < 256; b++) at[b + 1] += at[b];
+        for (size_t i = 0; i < n; i++) dst[at[src[i].head >> shift & 255]++] = src[i];
+        text_key *const x = src;
+        src = dst, dst = x;
+    }
+    for (size_t i = 0, j; i < n; i = j) {   /* (8 passes: back in a) */
+        for (j = i + 1; j < n && a[j].head == a[i].head; j++) {}
+        if (j - i > 1) qsort_r(a + i, j - i, sizeof *a, text_cmp, (void *)v);
+    }
+    free(tmp);
+    return true;
+}
+
+/* The tokens with text, sorted, as a trie's walk meets them */
+static bool vocab_order(json_vocab *v) {
+    v->n_text = v->max_len = 0;
+    for (int32_t t = 0; t < v->n; t++) v->n_text += v->kind[t] <= JV_PLAIN;
+    text_key *order = malloc(sizeof *order * (size_t)CLI_MAX(v->n_text, 1));
+    v->text = malloc(sizeof *v->text * (size_t)CLI_MAX(v->n_text, 1));
+    v->tails = malloc(CLI_MAX(v->off[v->n], 1));
+    if (!order || !v->text || !v->tails) { free(order); return false; }
+    for (int32_t t = 0, i = 0; t < v->n; t++) {
+        if (v->kind[t] > JV_PLAIN) continue;
+        uint64_t head = 0;
+        for (uint32_t j = 0; j < 8; j++)
+            head = head << 8 | (v->off[t] + j < v->off[t + 1] ? (unsigned char)v->bytes[v->off[t] + j] : 0);
+        order[i++] = (text_key){head, t};
+    }
+    if (!sort_texts(v, order)) { free(order); return false; }
+    size_t n_tails = 0;
+    for (int32_t i = 0; i < v->n_text; i++) {
+        const int32_t t = order[i].t, len = (int32_t)(v->off[t + 1] - v->off[t]);
+        int32_t k = 0;
+        if (i > 0) {   /* (the heads' first difference, within the shorter text; past 8 bytes, the texts') */
+            const int32_t u = order[i - 1].t, n = CLI_MIN(len, v->text[i - 1].len);
+            const uint64_t x = order[i].head ^ order[i - 1].head;
+            k = CLI_MIN(x ? __builtin_clzll(x) / 8 : 8, n);
+            while (k < n && v->bytes[v->off[t] + k] == v->bytes[v->off[u] + k]) k++;
+        }
+        v->text[i] = (struct vocab_text){t, (uint16_t)k, (uint16_t)len};   /* (a text is at most 1023 bytes) */
+        memcpy(v->tails + n_tails, v->bytes + v->off[t] + k, (size_t)(len - k));
+        n_tails += (size_t)(len - k);
+        v->max_len = CLI_MAX(v->max_len, len);
+    }
+    free(order);
+    return true;
+}
 
 json_vocab *json_vocab_create(const hachi_model *m, bool g4) {
     static const char *const g4_marks[3] = {"<|\"|>", "<tool_call|>", "<|tool_call>"};   /* JSON_G4_QUOTE .. _OPEN */
@@ -720,7 +795,7 @@ json_vocab *json_vocab_create(const hachi_model *m, bool g4) {
     }
     v->off[n] = (uint32_t)total;
     if (g4 && found != 7) { json_vocab_free(v); return NULL; }   /* (not Gemma 4's call tokens) */
-    return v;
+    return vocab_order(v) ? v : (json_vocab_free(v), NULL);
 }
 
 void json_vocab_free(json_vocab *v) {
@@ -729,6 +804,8 @@ void json_vocab_free(json_vocab *v) {
     free(v->bytes);
     free(v->kind);
     free(v->chars);
+    free(v->text);
+    free(v->tails);
     free(v);
 }
 
@@ -750,21 +827,54 @@ static bool state_eq(const json_state *a, const json_state *b) {
     return true;
 }
 
-void json_grammar_init(json_grammar *g, const json_vocab *v, const json_schema *js) {
+bool json_grammar_init(json_grammar *g, const json_vocab *v, const json_schema *js) {
     memset(g, 0, sizeof *g);
     g->v = v;
     json_state_init(&g->st, js);
     g->bits = malloc(sizeof *g->bits * JSON_MASK_CACHE * mask_words(v));
+    g->level = malloc(sizeof *g->level * ((size_t)v->max_len + 1));
+    if (g->bits && g->level) return true;
+    json_grammar_free(g);
+    return false;
+}
+
+void json_grammar_reset(json_grammar *g) {
+    json_state_init(&g->st, g->st.js);
+    g->n_keys = g->next = 0;
 }
 
 void json_grammar_free(json_grammar *g) {
     free(g->bits);
+    free(g->level);
     g->bits = NULL;
+    g->level = NULL;
 }
 
 /* *d = *s, the stack to its depth only (a token's copy: most of the stack is never read) */
 static void state_copy(json_state *d, const json_state *s) {
     memcpy(d, s, offsetof(json_state, stack) + sizeof s->stack[0] * (size_t)s->depth);
+}
+
+/* The tokens with text that can come after s, into b: the sorted texts walked as a trie, so that
+ * a prefix shared by many is fed once (its state kept in level[] while later texts begin with it)
+ * and a prefix that fails fails every text it begins */
+static void walk_texts(json_grammar *g, const json_state *s, uint64_t *b) {
+    const json_vocab *v = g->v;
+    const struct vocab_text *x = v->text, *end = x + v->n_text;
+    const unsigned char *tail = (const unsigned char *)v->tails;
+    json_state *level = g->level, w;
+    state_copy(&level[0], s);
+    while (x < end) {
+        const int keep = x + 1 < end ? x[1].shared : 0;   /* (the next text takes up from there) */
+        int d = x->shared;
+        state_copy(&w, &level[d]);
+        for (; d < x->len && step(&w, tail[d - x->shared]); d++)
+            if (d < keep) state_copy(&level[d + 1], &w);
+        if (d == x->len) b[x->t >> 6] |= 1ull << (x->t & 63);
+        do   /* (byte d failed: so does every text beginning with the first d + 1 bytes) */
+            tail += x->len - x->shared;
+        while (++x < end && x->shared > d);
+    }
 }
 
 void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab) {
@@ -773,45 +883,35 @@ void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab) {
     const json_state *s = &g->st;
     if (s->mode == J_G4_IDLE) return;   /* (text: anything, until a call begins) */
     const size_t words = mask_words(v);
-    for (int k = 0; g->bits && k < g->n_keys; k++)   /* a state seen before (a string's next piece): its mask */
-        if (state_eq(&g->key[k], s)) {
-            const uint64_t *b = g->bits + (size_t)k * words;
-            for (int32_t t = 0; t < n_vocab; t++)
-                if (t >= v->n || !(b[t >> 6] >> (t & 63) & 1)) logits[t] = -INFINITY;
-            return;
-        }
-    uint64_t *b = g->bits ? g->bits + (size_t)g->next * words : NULL;   /* (this state's, replacing the oldest) */
-    if (b) {
+    int k = 0;
+    while (k < g->n_keys && !state_eq(&g->key[k], s)) k++;   /* a state seen before (a string's next piece): its mask */
+    uint64_t *b = g->bits + (size_t)(k < g->n_keys ? k : g->next) * words;
+    if (k == g->n_keys) {   /* (a new state's, replacing the oldest) */
         memset(b, 0, words * sizeof *b);
         g->key[g->next] = *s;
         g->n_keys = CLI_MAX(g->n_keys, g->next + 1);
         g->next = (g->next + 1) % JSON_MASK_CACHE;
-    }
-    bool first[256];   /* the bytes that can come next */
-    for (int c = 0; c < 256; c++) {
-        json_state t;
-        state_copy(&t, s);
-        first[c] = step(&t, (unsigned char)c);
-    }
-    const bool in_string = s->mode == J_STRING && s->n == 0 && !s->u8 && !pattern(s);   /* (g4: no part of <|"|> matched; no
-                                                                                          character open; no pattern) */
-    const json_node *sn = node(s, s->vnode);   /* a string's room left for a plain piece's characters */
-    const int room = in_string && !s->key && sn->bounds & JB_LEN && sn->max_len >= 0 ? sn->max_len - s->len : INT32_MAX;
-    for (int32_t t = 0; t < n_vocab && t < v->n; t++) {
-        const int k = v->kind[t];
-        bool ok;
-        if (k == JV_END) ok = json_state_done(s) || s->mode == J_FAIL;   /* (failed: a forced token; end it) */
-        else if (k == JV_NONE || !first[(unsigned char)v->bytes[v->off[t]]]) ok = false;
-        else if (k == JV_PLAIN && in_string) ok = room == INT32_MAX || v->chars[t] <= room;
-        else {
-            json_state x;
-            state_copy(&x, s);
-            ok = json_state_feed(&x, v->bytes + v->off[t], v->off[t + 1] - v->off[t]);
+        const bool in_string = s->mode == J_STRING && s->n == 0 && !s->u8 && !pattern(s);   /* (g4: no part of <|"|>
+                                                                                               matched; no character open; no pattern) */
+        const json_node *sn = node(s, s->vnode);   /* a string's room left for a plain piece's characters */
+        const int room = in_string && !s->key && sn->bounds & JB_LEN && sn->max_len >= 0 ? sn->max_len - s->len : INT32_MAX;
+        if (!in_string) walk_texts(g, s, b);
+        for (int32_t t = 0; t < v->n; t++) {
+            const int kind = v->kind[t];
+            bool ok;
+            if (kind == JV_END) ok = json_state_done(s) || s->mode == J_FAIL;   /* (failed: a forced token; end it) */
+            else if (kind == JV_NONE || !in_string) continue;
+            else if (kind == JV_PLAIN) ok = v->chars[t] <= room;   /* (in a string: taken whole) */
+            else {
+                json_state x;
+                state_copy(&x, s);
+                ok = json_state_feed(&x, v->bytes + v->off[t], v->off[t + 1] - v->off[t]);
+            }
+            if (ok) b[t >> 6] |= 1ull << (t & 63);
         }
-        if (!ok) logits[t] = -INFINITY;
-        else if (b) b[t >> 6] |= 1ull << (t & 63);
     }
-    for (int32_t t = v->n; t < n_vocab; t++) logits[t] = -INFINITY;
+    for (int32_t t = 0; t < n_vocab; t++)
+        if (t >= v->n || !(b[t >> 6] >> (t & 63) & 1)) logits[t] = -INFINITY;
 }
 
 void json_grammar_accept(void *ctx, int32_t token) {
