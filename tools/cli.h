@@ -422,8 +422,10 @@ void json_pattern_free(json_pattern *p);
 void json_pattern_start(json_pset *s);   /* the empty text's state */
 /* Whether from state s some text of k more code points, lo <= k <= hi (hi < 0: no most), matches */
 bool json_pattern_can_end(const json_pattern *p, const json_pset *s, int lo, int hi);
-/* Whether some code point in [lo, hi] (no surrogate) can come next, with a match of lo..hi more after it */
-bool json_pattern_can_take(const json_pattern *p, const json_pset *s, uint32_t lo, uint32_t hi, int len_lo, int len_hi);
+/* Whether some code point in [lo, hi] (no surrogate) can come next, with a match of len_lo..len_hi more
+ * after it (*hint: as json_pattern_step's) */
+bool json_pattern_can_take(const json_pattern *p, const json_pset *s, int *hint, uint32_t lo, uint32_t hi, int len_lo,
+                           int len_hi);
 /* Code point c next (false, s unchanged, where it cannot, or no match of len_lo..len_hi more could follow).
  * *hint: the pattern's cached state of s (-1: none; checked before it is used), kept with s. The
  * pattern's cache changes: one thread at a time. */

@@ -319,7 +319,7 @@ static bool pat_char(json_state *s, uint32_t lo, uint32_t hi, int extra) {
     const int len_lo = b ? CLI_MAX(0, n->min_len - s->len - extra) : 0, len_hi = b && n->max_len >= 0 ? n->max_len - s->len - extra : -1;
     if (b && n->max_len >= 0 && len_hi < 0) return false;
     return lo == hi ? json_pattern_step(p, &s->ps, &s->ps_hint, lo, len_lo, len_hi)
-                    : json_pattern_can_take(p, &s->ps, lo, hi, len_lo, len_hi);
+                    : json_pattern_can_take(p, &s->ps, &s->ps_hint, lo, hi, len_lo, len_hi);
 }
 
 static bool str_closes(const json_state *s) {
@@ -667,7 +667,8 @@ struct json_vocab {
     char *bytes;
     uint8_t *kind;          /* [n] JV_* */
     uint16_t *chars;        /* [n] a plain token's characters (its bytes that begin one) */
-    int32_t n_text, max_len;
+    int32_t n_text, max_len, n_ends;
+    int32_t *ends;          /* [n_ends] the end-of-generation tokens */
     struct vocab_text { int32_t t; uint16_t shared, len; } *text;   /* [n_text] the tokens with text (plain or
                                not) in their texts' byte order: each shares its first bytes with the last */
     char *tails;            /* their bytes past those, one after another (the mask's walk reads them in turn) */
@@ -711,8 +712,11 @@ static bool sort_texts(const json_vocab *v, text_key *a) {
 
 /* The tokens with text, sorted, as a trie's walk meets them */
 static bool vocab_order(json_vocab *v) {
-    v->n_text = v->max_len = 0;
-    for (int32_t t = 0; t < v->n; t++) v->n_text += v->kind[t] <= JV_PLAIN;
+    v->n_text = v->max_len = v->n_ends = 0;
+    for (int32_t t = 0; t < v->n; t++) v->n_text += v->kind[t] <= JV_PLAIN, v->n_ends += v->kind[t] == JV_END;
+    if (!(v->ends = malloc(sizeof *v->ends * (size_t)CLI_MAX(v->n_ends, 1)))) return false;
+    for (int32_t t = 0, i = 0; t < v->n; t++)
+        if (v->kind[t] == JV_END) v->ends[i++] = t;
     text_key *order = malloc(sizeof *order * (size_t)CLI_MAX(v->n_text, 1));
     v->text = malloc(sizeof *v->text * (size_t)CLI_MAX(v->n_text, 1));
     v->tails = malloc(CLI_MAX(v->off[v->n], 1));
@@ -806,6 +810,7 @@ void json_vocab_free(json_vocab *v) {
     free(v->chars);
     free(v->text);
     free(v->tails);
+    free(v->ends);
     free(v);
 }
 
@@ -896,22 +901,26 @@ void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab) {
         const json_node *sn = node(s, s->vnode);   /* a string's room left for a plain piece's characters */
         const int room = in_string && !s->key && sn->bounds & JB_LEN && sn->max_len >= 0 ? sn->max_len - s->len : INT32_MAX;
         if (!in_string) walk_texts(g, s, b);
-        for (int32_t t = 0; t < v->n; t++) {
-            const int kind = v->kind[t];
-            bool ok;
-            if (kind == JV_END) ok = json_state_done(s) || s->mode == J_FAIL;   /* (failed: a forced token; end it) */
-            else if (kind == JV_NONE || !in_string) continue;
-            else if (kind == JV_PLAIN) ok = v->chars[t] <= room;   /* (in a string: taken whole) */
-            else {
+        for (int32_t t = 0; t < v->n && in_string; t++) {
+            bool ok = v->kind[t] == JV_PLAIN && v->chars[t] <= room;   /* (taken whole) */
+            if (v->kind[t] == JV_TEXT) {
                 json_state x;
                 state_copy(&x, s);
                 ok = json_state_feed(&x, v->bytes + v->off[t], v->off[t + 1] - v->off[t]);
             }
             if (ok) b[t >> 6] |= 1ull << (t & 63);
         }
+        for (int32_t i = 0; i < v->n_ends && (json_state_done(s) || s->mode == J_FAIL); i++)   /* (failed: a forced
+                                                                                                   token; end it) */
+            b[v->ends[i] >> 6] |= 1ull << (v->ends[i] & 63);
     }
-    for (int32_t t = 0; t < n_vocab; t++)
-        if (t >= v->n || !(b[t >> 6] >> (t & 63) & 1)) logits[t] = -INFINITY;
+    for (int32_t w = 0; w < (n_vocab + 63) / 64; w++) {   /* (a word of 64 tokens at a time) */
+        const uint64_t m = 64 * w < v->n ? b[w] : 0;
+        float *const l = logits + 64 * w;
+        const int n = CLI_MIN(64, n_vocab - 64 * w);
+        for (int i = 0; i < n && m != ~0ull; i++)
+            if (!(m >> i & 1) || 64 * w + i >= v->n) l[i] = -INFINITY;
+    }
 }
 
 void json_grammar_accept(void *ctx, int32_t token) {

@@ -6,9 +6,11 @@
  * where no text within its minLength / maxLength could complete it. A pattern not anchored by ^ or $
  * matches anywhere in the string, as a validator's RegExp.test does: any text may stand before it or
  * after it. Compiling is the cold path; json_pattern_step and json_pattern_can_take run per byte of
- * every token the mask tries. A step by an ASCII character goes through a cache of the sets met
- * so far (a lazy DFA: each set's successor by each character and the lengths that complete a
- * match from it), filled as the masks meet them and emptied when full. */
+ * every token the mask tries. The code points fall into columns that every class takes whole or
+ * not at all: each ASCII character its own, and the intervals between the classes' bounds past it.
+ * A step goes through a cache of the sets met so far (a lazy DFA: each set's successor by each
+ * column, and the lengths that complete a match from it), filled as the masks meet them and
+ * emptied when full. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 typedef struct { uint32_t lo, hi; } cp_range;
 typedef struct { int first, n; bool neg; } cp_class;   /* ranges[first ..], negated */
 
+#define PAT_RANGES 1024        /* ranges in a pattern's classes (each bound a column) */
 #define DFA_STATES 256          /* sets the cache holds (then it starts again) */
 #define DFA_SLOTS 512           /* its hash table of them */
 #define LENW ((LENS + 63) / 64)
@@ -28,12 +31,13 @@ enum { DFA_UNKNOWN = -2, DFA_DEAD = -1 };
 typedef struct {
     json_pset set;
     uint64_t lens[LENW];        /* bit k: a text of k more code points completes a match from some position of set */
-    int16_t next[128];          /* the state after ASCII character c (DFA_UNKNOWN: not met yet; DFA_DEAD: none) */
 } dfa_state;
 typedef struct {
     int n;
     dfa_state st[DFA_STATES];
     int16_t slot[DFA_SLOTS];    /* -1: empty */
+    int16_t *next;              /* [DFA_STATES][n_cols] the state after a code point of the column (DFA_UNKNOWN:
+                                   not met yet; DFA_DEAD: none) */
 } dfa_cache;
 
 struct json_pattern {
@@ -41,9 +45,9 @@ struct json_pattern {
     int cls[JSON_PAT_POS];      /* [n_pos] a position's class */
     json_pset follow[JSON_PAT_POS];   /* [n_pos] the positions that may come after it */
     json_pset accept;           /* the positions a match may end on */
-    json_pset ascii[128];       /* the positions whose class holds ASCII character c */
-    json_pset wide, narrow;     /* those whose class holds every other code point but U+2028 and U+2029 (., [^..]),
-                                   and those that hold none of them (\\w, [a-z]): the rest are tested one by one */
+    uint32_t *wide;             /* [n_cols - 128 + 1] the columns past ASCII: code points [wide[j], wide[j + 1]) */
+    int n_cols;
+    json_pset *col;             /* [n_cols] the positions whose class holds the column's code points */
     json_pset *lens;            /* [LENS]: lens[k]: the positions a text of k more code points leads to a match from */
     cp_class *classes;
     int n_classes;
@@ -89,6 +93,7 @@ static bool set_meets(const json_pset *a, const json_pset *b) {
 
 static bool add_range(parser *ps, uint32_t lo, uint32_t hi) {
     json_pattern *p = ps->p;
+    if (p->n_ranges == PAT_RANGES) return perr(ps, "more than %d ranges in its character classes", PAT_RANGES);
     if (!json_grow((void **)&p->ranges, p->n_ranges, sizeof *p->ranges)) return perr(ps, "out of memory");
     p->ranges[p->n_ranges++] = (cp_range){lo, hi};
     p->classes[p->n_classes - 1].n++;
@@ -129,11 +134,49 @@ static bool class_meets_cl(const json_pattern *p, const cp_class *cl, uint32_t l
     return false;
 }
 static bool class_meets(const json_pattern *p, int k, uint32_t lo, uint32_t hi) { return class_meets_cl(p, &p->classes[k], lo, hi); }
-/* Whether class k holds every code point of [lo, hi] but surrogates */
-static bool class_all(const json_pattern *p, int k, uint32_t lo, uint32_t hi) {
-    cp_class c = p->classes[k];
-    c.neg = !c.neg;
-    return !class_meets_cl(p, &c, lo, hi);
+
+static int cp_cmp(const void *a, const void *b) {
+    const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The columns: ASCII's characters, then the intervals past it between the classes' bounds (and the
+ * surrogates', which no class is given: a string holds none), with each one's positions */
+static bool columns(json_pattern *p) {
+    uint32_t *b = malloc(sizeof *b * (4 + 2 * (size_t)p->n_ranges));
+    if (!b) return false;
+    int n = 0;
+    b[n++] = 0x80, b[n++] = 0xD800, b[n++] = 0xE000, b[n++] = 0x110000;
+    for (int i = 0; i < p->n_ranges; i++)
+        for (int e = 0; e < 2; e++) {
+            const uint32_t c = e ? p->ranges[i].hi + 1 : p->ranges[i].lo;
+            if (c > 0x80 && c < 0x110000) b[n++] = c;
+        }
+    qsort(b, (size_t)n, sizeof *b, cp_cmp);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (!k || b[i] != b[k - 1]) b[k++] = b[i];
+    p->wide = b;
+    p->n_cols = 128 + k - 1;
+    if (!(p->col = calloc((size_t)p->n_cols, sizeof *p->col))) return false;
+    for (int c = 0; c < p->n_cols; c++) {
+        const uint32_t cp = c < 128 ? (uint32_t)c : b[c - 128];
+        for (int i = 1; i < p->n_pos && cp != 0xD800; i++)
+            if (class_has(p, p->cls[i], cp)) set_add(&p->col[c], i);
+    }
+    return true;
+}
+
+/* Code point c's column (no surrogate) */
+static int column(const json_pattern *p, uint32_t c) {
+    if (c < 128) return (int)c;
+    int lo = 0, hi = p->n_cols - 128 - 1;   /* (the last interval whose start is at most c) */
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (p->wide[mid] <= c) lo = mid;
+        else hi = mid - 1;
+    }
+    return 128 + lo;
 }
 
 /* ECMA-262's character class escapes: d, s, w (negated: their capitals) */
@@ -426,7 +469,8 @@ json_pattern *json_pattern_compile(const char *re, char *err, size_t cap) {
         f = concat(p, f, &after);
     }
     if (!head && !ps.failed) f = concat(p, any, &f);
-    if (ps.failed || !(p->lens = calloc(LENS, sizeof *p->lens)) || !(p->dfa = malloc(sizeof *p->dfa))) {
+    if (ps.failed || !(p->lens = calloc(LENS, sizeof *p->lens)) || !columns(p) || !(p->dfa = malloc(sizeof *p->dfa)) ||
+        !(p->dfa->next = malloc(sizeof *p->dfa->next * DFA_STATES * (size_t)p->n_cols))) {
         if (!ps.failed) snprintf(err, cap, "out of memory");
         json_pattern_free(p);
         return NULL;
@@ -439,13 +483,6 @@ json_pattern *json_pattern_compile(const char *re, char *err, size_t cap) {
     json_pset live = {{0}};   /* (positions whose class holds something a string can hold) */
     for (int i = 1; i < p->n_pos; i++)
         if (class_meets(p, p->cls[i], 0, 0x10FFFF)) set_add(&live, i);
-    for (int c = 0; c < 128; c++)
-        for (int i = 1; i < p->n_pos; i++)
-            if (class_has(p, p->cls[i], (uint32_t)c)) set_add(&p->ascii[c], i);
-    for (int i = 1; i < p->n_pos; i++) {
-        if (class_all(p, p->cls[i], 0x80, 0x2027) && class_all(p, p->cls[i], 0x202A, 0x10FFFF)) set_add(&p->wide, i);
-        if (!class_meets(p, p->cls[i], 0x80, 0x10FFFF)) set_add(&p->narrow, i);
-    }
     p->lens[0] = p->accept;
     for (int len = 1; len < LENS; len++)
         for (int i = 0; i < p->n_pos; i++) {
@@ -458,8 +495,11 @@ json_pattern *json_pattern_compile(const char *re, char *err, size_t cap) {
 
 void json_pattern_free(json_pattern *p) {
     if (!p) return;
+    if (p->dfa) free(p->dfa->next);
     free(p->dfa);
     free(p->lens);
+    free(p->wide);
+    free(p->col);
     free(p->classes);
     free(p->ranges);
     free(p);
@@ -470,29 +510,13 @@ void json_pattern_start(json_pset *s) {
     set_add(s, 0);
 }
 
-/* The positions that follow those of s whose classes meet [lo, hi], into *next; whether any */
-static bool follow_meeting(const json_pattern *p, const json_pset *s, uint32_t lo, uint32_t hi, json_pset *next) {
+/* The positions that follow those of s whose classes hold column c's code points, into *next; whether any */
+static bool follow_col(const json_pattern *p, const json_pset *s, int c, json_pset *next) {
     json_pset cand = {{0}};
     for (int w = 0; w < SETW; w++)
         for (uint64_t b = s->w[w]; b; b &= b - 1) set_or(&cand, &p->follow[64 * w + __builtin_ctzll(b)]);
     bool any = false;
-    if (lo == hi && lo < 128) {   /* (ASCII: the classes' sets at once) */
-        for (int w = 0; w < SETW; w++) any |= (next->w[w] = cand.w[w] & p->ascii[lo].w[w]) != 0;
-        return any;
-    }
-    memset(next, 0, sizeof *next);
-    if (lo >= 0x80 && (hi < 0x2028 || lo > 0x2029) && !(lo >= 0xD800 && hi <= 0xDFFF))   /* (past ASCII, not only
-                                                                                              surrogates: wide classes
-                                                                                              take it, narrow ones not) */
-        for (int w = 0; w < SETW; w++) {
-            any |= (next->w[w] = cand.w[w] & p->wide.w[w]) != 0;
-            cand.w[w] &= ~(p->wide.w[w] | p->narrow.w[w]);
-        }
-    for (int w = 0; w < SETW; w++)
-        for (uint64_t b = cand.w[w]; b; b &= b - 1) {
-            const int i = 64 * w + __builtin_ctzll(b);
-            if (lo == hi ? class_has(p, p->cls[i], lo) : class_meets(p, p->cls[i], lo, hi)) set_add(next, i), any = true;
-        }
+    for (int w = 0; w < SETW; w++) any |= (next->w[w] = cand.w[w] & p->col[c].w[w]) != 0;
     return any;
 }
 
@@ -511,11 +535,6 @@ bool json_pattern_can_end(const json_pattern *p, const json_pset *s, int lo, int
     for (int k = a; k <= b; k++)
         if (set_meets(&p->lens[k], s)) return true;
     return false;
-}
-
-bool json_pattern_can_take(const json_pattern *p, const json_pset *s, uint32_t lo, uint32_t hi, int len_lo, int len_hi) {
-    json_pset next;
-    return follow_meeting(p, s, lo, hi, &next) && json_pattern_can_end(p, &next, len_lo, len_hi);
 }
 
 /* ---- the cache of sets (a lazy DFA) ------------------------------------------------------- */
@@ -543,13 +562,13 @@ static int dfa_intern(const json_pattern *p, const json_pset *s, bool *flushed) 
     memset(x->lens, 0, sizeof x->lens);
     for (int k = 0; k < LENS; k++)
         if (set_meets(&p->lens[k], s)) x->lens[k >> 6] |= 1ull << (k & 63);
-    for (int c = 0; c < 128; c++) x->next[c] = DFA_UNKNOWN;
+    for (int c = 0; c < p->n_cols; c++) d->next[(size_t)d->n * (size_t)p->n_cols + (size_t)c] = DFA_UNKNOWN;
     d->slot[h] = (int16_t)d->n;
     return d->n++;
 }
 
 /* json_pattern_can_end from a cached state: a bit of its lengths in [lo, hi] */
-static bool dfa_can_end(const dfa_state *x, int lo, int hi) {
+static inline bool dfa_can_end(const dfa_state *x, int lo, int hi) {
     int a, b;
     len_window(lo, hi, &a, &b);
     for (int w = a >> 6; w <= b >> 6 && a <= b; w++) {
@@ -561,26 +580,56 @@ static bool dfa_can_end(const dfa_state *x, int lo, int hi) {
     return false;
 }
 
-bool json_pattern_step(const json_pattern *p, json_pset *s, int *hint, uint32_t c, int len_lo, int len_hi) {
-    if (c >= 0xD800 && c <= 0xDFFF) return false;
-    json_pset next;
-    if (c >= 128) {
-        *hint = -1;
-        if (!follow_meeting(p, s, c, c, &next) || !json_pattern_can_end(p, &next, len_lo, len_hi)) return false;
-        *s = next;
-        return true;
-    }
-    dfa_cache *d = p->dfa;
+/* s's state in the cache (*hint where it holds s: checked) */
+static int dfa_of(const json_pattern *p, const json_pset *s, const int *hint) {
+    const dfa_cache *d = p->dfa;
     bool flushed = false;
-    int id = *hint;
-    if (id < 0 || id >= d->n || memcmp(&d->st[id].set, s, sizeof *s)) id = dfa_intern(p, s, &flushed);   /* (a hint checked) */
-    int nx = d->st[id].next[c];
-    if (nx == DFA_UNKNOWN) {
-        nx = follow_meeting(p, s, c, c, &next) ? dfa_intern(p, &next, &flushed) : DFA_DEAD;
-        if (!flushed) d->st[id].next[c] = (int16_t)nx;
+    return *hint >= 0 && *hint < d->n && !memcmp(&d->st[*hint].set, s, sizeof *s) ? *hint : dfa_intern(p, s, &flushed);
+}
+
+/* The state after column c from state *id, s's (DFA_DEAD: none); a cache emptied meanwhile leaves
+ * *id as s's state again */
+static int dfa_met(const json_pattern *p, const json_pset *s, int *id, int c);
+static inline int dfa_next(const json_pattern *p, const json_pset *s, int *id, int c) {
+    const int nx = p->dfa->next[(size_t)*id * (size_t)p->n_cols + (size_t)c];
+    return nx != DFA_UNKNOWN ? nx : dfa_met(p, s, id, c);
+}
+
+/* (dfa_next's transition not met before) */
+static int dfa_met(const json_pattern *p, const json_pset *s, int *id, int c) {
+    dfa_cache *d = p->dfa;
+    int16_t *const at = &d->next[(size_t)*id * (size_t)p->n_cols + (size_t)c];
+    int nx;
+    json_pset next;
+    bool flushed = false;
+    nx = follow_col(p, s, c, &next) ? dfa_intern(p, &next, &flushed) : DFA_DEAD;
+    if (!flushed) *at = (int16_t)nx;
+    else *id = dfa_intern(p, s, &flushed);   /* (emptied: next is in it, and now s) */
+    return nx;
+}
+
+bool json_pattern_can_take(const json_pattern *p, const json_pset *s, int *hint, uint32_t lo, uint32_t hi, int len_lo,
+                           int len_hi) {
+    int id = dfa_of(p, s, hint);
+    bool any = false;
+    const int last = column(p, CLI_MIN(hi, 0x10FFFF));
+    for (int c = column(p, lo); c <= last && !any; c++) {
+        const int nx = c < 128 || p->wide[c - 128] != 0xD800 ? dfa_next(p, s, &id, c) : DFA_DEAD;
+        any = nx != DFA_DEAD && dfa_can_end(&p->dfa->st[nx], len_lo, len_hi);
     }
-    if (nx == DFA_DEAD || !dfa_can_end(&d->st[nx], len_lo, len_hi)) return false;
-    *s = d->st[nx].set;
+    *hint = id;
+    return any;
+}
+
+bool json_pattern_step(const json_pattern *p, json_pset *s, int *hint, uint32_t c, int len_lo, int len_hi) {
+    if ((c >= 0xD800 && c <= 0xDFFF) || c > 0x10FFFF) return false;
+    int id = dfa_of(p, s, hint);
+    const int nx = dfa_next(p, s, &id, column(p, c));
+    if (nx == DFA_DEAD || !dfa_can_end(&p->dfa->st[nx], len_lo, len_hi)) {
+        *hint = id;
+        return false;
+    }
+    *s = p->dfa->st[nx].set;
     *hint = nx;
     return true;
 }
