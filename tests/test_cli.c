@@ -504,7 +504,7 @@ TEST(cli_json_schema) {
     static const struct { const char *args, *needle; } bad[] = {
         {"run -m %s -p x --json-schema '{\"type\":\"strin\"}'", "--json-schema: 'schema.type': not a JSON schema type"},
         {"run -m %s -p x --json-schema '{\"type\":'", "--json-schema: 'schema' is not JSON"},
-        {"run -m %s -p x --json-schema '{\"allOf\":[]}'", "'allOf' is not supported"},
+        {"run -m %s -p x --json-schema '{\"not\":{}}'", "'not' is not supported"},
         {"run -m %s -p x --json-schema-file /nonexistent.json", "/nonexistent.json"},
         {"run -m %s -p x --json-schema '{}' --json-schema '{}'", "give one of --json-schema and --json-schema-file, once"},
         {"chat -m %s --think --json-schema '{}'", "--json-schema with --think is not supported"},

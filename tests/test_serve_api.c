@@ -175,6 +175,30 @@ TEST(json_schema_automaton) {
         {"{\"$defs\":{\"Node\":{\"type\":\"object\",\"properties\":{\"value\":{\"type\":\"integer\"},\"next\":{\"anyOf\":"
          "[{\"$ref\":\"#/$defs/Node\"},{\"type\":\"null\"}]}},\"required\":[\"value\"]}},\"$ref\":\"#/$defs/Node\"}",
          "{\"value\":1,\"next\":{\"next\":null}}", 20, false},
+        /* allOf: its schemas merged (zod's intersections, a $ref beside constraints, pydantic 1's allOf of one $ref) */
+#define ALL2 "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"minLength\":1}},\"required\":[\"a\"]}," \
+             "{\"properties\":{\"b\":{\"type\":\"integer\"},\"a\":{\"maxLength\":2}},\"required\":[\"b\"]}]}"
+        {ALL2, "{\"a\":\"xy\",\"b\":1}", -1, true},
+        {ALL2, "{\"a\":\"xyz\"", 8, false},   /* (both a's bounds) */
+        {ALL2, "{\"a\":\"x\"}", 8, false},     /* (b required) */
+        {ALL2, "{\"b\":1}", 2, false},           /* (a first, required) */
+        {"{\"$defs\":{\"S\":{\"type\":\"string\"}},\"$ref\":\"#/$defs/S\",\"maxLength\":2}", "\"ab\"", -1, true},
+        {"{\"$defs\":{\"S\":{\"type\":\"string\"}},\"$ref\":\"#/$defs/S\",\"maxLength\":2}", "\"abc\"", 3, false},
+        {"{\"allOf\":[{\"type\":\"integer\",\"minimum\":0},{\"maximum\":5,\"minimum\":-3}]}", "5", -1, true},
+        {"{\"allOf\":[{\"type\":\"integer\",\"minimum\":0},{\"maximum\":5,\"minimum\":-3}]}", "-1", 1, false},
+        {"{\"allOf\":[{\"type\":\"integer\",\"minimum\":0},{\"maximum\":5,\"minimum\":-3}]}", "6", 0, false},
+        {"{\"allOf\":[{\"type\":[\"number\",\"string\"]},{\"type\":[\"integer\",\"null\"]}]}", "3", -1, true},
+        {"{\"allOf\":[{\"type\":[\"number\",\"string\"]},{\"type\":[\"integer\",\"null\"]}]}", "3.5", 1, false},
+        {"{\"allOf\":[{\"type\":[\"number\",\"string\"]},{\"type\":[\"integer\",\"null\"]}]}", "\"x\"", 0, false},
+        {"{\"allOf\":[{\"enum\":[\"a\",\"b\",\"c\"]},{\"enum\":[\"c\",\"b\"]}]}", "\"b\"", -1, true},
+        {"{\"allOf\":[{\"enum\":[\"a\",\"b\",\"c\"]},{\"enum\":[\"c\",\"b\"]}]}", "\"a", 1, false},
+        {"{\"allOf\":[{\"enum\":[1,2]},{\"const\":2}]}", "2", -1, true},
+        {"{\"allOf\":[{\"enum\":[1,2]},{\"const\":2}]}", "1", 0, false},
+#define ALLREC "{\"definitions\":{\"N\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"next\":" \
+               "{\"title\":\"Next\",\"description\":\"d\",\"allOf\":[{\"$ref\":\"#/definitions/N\"}]}}}}," \
+               "\"allOf\":[{\"$ref\":\"#/definitions/N\"}]}"
+        {ALLREC, "{\"v\":1,\"next\":{\"v\":2,\"next\":{}}}", -1, true},
+        {ALLREC, "{\"v\":1,\"next\":{\"w\":2}}", 16, false},
         /* lengths in characters (an escape one, a UTF-8 character one) */
 #define LEN24 "{\"type\":\"string\",\"minLength\":2,\"maxLength\":4}"
         {LEN24, "\"ab\"", -1, true},
@@ -336,7 +360,16 @@ TEST(json_schema_automaton) {
         serve_req_free(&rq);
     }
     static const struct { const char *schema, *words; } bad[] = {
-        {"{\"allOf\":[{}]}", "'response_format.json_schema.schema': 'allOf' is not supported"},
+        {"{\"allOf\":[]}", "'response_format.json_schema.schema.allOf' must be a non-empty array of schemas"},
+        {"{\"allOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", "allOf[1]': no value is of a type that allOf's schemas all name"},
+        {"{\"allOf\":[{\"pattern\":\"a\"},{\"pattern\":\"b\"}]}", "'pattern' given differently by two of allOf's schemas"},
+        {"{\"allOf\":[{\"enum\":[1]},{\"enum\":[2]}]}", "no value is in every enum of allOf's schemas"},
+        {"{\"allOf\":[{\"const\":3},{\"enum\":[1,2]}]}", "allOf's const is not in its enum"},
+        {"{\"allOf\":[{\"type\":\"string\"},{\"not\":{}}]}", "'response_format.json_schema.schema': 'not' is not supported"},
+        {"{\"allOf\":[{\"$ref\":\"#/$defs/Q\"},{}]}", "schema.allOf[0].$ref': '#/$defs/Q' is not one of"},
+        {"{\"$defs\":{\"A\":{\"allOf\":[{\"$ref\":\"#/$defs/A\"},{\"type\":\"string\"}]}},\"$ref\":\"#/$defs/A\",\"maxLength\":1}",
+         "allOf and $ref nest deeper than 8 within each other"},
+        {"{\"allOf\":[{\"type\":\"string\"},3]}", "schema.allOf[1]' must be a schema (an object), got a number"},
         {"{\"anyOf\":[{\"type\":\"string\"},{\"enum\":[\"a\"]}]}", "'response_format.json_schema.schema.anyOf': alternatives"},
         {"{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "alternatives of the same type"},
         {"{\"type\":\"text\"}", "'response_format.json_schema.schema.type': not a JSON schema type"},

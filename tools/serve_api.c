@@ -946,6 +946,7 @@ typedef struct {
     const cJSON *root;
     struct { const char *ref; int node; } refs[64];   /* $refs compiled (recursion ends there) */
     int n_refs;
+    cJSON *merged;                  /* allOf's schemas merged, kept while the compile may point into them */
     char *err;
     size_t cap;
 } schema_cc;
@@ -969,22 +970,30 @@ static int type_bit(const cJSON *e) {
     return 0;
 }
 
+/* The types of both: integer where one takes numbers and the other integers */
+static int type_meet(int a, int b) {
+    return (a & b) | ((a & JT_NUM) && (b & JT_INT) ? JT_INT : 0) | ((b & JT_NUM) && (a & JT_INT) ? JT_INT : 0);
+}
+
 /* The types a schema names before it is compiled (its "type", properties or items, its $ref's,
  * its alternatives'; 0 for an enum or const) */
 static int shallow_types(const schema_cc *cc, const cJSON *sc, int depth) {
     if (depth > 8 || !cJSON_IsObject(sc) || !sc->child) return JT_ANY;
-    if (get(sc, "$ref")) return shallow_types(cc, ref_target(cc, cJSON_GetStringValue(get(sc, "$ref"))), depth + 1);
     if (get(sc, "const") || get(sc, "enum")) return 0;
-    const cJSON *alts = get(sc, "anyOf") ? get(sc, "anyOf") : get(sc, "oneOf"), *a;
+    int all = JT_ANY;   /* (allOf's schemas and a $ref's target: the types they all name) */
+    const cJSON *a, *each = get(sc, "allOf");
+    cJSON_ArrayForEach(a, each) all = type_meet(all, shallow_types(cc, a, depth + 1));
+    if (get(sc, "$ref")) all = type_meet(all, shallow_types(cc, ref_target(cc, cJSON_GetStringValue(get(sc, "$ref"))), depth + 1));
+    const cJSON *alts = get(sc, "anyOf") ? get(sc, "anyOf") : get(sc, "oneOf");
     int t = 0;
     if (alts) {
         cJSON_ArrayForEach(a, alts) t |= shallow_types(cc, a, depth + 1);
-        return t;
+        return type_meet(all, t);
     }
     const cJSON *ty = get(sc, "type"), *tys = cJSON_IsArray(ty) ? ty : NULL;
     cJSON_ArrayForEach(a, tys) t |= type_bit(a);
     if (!tys) t = type_bit(ty);
-    return t ? t : get(sc, "properties") ? JT_OBJ : get(sc, "items") ? JT_ARR : JT_ANY;
+    return type_meet(all, t ? t : get(sc, "properties") ? JT_OBJ : get(sc, "items") ? JT_ARR : JT_ANY);
 }
 
 /* A value as a Gemma 4 call writes it (format_argument), its quote tokens as JSON_G4_QUOTE (malloc'd) */
@@ -1248,15 +1257,175 @@ static int schema_union(schema_cc *cc, const cJSON *alts, const char *path, int 
     return k >= 0 ? k : (fail(cc->err, cc->cap, "'%s': the schema is too large (%d nodes at most)", path, JSON_NODES_MAX), -1);
 }
 
+/* ---- allOf: its schemas merged into one, keyword by keyword ---- */
+
+static bool annotation(const char *k) {
+    static const char *const names[] = {"title", "description", "default", "examples", "$comment", "$schema", "$id",
+                                        "deprecated", "readOnly", "writeOnly", "$defs", "definitions"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(k, names[i])) return true;
+    return false;
+}
+
+/* A keyword whose value holds for both when the greater (minimum: +1) or the less (maximum: -1) is kept */
+static int bound_kind(const char *k) {
+    static const char *const lo[] = {"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"};
+    static const char *const hi[] = {"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"};
+    for (size_t i = 0; i < sizeof lo / sizeof *lo; i++)
+        if (!strcmp(k, lo[i]) || !strcmp(k, hi[i])) return !strcmp(k, lo[i]) ? 1 : -1;
+    return 0;
+}
+
+static bool add_item(cJSON *o, const char *k, cJSON *v) {   /* (v owned by o, or freed) */
+    if (v && cJSON_AddItemToObject(o, k, v)) return true;
+    cJSON_Delete(v);
+    return false;
+}
+
+/* {"allOf": [a, b]} (copies), for a keyword both give as schemas */
+static cJSON *both_of(const cJSON *a, const cJSON *b) {
+    cJSON *o = cJSON_CreateObject(), *arr = cJSON_CreateArray();
+    if (!o || !add_item(o, "allOf", arr) || !cJSON_AddItemToArray(arr, cJSON_Duplicate(a, true)) ||
+        !cJSON_AddItemToArray(arr, cJSON_Duplicate(b, true)) || cJSON_GetArraySize(arr) != 2) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Keyword k of value v (from the schema at path) into m, which may have it already */
+static bool merge_keyword(schema_cc *cc, cJSON *m, const char *k, const cJSON *v, const char *path) {
+    cJSON *had = cJSON_GetObjectItemCaseSensitive(m, k), *e;
+    if (!had) return add_item(m, k, cJSON_Duplicate(v, true)) || fail(cc->err, cc->cap, "out of memory");
+    if (cJSON_Compare(had, v, true)) return true;
+    const int bound = bound_kind(k);
+    if (bound && cJSON_IsNumber(had) && cJSON_IsNumber(v)) {   /* (the stricter) */
+        if ((v->valuedouble > had->valuedouble) == (bound > 0)) cJSON_SetNumberValue(had, v->valuedouble);
+        return true;
+    }
+    if (!strcmp(k, "type")) {   /* (the types both name) */
+        const int a = schema_types(cc, had, path), b = a ? schema_types(cc, v, path) : 0, t = type_meet(a, b);
+        if (!a || !b) return false;
+        if (!t) return fail(cc->err, cc->cap, "'%s': no value is of a type that allOf's schemas all name", path);
+        cJSON *names = cJSON_CreateArray();
+        static const char *const type_names[] = {"object", "array", "string", "number", "integer", "boolean", "null"};
+        for (int i = 0; names && i < 7; i++)   /* (integer within number: number) */
+            if (t >> i & 1 && (type_names[i][0] != 'i' || !(t & JT_NUM))) cJSON_AddItemToArray(names, cJSON_CreateString(type_names[i]));
+        return (names && cJSON_ReplaceItemInObjectCaseSensitive(m, k, names)) || fail(cc->err, cc->cap, "out of memory");
+    }
+    if (!strcmp(k, "required") && cJSON_IsArray(had) && cJSON_IsArray(v)) {   /* (both's) */
+        cJSON_ArrayForEach(e, v) {
+            bool in = false;
+            const cJSON *h;
+            cJSON_ArrayForEach(h, had) in |= cJSON_Compare(h, e, true);
+            if (!in && !cJSON_AddItemToArray(had, cJSON_Duplicate(e, true))) return fail(cc->err, cc->cap, "out of memory");
+        }
+        return true;
+    }
+    if (!strcmp(k, "properties") && cJSON_IsObject(had) && cJSON_IsObject(v)) {   /* (each one's, in both: both of its) */
+        cJSON_ArrayForEach(e, v) {
+            cJSON *p = cJSON_GetObjectItemCaseSensitive(had, e->string);
+            bool ok = p ? cJSON_Compare(p, e, true) || cJSON_ReplaceItemInObjectCaseSensitive(had, e->string, both_of(p, e))
+                        : add_item(had, e->string, cJSON_Duplicate(e, true));
+            if (!ok) return fail(cc->err, cc->cap, "out of memory");
+        }
+        return true;
+    }
+    if (!strcmp(k, "enum") && cJSON_IsArray(had) && cJSON_IsArray(v)) {   /* (the values in both) */
+        for (cJSON *h = had->child, *next; h; h = next) {
+            bool in = false;
+            next = h->next;
+            cJSON_ArrayForEach(e, v) in |= cJSON_Compare(h, e, true);
+            if (!in) cJSON_Delete(cJSON_DetachItemViaPointer(had, h));
+        }
+        return cJSON_GetArraySize(had) || fail(cc->err, cc->cap, "'%s': no value is in every enum of allOf's schemas", path);
+    }
+    if (!strcmp(k, "uniqueItems"))
+        return !cJSON_IsTrue(v) || cJSON_ReplaceItemInObjectCaseSensitive(m, k, cJSON_CreateTrue()) || fail(cc->err, cc->cap, "out of memory");
+    if ((!strcmp(k, "items") || !strcmp(k, "additionalProperties")) && cJSON_IsObject(had) && cJSON_IsObject(v))
+        return cJSON_ReplaceItemInObjectCaseSensitive(m, k, both_of(had, v)) || fail(cc->err, cc->cap, "out of memory");
+    if (!strcmp(k, "additionalProperties") && (cJSON_IsFalse(had) || cJSON_IsFalse(v)))   /* (none) */
+        return cJSON_ReplaceItemInObjectCaseSensitive(m, k, cJSON_CreateFalse()) || fail(cc->err, cc->cap, "out of memory");
+    return fail(cc->err, cc->cap, "'%s': '%s' given differently by two of allOf's schemas is not supported", path, k);
+}
+
+/* Schema sc's keywords into m: its $ref's target's and its allOf's schemas' first (depth: $refs and
+ * allOfs followed so far) */
+static bool merge_schema(schema_cc *cc, cJSON *m, const cJSON *sc, const char *path, int depth) {
+    char sub[512];
+    if (depth > 8) return fail(cc->err, cc->cap, "'%s': allOf and $ref nest deeper than 8 within each other", path);
+    if (cJSON_IsTrue(sc)) return true;
+    if (!cJSON_IsObject(sc)) return fail(cc->err, cc->cap, "'%s' must be a schema (an object), got %s", path, type_name(sc));
+    const cJSON *ref = get(sc, "$ref"), *all = get(sc, "allOf"), *e;
+    if (ref) {
+        const char *r = cJSON_GetStringValue(ref);
+        const cJSON *target = ref_target(cc, r);
+        if (!target) return fail(cc->err, cc->cap, "'%s.$ref': '%.*s' is not one of the schema's $defs", path, r ? clip(r, 96) : 4,
+                                 r ? r : "null");
+        snprintf(sub, sizeof sub, "%.400s", r);
+        if (!merge_schema(cc, m, target, sub, depth + 1)) return false;
+    }
+    if (all && (!cJSON_IsArray(all) || !cJSON_GetArraySize(all)))
+        return fail(cc->err, cc->cap, "'%s.allOf' must be a non-empty array of schemas", path);
+    for (int i = 0; i < cJSON_GetArraySize(all); i++) {
+        snprintf(sub, sizeof sub, "%.400s.allOf[%d]", path, i);
+        if (!merge_schema(cc, m, cJSON_GetArrayItem(all, i), sub, depth + 1)) return false;
+    }
+    cJSON_ArrayForEach(e, sc)
+        if (strcmp(e->string, "$ref") && strcmp(e->string, "allOf") && !annotation(e->string) && !merge_keyword(cc, m, e->string, e, path))
+            return false;
+    const cJSON *one = get(m, "const"), *vals = get(m, "enum");   /* (a const and an enum: the const, if the enum has it) */
+    if (one && vals) {
+        bool in = false;
+        cJSON_ArrayForEach(e, vals) in |= cJSON_Compare(e, one, true);
+        if (!in) return fail(cc->err, cc->cap, "'%s': allOf's const is not in its enum", path);
+        cJSON_DeleteItemFromObjectCaseSensitive(m, "enum");
+    }
+    return true;
+}
+
+/* A schema with allOf (or a $ref beside other keywords) as the one schema it stands for, kept in
+ * cc->merged (NULL and cc->err where its schemas cannot be merged) */
+static const cJSON *merged_schema(schema_cc *cc, const cJSON *sc, const char *path) {
+    cJSON *m = cJSON_CreateObject();
+    if (!m || (!cc->merged && !(cc->merged = cJSON_CreateArray())) || !cJSON_AddItemToArray(cc->merged, m)) {
+        cJSON_Delete(m);
+        return fail(cc->err, cc->cap, "out of memory"), NULL;
+    }
+    return merge_schema(cc, m, sc, path, 0) ? m : NULL;
+}
+
+/* Beside annotations, sc has a $ref and more (merged as allOf's), or only an allOf of one $ref
+ * (*ref: that schema, compiled as a $ref is: a recursive one too) */
+static bool to_merge(const cJSON *sc, const cJSON **ref) {
+    const cJSON *e, *all = get(sc, "allOf"), *one = cJSON_GetArraySize(all) == 1 ? all->child : NULL;
+    int more = 0;
+    cJSON_ArrayForEach(e, sc) more += strcmp(e->string, "$ref") && strcmp(e->string, "allOf") && !annotation(e->string);
+    *ref = NULL;
+    if (!all) return get(sc, "$ref") && more;
+    cJSON_ArrayForEach(e, one) more += strcmp(e->string, "$ref") && !annotation(e->string);
+    if (!more && !get(sc, "$ref") && get(one, "$ref")) *ref = one;
+    return !*ref;
+}
+
 static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int depth) {
     char sub[512];
     if (depth > JSON_DEPTH_MAX) return fail(cc->err, cc->cap, "'%s': the schema nests deeper than %d", path, JSON_DEPTH_MAX), -1;
     if (cJSON_IsTrue(sc) || (cJSON_IsObject(sc) && !sc->child)) return 0;   /* true, {}: any value */
     if (!cJSON_IsObject(sc)) return fail(cc->err, cc->cap, "'%s' must be a schema (an object), got %s", path, type_name(sc)), -1;
-    static const char *const unsupported[] = {"allOf", "not", "if", "then", "else", "prefixItems", "patternProperties",
+    static const char *const unsupported[] = {"not", "if", "then", "else", "prefixItems", "patternProperties",
                                               "dependentSchemas", "dependentRequired", "unevaluatedProperties"};
     for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
         if (get(sc, unsupported[i])) return fail(cc->err, cc->cap, "'%s': '%s' is not supported", path, unsupported[i]), -1;
+    const cJSON *one;
+    if (to_merge(sc, &one)) {
+        const cJSON *m = merged_schema(cc, sc, path);
+        return m ? schema_node(cc, m, path, depth + 1) : -1;
+    }
+    if (one) {
+        snprintf(sub, sizeof sub, "%.400s.allOf[0]", path);
+        return schema_node(cc, one, sub, depth + 1);
+    }
     const cJSON *ref = get(sc, "$ref");
     if (ref) {
         const char *r = cJSON_GetStringValue(ref);
@@ -1364,6 +1533,7 @@ static bool calls_schema(const cJSON *tools, enum choice choice, const char *cho
         char ignored[256];
         schema_cc cc = {.js = js, .g4 = true, .root = params, .err = ignored, .cap = sizeof ignored};
         args[i] = truthy(params) ? schema_node(&cc, params, "parameters", 0) : -1;
+        cJSON_Delete(cc.merged);
         if (args[i] < 0 || !(js->nodes[args[i]].types & JT_OBJ)) args[i] = 1;   /* (beyond the subset: any object) */
     }
     if (!json_schema_finish(js)) { json_schema_free(js); return fail(err, cap, "out of memory"); }
@@ -1381,6 +1551,7 @@ static bool schema_root(json_schema *js, const cJSON *sc, const char *path, char
     if (!sc) return true;
     schema_cc cc = {.js = js, .root = sc, .err = err, .cap = cap};
     const int root = schema_node(&cc, sc, path, 0);
+    cJSON_Delete(cc.merged);
     if (root < 0) return false;
     js->root = root;
     if (!json_schema_finish(js)) return fail(err, cap, "out of memory");

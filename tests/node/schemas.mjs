@@ -4,7 +4,7 @@
 //   node schemas.mjs BASE_URL API_KEY MODEL_ID
 // Sampled replies (temperature 1, a seed each) to schemas with bounds (string lengths, item counts,
 // number ranges, also through anyOf and $ref), whole multipleOf, unique enum items, string patterns
-// and formats (checked by ajv-formats):
+// and formats (checked by ajv-formats), allOf's schemas together:
 // every reply must end by itself ("stop"), parse, and be valid. Prints one "ok ..." or "FAIL ..." line per check; exits 1 on a failure.
 import OpenAI from 'openai';
 import Ajv from 'ajv';
@@ -71,6 +71,29 @@ const schemas = {
     },
     required: ['when', 'day', 'id', 'ip', 'mail', 'code', 'loose', 'words'],
   },
+  // allOf: zod's intersections, a $ref beside constraints, pydantic 1's allOf of one $ref with a description
+  intersections: {
+    definitions: {
+      Tag: { type: 'string', minLength: 1 },
+      Box: { type: 'object', properties: { w: { type: 'integer', minimum: 1 } }, required: ['w'] },
+    },
+    allOf: [
+      {
+        type: 'object',
+        properties: { id: { type: 'string', maxLength: 6 }, level: { allOf: [{ type: 'integer', minimum: 0 }, { maximum: 9 }] } },
+        required: ['id', 'level'],
+      },
+      {
+        properties: {
+          id: { minLength: 2 },
+          tag: { $ref: '#/definitions/Tag', maxLength: 4 },
+          box: { title: 'Box', description: 'a box', allOf: [{ $ref: '#/definitions/Box' }] },
+          pick: { allOf: [{ enum: ['a', 'b', 'c'] }, { enum: ['c', 'b', 'z'] }] },
+        },
+        required: ['tag', 'box', 'pick'],
+      },
+    ],
+  },
 };
 
 // the validator is live: it refuses what breaks a bound
@@ -83,6 +106,10 @@ check(ajv.validate(schemas.patterns, good) && !ajv.validate(schemas.patterns, { 
 const nums = { step: 25, even: 4, threes: [3], colors: ['red', 'blue'], flags: [true, false] };
 check(ajv.validate(schemas.multiples, nums) && !ajv.validate(schemas.multiples, { ...nums, colors: ['red', 'red'] }) &&
   !ajv.validate(schemas.multiples, { ...nums, step: 30 }), 'Ajv refuses a repeated item or a broken multiple');
+const both = { id: 'ab', level: 9, tag: 'x', box: { w: 1 }, pick: 'b' };
+check(ajv.validate(schemas.intersections, both) && !ajv.validate(schemas.intersections, { ...both, id: 'a' }) &&
+  !ajv.validate(schemas.intersections, { ...both, pick: 'a' }) && !ajv.validate(schemas.intersections, { ...both, tag: 'xxxxx' }),
+  'Ajv refuses what breaks one of allOf\'s schemas');
 
 const seeds = [1, 2, 3, 4, 5, 6];
 for (const [name, schema] of Object.entries(schemas)) {
