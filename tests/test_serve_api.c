@@ -194,6 +194,12 @@ TEST(json_schema_automaton) {
         {"{\"allOf\":[{\"enum\":[\"a\",\"b\",\"c\"]},{\"enum\":[\"c\",\"b\"]}]}", "\"a", 1, false},
         {"{\"allOf\":[{\"enum\":[1,2]},{\"const\":2}]}", "2", -1, true},
         {"{\"allOf\":[{\"enum\":[1,2]},{\"const\":2}]}", "1", 0, false},
+#define ALLCLOSED "{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{}},\"additionalProperties\":false}," \
+                  "{\"properties\":{\"c\":{},\"b\":{\"type\":\"string\"}},\"additionalProperties\":{\"type\":\"integer\"}}]}"
+        {ALLCLOSED, "{\"a\":1,\"b\":\"x\"}", -1, true},   /* (c shut out by the first; a held to the second's integer) */
+        {ALLCLOSED, "{\"a\":1,\"b\":\"x\",", 14, false},
+        {"{\"allOf\":[{\"properties\":{\"a\":{}},\"additionalProperties\":{\"type\":\"string\"}},{\"properties\":{\"b\":{}}}]}",
+         "{\"a\":1,\"b\":2", 11, false},   /* (b held to the first's additionalProperties) */
 #define ALLREC "{\"definitions\":{\"N\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"next\":" \
                "{\"title\":\"Next\",\"description\":\"d\",\"allOf\":[{\"$ref\":\"#/definitions/N\"}]}}}}," \
                "\"allOf\":[{\"$ref\":\"#/definitions/N\"}]}"
@@ -370,6 +376,8 @@ TEST(json_schema_automaton) {
         {"{\"$defs\":{\"A\":{\"allOf\":[{\"$ref\":\"#/$defs/A\"},{\"type\":\"string\"}]}},\"$ref\":\"#/$defs/A\",\"maxLength\":1}",
          "allOf and $ref nest deeper than 8 within each other"},
         {"{\"allOf\":[{\"type\":\"string\"},3]}", "schema.allOf[1]' must be a schema (an object), got a number"},
+        {"{\"allOf\":[{\"properties\":{\"a\":{}},\"additionalProperties\":false},{\"properties\":{\"b\":{}},\"required\":[\"b\"]}]}",
+         "property 'b' is required by one of allOf's schemas and shut out by another's additionalProperties"},
         {"{\"anyOf\":[{\"type\":\"string\"},{\"enum\":[\"a\"]}]}", "'response_format.json_schema.schema.anyOf': alternatives"},
         {"{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "alternatives of the same type"},
         {"{\"type\":\"text\"}", "'response_format.json_schema.schema.type': not a JSON schema type"},

@@ -947,6 +947,9 @@ typedef struct {
     struct { const char *ref; int node; } refs[64];   /* $refs compiled (recursion ends there) */
     int n_refs;
     cJSON *merged;                  /* allOf's schemas merged, kept while the compile may point into them */
+    struct { const cJSON *props, *add; } closed[16];   /* a merge's schemas with additionalProperties: their own
+                                                          properties, and what others' must also be */
+    int n_closed;
     char *err;
     size_t cap;
 } schema_cc;
@@ -1374,6 +1377,12 @@ static bool merge_schema(schema_cc *cc, cJSON *m, const cJSON *sc, const char *p
     cJSON_ArrayForEach(e, sc)
         if (strcmp(e->string, "$ref") && strcmp(e->string, "allOf") && !annotation(e->string) && !merge_keyword(cc, m, e->string, e, path))
             return false;
+    const cJSON *add = get(sc, "additionalProperties");
+    if (cJSON_IsFalse(add) || cJSON_IsObject(add)) {
+        if (cc->n_closed == 16) return fail(cc->err, cc->cap, "'%s': more than 16 of allOf's schemas give additionalProperties", path);
+        cc->closed[cc->n_closed].props = get(sc, "properties");
+        cc->closed[cc->n_closed++].add = add;
+    }
     const cJSON *one = get(m, "const"), *vals = get(m, "enum");   /* (a const and an enum: the const, if the enum has it) */
     if (one && vals) {
         bool in = false;
@@ -1392,7 +1401,24 @@ static const cJSON *merged_schema(schema_cc *cc, const cJSON *sc, const char *pa
         cJSON_Delete(m);
         return fail(cc->err, cc->cap, "out of memory"), NULL;
     }
-    return merge_schema(cc, m, sc, path, 0) ? m : NULL;
+    cc->n_closed = 0;
+    if (!merge_schema(cc, m, sc, path, 0)) return NULL;
+    cJSON *props = cJSON_GetObjectItemCaseSensitive(m, "properties"), *p, *next;
+    for (int i = 0; i < cc->n_closed; i++)   /* (a property one of them does not declare: its additionalProperties too) */
+        for (p = cJSON_IsObject(props) ? props->child : NULL; p; p = next) {
+            next = p->next;
+            if (get(cc->closed[i].props, p->string)) continue;
+            const cJSON *r, *reqs = get(m, "required");
+            bool required = false;
+            cJSON_ArrayForEach(r, reqs) required |= cJSON_IsString(r) && !strcmp(r->valuestring, p->string);
+            if (cJSON_IsFalse(cc->closed[i].add) && required)
+                return fail(cc->err, cc->cap, "'%s': property '%.64s' is required by one of allOf's schemas and shut out by "
+                            "another's additionalProperties", path, p->string), NULL;
+            if (cJSON_IsFalse(cc->closed[i].add)) cJSON_Delete(cJSON_DetachItemViaPointer(props, p));
+            else if (!cJSON_ReplaceItemInObjectCaseSensitive(props, p->string, both_of(p, cc->closed[i].add)))
+                return fail(cc->err, cc->cap, "out of memory"), NULL;
+        }
+    return m;
 }
 
 /* Beside annotations, sc has a $ref and more (merged as allOf's), or only an allOf of one $ref

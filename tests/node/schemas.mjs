@@ -82,6 +82,7 @@ const schemas = {
         type: 'object',
         properties: { id: { type: 'string', maxLength: 6 }, level: { allOf: [{ type: 'integer', minimum: 0 }, { maximum: 9 }] } },
         required: ['id', 'level'],
+        additionalProperties: { type: ['string', 'object'] },   // (the other's properties held to it too)
       },
       {
         properties: {
