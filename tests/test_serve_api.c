@@ -294,7 +294,14 @@ TEST(json_schema_automaton) {
         {FMT("ipv4"), "\"256.1.1.1\"", 3, false},
         {FMT("email"), "\"a.b@example.com\"", -1, true},
         {FMT("email"), "\"a..b@x.io\"", 3, false},
-        {FMT("hostname"), "\"anything at all\"", -1, true},   /* (a format not held: any string) */
+        {FMT("hostname"), "\"a-1.example.org\"", -1, true},
+        {FMT("hostname"), "\"a-.b\"", 3, false},
+        {FMT("ipv6"), "\"2001:db8:0:0:0:0:ff00:42\"", -1, true},
+        {FMT("ipv6"), "\"2001:db8::1\"", 10, false},   /* (written whole) */
+        {FMT("uri"), "\"https://example.org:8080/a/b?q=1&r=/x#top\"", -1, true},
+        {FMT("uri"), "\"https://exa mple.org\"", 12, false},
+        {FMT("uri"), "\"example.org\"", 12, false},   /* (a scheme first) */
+        {FMT("regex"), "\"anything at all\"", -1, true},   /* (a format not held: any string) */
         {"{\"anyOf\":[" FMT("date") ",{\"type\":\"null\"}]}", "\"2024-1\"", 7, false},
         /* item counts */
 #define ITEMS12 "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":2}"

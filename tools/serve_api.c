@@ -1144,6 +1144,8 @@ static bool schema_counts(schema_cc *cc, const cJSON *sc, const char *kmin, cons
 #define FMT_TIME "([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(\\.\\d{1,6})?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)"
 #define FMT_OCTET "(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)"
 #define FMT_LABEL "[A-Za-z0-9]([A-Za-z0-9-]{0,20}[A-Za-z0-9])?"
+#define FMT_HEX4 "[0-9a-fA-F]{1,4}"
+#define FMT_PCHAR "A-Za-z0-9._~!$&'()*+,;=:@-"   /* (a URI path's characters, no %-escape) */
 static const char *const formats[][2] = {
     {"date", "^" FMT_DATE "$"},
     {"time", "^" FMT_TIME "$"},
@@ -1151,6 +1153,10 @@ static const char *const formats[][2] = {
     {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},
     {"ipv4", "^(" FMT_OCTET "\\.){3}" FMT_OCTET "$"},
     {"email", "^[A-Za-z0-9_%+-]+(\\.[A-Za-z0-9_%+-]+)*@(" FMT_LABEL "\\.)+[A-Za-z]{2,20}$"},
+    {"hostname", "^" FMT_LABEL "(\\." FMT_LABEL "){0,5}$"},
+    {"ipv6", "^(" FMT_HEX4 ":){7}" FMT_HEX4 "$"},   /* (written whole: no ::) */
+    {"uri", "^[A-Za-z][A-Za-z0-9+.-]{0,15}://[A-Za-z0-9._~-]+(:\\d{1,5})?(/[" FMT_PCHAR "]*)*(\\?[/?" FMT_PCHAR "]*)?(#[/?"
+            FMT_PCHAR "]*)?$"},   /* (scheme://host[:port]/path?query#fragment) */
 };
 
 /* A string's pattern or format (not both) into nd->pattern; false and err where it is malformed,

@@ -64,12 +64,15 @@ const schemas = {
       day: { type: 'string', format: 'date' },
       id: { type: 'string', format: 'uuid' },
       ip: { type: 'string', format: 'ipv4' },
+      ip6: { type: 'string', format: 'ipv6' },
+      host: { type: 'string', format: 'hostname', maxLength: 30 },
+      site: { type: 'string', format: 'uri', maxLength: 40 },
       mail: { type: 'string', format: 'email', maxLength: 24 },
       code: { type: 'string', pattern: '^[A-Z]{2}-\\d{3,5}$' },
       loose: { anyOf: [{ type: 'string', pattern: 'a(b|c)', minLength: 3, maxLength: 6 }, { type: 'null' }] },
       words: { type: 'array', items: { type: 'string', pattern: '^\\w+( \\w+)?$', maxLength: 10 }, maxItems: 3 },
     },
-    required: ['when', 'day', 'id', 'ip', 'mail', 'code', 'loose', 'words'],
+    required: ['when', 'day', 'id', 'ip', 'ip6', 'host', 'site', 'mail', 'code', 'loose', 'words'],
   },
   // allOf: zod's intersections, a $ref beside constraints, pydantic 1's allOf of one $ref with a description
   intersections: {
@@ -101,9 +104,11 @@ const schemas = {
 check(!ajv.validate(schemas.person, { name: '', age: 3, score: 0.5, tags: ['a'] }) &&
   !ajv.validate(schemas.small_ints, [1, 4]) && ajv.validate(schemas.small_ints, [1, -3]), 'Ajv refuses a broken bound');
 const good = { when: '2024-02-29T23:59:59Z', day: '2024-02-29', id: '123e4567-e89b-12d3-a456-426614174000', ip: '10.0.0.1',
-  mail: 'a@b.io', code: 'AB-123', loose: 'xab', words: ['a b'] };
+  ip6: '1:2:3:4:5:6:7:8', host: 'a-b.example', site: 'https://x.io/a?b#c', mail: 'a@b.io', code: 'AB-123', loose: 'xab',
+  words: ['a b'] };
 check(ajv.validate(schemas.patterns, good) && !ajv.validate(schemas.patterns, { ...good, day: '2023-02-29' }) &&
-  !ajv.validate(schemas.patterns, { ...good, code: 'AB-12' }), 'Ajv refuses a broken pattern or format');
+  !ajv.validate(schemas.patterns, { ...good, code: 'AB-12' }) && !ajv.validate(schemas.patterns, { ...good, site: 'x y' }) &&
+  !ajv.validate(schemas.patterns, { ...good, host: '-a' }), 'Ajv refuses a broken pattern or format');
 const nums = { step: 25, even: 4, threes: [3], colors: ['red', 'blue'], flags: [true, false] };
 check(ajv.validate(schemas.multiples, nums) && !ajv.validate(schemas.multiples, { ...nums, colors: ['red', 'red'] }) &&
   !ajv.validate(schemas.multiples, { ...nums, step: 30 }), 'Ajv refuses a repeated item or a broken multiple');
