@@ -205,6 +205,26 @@ TEST(json_schema_automaton) {
                "\"allOf\":[{\"$ref\":\"#/definitions/N\"}]}"
         {ALLREC, "{\"v\":1,\"next\":{\"v\":2,\"next\":{}}}", -1, true},
         {ALLREC, "{\"v\":1,\"next\":{\"w\":2}}", 16, false},
+        /* tuples: prefixItems (pydantic's tuples), drafts 4 to 7's items array and additionalItems */
+#define TUP2 "{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"minItems\":2,\"maxItems\":2}"
+        {TUP2, "[1,\"a\"]", -1, true},
+        {TUP2, "[\"a\"", 1, false},
+        {TUP2, "[1,2", 3, false},
+        {TUP2, "[1,\"a\",", 6, false},
+        {TUP2, "[1]", 2, false},
+#define TUPOPEN "{\"prefixItems\":[{\"const\":\"x\"},{\"type\":\"boolean\"}],\"items\":{\"type\":\"integer\"}}"
+        {TUPOPEN, "[\"x\",true,1,2,3]", -1, true},
+        {TUPOPEN, "[]", -1, true},   /* (prefixItems requires none) */
+        {TUPOPEN, "[\"x\",true,\"y\"", 10, false},
+        {TUPOPEN, "[1", 1, false},
+#define TUP07 "{\"type\":\"array\",\"items\":[{\"type\":\"boolean\"},{\"type\":\"null\"},{\"type\":\"string\"}]," \
+              "\"additionalItems\":false}"
+        {TUP07, "[true,null,\"s\"]", -1, true},
+        {TUP07, "[true,null]", -1, true},
+        {TUP07, "[true,null,3", 11, false},
+        {TUP07, "[true,null,\"s\",", 14, false},
+        {"{\"type\":\"array\",\"items\":false}", "[]", -1, true},
+        {"{\"type\":\"array\",\"items\":false}", "[1", 1, false},
         /* lengths in characters (an escape one, a UTF-8 character one) */
 #define LEN24 "{\"type\":\"string\",\"minLength\":2,\"maxLength\":4}"
         {LEN24, "\"ab\"", -1, true},
@@ -383,6 +403,9 @@ TEST(json_schema_automaton) {
         {"{\"$defs\":{\"A\":{\"allOf\":[{\"$ref\":\"#/$defs/A\"},{\"type\":\"string\"}]}},\"$ref\":\"#/$defs/A\",\"maxLength\":1}",
          "allOf and $ref nest deeper than 8 within each other"},
         {"{\"allOf\":[{\"type\":\"string\"},3]}", "schema.allOf[1]' must be a schema (an object), got a number"},
+        {"{\"prefixItems\":{}}", "'response_format.json_schema.schema.prefixItems' must be an array of at most 64 schemas"},
+        {"{\"type\":\"array\",\"items\":[{}],\"additionalItems\":false,\"minItems\":2}", "minItems 2, of a tuple of 1 items"},
+        {"{\"prefixItems\":[{\"type\":\"text\"}]}", "'response_format.json_schema.schema.prefixItems[0].type': not a JSON"},
         {"{\"allOf\":[{\"properties\":{\"a\":{}},\"additionalProperties\":false},{\"properties\":{\"b\":{}},\"required\":[\"b\"]}]}",
          "property 'b' is required by one of allOf's schemas and shut out by another's additionalProperties"},
         {"{\"anyOf\":[{\"type\":\"string\"},{\"enum\":[\"a\"]}]}", "'response_format.json_schema.schema.anyOf': alternatives"},

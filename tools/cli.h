@@ -448,7 +448,8 @@ typedef struct json_node {
     int types;                      /* JT_*: the types its value may have; 0: one of the literals */
     int obj, arr;                   /* the nodes whose properties / items its objects / arrays have (0: itself;
                                        an anyOf's: its alternatives') */
-    int items;                      /* JT_ARR: the node of its items */
+    int items;                      /* JT_ARR: the node of its items (those after its prefix) */
+    int prefix, n_prefix;           /* JT_ARR: its first items' nodes, prefix[prefix ..] (a tuple's: prefixItems) */
     int add;                        /* JT_OBJ without declared properties: the node of its members' values */
     int props, n_props;             /* JT_OBJ: its properties, in order, props[props ..] (n_props < 0: none declared) */
     int lits, n_lits;               /* an enum or a const: its values' JSON texts lits[lits ..] */
@@ -478,6 +479,8 @@ typedef struct json_schema {
     bool one_call;                  /* g4: no call after the first (parallel_tool_calls false) */
     int n_funcs, func_lits;         /* g4: the functions' "NAME{" literals lits[func_lits ..] */
     int *func_nodes;                /* g4: [n_funcs] their arguments' nodes */
+    int *prefix;                    /* [n_prefix] arrays' first items' nodes */
+    int n_prefix;
     json_prop *props;               /* an object's properties' keys are lits[keys + i], quoted */
     int *keys;                      /* [n_props]: the literal of property i's key */
     int n_props;
@@ -504,6 +507,8 @@ void json_schema_free(json_schema *js);
 int json_schema_add_node(json_schema *js, json_node n);
 int json_schema_add_lit(json_schema *js, const char *text);
 bool json_schema_add_prop(json_schema *js, int obj, const char *key_json, int node, bool required);
+/* The array node arr's first n items' nodes (a tuple's), nodes[0 .. n) */
+bool json_schema_add_prefix(json_schema *js, int arr, const int *nodes, int n);
 /* A pattern the schema then owns (freed with it, or here where it cannot be added): json_node.pattern's
  * number for it (0: out of memory) */
 int json_schema_add_pattern(json_schema *js, json_pattern *p);

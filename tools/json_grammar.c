@@ -66,6 +66,20 @@ int json_schema_add_node(json_schema *js, json_node n) {
     return js->n_nodes++;
 }
 
+/* The node of item i of an array of structure node a */
+static int item_node(const json_schema *js, const json_node *a, int i) {
+    return i < a->n_prefix ? js->prefix[a->prefix + i] : a->items;
+}
+
+/* The least nesting an array of structure node a needs to be whole, its items' need[] as given:
+ * 1, and 1 + its required items' most */
+static int arr_need(const json_schema *js, const json_node *a, const int *need, int inf) {
+    int v = 1;
+    const int n = a->bounds & JB_ITEMS ? CLI_MIN(a->min_items, a->n_prefix + 1) : 0;   /* (past the prefix: all alike) */
+    for (int i = 0; i < n; i++) v = CLI_MAX(v, CLI_MIN(1 + need[item_node(js, a, i)], inf));
+    return v;
+}
+
 /* The least nesting a value of each node needs to be whole, and an object of its structure
  * (1 << 20: never), to a fixed point (a property that holds its own object recurses) */
 bool json_schema_finish(json_schema *js) {
@@ -83,7 +97,7 @@ bool json_schema_finish(json_schema *js) {
             obj = CLI_MIN(obj, inf);
             int val = d->n_lits || (d->types & ~(JT_OBJ | JT_ARR)) ? 0 : inf;
             const json_node *a = &js->nodes[d->arr];   /* (an array of at least one item: 1 + the item's) */
-            if (d->types & JT_ARR) val = CLI_MIN(val, a->bounds & JB_ITEMS && a->min_items ? CLI_MIN(1 + need[a->items], inf) : 1);
+            if (d->types & JT_ARR) val = CLI_MIN(val, arr_need(js, a, need, inf));
             if (d->types & JT_OBJ) val = CLI_MIN(val, d->obj == i ? obj : need[n + d->obj]);
             if (val < need[i] || obj < need[n + i]) { need[i] = CLI_MIN(need[i], val); need[n + i] = CLI_MIN(need[n + i], obj); changed = true; }
         }
@@ -150,6 +164,16 @@ bool json_schema_add_func(json_schema *js, const char *name, int args) {
     return true;
 }
 
+bool json_schema_add_prefix(json_schema *js, int arr, const int *nodes, int n) {
+    js->nodes[arr].prefix = js->n_prefix;
+    js->nodes[arr].n_prefix = n;
+    for (int i = 0; i < n; i++) {
+        if (!json_grow((void **)&js->prefix, js->n_prefix, sizeof *js->prefix)) return false;
+        js->prefix[js->n_prefix++] = nodes[i];
+    }
+    return true;
+}
+
 int json_schema_add_pattern(json_schema *js, json_pattern *p) {
     if (!json_grow((void **)&js->pats, js->n_pats, sizeof(json_pattern *))) { json_pattern_free(p); return 0; }
     js->pats[js->n_pats] = p;
@@ -167,6 +191,7 @@ void json_schema_free(json_schema *js) {
     free(js->nodes);
     free(js->props);
     free(js->keys);
+    free(js->prefix);
     free(js);
 }
 
@@ -205,8 +230,7 @@ static int need_obj(const json_state *s, int i) { return s->js->need ? s->js->ne
 static bool fits(const json_state *s, int i) { return s->depth + need_val(s, i) <= JSON_DEPTH_MAX; }
 /* An array of structure node a: the least nesting it needs to be whole */
 static int need_arr(const json_state *s, int a) {
-    const json_node *n = node(s, a);
-    return n->bounds & JB_ITEMS && n->min_items ? 1 + need_val(s, n->items) : 1;
+    return s->js->need ? arr_need(s->js, node(s, a), s->js->need, 1 << 20) : 1;
 }
 static json_frame *top(json_state *s) { return &s->stack[s->depth - 1]; }
 
@@ -376,7 +400,7 @@ static bool value_start(json_state *s, int vn, unsigned char c) {
             return false;
         s->stack[s->depth++] = (json_frame){(short)st, 0, (char)c, 0};
         s->mode = c == '{' ? J_KEY_FIRST : J_ARR_FIRST;
-        s->vnode = node(s, st)->items;
+        s->vnode = c == '{' ? node(s, st)->items : item_node(s->js, node(s, st), 0);
         return true;
     }
     case '"': case JSON_G4_QUOTE:
@@ -413,17 +437,18 @@ static bool close_container(json_state *s) {
 static bool after_value(json_state *s, unsigned char c) {
     json_frame *f = top(s);
     const json_node *n = node(s, f->kind == '{' ? f->node : 0);
-    if (f->kind == '[') {   /* (bounded: idx + 1 items read; idx counts to maxItems, else to minItems) */
+    if (f->kind == '[') {   /* (bounded: idx + 1 items read; idx counts to maxItems, else to minItems and the prefix) */
         const json_node *a = node(s, f->node);
         const bool counted = a->bounds & JB_ITEMS;
+        const int next = item_node(s->js, a, f->idx + 1);
         if (c == ']') return (!counted || f->idx + 1 >= a->min_items) && close_container(s);
-        if (c != ',' || !fits(s, a->items) || (counted && a->max_items >= 0 && f->idx + 1 >= a->max_items)) return false;
+        if (c != ',' || !fits(s, next) || (counted && a->max_items >= 0 && f->idx + 1 >= a->max_items)) return false;
         if (a->unique) {   /* (unique items: one not yet taken must be left) */
             const json_node *it = node(s, a->items);
             if (!unused(s, a->items, it->n_lits ? all_of(it->n_lits) : 3)) return false;
         }
-        if (counted && (a->max_items >= 0 || f->idx < a->min_items)) f->idx++;
-        s->vnode = a->items;
+        if (counted && (a->max_items >= 0 || f->idx < a->min_items || f->idx < a->n_prefix)) f->idx++;
+        s->vnode = next;
         s->mode = J_VALUE;
         return true;
     }

@@ -1445,7 +1445,7 @@ static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int dep
     if (depth > JSON_DEPTH_MAX) return fail(cc->err, cc->cap, "'%s': the schema nests deeper than %d", path, JSON_DEPTH_MAX), -1;
     if (cJSON_IsTrue(sc) || (cJSON_IsObject(sc) && !sc->child)) return 0;   /* true, {}: any value */
     if (!cJSON_IsObject(sc)) return fail(cc->err, cc->cap, "'%s' must be a schema (an object), got %s", path, type_name(sc)), -1;
-    static const char *const unsupported[] = {"not", "if", "then", "else", "prefixItems", "patternProperties",
+    static const char *const unsupported[] = {"not", "if", "then", "else", "patternProperties",
                                               "dependentSchemas", "dependentRequired", "unevaluatedProperties"};
     for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
         if (get(sc, unsupported[i])) return fail(cc->err, cc->cap, "'%s': '%s' is not supported", path, unsupported[i]), -1;
@@ -1493,11 +1493,28 @@ static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int dep
     json_node nd = {.items = 0, .add = 0, .n_props = -1};
     nd.types = get(sc, "type") ? schema_types(cc, get(sc, "type"), path) : props ? JT_OBJ : items ? JT_ARR : JT_ANY;
     if (!nd.types || !schema_bounds(cc, sc, &nd, path)) return -1;
-    if (items && (nd.types & JT_ARR)) {
-        snprintf(sub, sizeof sub, "%.400s.items", path);
-        if ((nd.items = schema_node(cc, items, sub, depth + 1)) < 0) return -1;
+    const cJSON *tuple = get(sc, "prefixItems"), *rest = items;   /* (a tuple: its first items, then the rest's) */
+    if (!tuple && cJSON_IsArray(items)) tuple = items, rest = get(sc, "additionalItems");   /* (drafts 4 to 7) */
+    const int n_tuple = (nd.types & JT_ARR) ? cJSON_GetArraySize(tuple) : 0;
+    int first[JSON_LITS_MAX];
+    if (tuple && (!cJSON_IsArray(tuple) || n_tuple > JSON_LITS_MAX))
+        return fail(cc->err, cc->cap, "'%s.%s' must be an array of at most %d schemas", path, rest == items ? "prefixItems" : "items",
+                    JSON_LITS_MAX), -1;
+    for (int i = 0; i < n_tuple; i++) {
+        snprintf(sub, sizeof sub, "%.400s.%s[%d]", path, rest == items ? "prefixItems" : "items", i);
+        if ((first[i] = schema_node(cc, cJSON_GetArrayItem(tuple, i), sub, depth + 1)) < 0) return -1;
     }
-    if (cJSON_IsTrue(get(sc, "uniqueItems")) && (nd.types & JT_ARR) && !schema_unique(cc, &nd, path)) return -1;
+    if (n_tuple && !(nd.bounds & JB_ITEMS)) nd.bounds |= JB_ITEMS, nd.min_items = 0, nd.max_items = -1;   /* (counted) */
+    if (cJSON_IsFalse(rest) && (nd.types & JT_ARR)) {   /* (no more items) */
+        nd.max_items = nd.bounds & JB_ITEMS && nd.max_items >= 0 ? CLI_MIN(nd.max_items, n_tuple) : n_tuple;
+        nd.bounds |= JB_ITEMS;
+        if (nd.min_items > nd.max_items)
+            return fail(cc->err, cc->cap, "'%s': minItems %d, of a tuple of %d items", path, nd.min_items, n_tuple), -1;
+    } else if (rest && (nd.types & JT_ARR)) {
+        snprintf(sub, sizeof sub, "%.400s.%s", path, rest == items ? "items" : "additionalItems");
+        if ((nd.items = schema_node(cc, rest, sub, depth + 1)) < 0) return -1;
+    }
+    if (cJSON_IsTrue(get(sc, "uniqueItems")) && (nd.types & JT_ARR) && !n_tuple && !schema_unique(cc, &nd, path)) return -1;
     if (cJSON_IsObject(add) && !props && (nd.types & JT_OBJ)) {
         snprintf(sub, sizeof sub, "%.400s.additionalProperties", path);
         if ((nd.add = schema_node(cc, add, sub, depth + 1)) < 0) return -1;
@@ -1516,6 +1533,7 @@ static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int dep
     }
     const int k = json_schema_add_node(cc->js, nd);
     if (k < 0) return fail(cc->err, cc->cap, "'%s': the schema is too large (%d nodes at most)", path, JSON_NODES_MAX), -1;
+    if (n_tuple && !json_schema_add_prefix(cc->js, k, first, n_tuple)) return fail(cc->err, cc->cap, "out of memory"), -1;
     if (!(nd.types & JT_OBJ) || !props) return k;
     const cJSON *reqs = cJSON_IsArray(get(sc, "required")) ? get(sc, "required") : NULL, *r;
     int order[JSON_LITS_MAX];   /* as declared; g4: sorted as the template's dictsort writes them */

@@ -4,16 +4,20 @@
 //   node schemas.mjs BASE_URL API_KEY MODEL_ID
 // Sampled replies (temperature 1, a seed each) to schemas with bounds (string lengths, item counts,
 // number ranges, also through anyOf and $ref), whole multipleOf, unique enum items, string patterns
-// and formats (checked by ajv-formats), allOf's schemas together:
+// and formats (checked by ajv-formats), allOf's schemas together, tuples (prefixItems by Ajv's draft
+// 2020-12 validator; drafts 4 to 7's items array and additionalItems):
 // every reply must end by itself ("stop"), parse, and be valid. Prints one "ok ..." or "FAIL ..." line per check; exits 1 on a failure.
 import OpenAI from 'openai';
 import Ajv from 'ajv';
+import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 
 const [base, apiKey, modelId] = process.argv.slice(2);
 const client = new OpenAI({ baseURL: base, apiKey, maxRetries: 0, timeout: 120000 });
 const ajv = new Ajv({ strict: false });
 addFormats(ajv);   // (their full mode: days of the month, leap years)
+const ajv2020 = new Ajv2020({ strict: false });   // (prefixItems is draft 2020-12's)
+const validator = (name) => (name === 'tuples' ? ajv2020 : ajv);
 let failed = 0;
 function check(cond, what, detail = '') {
   console.log(`${cond ? 'ok  ' : 'FAIL'} ${what}${cond ? '' : ': ' + detail}`);
@@ -74,6 +78,21 @@ const schemas = {
     },
     required: ['when', 'day', 'id', 'ip', 'ip6', 'host', 'site', 'mail', 'code', 'loose', 'words'],
   },
+  // tuples: pydantic's (prefixItems with minItems = maxItems), an open one, and drafts 4 to 7's form
+  tuples: {
+    type: 'object',
+    properties: {
+      point: { type: 'array', prefixItems: [{ type: 'number', minimum: -1, maximum: 1 }, { type: 'integer', minimum: 0, maximum: 9 }], minItems: 2, maxItems: 2 },
+      tagged: { type: 'array', prefixItems: [{ enum: ['id', 'name'] }, { type: 'boolean' }], items: { type: 'string', maxLength: 4 }, maxItems: 4 },
+    },
+    required: ['point', 'tagged'],
+  },
+  tuples07: {
+    type: 'array',
+    items: [{ type: 'boolean' }, { type: 'string', maxLength: 3 }, { type: 'array', items: [{ type: 'null' }], additionalItems: false, minItems: 1 }],
+    additionalItems: false,
+    minItems: 2,
+  },
   // allOf: zod's intersections, a $ref beside constraints, pydantic 1's allOf of one $ref with a description
   intersections: {
     definitions: {
@@ -112,6 +131,10 @@ check(ajv.validate(schemas.patterns, good) && !ajv.validate(schemas.patterns, { 
 const nums = { step: 25, even: 4, threes: [3], colors: ['red', 'blue'], flags: [true, false] };
 check(ajv.validate(schemas.multiples, nums) && !ajv.validate(schemas.multiples, { ...nums, colors: ['red', 'red'] }) &&
   !ajv.validate(schemas.multiples, { ...nums, step: 30 }), 'Ajv refuses a repeated item or a broken multiple');
+check(ajv2020.validate(schemas.tuples, { point: [0.5, 3], tagged: ['id', true, 'ab'] }) &&
+  !ajv2020.validate(schemas.tuples, { point: [0.5, 'x'], tagged: ['id'] }) && !ajv2020.validate(schemas.tuples, { point: [0.5, 3], tagged: ['no'] }) &&
+  ajv.validate(schemas.tuples07, [true, 'ab']) && !ajv.validate(schemas.tuples07, [true, 'ab', [null], 1]) &&
+  !ajv.validate(schemas.tuples07, ['ab', true]), 'Ajv refuses a broken tuple');
 const both = { id: 'ab', level: 9, tag: 'x', box: { w: 1 }, pick: 'b' };
 check(ajv.validate(schemas.intersections, both) && !ajv.validate(schemas.intersections, { ...both, id: 'a' }) &&
   !ajv.validate(schemas.intersections, { ...both, pick: 'a' }) && !ajv.validate(schemas.intersections, { ...both, tag: 'xxxxx' }),
@@ -129,8 +152,9 @@ for (const [name, schema] of Object.entries(schemas)) {
     const text = r.choices[0].message.content;
     let doc, parsed = false;
     try { doc = JSON.parse(text); parsed = true; } catch { /* reported below */ }
-    if (r.choices[0].finish_reason !== 'stop' || !parsed || !ajv.validate(schema, doc))
-      bad.push({ seed, finish: r.choices[0].finish_reason, text, errors: parsed ? ajv.errors : 'no JSON' });
+    const v = validator(name);
+    if (r.choices[0].finish_reason !== 'stop' || !parsed || !v.validate(schema, doc))
+      bad.push({ seed, finish: r.choices[0].finish_reason, text, errors: parsed ? v.errors : 'no JSON' });
   }
   check(bad.length === 0, `${name}: ${seeds.length} sampled replies end, parse and are valid`, JSON.stringify(bad));
 }
