@@ -51,6 +51,7 @@ enum { LIT_TRUE, LIT_FALSE, LIT_NULL, LIT_CALL, LIT_NONE };   /* every schema's 
 /* ---- schemas ------------------------------------------------------------------------------- */
 
 bool json_grow(void **p, int n, size_t size) {
+    if (n < 0 || n > INT32_MAX / 2) return false;
     if (n > 0 && (n < 8 || (n & (n - 1)))) return true;
     void *q = realloc(*p, size * (size_t)(n ? 2 * n : 8));
     if (!q) return false;
