@@ -1430,7 +1430,7 @@ static const cJSON *merged_schema(schema_cc *cc, const cJSON *sc, const char *pa
 /* Beside annotations, sc has a $ref and more (merged as allOf's), or only an allOf of one $ref
  * (*ref: that schema, compiled as a $ref is: a recursive one too) */
 static bool to_merge(const cJSON *sc, const cJSON **ref) {
-    const cJSON *e, *all = get(sc, "allOf"), *one = cJSON_GetArraySize(all) == 1 ? all->child : NULL;
+    const cJSON *e, *all = get(sc, "allOf"), *one = cJSON_IsArray(all) && cJSON_GetArraySize(all) == 1 ? all->child : NULL;
     int more = 0;
     cJSON_ArrayForEach(e, sc) more += strcmp(e->string, "$ref") && strcmp(e->string, "allOf") && !annotation(e->string);
     *ref = NULL;
