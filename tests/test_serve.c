@@ -575,7 +575,7 @@ TEST(serve_json_schema_ajv) {
     o = test_sh(&rc, "node tests/node/schemas.mjs http://127.0.0.1:%d/v1 " KEY " gemma4-micro.gguf 2>&1", sv.port);
     CHECKF(rc == 0 && !strstr(o, "FAIL") && strstr(o, "ok   pydantic") && strstr(o, "ok   multiples") &&
                strstr(o, "ok   patterns") && strstr(o, "ok   intersections") &&
-               strstr(o, "ok   tuples:") && strstr(o, "ok   tuples07"), "schemas.mjs (exit %d):\n%s", rc, o);
+               strstr(o, "ok   tuples:") && strstr(o, "ok   tuples07") && strstr(o, "ok   maps"), "schemas.mjs (exit %d):\n%s", rc, o);
     free(o);
     server_stop(&sv);
 }

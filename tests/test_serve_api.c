@@ -225,6 +225,29 @@ TEST(json_schema_automaton) {
         {TUP07, "[true,null,\"s\",", 14, false},
         {"{\"type\":\"array\",\"items\":false}", "[]", -1, true},
         {"{\"type\":\"array\",\"items\":false}", "[1", 1, false},
+        /* a map's keys: propertyNames (a string schema, or an enum: optional properties), one patternProperties */
+#define KEYS "{\"type\":\"object\",\"propertyNames\":{\"pattern\":\"^[a-z]+$\",\"maxLength\":3}," \
+             "\"additionalProperties\":{\"type\":\"integer\"}}"
+        {KEYS, "{\"ab\":1,\"c\":2}", -1, true},
+        {KEYS, "{\"abcd", 5, false},
+        {KEYS, "{\"A", 2, false},
+        {KEYS, "{\"\"", 2, false},
+        {KEYS, "{\"a\":\"x", 5, false},
+        {"{\"type\":\"object\",\"propertyNames\":{\"enum\":[\"x\",\"y\",3]}}", "{\"y\":[1]}", -1, true},
+        {"{\"type\":\"object\",\"propertyNames\":{\"enum\":[\"x\",\"y\",3]}}", "{\"z", 2, false},
+#define PATKEYS "{\"type\":\"object\",\"patternProperties\":{\"^S_\\\\d$\":{\"type\":\"string\"}},\"additionalProperties\":false}"
+        {PATKEYS, "{\"S_1\":\"a\",\"S_2\":\"\"}", -1, true},
+        {PATKEYS, "{\"S_x", 4, false},
+        {PATKEYS, "{\"S_1\":2", 7, false},
+        {"{\"type\":\"object\",\"additionalProperties\":false}", "{}", -1, true},
+#define MAP12 "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"},\"minProperties\":1,\"maxProperties\":2}"
+        {MAP12, "{\"a\":1,\"b\":2}", -1, true},
+        {MAP12, "{}", 1, false},
+        {MAP12, "{\"a\":1}", -1, true},
+        {MAP12, "{\"a\":1,\"b\":2,", 12, false},
+        {"{\"type\":\"object\",\"maxProperties\":0}", "{\"", 1, false},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"a\"],\"minProperties\":1}", "{\"a\":1}", -1, true},
+        {"{\"type\":\"object\",\"additionalProperties\":false}", "{\"", 1, false},
         /* lengths in characters (an escape one, a UTF-8 character one) */
 #define LEN24 "{\"type\":\"string\",\"minLength\":2,\"maxLength\":4}"
         {LEN24, "\"ab\"", -1, true},
@@ -403,6 +426,12 @@ TEST(json_schema_automaton) {
         {"{\"$defs\":{\"A\":{\"allOf\":[{\"$ref\":\"#/$defs/A\"},{\"type\":\"string\"}]}},\"$ref\":\"#/$defs/A\",\"maxLength\":1}",
          "allOf and $ref nest deeper than 8 within each other"},
         {"{\"allOf\":[{\"type\":\"string\"},3]}", "schema.allOf[1]' must be a schema (an object), got a number"},
+        {"{\"propertyNames\":{\"type\":\"integer\"}}", "keys held to anything but a string schema or an enum are not supported"},
+        {"{\"patternProperties\":{\"a\":{},\"b\":{}}}", "schema.patternProperties': one pattern is supported"},
+        {"{\"properties\":{\"a\":{}},\"patternProperties\":{\"a\":{}}}", "patternProperties beside properties is not supported"},
+        {"{\"propertyNames\":{\"pattern\":\"a\"},\"patternProperties\":{\"b\":{}}}", "propertyNames and patternProperties together"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"maxProperties\":0}", "minProperties / maxProperties that its required"},
+        {"{\"type\":\"object\",\"minProperties\":2,\"maxProperties\":1}", "minProperties is above maxProperties"},
         {"{\"prefixItems\":{}}", "'response_format.json_schema.schema.prefixItems' must be an array of at most 64 schemas"},
         {"{\"type\":\"array\",\"items\":[{}],\"additionalItems\":false,\"minItems\":2}", "minItems 2, of a tuple of 1 items"},
         {"{\"prefixItems\":[{\"type\":\"text\"}]}", "'response_format.json_schema.schema.prefixItems[0].type': not a JSON"},

@@ -440,7 +440,7 @@ bool json_pattern_step(const json_pattern *p, json_pset *s, int *hint, uint32_t 
 #define JSON_DIGITS 16              /* digits of a number's integer part, and of its fraction */
 #define JSON_EXP_DIGITS 3           /* of its exponent */
 enum { JT_OBJ = 1, JT_ARR = 2, JT_STR = 4, JT_NUM = 8, JT_INT = 16, JT_BOOL = 32, JT_NULL = 64, JT_ANY = 127 };
-enum { JB_LEN = 1, JB_ITEMS = 2, JB_RANGE = 4 };   /* json_node.bounds: which bounds it has */
+enum { JB_LEN = 1, JB_ITEMS = 2, JB_RANGE = 4, JB_PROPS = 8 };   /* json_node.bounds: which bounds it has */
 #define JSON_COUNT_MAX 30000        /* the largest minLength / maxLength / minItems / maxItems held (a larger
                                        maximum is none; a larger minimum is refused) */
 #define JSON_UNIT ((__int128)10000000000000000)   /* 10^16: a number's value in units of 10^-16 (its digits) */
@@ -451,11 +451,13 @@ typedef struct json_node {
     int items;                      /* JT_ARR: the node of its items (those after its prefix) */
     int prefix, n_prefix;           /* JT_ARR: its first items' nodes, prefix[prefix ..] (a tuple's: prefixItems) */
     int add;                        /* JT_OBJ without declared properties: the node of its members' values */
+    int key;                        /* and the string node its members' keys are held to (0: any string) */
     int props, n_props;             /* JT_OBJ: its properties, in order, props[props ..] (n_props < 0: none declared) */
     int lits, n_lits;               /* an enum or a const: its values' JSON texts lits[lits ..] */
     int bounds;                     /* JB_*; an anyOf's: its alternatives' (arrays': on their structure's node) */
     int min_len, max_len;           /* JB_LEN, JT_STR: its characters (code points; an escape one) */
     int min_items, max_items;       /* JB_ITEMS, JT_ARR: its items */
+    int min_props, max_props;       /* JB_PROPS, JT_OBJ without declared properties: its members */
     __int128 lo, hi;                /* JB_RANGE, JT_NUM / JT_INT: its value in [lo, hi], in JSON_UNITs (an integer
                                        node's bounds whole numbers); written without an exponent */
     int64_t mult;                   /* JB_RANGE: a multiple of it, an integer (0: any) */

@@ -95,6 +95,7 @@ bool json_schema_finish(json_schema *js) {
             int obj = 1;   /* an object of node i's structure: 1 + its required properties' most */
             for (int p = 0; p < d->n_props; p++)
                 if (js->props[d->props + p].required) obj = CLI_MAX(obj, 1 + need[js->props[d->props + p].node]);
+            if (d->n_props < 0 && d->bounds & JB_PROPS && d->min_props) obj = CLI_MAX(obj, 1 + need[d->add]);   /* (a map's) */
             obj = CLI_MIN(obj, inf);
             int val = d->n_lits || (d->types & ~(JT_OBJ | JT_ARR)) ? 0 : inf;
             const json_node *a = &js->nodes[d->arr];   /* (an array of at least one item: 1 + the item's) */
@@ -318,7 +319,7 @@ static bool num_ok(const json_state *s, bool whole) {
  * counted up to minLength only (so that a long string's states repeat, and their masks) */
 static bool str_char(json_state *s) {
     const json_node *n = node(s, s->vnode);
-    if (s->key || !(n->bounds & JB_LEN)) return true;
+    if (!(n->bounds & JB_LEN)) return true;   /* (a key's node: its object's key node) */
     if (n->max_len >= 0 && s->len >= n->max_len) return false;
     if (n->max_len >= 0 || s->len < n->min_len) s->len++;
     return true;
@@ -326,12 +327,12 @@ static bool str_char(json_state *s) {
 /* Room for one more character (a surrogate pair's low half needs none: the pair is one) */
 static bool str_room(const json_state *s) {
     const json_node *n = node(s, s->vnode);
-    return s->key || !(n->bounds & JB_LEN) || n->max_len < 0 || s->len < n->max_len;
+    return !(n->bounds & JB_LEN) || n->max_len < 0 || s->len < n->max_len;
 }
 /* A string value's pattern (or format's), if it has one */
 static const json_pattern *pattern(const json_state *s) {
     const json_node *n = node(s, s->vnode);
-    return s->key || !n->pattern ? NULL : s->js->pats[n->pattern - 1];
+    return n->pattern ? s->js->pats[n->pattern - 1] : NULL;
 }
 
 /* A character of a string with a pattern: one of [lo, hi] (lo == hi: that one, taken), counted (or,
@@ -350,7 +351,7 @@ static bool pat_char(json_state *s, uint32_t lo, uint32_t hi, int extra) {
 static bool str_closes(const json_state *s) {
     const json_node *n = node(s, s->vnode);
     const json_pattern *p = pattern(s);
-    return !s->u8 && (s->key || !(n->bounds & JB_LEN) || s->len >= n->min_len) && (!p || json_pattern_can_end(p, &s->ps, 0, 0));
+    return !s->u8 && (!(n->bounds & JB_LEN) || s->len >= n->min_len) && (!p || json_pattern_can_end(p, &s->ps, 0, 0));
 }
 
 /* Byte c as UTF-8 (JSON's encoding): 1 where it begins a character, 0 where it continues one as
@@ -453,9 +454,10 @@ static bool after_value(json_state *s, unsigned char c) {
         s->mode = J_VALUE;
         return true;
     }
-    const bool declared = n->n_props >= 0;
-    if (c == '}') return (!declared || next_required(s, f) == n->n_props) && close_container(s);
-    if (c != ',' || (declared && f->idx >= n->n_props)) return false;
+    const bool declared = n->n_props >= 0, counted = !declared && n->bounds & JB_PROPS;   /* (a map's: as an array's items) */
+    if (c == '}') return (declared ? next_required(s, f) == n->n_props : !counted || f->idx + 1 >= n->min_props) && close_container(s);
+    if (c != ',' || (declared && f->idx >= n->n_props) || (counted && n->max_props >= 0 && f->idx + 1 >= n->max_props)) return false;
+    if (counted && (n->max_props >= 0 || f->idx < n->min_props)) f->idx++;
     s->mode = J_KEY;
     return true;
 }
@@ -463,17 +465,21 @@ static bool after_value(json_state *s, unsigned char c) {
 /* A byte of a g4 bare key */
 static bool key_char(unsigned char c) { return c > ' ' && !strchr(":,{}[]", c); }
 
+static bool g4_text(json_state *s, unsigned char c);
+
 /* A key's first byte c in object frame f (a declared object's: one of the properties it may have next) */
 static bool key_start(json_state *s, unsigned char c) {
     json_frame *f = top(s);
     const json_node *n = node(s, f->node);
     const bool g4 = s->js->g4;
     if (n->n_props < 0) {
-        if ((g4 ? !key_char(c) : c != '"') || !fits(s, n->add)) return false;
+        if ((g4 ? !key_char(c) : c != '"') || !fits(s, n->add) || (n->bounds & JB_PROPS && !n->max_props)) return false;
         s->key = true;
         s->mode = g4 ? J_BKEY : J_STRING;
-        s->n = 0;
-        return true;
+        s->n = s->len = 0;
+        s->vnode = n->key;   /* (a string node: the key's lengths and pattern) */
+        if (pattern(s)) json_pattern_start(&s->ps), s->ps_hint = -1;
+        return !g4 || (g4_text(s, c) && str_byte(s, c));   /* (a bare key's first byte is its text) */
     }
     const int last = CLI_MIN(next_required(s, f), n->n_props - 1);   /* up to the next required one */
     if (f->idx > last) return false;
@@ -567,7 +573,9 @@ static bool step(json_state *s, unsigned char c) {
     case J_KEY_FIRST:
         if (c == '}') {
             const json_frame *f = top(s);
-            ok = next_required(s, f) == CLI_MAX(node(s, f->node)->n_props, 0) && close_container(s);
+            const json_node *n = node(s, f->node);
+            ok = next_required(s, f) == CLI_MAX(n->n_props, 0) && (n->n_props >= 0 || !(n->bounds & JB_PROPS) || !n->min_props) &&
+                 close_container(s);
         } else ok = key_start(s, c);
         break;
     case J_KEY: ok = key_start(s, c); break;
@@ -585,8 +593,9 @@ static bool step(json_state *s, unsigned char c) {
             else ok = c != JSON_G4_CLOSE && c != JSON_G4_OPEN && g4_text(s, c) && str_byte(s, c);
         } else if (s->u8) ok = str_byte(s, c);
         else if (c == '"') {
-            if (s->key) s->mode = J_COLON;
-            else ok = str_closes(s) && (value_end(s), true);
+            if (!(ok = str_closes(s))) {}
+            else if (s->key) s->mode = J_COLON, s->len = 0;
+            else value_end(s);
         } else if (c == '\\') {   /* (an escape is one character, counted whole) */
             s->mode = J_ESC;
             ok = (str_room(s) || s->hs) && pat_char(s, 0, 0xFFFF, 1);
@@ -650,8 +659,9 @@ static bool step(json_state *s, unsigned char c) {
         break;
     case J_LITS: ok = lits_step(s, c); break;
     case J_BKEY:
-        if (c == ':' && !s->u8) {
+        if (c == ':' && str_closes(s)) {
             s->vnode = node(s, top(s)->node)->add;
+            s->len = 0;
             s->mode = J_VALUE;
             s->n = 0;
         } else ok = key_char(c) && g4_text(s, c) && str_byte(s, c);
@@ -925,7 +935,7 @@ void json_grammar_mask(void *ctx, float *logits, int32_t n_vocab) {
         const bool in_string = s->mode == J_STRING && s->n == 0 && !s->u8 && !pattern(s);   /* (g4: no part of <|"|>
                                                                                                matched; no character open; no pattern) */
         const json_node *sn = node(s, s->vnode);   /* a string's room left for a plain piece's characters */
-        const int room = in_string && !s->key && sn->bounds & JB_LEN && sn->max_len >= 0 ? sn->max_len - s->len : INT32_MAX;
+        const int room = in_string && sn->bounds & JB_LEN && sn->max_len >= 0 ? sn->max_len - s->len : INT32_MAX;
         if (!in_string) walk_texts(g, s, b);
         for (int32_t t = 0; t < v->n && in_string; t++) {
             bool ok = v->kind[t] == JV_PLAIN && v->chars[t] <= room;   /* (taken whole) */

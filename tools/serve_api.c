@@ -1200,6 +1200,9 @@ static bool schema_bounds(schema_cc *cc, const cJSON *sc, json_node *nd, const c
         return false;
     if ((nd->types & JT_ARR) && !schema_counts(cc, sc, "minItems", "maxItems", path, &nd->min_items, &nd->max_items, &nd->bounds, JB_ITEMS))
         return false;
+    if ((nd->types & JT_OBJ) &&
+        !schema_counts(cc, sc, "minProperties", "maxProperties", path, &nd->min_props, &nd->max_props, &nd->bounds, JB_PROPS))
+        return false;
     if (!(nd->types & (JT_NUM | JT_INT))) return true;
     bool any;
     if (!schema_range(cc, sc, path, &nd->lo, &nd->hi, &any)) return false;
@@ -1399,14 +1402,18 @@ static bool merge_schema(schema_cc *cc, cJSON *m, const cJSON *sc, const char *p
     return true;
 }
 
+/* o, made while compiling, kept until the compile ends (NULL and cc->err without memory) */
+static cJSON *kept(schema_cc *cc, cJSON *o) {
+    if (o && (cc->merged || (cc->merged = cJSON_CreateArray())) && cJSON_AddItemToArray(cc->merged, o)) return o;
+    cJSON_Delete(o);
+    return fail(cc->err, cc->cap, "out of memory"), NULL;
+}
+
 /* A schema with allOf (or a $ref beside other keywords) as the one schema it stands for, kept in
  * cc->merged (NULL and cc->err where its schemas cannot be merged) */
 static const cJSON *merged_schema(schema_cc *cc, const cJSON *sc, const char *path) {
-    cJSON *m = cJSON_CreateObject();
-    if (!m || (!cc->merged && !(cc->merged = cJSON_CreateArray())) || !cJSON_AddItemToArray(cc->merged, m)) {
-        cJSON_Delete(m);
-        return fail(cc->err, cc->cap, "out of memory"), NULL;
-    }
+    cJSON *m = kept(cc, cJSON_CreateObject());
+    if (!m) return NULL;
     cc->n_closed = 0;
     if (!merge_schema(cc, m, sc, path, 0)) return NULL;
     cJSON *props = cJSON_GetObjectItemCaseSensitive(m, "properties"), *p, *next;
@@ -1445,7 +1452,7 @@ static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int dep
     if (depth > JSON_DEPTH_MAX) return fail(cc->err, cc->cap, "'%s': the schema nests deeper than %d", path, JSON_DEPTH_MAX), -1;
     if (cJSON_IsTrue(sc) || (cJSON_IsObject(sc) && !sc->child)) return 0;   /* true, {}: any value */
     if (!cJSON_IsObject(sc)) return fail(cc->err, cc->cap, "'%s' must be a schema (an object), got %s", path, type_name(sc)), -1;
-    static const char *const unsupported[] = {"not", "if", "then", "else", "patternProperties",
+    static const char *const unsupported[] = {"not", "if", "then", "else",
                                               "dependentSchemas", "dependentRequired", "unevaluatedProperties"};
     for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
         if (get(sc, unsupported[i])) return fail(cc->err, cc->cap, "'%s': '%s' is not supported", path, unsupported[i]), -1;
@@ -1515,8 +1522,40 @@ static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int dep
         if ((nd.items = schema_node(cc, rest, sub, depth + 1)) < 0) return -1;
     }
     if (cJSON_IsTrue(get(sc, "uniqueItems")) && (nd.types & JT_ARR) && !n_tuple && !schema_unique(cc, &nd, path)) return -1;
-    if (cJSON_IsObject(add) && !props && (nd.types & JT_OBJ)) {
-        snprintf(sub, sizeof sub, "%.400s.additionalProperties", path);
+    const cJSON *names = get(sc, "propertyNames"), *pats = get(sc, "patternProperties");
+    if ((names || pats) && props && (nd.types & JT_OBJ))
+        return fail(cc->err, cc->cap, "'%s': %s beside properties is not supported", path, names ? "propertyNames" : "patternProperties"), -1;
+    if (!props && (nd.types & JT_OBJ) && (names || pats || cJSON_IsFalse(add))) {   /* (a map's keys held, or none) */
+        const cJSON *vals = get(names, "enum") ? get(names, "enum") : get(names, "const"), *v;
+        if (names && pats)
+            return fail(cc->err, cc->cap, "'%s': propertyNames and patternProperties together are not supported", path), -1;
+        if (pats && (!cJSON_IsObject(pats) || cJSON_GetArraySize(pats) != 1))
+            return fail(cc->err, cc->cap, "'%s.patternProperties': one pattern is supported", path), -1;
+        if (vals || (cJSON_IsFalse(add) && !pats && !names)) {   /* (keys from an enum: each an optional property) */
+            cJSON *ps = kept(cc, cJSON_CreateObject());
+            const cJSON *each = cJSON_IsArray(vals) ? vals : NULL, *one = each ? NULL : vals;
+            if (!ps) return -1;
+            cJSON_ArrayForEach(v, each)
+                if (cJSON_IsString(v) && !get(ps, v->valuestring) &&
+                    !add_item(ps, v->valuestring, cJSON_IsObject(add) ? cJSON_Duplicate(add, true) : cJSON_CreateTrue()))
+                    return fail(cc->err, cc->cap, "out of memory"), -1;
+            if (cJSON_IsString(one) && !add_item(ps, one->valuestring, cJSON_IsObject(add) ? cJSON_Duplicate(add, true) : cJSON_CreateTrue()))
+                return fail(cc->err, cc->cap, "out of memory"), -1;
+            props = ps;
+        } else {
+            cJSON *key = pats ? kept(cc, cJSON_CreateObject()) : NULL;
+            if (pats && (!key || !cJSON_AddStringToObject(key, "type", "string") || !cJSON_AddStringToObject(key, "pattern", pats->child->string)))
+                return fail(cc->err, cc->cap, "out of memory"), -1;
+            snprintf(sub, sizeof sub, "%.400s.%s", path, pats ? "patternProperties" : "propertyNames");
+            if ((nd.key = schema_node(cc, pats ? key : names, sub, depth + 1)) < 0) return -1;
+            const json_node *kn = &cc->js->nodes[nd.key];
+            if (kn->n_lits || !(kn->types & JT_STR))
+                return fail(cc->err, cc->cap, "'%s': keys held to anything but a string schema or an enum are not supported", sub), -1;
+            if (pats) add = pats->child;   /* (the values of the keys it matches: only those come) */
+        }
+    }
+    if ((cJSON_IsObject(add) || cJSON_IsTrue(add)) && !props && (nd.types & JT_OBJ)) {
+        snprintf(sub, sizeof sub, "%.400s.%s", path, pats ? "patternProperties" : "additionalProperties");
         if ((nd.add = schema_node(cc, add, sub, depth + 1)) < 0) return -1;
     }
     const int n = cJSON_IsObject(props) ? cJSON_GetArraySize(props) : 0;
@@ -1546,11 +1585,14 @@ static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int dep
         order[j] = i;
     }
     cc->js->nodes[k].n_props = -1;
+    int n_required = 0, n_declared = 0;
     for (int o = 0; o < n; o++) {
         const int i = order[o];
         if (child[i] < 0) continue;   /* (given again later) */
         bool required = false;
         cJSON_ArrayForEach(r, reqs) required |= cJSON_IsString(r) && !strcmp(r->valuestring, ps[i]->string);
+        n_required += required;
+        n_declared++;
         cJSON *key = cc->g4 ? NULL : cJSON_CreateString(ps[i]->string);
         const size_t kn = strlen(ps[i]->string) + 2;
         char *kj = cc->g4 ? malloc(kn) : key ? cJSON_PrintUnformatted(key) : NULL;
@@ -1561,6 +1603,9 @@ static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int dep
         if (!ok) return fail(cc->err, cc->cap, "out of memory"), -1;
     }
     if (!n) cc->js->nodes[k].n_props = 0, cc->js->nodes[k].props = cc->js->n_props;   /* properties {}: an empty object */
+    if (nd.bounds & JB_PROPS && (nd.min_props > n_required || (nd.max_props >= 0 && nd.max_props < n_declared)))
+        return fail(cc->err, cc->cap, "'%s': minProperties / maxProperties that its required and declared properties do not "
+                    "meet are not supported", path), -1;
     return k;
 }
 

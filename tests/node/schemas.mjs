@@ -4,7 +4,7 @@
 //   node schemas.mjs BASE_URL API_KEY MODEL_ID
 // Sampled replies (temperature 1, a seed each) to schemas with bounds (string lengths, item counts,
 // number ranges, also through anyOf and $ref), whole multipleOf, unique enum items, string patterns
-// and formats (checked by ajv-formats), allOf's schemas together, tuples (prefixItems by Ajv's draft
+// and formats (checked by ajv-formats), maps' keys, allOf's schemas together, tuples (prefixItems by Ajv's draft
 // 2020-12 validator; drafts 4 to 7's items array and additionalItems):
 // every reply must end by itself ("stop"), parse, and be valid. Prints one "ok ..." or "FAIL ..." line per check; exits 1 on a failure.
 import OpenAI from 'openai';
@@ -93,6 +93,17 @@ const schemas = {
     additionalItems: false,
     minItems: 2,
   },
+  // maps: keys held to propertyNames (a string schema, an enum) or one patternProperties; members counted
+  maps: {
+    type: 'object',
+    properties: {
+      scores: { type: 'object', propertyNames: { pattern: '^[a-z]{1,6}$' }, additionalProperties: { type: 'integer', minimum: 0, maximum: 9 }, minProperties: 1, maxProperties: 3 },
+      pick: { type: 'object', propertyNames: { enum: ['red', 'blue'] }, additionalProperties: { type: 'boolean' } },
+      env: { type: 'object', patternProperties: { '^[A-Z_]{1,8}$': { type: 'string', maxLength: 5 } }, additionalProperties: false, maxProperties: 2 },
+      none: { type: 'object', additionalProperties: false },
+    },
+    required: ['scores', 'pick', 'env', 'none'],
+  },
   // allOf: zod's intersections, a $ref beside constraints, pydantic 1's allOf of one $ref with a description
   intersections: {
     definitions: {
@@ -135,6 +146,11 @@ check(ajv2020.validate(schemas.tuples, { point: [0.5, 3], tagged: ['id', true, '
   !ajv2020.validate(schemas.tuples, { point: [0.5, 'x'], tagged: ['id'] }) && !ajv2020.validate(schemas.tuples, { point: [0.5, 3], tagged: ['no'] }) &&
   ajv.validate(schemas.tuples07, [true, 'ab']) && !ajv.validate(schemas.tuples07, [true, 'ab', [null], 1]) &&
   !ajv.validate(schemas.tuples07, ['ab', true]), 'Ajv refuses a broken tuple');
+const map = { scores: { ab: 3 }, pick: { red: true }, env: { HOME: 'x' }, none: {} };
+check(ajv.validate(schemas.maps, map) && !ajv.validate(schemas.maps, { ...map, scores: { A: 1 } }) &&
+  !ajv.validate(schemas.maps, { ...map, pick: { green: true } }) && !ajv.validate(schemas.maps, { ...map, env: { home: 'x' } }) &&
+  !ajv.validate(schemas.maps, { ...map, none: { a: 1 } }) && !ajv.validate(schemas.maps, { ...map, scores: {} }),
+  'Ajv refuses a key its map does not take, or a count');
 const both = { id: 'ab', level: 9, tag: 'x', box: { w: 1 }, pick: 'b' };
 check(ajv.validate(schemas.intersections, both) && !ajv.validate(schemas.intersections, { ...both, id: 'a' }) &&
   !ajv.validate(schemas.intersections, { ...both, pick: 'a' }) && !ajv.validate(schemas.intersections, { ...both, tag: 'xxxxx' }),
