@@ -593,9 +593,9 @@ static bool step(json_state *s, unsigned char c) {
             else ok = c != JSON_G4_CLOSE && c != JSON_G4_OPEN && g4_text(s, c) && str_byte(s, c);
         } else if (s->u8) ok = str_byte(s, c);
         else if (c == '"') {
-            if (!(ok = str_closes(s))) {}
-            else if (s->key) s->mode = J_COLON, s->len = 0;
-            else value_end(s);
+            ok = str_closes(s);
+            if (ok && s->key) s->mode = J_COLON, s->len = 0;
+            else if (ok) value_end(s);
         } else if (c == '\\') {   /* (an escape is one character, counted whole) */
             s->mode = J_ESC;
             ok = (str_room(s) || s->hs) && pat_char(s, 0, 0xFFFF, 1);

@@ -115,26 +115,6 @@ static bool class_has(const json_pattern *p, int k, uint32_t c) {
     return in != cl->neg;
 }
 
-/* Whether class k (cl: that class itself, or its complement) holds a code point in [lo, hi] that a
- * JSON string can hold (no surrogate) */
-static bool class_meets_cl(const json_pattern *p, const cp_class *cl, uint32_t lo, uint32_t hi) {
-    for (uint32_t c = lo; c <= hi;) {   /* (c: the least in [lo, hi] not yet ruled out) */
-        if (c >= 0xD800 && c <= 0xDFFF) { c = 0xE000; continue; }
-        bool in = false;
-        uint32_t next = hi + 1;   /* where membership may change next */
-        for (int i = 0; i < cl->n; i++) {
-            const cp_range r = p->ranges[cl->first + i];
-            if (c >= r.lo && c <= r.hi) in = true, next = CLI_MIN(next, r.hi + 1);
-            else if (r.lo > c) next = CLI_MIN(next, r.lo);
-        }
-        if (in != cl->neg) return true;
-        if (next <= c || next > hi) return false;
-        c = next;
-    }
-    return false;
-}
-static bool class_meets(const json_pattern *p, int k, uint32_t lo, uint32_t hi) { return class_meets_cl(p, &p->classes[k], lo, hi); }
-
 static int cp_cmp(const void *a, const void *b) {
     const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return (x > y) - (x < y);
@@ -480,9 +460,8 @@ json_pattern *json_pattern_compile(const char *re, char *err, size_t cap) {
     p->follow[0] = f.first;
     p->accept = f.last;
     if (f.nullable) set_add(&p->accept, 0);
-    json_pset live = {{0}};   /* (positions whose class holds something a string can hold) */
-    for (int i = 1; i < p->n_pos; i++)
-        if (class_meets(p, p->cls[i], 0, 0x10FFFF)) set_add(&live, i);
+    json_pset live = {{0}};   /* (positions whose class holds something a string can hold: in a column) */
+    for (int c = 0; c < p->n_cols; c++) set_or(&live, &p->col[c]);
     p->lens[0] = p->accept;
     for (int len = 1; len < LENS; len++)
         for (int i = 0; i < p->n_pos; i++) {

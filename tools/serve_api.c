@@ -1503,12 +1503,12 @@ static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int dep
     const cJSON *tuple = get(sc, "prefixItems"), *rest = items;   /* (a tuple: its first items, then the rest's) */
     if (!tuple && cJSON_IsArray(items)) tuple = items, rest = get(sc, "additionalItems");   /* (drafts 4 to 7) */
     const int n_tuple = (nd.types & JT_ARR) ? cJSON_GetArraySize(tuple) : 0;
+    const char *const tuple_kw = rest == items ? "prefixItems" : "items", *rest_kw = rest == items ? "items" : "additionalItems";
     int first[JSON_LITS_MAX];
     if (tuple && (!cJSON_IsArray(tuple) || n_tuple > JSON_LITS_MAX))
-        return fail(cc->err, cc->cap, "'%s.%s' must be an array of at most %d schemas", path, rest == items ? "prefixItems" : "items",
-                    JSON_LITS_MAX), -1;
+        return fail(cc->err, cc->cap, "'%s.%s' must be an array of at most %d schemas", path, tuple_kw, JSON_LITS_MAX), -1;
     for (int i = 0; i < n_tuple; i++) {
-        snprintf(sub, sizeof sub, "%.400s.%s[%d]", path, rest == items ? "prefixItems" : "items", i);
+        snprintf(sub, sizeof sub, "%.400s.%s[%d]", path, tuple_kw, i);
         if ((first[i] = schema_node(cc, cJSON_GetArrayItem(tuple, i), sub, depth + 1)) < 0) return -1;
     }
     if (n_tuple && !(nd.bounds & JB_ITEMS)) nd.bounds |= JB_ITEMS, nd.min_items = 0, nd.max_items = -1;   /* (counted) */
@@ -1518,7 +1518,7 @@ static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int dep
         if (nd.min_items > nd.max_items)
             return fail(cc->err, cc->cap, "'%s': minItems %d, of a tuple of %d items", path, nd.min_items, n_tuple), -1;
     } else if (rest && (nd.types & JT_ARR)) {
-        snprintf(sub, sizeof sub, "%.400s.%s", path, rest == items ? "items" : "additionalItems");
+        snprintf(sub, sizeof sub, "%.400s.%s", path, rest_kw);
         if ((nd.items = schema_node(cc, rest, sub, depth + 1)) < 0) return -1;
     }
     if (cJSON_IsTrue(get(sc, "uniqueItems")) && (nd.types & JT_ARR) && !n_tuple && !schema_unique(cc, &nd, path)) return -1;
@@ -1533,14 +1533,11 @@ static int schema_node(schema_cc *cc, const cJSON *sc, const char *path, int dep
             return fail(cc->err, cc->cap, "'%s.patternProperties': one pattern is supported", path), -1;
         if (vals || (cJSON_IsFalse(add) && !pats && !names)) {   /* (keys from an enum: each an optional property) */
             cJSON *ps = kept(cc, cJSON_CreateObject());
-            const cJSON *each = cJSON_IsArray(vals) ? vals : NULL, *one = each ? NULL : vals;
             if (!ps) return -1;
-            cJSON_ArrayForEach(v, each)
+            for (v = cJSON_IsArray(vals) ? vals->child : vals; v; v = cJSON_IsArray(vals) ? v->next : NULL)   /* (a const: one) */
                 if (cJSON_IsString(v) && !get(ps, v->valuestring) &&
                     !add_item(ps, v->valuestring, cJSON_IsObject(add) ? cJSON_Duplicate(add, true) : cJSON_CreateTrue()))
                     return fail(cc->err, cc->cap, "out of memory"), -1;
-            if (cJSON_IsString(one) && !add_item(ps, one->valuestring, cJSON_IsObject(add) ? cJSON_Duplicate(add, true) : cJSON_CreateTrue()))
-                return fail(cc->err, cc->cap, "out of memory"), -1;
             props = ps;
         } else {
             cJSON *key = pats ? kept(cc, cJSON_CreateObject()) : NULL;
